@@ -1,0 +1,39 @@
+/* longctx — the one error convention shared by every library (lcx_, triatt_, eng_).
+ *
+ *   int rc = lcx_something(...);
+ *   if (rc < 0) fprintf(stderr, "longctx: %s\n", lcx_strerror(rc));
+ *
+ * Every fallible function returns int: 0 (LCX_OK) or a positive count on success, a
+ * negative LCX_E* code on failure. Library code never exit()s or abort()s on bad input,
+ * I/O errors or OOM. */
+#ifndef LONGCTX_LCX_ERR_H
+#define LONGCTX_LCX_ERR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum lcx_err {
+    LCX_OK        = 0,
+    LCX_ENOMEM    = -1,  /* allocation failed */
+    LCX_EINVAL    = -2,  /* bad argument or malformed input */
+    LCX_EIO       = -3,  /* read/write/fsync/mmap failed (errno kept by caller if needed) */
+    LCX_ECORRUPT  = -4,  /* on-disk data failed validation (magic, version, checksum, bounds) */
+    LCX_ENOTFOUND = -5,  /* no such session, file, key, tensor */
+    LCX_ELIMIT    = -6,  /* a configured size/count limit would be exceeded */
+    LCX_EMISMATCH = -7,  /* data made by a different embedder / model / version */
+    LCX_EEXIST    = -8,  /* already exists / address in use */
+    LCX_ENOTSUP   = -9,  /* valid but unsupported (architecture, tensor type, format) */
+    LCX_ETIMEOUT  = -10, /* deadline passed */
+    LCX_ENET      = -11, /* network / peer failure */
+    LCX_ESTATE    = -12, /* call not valid in the object's current state */
+    LCX_ETRUNC    = -13  /* input ended early (truncated file or stream) */
+};
+
+/* Static, human-readable text for an LCX_E* code (never NULL). */
+const char *lcx_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

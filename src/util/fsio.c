@@ -1,0 +1,94 @@
+#include "util/util.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int lcx_read_file(const char *path, size_t max, char **out, size_t *out_len)
+{
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? LCX_ENOTFOUND : LCX_EIO;
+    struct stat st;
+    if (fstat(fd, &st) < 0) { close(fd); return LCX_EIO; }
+    if (max && (size_t)st.st_size > max) { close(fd); return LCX_ELIMIT; }
+    size_t n = (size_t)st.st_size;
+    char *p = malloc(n + 1);
+    if (!p) { close(fd); return LCX_ENOMEM; }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != n) { free(p); return LCX_EIO; }
+    p[n] = 0;
+    *out = p;
+    if (out_len) *out_len = n;
+    return LCX_OK;
+}
+
+int lcx_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return LCX_EIO;
+    int rc = fsync(fd) < 0 ? LCX_EIO : LCX_OK;
+    close(fd);
+    return rc;
+}
+
+int lcx_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    size_t pl = strlen(path);
+    char *tmp = malloc(pl + 5), *dcopy = strdup(path);
+    if (!tmp || !dcopy) { free(tmp); free(dcopy); return LCX_ENOMEM; }
+    memcpy(tmp, path, pl);
+    memcpy(tmp + pl, ".tmp", 5);
+    int rc = LCX_EIO;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        const char *p = data;
+        size_t left = len;
+        while (left) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            p += w;
+            left -= (size_t)w;
+        }
+        if (!left && fsync(fd) == 0 && close(fd) == 0) {
+            fd = -1;
+            if (rename(tmp, path) == 0) rc = lcx_fsync_dir(dirname(dcopy));
+        }
+        if (fd >= 0) close(fd);
+        if (rc) unlink(tmp);
+    }
+    free(tmp);
+    free(dcopy);
+    return rc;
+}
+
+int lcx_mkdirs(const char *path)
+{
+    char *p = strdup(path);
+    if (!p) return LCX_ENOMEM;
+    size_t n = strlen(p);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != 0) continue;
+        char c = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0700) < 0 && errno != EEXIST) { free(p); return LCX_EIO; }
+        p[i] = c;
+    }
+    struct stat st;
+    int rc = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? LCX_OK : LCX_EIO;
+    free(p);
+    return rc;
+}

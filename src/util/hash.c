@@ -1,0 +1,119 @@
+/* Checksums and hashes. crc32c uses the SSE4.2 CRC32 instruction (part of the x86-64-v3
+ * baseline); lcx_hash64 is a multiply-xorshift hash for hash tables and feature hashing
+ * (stable across runs and machines: the weight-free embedder depends on it, so changing
+ * it changes the embedder fingerprint); sha256 is FIPS 180-4, used for scope hashes. */
+#include "util/util.h"
+#include <nmmintrin.h>
+#include <string.h>
+
+uint32_t lcx_crc32c(uint32_t crc, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t c = ~crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        c = _mm_crc32_u64(c, v);
+        s += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = _mm_crc32_u8(c32, *s++);
+    return ~c32;
+}
+
+static inline uint64_t mix(uint64_t a, uint64_t b)
+{
+    __uint128_t r = (__uint128_t)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+uint64_t lcx_hash64(const void *p, size_t n, uint64_t seed)
+{
+    const unsigned char *s = p;
+    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull, k2 = 0x8ebc6af09c88c6e3ull;
+    uint64_t h = seed ^ mix(seed ^ k0, k1) ^ n;
+    while (n >= 16) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + 8, 8);
+        h = mix(a ^ k1 ^ h, b ^ k2);
+        s += 16;
+        n -= 16;
+    }
+    uint64_t a = 0, b = 0;
+    if (n >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+    } else if (n) {
+        memcpy(&a, s, n);
+    }
+    h = mix(a ^ k1 ^ h, b ^ k2 ^ n);
+    return mix(h ^ k0, k2);
+}
+
+/* ---- SHA-256 (FIPS 180-4) */
+static const uint32_t K[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha_block(uint32_t h[8], const unsigned char *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = hh + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+void lcx_sha256(const void *data, size_t n, uint8_t out[32])
+{
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    const unsigned char *p = data;
+    size_t left = n;
+    while (left >= 64) { sha_block(h, p); p += 64; left -= 64; }
+    unsigned char tail[128] = {0};
+    memcpy(tail, p, left);
+    tail[left] = 0x80;
+    size_t tl = left < 56 ? 64 : 128;
+    uint64_t bits = (uint64_t)n * 8;
+    for (int i = 0; i < 8; i++) tail[tl - 1 - i] = (unsigned char)(bits >> (8 * i));
+    sha_block(h, tail);
+    if (tl == 128) sha_block(h, tail + 64);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = h[i] >> 24; out[4 * i + 1] = h[i] >> 16;
+        out[4 * i + 2] = h[i] >> 8; out[4 * i + 3] = h[i];
+    }
+}
+
+void lcx_sha256_hex(const void *p, size_t n, char *out, size_t nbytes)
+{
+    uint8_t d[32];
+    static const char hex[] = "0123456789abcdef";
+    lcx_sha256(p, n, d);
+    if (nbytes > 32) nbytes = 32;
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[d[i] >> 4];
+        out[2 * i + 1] = hex[d[i] & 15];
+    }
+    out[2 * nbytes] = 0;
+}

@@ -1,0 +1,26 @@
+#include "util/util.h"
+
+bool lcx_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *e = p + n;
+    while (p < e) {
+        unsigned c = *p;
+        if (c < 0x80) { p++; continue; }
+        int len;
+        unsigned cp;
+        if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
+        else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
+        else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (e - p < len) return false;
+        for (int i = 1; i < len; i++) {
+            if ((p[i] & 0xc0) != 0x80) return false;
+            cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        p += len;
+    }
+    return true;
+}

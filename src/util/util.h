@@ -1,0 +1,68 @@
+/* Internal helpers shared by every subsystem (not part of the public contract).
+ * Everything here returns LCX_E* codes on failure and never exits. */
+#ifndef LCX_UTIL_H
+#define LCX_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "longctx/lcx_err.h"
+
+/* ---- CPU features (cpu.c). Detected once; LCX_NO_AVX512=1 in the environment forces
+ * the AVX2 paths (valgrind 3.19 cannot execute AVX-512). */
+typedef struct {
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni;
+} lcx_cpu_features;
+const lcx_cpu_features *lcx_cpu(void);
+/* true when the AVX-512 F+BW+VL+DQ kernels may run (hardware + OS + not disabled). */
+bool lcx_cpu_has_avx512(void);
+
+/* ---- time (time.c) */
+uint64_t lcx_now_ns(void);              /* CLOCK_MONOTONIC */
+double   lcx_now_ms(void);
+
+/* ---- growable byte buffer with a hard cap (buf.c). cap 0 = unlimited. */
+typedef struct {
+    char  *data;   /* always NUL-terminated when non-NULL */
+    size_t len;
+    size_t alloc;
+    size_t cap;    /* LCX_ELIMIT when len would exceed it */
+} lcx_buf;
+int  lcx_buf_append(lcx_buf *b, const void *p, size_t n);
+int  lcx_buf_puts(lcx_buf *b, const char *s);
+int  lcx_buf_printf(lcx_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal (quotes included, control chars escaped). */
+int  lcx_buf_json_str(lcx_buf *b, const char *s, size_t n);
+/* Appends a float with enough digits to round-trip (%.9g), "null" for NaN/inf. */
+int  lcx_buf_json_num(lcx_buf *b, double v);
+void lcx_buf_free(lcx_buf *b);
+/* Hands the bytes to the caller (free() them) and resets b. */
+char *lcx_buf_steal(lcx_buf *b, size_t *len);
+
+/* ---- files (fsio.c) */
+/* Reads a whole file (NUL-terminated). max = 0 means no limit; larger → LCX_ELIMIT. */
+int lcx_read_file(const char *path, size_t max, char **out, size_t *out_len);
+/* Crash-safe replace: write to PATH.tmp, fsync, rename over PATH, fsync the directory. */
+int lcx_write_file_atomic(const char *path, const void *data, size_t len);
+/* mkdir -p with mode 0700 for new directories. */
+int lcx_mkdirs(const char *path);
+/* fsync a directory (after create/rename inside it). */
+int lcx_fsync_dir(const char *dir);
+
+/* ---- checksums and hashes (hash.c) */
+uint32_t lcx_crc32c(uint32_t crc, const void *p, size_t n);   /* Castagnoli; start with 0 */
+uint64_t lcx_hash64(const void *p, size_t n, uint64_t seed);  /* fast non-crypto hash */
+void     lcx_sha256(const void *p, size_t n, uint8_t out[32]);
+/* First 2*nbytes lowercase hex chars of sha256(p) into out (NUL-terminated). */
+void     lcx_sha256_hex(const void *p, size_t n, char *out, size_t nbytes);
+
+/* ---- UTF-8 (utf8.c) */
+/* true when [p, p+n) is well-formed UTF-8 (no overlongs, surrogates or > U+10FFFF). */
+bool lcx_utf8_valid(const char *p, size_t n);
+
+#define LCX_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define LCX_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define LCX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,107 @@
+/* src/util: buffers with caps, JSON string escaping, atomic writes, UTF-8 validation,
+ * and hashes checked against Python's hashlib/crc reference values. */
+#include "testutil.h"
+#include "util/util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_buf_cap(void **st)
+{
+    lcx_buf b = {.cap = 8};
+    assert_int_equal(lcx_buf_puts(&b, "12345678"), LCX_OK);
+    assert_int_equal(lcx_buf_puts(&b, "9"), LCX_ELIMIT);
+    assert_int_equal(b.len, 8);
+    assert_string_equal(b.data, "12345678");
+    lcx_buf_free(&b);
+}
+
+static void test_json_str(void **st)
+{
+    lcx_buf b = {0};
+    assert_int_equal(lcx_buf_json_str(&b, "a\"b\\c\n\x01", 7), LCX_OK);
+    assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\"");
+    lcx_buf_free(&b);
+    assert_int_equal(lcx_buf_json_num(&b, 3), LCX_OK);
+    assert_int_equal(lcx_buf_json_num(&b, 0.5), LCX_OK);
+    assert_string_equal(b.data, "30.5");
+    lcx_buf_free(&b);
+}
+
+static void test_sha256(void **st)
+{
+    char hex[65];
+    lcx_sha256_hex("", 0, hex, 32);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    lcx_sha256_hex("abc", 3, hex, 32);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    /* 56..64-byte messages take the two-block padding path */
+    const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    lcx_sha256_hex(m, strlen(m), hex, 8);
+    assert_string_equal(hex, "248d6a61d20638b8");
+}
+
+static void test_crc32c(void **st)
+{
+    /* RFC 3720 check value for "123456789" */
+    assert_int_equal(lcx_crc32c(0, "123456789", 9), 0xe3069283u);
+    /* incremental == one-shot */
+    uint32_t c = lcx_crc32c(0, "12345", 5);
+    assert_int_equal(lcx_crc32c(c, "6789", 4), 0xe3069283u);
+}
+
+static void test_hash64_stable(void **st)
+{
+    assert_true(lcx_hash64("abc", 3, 0) == lcx_hash64("abc", 3, 0));
+    assert_true(lcx_hash64("abc", 3, 0) != lcx_hash64("abd", 3, 0));
+    assert_true(lcx_hash64("abc", 3, 0) != lcx_hash64("abc", 3, 1));
+    assert_true(lcx_hash64("", 0, 0) != lcx_hash64("a", 1, 0));
+}
+
+static void test_utf8(void **st)
+{
+    assert_true(lcx_utf8_valid("h\xc3\xa9llo \xf0\x9f\x98\x80", 11));
+    assert_false(lcx_utf8_valid("\xc0\xaf", 2));          /* overlong */
+    assert_false(lcx_utf8_valid("\xed\xa0\x80", 3));      /* surrogate */
+    assert_false(lcx_utf8_valid("\xe2\x82", 2));          /* truncated */
+    assert_false(lcx_utf8_valid("\xff", 1));
+}
+
+static void test_atomic_write(void **st)
+{
+    char *d = tu_tmpdir();
+    char p[4400], sub[4200];
+    snprintf(sub, sizeof sub, "%s/a/b", d);
+    assert_int_equal(lcx_mkdirs(sub), LCX_OK);
+    snprintf(p, sizeof p, "%s/f", sub);
+    assert_int_equal(lcx_write_file_atomic(p, "one", 3), LCX_OK);
+    assert_int_equal(lcx_write_file_atomic(p, "two!", 4), LCX_OK);
+    char *s;
+    size_t n;
+    assert_int_equal(lcx_read_file(p, 0, &s, &n), LCX_OK);
+    assert_int_equal(n, 4);
+    assert_string_equal(s, "two!");
+    free(s);
+    assert_int_equal(lcx_read_file(p, 2, &s, &n), LCX_ELIMIT);
+    snprintf(p, sizeof p, "%s/missing", d);
+    assert_int_equal(lcx_read_file(p, 0, &s, &n), LCX_ENOTFOUND);
+    tu_rmrf(d);
+    free(d);
+}
+
+static void test_strerror(void **st)
+{
+    assert_string_equal(lcx_strerror(LCX_ELIMIT), "limit exceeded");
+    assert_string_equal(lcx_strerror(-999), "unknown error");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buf_cap),     cmocka_unit_test(test_json_str),
+        cmocka_unit_test(test_sha256),      cmocka_unit_test(test_crc32c),
+        cmocka_unit_test(test_hash64_stable), cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_atomic_write), cmocka_unit_test(test_strerror),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
