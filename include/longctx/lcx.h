@@ -1,0 +1,229 @@
+/* liblongctx — the retrieval core's contract.
+ *
+ * In-memory hybrid search:
+ *
+ *   lcx_embedder *emb;  lcx_embedder_hash_new(0, &emb);      // weight-free default
+ *   lcx_index *ix;      lcx_index_new(emb, &ix);
+ *   lcx_index_add(ix, "int parse_header(buf *b)", 24, NULL, NULL);
+ *   lcx_search_opts o = lcx_search_defaults();  o.top_k = 8;
+ *   lcx_hit hits[8];
+ *   int n = lcx_index_search(ix, "parse header", 12, &o, hits, 8);   // n >= 0 hits, or LCX_E*
+ *   lcx_index_free(ix);  lcx_embedder_free(emb);
+ *
+ * Persistent, crash-safe store (one per eviction session or per code scope):
+ *
+ *   lcx_store *s;
+ *   int rc = lcx_store_open("/var/lib/longctx/sessions/ab12", emb, NULL, &s);
+ *   lcx_chunk c = lcx_chunk_init();  c.text = "..."; c.text_len = 3; c.tok_start = 0; c.tok_end = 255;
+ *   rc = lcx_store_append(s, &c, 1, NULL);      // durable (fsync'd) when it returns 0
+ *   n  = lcx_store_search(s, "question", 8, &o, hits, 8);
+ *   lcx_store_close(s);
+ *
+ * Sessions (the rescue API's state): lcx_sessions maps session ids to stores, hibernates
+ * idle or least-recently-used ones to disk and resumes them on demand.
+ *
+ * Conventions: every fallible function returns 0 (or a count) on success and a negative
+ * LCX_E* code on failure (lcx_strerror()); nothing here exits or aborts. Lengths are in
+ * bytes unless stated. Text must be UTF-8 (callers validate untrusted input first).
+ */
+#ifndef LONGCTX_LCX_H
+#define LONGCTX_LCX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "longctx/lcx_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------
+ * Lexical tokenizer (src/text). Unicode-aware: words are case-folded (utf8proc), numbers
+ * are kept whole ("481729"; "90210-ALPHA" gives "90210", "alpha" and "90210-alpha"), and
+ * code identifiers are emitted whole and split on camelCase / snake_case / digits
+ * ("parseHTTPHeader" → "parsehttpheader", "parse", "http", "header").
+ * The callback gets each token (case-folded bytes, valid only during the call) and its
+ * kind; returning non-zero stops tokenization (lcx_tokenize then returns that value). */
+enum lcx_token_kind {
+    LCX_TOK_WORD = 0,    /* plain word */
+    LCX_TOK_NUMBER = 1,  /* digits, possibly with internal . , - _ : joined parts */
+    LCX_TOK_IDENT = 2,   /* a whole compound identifier or code token (snake_case, camelCase, a.b) */
+    LCX_TOK_PART = 3     /* one part of a split identifier */
+};
+typedef int (*lcx_token_cb)(const char *tok, size_t len, int kind, void *ud);
+int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud);
+
+/* ------------------------------------------------------------------------------------
+ * Embedders (src/embed). Output vectors are L2-normalised float32 of embedder dim.
+ * An embedder is immutable after creation and safe to call from many threads. Its
+ * fingerprint (name, version, dim, parameters) is stored with every store; a store made
+ * with another fingerprint is refused (LCX_EMISMATCH) rather than searched wrongly. */
+typedef struct lcx_embedder lcx_embedder;
+
+typedef struct lcx_embedder_ops {
+    /* Embed n texts into out (n × dim, row-major). Must L2-normalise. Thread-safe. */
+    int (*embed)(void *self, const char *const *texts, const size_t *lens, int n, float *out);
+    void (*destroy)(void *self);
+} lcx_embedder_ops;
+
+/* Wraps a user embedder (e.g. a BERT-family encoder). Takes ownership of self (destroy is
+ * called by lcx_embedder_free, also when this function fails). fingerprint is copied. */
+int lcx_embedder_new(const lcx_embedder_ops *ops, void *self, int dim, const char *fingerprint,
+                     lcx_embedder **out);
+/* The weight-free default: hashed word unigrams/bigrams + character n-grams + number and
+ * identifier features, signed feature hashing into dim (0 = default 256), L2-normalised. */
+int lcx_embedder_hash_new(int dim, lcx_embedder **out);
+void lcx_embedder_free(lcx_embedder *e);
+int lcx_embedder_dim(const lcx_embedder *e);
+const char *lcx_embedder_fingerprint(const lcx_embedder *e);
+int lcx_embed(const lcx_embedder *e, const char *const *texts, const size_t *lens, int n, float *out);
+
+/* Exact inner product of two float vectors (AVX2, AVX-512 dispatched, scalar reference). */
+float lcx_dot_f32(const float *a, const float *b, size_t n);
+
+/* ------------------------------------------------------------------------------------
+ * Search options and results (shared by lcx_index and lcx_store). */
+typedef enum {
+    LCX_FUSE_LINEAR = 0, /* alpha·dense + (1−alpha)·bm25, each min-max normalised over the candidates */
+    LCX_FUSE_RRF = 1     /* Σ 1/(60 + rank) over the two candidate lists */
+} lcx_fusion;
+
+typedef struct {
+    int top_k;           /* hits wanted (≥ 1) */
+    float alpha;         /* LINEAR: weight of the dense score, 0..1 (default 0.5) */
+    lcx_fusion fusion;   /* default LCX_FUSE_LINEAR */
+    int prefilter;       /* candidates taken from each component before fusion (default 32, raised to ≥ top_k) */
+    float score_floor;   /* hits whose fused score is below are dropped (default 0) */
+    bool use_rerank;     /* re-order fused candidates with the weight-free reranker (default true) */
+} lcx_search_opts;
+
+lcx_search_opts lcx_search_defaults(void);
+
+typedef struct {
+    uint32_t id;   /* document / chunk id (dense, insertion order, stable) */
+    float score;   /* final fused (and reranked) score, 0..1, higher is better */
+    float dense;   /* cosine similarity of query and document vectors */
+    float bm25;    /* raw BM25 score (0 when the document was not a BM25 candidate) */
+} lcx_hit;
+
+/* ------------------------------------------------------------------------------------
+ * In-memory hybrid index (src/index): incremental BM25 inverted index + flat dense
+ * vectors. Appends never rebuild anything. Not internally synchronised: one writer, or
+ * many readers (lcx_store wraps it with a lock). The embedder is borrowed and must
+ * outlive the index. */
+typedef struct lcx_index lcx_index;
+
+int lcx_index_new(const lcx_embedder *emb, lcx_index **out);
+void lcx_index_free(lcx_index *ix);
+/* Adds one document. vec: its embedding (dim floats, L2-normalised) or NULL to embed text.
+ * *id_out (may be NULL) receives the new id. */
+int lcx_index_add(lcx_index *ix, const char *text, size_t len, const float *vec, uint32_t *id_out);
+/* Marks a document deleted; it is never returned again. */
+int lcx_index_remove(lcx_index *ix, uint32_t id);
+uint32_t lcx_index_count(const lcx_index *ix); /* live documents */
+/* Best hits for the query, best first. Returns the number written (≤ max_out). */
+int lcx_index_search(const lcx_index *ix, const char *q, size_t qlen, const lcx_search_opts *o,
+                     lcx_hit *out, int max_out);
+
+/* ------------------------------------------------------------------------------------
+ * Persistent store (src/store): append-only, crash-safe (an acknowledged append survives
+ * kill -9 at any moment), fast reopen without re-embedding. All functions are thread-safe
+ * (internal rwlock: appends exclusive, searches shared). */
+typedef enum { LCX_FT_NONE = 0, LCX_FT_CODE = 1, LCX_FT_PROSE = 2, LCX_FT_CONFIG = 3 } lcx_file_type;
+
+typedef struct {
+    const char *text;   uint32_t text_len;
+    /* eviction spans (rescue); -1 when unused */
+    int64_t tok_start, tok_end;  /* token_range [tok_start, tok_end] as the engine sent it */
+    int32_t layer;
+    int32_t round;
+    float score;                 /* the engine's write-time score */
+    /* code chunks (scopes); NULL / 0 when unused */
+    const char *path;   uint32_t path_len;   /* file path relative to the scope root */
+    uint32_t line_start, line_end;           /* 1-based, inclusive */
+    lcx_file_type file_type;
+} lcx_chunk;
+
+static inline lcx_chunk lcx_chunk_init(void)
+{
+    lcx_chunk c = {0};
+    c.tok_start = c.tok_end = -1;
+    c.layer = c.round = -1;
+    return c;
+}
+
+typedef struct {
+    uint32_t max_text_len;   /* per chunk (default 1 MiB); longer → LCX_ELIMIT */
+    uint32_t max_chunks;     /* per store (default 10,000,000) */
+} lcx_store_opts;
+
+typedef struct lcx_store lcx_store;
+
+/* Opens or creates the store in directory dir (created 0700). opts may be NULL.
+ * LCX_EMISMATCH: made by another embedder; LCX_ECORRUPT: failed validation (reported,
+ * never half-loaded; a torn tail from a crash is not corruption: it is truncated away). */
+int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opts *opts, lcx_store **out);
+void lcx_store_close(lcx_store *s);
+/* Appends n chunks atomically: all or none; durable on disk when it returns 0.
+ * *first_id (may be NULL) receives the id of the first new chunk. */
+int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id);
+/* Tombstones every chunk whose path equals path (used when a file changes or goes). */
+int lcx_store_delete_path(lcx_store *s, const char *path, size_t path_len);
+uint32_t lcx_store_count(const lcx_store *s);          /* live chunks */
+/* Copies chunk id into *out; its pointers stay valid until lcx_store_close. */
+int lcx_store_get(const lcx_store *s, uint32_t id, lcx_chunk *out);
+int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o,
+                     lcx_hit *out, int max_out);
+/* Writes a compact snapshot (index + vectors) so the next open is fast; the log stays the
+ * source of truth. */
+int lcx_store_snapshot(lcx_store *s);
+const char *lcx_store_fingerprint(const lcx_store *s);
+size_t lcx_store_mem_bytes(const lcx_store *s);
+/* Offline validation of a store directory; msg receives a human-readable verdict. */
+int lcx_store_validate(const char *dir, char *msg, size_t msg_len);
+
+/* ------------------------------------------------------------------------------------
+ * Sessions (src/store): id → store, with hibernation. Thread-safe. Session ids are any
+ * UTF-8 string of 1..256 bytes; directory names are derived from them safely. */
+typedef struct lcx_sessions lcx_sessions;
+
+typedef struct {
+    const char *data_dir;       /* sessions live under data_dir/sessions/ */
+    uint32_t max_sessions;      /* sessions in RAM before LRU hibernation (default 1024) */
+    uint64_t max_mem_bytes;     /* RAM for all sessions before LRU hibernation (default 4 GiB) */
+    double idle_hibernate_s;    /* janitor hibernates sessions idle this long (default 1800) */
+    lcx_store_opts store;
+} lcx_sessions_opts;
+
+typedef struct {
+    bool in_ram, on_disk;
+    uint32_t n_chunks_in_ram, n_chunks_on_disk;
+    char embedder_fingerprint[128];
+    double hibernated_at;       /* unix seconds, 0 when never */
+} lcx_session_status;
+
+int lcx_sessions_open(const lcx_sessions_opts *o, const lcx_embedder *emb, lcx_sessions **out);
+void lcx_sessions_close(lcx_sessions *ss);
+/* Borrows the session's store (loading it from disk if hibernated; creating it when
+ * create is true). LCX_ENOTFOUND when absent and !create. Pair with lcx_sessions_release. */
+int lcx_sessions_acquire(lcx_sessions *ss, const char *id, bool create, lcx_store **out);
+void lcx_sessions_release(lcx_sessions *ss, lcx_store *s);
+int lcx_sessions_hibernate(lcx_sessions *ss, const char *id);   /* snapshot + drop from RAM */
+int lcx_sessions_resume(lcx_sessions *ss, const char *id);      /* LCX_EMISMATCH: other embedder */
+int lcx_sessions_status(lcx_sessions *ss, const char *id, lcx_session_status *st);
+/* Hibernates sessions idle for longer than idle_hibernate_s; returns how many. */
+int lcx_sessions_janitor(lcx_sessions *ss);
+uint32_t lcx_sessions_active(lcx_sessions *ss);                 /* sessions in RAM */
+uint64_t lcx_sessions_mem_bytes(lcx_sessions *ss);
+
+/* ------------------------------------------------------------------------------------
+ * Rescue helpers (src/retrieve), SPEC §2/§4. */
+/* The rescue query signal: the text after the last case-insensitive "question:" marker,
+ * else the last 512 bytes (on a UTF-8 boundary). Sets *off/*len within msg. */
+void lcx_rescue_query(const char *msg, size_t len, size_t *off, size_t *qlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
