@@ -1,0 +1,127 @@
+/* Engine tensor types: GGUF/ggml block layouts, dequantisation, activation quantisation and
+ * the integer dot-product / matmul kernels (scalar reference, AVX2, AVX-512 (+VNNI)).
+ *
+ *   // W: n_out rows of n_in weights in type wt (each row eng_row_bytes(wt, n_in) bytes)
+ *   eng_type vt = eng_vec_dot_type(wt);
+ *   size_t xrb = eng_row_bytes(vt, n_in);
+ *   for (t = 0; t < n_tok; t++) eng_quantize_row(vt, x + t*n_in, xq + t*xrb, n_in);
+ *   eng_matmul(wt, W, eng_row_bytes(wt, n_in), n_in, r0, r1, xq, xrb, n_tok, y, n_out);
+ *
+ * Arithmetic follows llama.cpp (x86, early 2025) so logits agree with its reference outputs:
+ * activations for Q4_0/Q5_0/Q8_0 weights are quantized to Q8_0 (blocks of 32, round half to
+ * even with the unrounded inverse scale, as ggml's AVX2 quantize_row_q8_0), for
+ * Q4_K/Q5_K/Q6_K weights to Q8_K (blocks of 256, quantize_row_q8_K_ref), F16 weights see
+ * activations rounded to F16, BF16 weights see BF16, F32 weights F32. Block products are
+ * summed in integers and scaled once per block (per super-block for K-quants).
+ *
+ * Ownership: no function allocates or keeps pointers; all buffers belong to the caller.
+ * Failure: these are kernels on already validated data. Callers (the GGUF reader) must
+ * check eng_type_supported() and that n is a multiple of eng_type_block_elems() before
+ * calling; on violation the functions assert (debug) and otherwise touch nothing beyond
+ * floor(n / block) blocks. Thread-safety: every function is reentrant; there is no mutable
+ * global state (CPU features come from lcx_cpu(), detected once). */
+#ifndef ENG_QUANT_H
+#define ENG_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* GGML type numbering (as stored in GGUF tensor infos). */
+typedef enum {
+    ENG_T_F32 = 0,
+    ENG_T_F16 = 1,
+    ENG_T_Q4_0 = 2,
+    ENG_T_Q5_0 = 6,
+    ENG_T_Q8_0 = 8,
+    ENG_T_Q4_K = 12,
+    ENG_T_Q5_K = 13,
+    ENG_T_Q6_K = 14,
+    ENG_T_Q8_K = 15,
+    ENG_T_BF16 = 30
+} eng_type;
+
+#define ENG_QK4_0 32
+#define ENG_QK5_0 32
+#define ENG_QK8_0 32
+#define ENG_QK_K 256
+#define ENG_K_SCALE_SIZE 12
+
+/* ---- block layouts, byte-for-byte as ggml (little-endian, packed, fp16 stored as bits) */
+typedef struct { uint16_t d; uint8_t qs[ENG_QK4_0 / 2]; } eng_block_q4_0;          /* 18 B  */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[ENG_QK5_0 / 2]; } eng_block_q5_0; /* 22 B */
+typedef struct { uint16_t d; int8_t qs[ENG_QK8_0]; } eng_block_q8_0;               /* 34 B  */
+typedef struct {                                                                     /* 144 B */
+    uint16_t d, dmin;                      /* super-block scale for scales / mins */
+    uint8_t scales[ENG_K_SCALE_SIZE];      /* 8 x (6-bit scale, 6-bit min), packed */
+    uint8_t qs[ENG_QK_K / 2];              /* 4-bit quants */
+} eng_block_q4_K;
+typedef struct {                                                                     /* 176 B */
+    uint16_t d, dmin;
+    uint8_t scales[ENG_K_SCALE_SIZE];
+    uint8_t qh[ENG_QK_K / 8];              /* 5th bit */
+    uint8_t qs[ENG_QK_K / 2];              /* low 4 bits */
+} eng_block_q5_K;
+typedef struct {                                                                     /* 210 B */
+    uint8_t ql[ENG_QK_K / 2];              /* low 4 bits */
+    uint8_t qh[ENG_QK_K / 4];              /* high 2 bits */
+    int8_t scales[ENG_QK_K / 16];          /* 16 x 8-bit scales */
+    uint16_t d;
+} eng_block_q6_K;
+typedef struct {                                                                     /* 292 B */
+    float d;                               /* f32 scale (negative: see quantize_row_q8_K_ref) */
+    int8_t qs[ENG_QK_K];
+    int16_t bsums[ENG_QK_K / 16];          /* sums of each 16 quants */
+} eng_block_q8_K;
+
+/* ---- type info */
+bool        eng_type_supported(int t);          /* one of the eng_type values above */
+int64_t     eng_type_block_elems(eng_type t);   /* elements per block (1 for F32/F16/BF16); 0 if unsupported */
+size_t      eng_type_block_bytes(eng_type t);   /* bytes per block; 0 if unsupported */
+const char *eng_type_name(eng_type t);          /* "q4_K", ...; "?" if unsupported */
+/* Bytes of a row of n elements (n must be a multiple of the block size). */
+size_t      eng_row_bytes(eng_type t, int64_t n);
+/* Weight row type -> the activation row type the kernels expect (llama.cpp vec_dot_type):
+ * F32->F32, F16->F16, BF16->BF16, Q4_0/Q5_0/Q8_0->Q8_0, Q4_K/Q5_K/Q6_K->Q8_K. */
+eng_type    eng_vec_dot_type(eng_type w);
+
+/* ---- scalar conversions (round to nearest even; F16C hardware on the x86-64-v3 baseline) */
+float    eng_fp16_to_fp32(uint16_t h);
+uint16_t eng_fp32_to_fp16(float f);
+float    eng_bf16_to_fp32(uint16_t h);
+uint16_t eng_fp32_to_bf16(float f);             /* as ggml: RNE, NaN kept quiet */
+
+/* ---- rows */
+/* dst[0..n) = src row of type t, dequantized. */
+void eng_dequant_row(eng_type t, const void *src, float *dst, int64_t n);
+/* Quantize/convert n floats into a row of type vt (any supported type, incl. F32 copy,
+ * F16/BF16 conversion). Q8_0 and Q8_K match llama.cpp's activation quantizers exactly;
+ * Q4_0/Q5_0 match ggml's reference weight quantizers; Q4_K/Q5_K/Q6_K are simpler
+ * (min-max / max-abs per sub-block) than llama-quantize's search, so not bit-identical. */
+void eng_quantize_row(eng_type vt, const float *x, void *dst, int64_t n);
+
+/* ---- kernels */
+/* One dot product: W row (type wt) . X row (type eng_vec_dot_type(wt)), n elements. */
+float eng_vec_dot(eng_type wt, int64_t n, const void *w, const void *x);
+
+/* y[t*ldy + r] = dot(W row r, X row t) for r in [r0,r1), t in [0,n_tok).
+ * W row r starts at (char*)W + r*w_row_bytes; X row t at (char*)X + t*x_row_bytes and is
+ * already in eng_vec_dot_type(wt). Single-threaded; the caller splits [r0,r1) across
+ * threads. Hot: tiles several weight rows x several tokens so each loaded weight block is
+ * reused (prompt processing) and streams weights once for n_tok = 1 (generation). */
+void eng_matmul(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0, int64_t r1,
+                const void *X, size_t x_row_bytes, int64_t n_tok, float *y, int64_t ldy);
+
+/* ---- explicit kernel selection (tests, benchmarks). eng_matmul/eng_vec_dot use
+ * eng_isa_best(). */
+typedef enum { ENG_ISA_SCALAR = 0, ENG_ISA_AVX2 = 1, ENG_ISA_AVX512 = 2 } eng_isa;
+bool        eng_isa_available(eng_isa isa);     /* CPU (and OS) can run it */
+eng_isa     eng_isa_best(void);
+const char *eng_isa_name(eng_isa isa);
+/* As eng_matmul with a given kernel set; an unavailable isa falls back to the best one
+ * available below it. */
+void eng_matmul_isa(eng_isa isa, eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in,
+                    int64_t r0, int64_t r1, const void *X, size_t x_row_bytes, int64_t n_tok,
+                    float *y, int64_t ldy);
+
+#endif
