@@ -860,7 +860,8 @@ int eng_gguf_writer_write(eng_gguf_writer *w, const char *path, eng_gguf_fill_fn
             break;
         }
         rc = fwrite_all(f, src, t->nbytes);
-        uint64_t pad = (w->alignment - t->nbytes % w->alignment) % w->alignment;
+        /* pad between tensors, not after the last one (so the file ends with its data) */
+        uint64_t pad = i + 1 < w->nt ? (w->alignment - t->nbytes % w->alignment) % w->alignment : 0;
         while (!rc && pad) {
             size_t k = LCX_MIN(pad, sizeof zeros);
             rc = fwrite_all(f, zeros, k);
