@@ -1,0 +1,131 @@
+/* lcx_eval — evaluation library (internal to longctx; used by `longctx eval`, tests, benches).
+ *
+ *   double r;
+ *   lcx_seqmatch_ratio("abcd", 4, "bcde", 4, &r);          // r == 0.75, as Python's difflib
+ *   lcx_mrcr_grade(response, answer, "aB3dE5gH7j", &r);     // openai/mrcr grade
+ *
+ *   lcx_mrcr_set set = {0};
+ *   lcx_mrcr_read_jsonl("/tmp/mrcr.jsonl", &set);           // records, validated
+ *   int bin = lcx_mrcr_bin_of(set.recs[0].n_chars);         // 0..7, or LCX_MRCR_BIN_OTHER
+ *   lcx_mrcr_set_free(&set);
+ *
+ * Ownership: every out-pointer filled by an lcx_mrcr_* reader/generator belongs to the caller
+ * and is released by the matching *_free. Strings are UTF-8, NUL-terminated.
+ * Errors: negative LCX_E* codes (include/longctx/lcx_err.h); nothing here exits or aborts. */
+#ifndef LCX_EVAL_H
+#define LCX_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "longctx/lcx_err.h"
+
+/* ---------------------------------------------------------------- difflib (difflib.c) */
+
+/* Python `difflib.SequenceMatcher(None, a, b).ratio()` over Unicode code points, bit-for-bit:
+ * same b2j, the autojunk "popular" rule (len(b) >= 200: elements occurring more than
+ * len(b)//100 + 1 times are dropped from b2j), find_longest_match with its extension loops,
+ * get_matching_blocks' recursion, ratio = 2.0*M/T (1.0 when both are empty).
+ * a and b are UTF-8; each byte of an ill-formed sequence becomes one code point U+DC80+byte
+ * (like Python's surrogateescape), so invalid input still grades deterministically.
+ * Returns 0 and *out in [0,1]; LCX_ENOMEM; LCX_EINVAL on NULL arguments. */
+int lcx_seqmatch_ratio(const char *a, size_t na, const char *b, size_t nb, double *out);
+
+/* Same over code-point arrays. */
+int lcx_seqmatch_ratio_cp(const uint32_t *a, size_t la, const uint32_t *b, size_t lb, double *out);
+
+/* Decodes UTF-8 into code points (rule above). *out is malloc'd (free it); *n its length. */
+int lcx_utf8_to_cp(const char *s, size_t n, uint32_t **out, size_t *ncp);
+
+/* The openai/mrcr grade: 0 unless `response` starts with `hash`; otherwise the hash is
+ * removed from the front of both response and answer (answer only when it starts with it)
+ * and the result is lcx_seqmatch_ratio(response', answer'). */
+int lcx_mrcr_grade(const char *response, const char *answer, const char *hash, double *out);
+
+/* ---------------------------------------------------------------- records (mrcr_io.c) */
+
+/* Hard caps (file formats are validated before use). */
+#define LCX_MRCR_MAX_LINE      ((size_t)64 << 20)  /* one JSONL record */
+#define LCX_MRCR_MAX_MESSAGES  100000              /* messages in one prompt */
+#define LCX_MRCR_MAX_RECORDS   1000000
+
+typedef struct {
+    char *role;        /* "user" | "assistant" | "system" (others are kept as given) */
+    char *content;     /* UTF-8 text */
+    size_t len;        /* strlen(content) */
+} lcx_mrcr_msg;
+
+typedef struct {
+    lcx_mrcr_msg *msgs;         /* the decoded `prompt` list, in order */
+    size_t n_msgs;
+    char *answer;               /* includes the hash prefix, as in openai/mrcr */
+    char *hash;                 /* random_string_to_prepend */
+    int n_needles;              /* 2, 4 or 8 */
+    long desired_msg_index;     /* index into msgs of the target assistant reply */
+    long total_messages;
+    long n_chars;               /* characters of the prompt, as the data set states it */
+} lcx_mrcr_rec;
+
+typedef struct {
+    lcx_mrcr_rec *recs;
+    size_t n;
+    size_t alloc;
+} lcx_mrcr_set;
+
+/* Parses one JSONL line (`prompt` may be a JSON string holding the list, as in openai/mrcr,
+ * or the list itself). Fills *rec (caller frees with lcx_mrcr_rec_free). LCX_EINVAL with a
+ * reason in err (if err_len > 0) on any missing/mistyped field. */
+int lcx_mrcr_parse_line(const char *line, size_t len, lcx_mrcr_rec *rec, char *err, size_t err_len);
+/* Reads a whole JSONL file; blank lines are skipped; a bad line fails the whole read with
+ * its line number in err. */
+int lcx_mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t err_len);
+/* Appends a record as one JSONL line (prompt written as a JSON string, as openai/mrcr). */
+int lcx_mrcr_write_line(FILE *f, const lcx_mrcr_rec *rec);
+void lcx_mrcr_rec_free(lcx_mrcr_rec *rec);
+void lcx_mrcr_set_free(lcx_mrcr_set *set);
+/* Takes ownership of *rec's contents (rec is zeroed). */
+int lcx_mrcr_set_push(lcx_mrcr_set *set, lcx_mrcr_rec *rec);
+
+/* Bins by n_chars (characters), the reference harness's rule:
+ * 8K=[16K,32K) 16K=[32K,64K) 32K=[64K,128K) 64K=[128K,256K) 128K=[256K,512K)
+ * 256K=[512K,1M) 512K=[1M,2M) 1M=[2M,5M), K = 1024, M = 1024*1024 (as openai/mrcr's
+ * bins: 2**14 .. 2**22 plus the 1M bin up to 5*2**20). Anything else: LCX_MRCR_BIN_OTHER. */
+#define LCX_MRCR_NBINS 8
+#define LCX_MRCR_BIN_OTHER 8
+int lcx_mrcr_bin_of(long n_chars);
+/* "8k" .. "1m", "other". */
+const char *lcx_mrcr_bin_name(int bin);
+/* Parses "8k" / "1m" / "128K" into a bin index; LCX_EINVAL otherwise. */
+int lcx_mrcr_bin_parse(const char *s);
+/* [lo, hi) characters of a bin. */
+void lcx_mrcr_bin_range(int bin, long *lo, long *hi);
+
+/* ---------------------------------------------------------------- generator (mrcr_gen.c) */
+
+typedef struct {
+    int n_needles;             /* 2, 4, 8 */
+    int bin;                   /* target bin; n_chars lands inside it */
+    uint64_t seed;
+    const char *haystack_dir;  /* directory of *.txt essays used as prose */
+} lcx_mrcr_gen_opts;
+
+/* Opaque generator: loads the haystack once, then makes records. */
+typedef struct lcx_mrcr_gen lcx_mrcr_gen;
+int  lcx_mrcr_gen_open(const char *haystack_dir, lcx_mrcr_gen **out);
+void lcx_mrcr_gen_close(lcx_mrcr_gen *g);
+/* Record `index` of the stream (seed, n_needles, bin): deterministic in all four.
+ * Same arguments → identical record, independent of what was generated before. */
+int  lcx_mrcr_gen_record(lcx_mrcr_gen *g, uint64_t seed, int n_needles, int bin, long index,
+                         lcx_mrcr_rec *rec);
+
+/* ---------------------------------------------------------------- stats (mrcr_stats.c) */
+
+typedef struct {
+    double mean, ci95;        /* ci95: half-width, 1.96 * sample sd / sqrt(n) (0 when n < 2) */
+    double p50, p95;          /* nearest-rank percentiles of the latency array */
+} lcx_eval_stats;
+void lcx_eval_mean_ci(const double *x, size_t n, double *mean, double *ci95);
+/* Nearest-rank percentile (q in [0,1]); x is copied, not modified. 0 when n == 0. */
+double lcx_eval_percentile(const double *x, size_t n, double q);
+
+#endif
