@@ -1,0 +1,55 @@
+/* libtriatt internals shared between the files of src/triatt (not installed). */
+#ifndef TRIATT_INTERNAL_H
+#define TRIATT_INTERNAL_H
+
+#include "longctx/triatt.h"
+#include "util/util.h"
+
+/* Block kernel: the collapsed score of n keys against one centre, written to out[n]
+ * (out = or += per `accumulate`). Per round the centre and trig sums are folded into
+ *   wr[f] = cr·cs − ci·sn,  wi[f] = ci·cs + cr·sn,  m[f] = extra coefficient
+ * so that score = Σ_f kr·wr + ki·wi + Σ_f m·sqrt(kr²+ki²+eps)  (a dot product plus norms).
+ * w is laid out like the key (half: [wr | wi], adjacent: interleaved), n_rot floats. */
+typedef struct {
+    const float *w;      /* (n_rot) */
+    const float *m;      /* (fc) extra coefficient per frequency */
+    const float *m_il;   /* (n_rot) adjacent only: m[f]/2 in slots 2f and 2f+1 (SIMD form) */
+    int n_rot, fc;
+    triatt_pairing pairing;
+    bool use_trig, use_extra;
+    float eps;
+} triatt_kparams;
+
+/* hot: keys (n, row_stride) → out (n). */
+void triatt__kernel_scalar(const triatt_kparams *p, const float *keys, size_t row_stride, int n,
+                           float *out, bool accumulate);
+void triatt__kernel_avx2(const triatt_kparams *p, const float *keys, size_t row_stride, int n,
+                         float *out, bool accumulate);
+void triatt__kernel_avx512(const triatt_kparams *p, const float *keys, size_t row_stride, int n,
+                           float *out, bool accumulate);
+/* Fast-path round: out[c] = e[c] + Σ_f a[c][f]·cs[f] − b[c][f]·sn[f] = e + feat·v with
+ * v = [cs | −sn] (2·fc); feat (n, stride) rows [a_0..a_fc-1, b_0..b_fc-1, e]. */
+void triatt__fast_kernel_scalar(const float *feat, size_t stride, int fc, const float *v, int n, float *out);
+void triatt__fast_kernel_avx2(const float *feat, size_t stride, int fc, const float *v, int n, float *out);
+void triatt__fast_kernel_avx512(const float *feat, size_t stride, int fc, const float *v, int n, float *out);
+
+/* Kernel choice: 0 scalar, 1 AVX2, 2 AVX-512 (if the CPU has it); TRIATT_KERNEL env is
+ * *not* read here (no globals) — the scorer picks the best unless told otherwise. */
+typedef void (*triatt_kernel_fn)(const triatt_kparams *, const float *, size_t, int, float *, bool);
+triatt_kernel_fn triatt__pick_kernel(int which);
+void triatt__scorer_force_kernel(triatt_scorer *s, int which);   /* tests */
+
+/* Small deterministic PRNG (splitmix64 / xoshiro-like) for random mode and the simulator. */
+static inline uint64_t triatt__rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline double triatt__rng_unit(uint64_t *s) { return (triatt__rng_next(s) >> 11) * 0x1.0p-53; }
+
+int triatt__calib_last_ignored(const triatt_calib *c);
+int triatt__n_attn_layers(const triatt_geometry *g, const unsigned char *mask);
+
+#endif

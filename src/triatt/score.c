@@ -1,0 +1,454 @@
+/* The scorer: collapsed TriAttention scores for every cell, aggregated over (layer, KV head)
+ * blocks, on a small private thread pool; plus the precomputed fast path.
+ *
+ * Threading: the (layer, KV head) blocks are dealt round-robin to the pool's threads (thread
+ * t takes blocks t, t+T, ...). Each thread adds its blocks into its own accumulator (one
+ * float per cell), and the accumulators are merged in thread order afterwards, so a given
+ * thread count always gives bit-identical scores and no thread ever writes shared memory.
+ *
+ * Fast path: with frozen centres and block-mean aggregation, every block shares the same
+ * ω and trig sums (cs, sn), and the score is linear in (A, B):
+ *   score(c) = Σ_f cs_f·Ā_f(c) − sn_f·B̄_f(c) + Ē(c),   X̄ = mean over blocks.
+ * So a cell collapses to 2·fc+1 floats computed once when it enters the cache, and a
+ * round costs one dot product of length 2·fc per cell. */
+#include "triatt/internal.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK 256          /* key rows fetched per accessor call */
+#define MAX_THREADS 64
+
+typedef struct triatt_scorer triatt_scorer;
+
+typedef struct {
+    triatt_scorer *s;
+    int tid;
+    pthread_t th;
+    float *acc;            /* (acc_cap) per-thread accumulator, one float per cell */
+    size_t acc_cap;
+    float *hbuf;           /* (G, acc_cap) per-head scores for reference aggregation */
+    float *scratch;        /* (CHUNK, head_dim) key conversion space for the accessor */
+    float *w, *m, *m_il;   /* (n_rot), (fc), (n_rot) folded per-block coefficients */
+    int rc;
+} worker;
+
+struct triatt_scorer {
+    int L, H, KV, G, hd, n_rot, fc;
+    triatt_pairing pairing;
+    unsigned char *attn;
+    double *omega;               /* (fc) */
+    triatt_scorer_opts o;
+    triatt_kernel_fn kernel;
+    void (*fast_kernel)(const float *, size_t, int, const float *, int, float *);
+    /* round state (read-only for the workers while a job runs) */
+    int *blocks;                 /* (n_blocks) block ids l·KV + g in the round */
+    int n_blocks;
+    double cs[TRIATT_MAX_HEAD_DIM / 2], sn[TRIATT_MAX_HEAD_DIM / 2];
+    const triatt_calib *cal;
+    const triatt_keys *keys;
+    const int32_t *pos;
+    int32_t win_thr;
+    int n_cells;
+    float *fast_v;               /* (2·fc) [cs | −sn] */
+    float *out;
+    /* pool */
+    int nt;
+    worker *wk;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_start, cv_done;
+    uint64_t job_gen;
+    int n_done;
+    bool stop, pool_up;
+    void (*job)(triatt_scorer *, worker *);
+    /* fast path: (n_slots, fstride) rows [a(fc) | b(fc) | e] */
+    float *feat;
+    uint64_t *feat_gen;          /* (n_slots) calibration generation the row was built with */
+    int n_slots;
+    size_t fstride;
+};
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    triatt_scorer *s = w->s;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && s->job_gen == seen) pthread_cond_wait(&s->cv_start, &s->mu);
+        if (s->stop) break;
+        seen = s->job_gen;
+        pthread_mutex_unlock(&s->mu);
+        s->job(s, w);
+        pthread_mutex_lock(&s->mu);
+        if (++s->n_done == s->nt - 1) pthread_cond_signal(&s->cv_done);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Runs job on every thread (the caller is thread 0) and waits for all. */
+static void pool_run(triatt_scorer *s, void (*job)(triatt_scorer *, worker *))
+{
+    for (int t = 0; t < s->nt; t++) s->wk[t].rc = 0;
+    if (s->nt == 1) { job(s, &s->wk[0]); return; }
+    pthread_mutex_lock(&s->mu);
+    s->job = job;
+    s->n_done = 0;
+    s->job_gen++;
+    pthread_cond_broadcast(&s->cv_start);
+    pthread_mutex_unlock(&s->mu);
+    job(s, &s->wk[0]);
+    pthread_mutex_lock(&s->mu);
+    while (s->n_done < s->nt - 1) pthread_cond_wait(&s->cv_done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void triatt_scorer_free(triatt_scorer *s)
+{
+    if (!s) return;
+    if (s->pool_up) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_broadcast(&s->cv_start);
+        pthread_mutex_unlock(&s->mu);
+        for (int t = 1; t < s->nt; t++)
+            if (s->wk[t].th) pthread_join(s->wk[t].th, NULL);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv_start);
+        pthread_cond_destroy(&s->cv_done);
+    }
+    if (s->wk)
+        for (int t = 0; t < s->nt; t++) {
+            worker *w = &s->wk[t];
+            free(w->acc); free(w->hbuf); free(w->scratch); free(w->w); free(w->m); free(w->m_il);
+        }
+    free(s->wk); free(s->attn); free(s->omega); free(s->blocks); free(s->fast_v);
+    free(s->feat); free(s->feat_gen);
+    free(s);
+}
+
+void triatt__scorer_force_kernel(triatt_scorer *s, int which)
+{
+    s->kernel = triatt__pick_kernel(which);
+    if (which == 0) s->fast_kernel = triatt__fast_kernel_scalar;
+    else if (which >= 2 && lcx_cpu_has_avx512()) s->fast_kernel = triatt__fast_kernel_avx512;
+    else s->fast_kernel = triatt__fast_kernel_avx2;
+}
+
+triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts)
+{
+    if (triatt_geometry_check(g) < 0) return NULL;
+    triatt_scorer_opts o = {.aggregation = TRIATT_AGG_BLOCKMEAN, .terms = TRIATT_TERMS_MLR,
+                            .skip_layers = 0, .zscore = false, .n_threads = 1, .eps = 1e-8};
+    if (opts) o = *opts;
+    if (o.n_threads <= 0) o.n_threads = 1;
+    if (o.n_threads > MAX_THREADS || o.skip_layers < 0 || !(o.eps >= 0) ||
+        (unsigned)o.aggregation > TRIATT_AGG_REFERENCE || (unsigned)o.terms > TRIATT_TERMS_EXTRA_ONLY)
+        return NULL;
+    triatt_scorer *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->L = g->n_layers; s->H = g->n_heads; s->KV = g->n_kv_heads; s->G = s->H / s->KV;
+    s->hd = g->head_dim; s->n_rot = g->n_rot ? g->n_rot : g->head_dim; s->fc = s->n_rot / 2;
+    s->pairing = g->pairing;
+    s->o = o;
+    s->nt = o.n_threads;
+    s->attn = malloc(s->L);
+    s->omega = malloc(s->fc * sizeof(double));
+    s->blocks = malloc((size_t)s->L * s->KV * sizeof(int));
+    s->fast_v = malloc(2 * s->fc * sizeof(float));
+    s->wk = calloc(s->nt, sizeof(worker));
+    if (!s->attn || !s->omega || !s->blocks || !s->fast_v || !s->wk) goto fail;
+    for (int l = 0; l < s->L; l++) s->attn[l] = g->attn_layers ? (g->attn_layers[l] != 0) : 1;
+    triatt_geometry_omega(g, s->omega);
+    for (int t = 0; t < s->nt; t++) {
+        worker *w = &s->wk[t];
+        w->s = s; w->tid = t;
+        w->scratch = malloc((size_t)CHUNK * s->hd * sizeof(float));
+        w->w = malloc(s->n_rot * sizeof(float));
+        w->m = malloc(s->fc * sizeof(float));
+        w->m_il = malloc(s->n_rot * sizeof(float));
+        if (!w->scratch || !w->w || !w->m || !w->m_il) goto fail;
+    }
+    triatt__scorer_force_kernel(s, 2);
+    if (s->nt > 1) {
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->cv_start, NULL);
+        pthread_cond_init(&s->cv_done, NULL);
+        s->pool_up = true;
+        for (int t = 1; t < s->nt; t++)
+            if (pthread_create(&s->wk[t].th, NULL, worker_main, &s->wk[t]) != 0) {
+                s->wk[t].th = 0;
+                goto fail;
+            }
+    }
+    return s;
+fail:
+    triatt_scorer_free(s);
+    return NULL;
+}
+
+/* Folds a centre and this round's trig sums into the kernel coefficients. */
+static void fold(const triatt_scorer *s, worker *w, const float *cr, const float *ci,
+                 const float *cabs, triatt_kparams *kp)
+{
+    const int fc = s->fc;
+    for (int f = 0; f < fc; f++) {
+        double wr = cr[f] * s->cs[f] - ci[f] * s->sn[f];
+        double wi = ci[f] * s->cs[f] + cr[f] * s->sn[f];
+        if (s->pairing == TRIATT_PAIR_HALF) { w->w[f] = (float)wr; w->w[fc + f] = (float)wi; }
+        else { w->w[2 * f] = (float)wr; w->w[2 * f + 1] = (float)wi; }
+        double m = s->o.terms == TRIATT_TERMS_NO_MLR
+                       ? cabs[f]
+                       : cabs[f] - sqrt((double)cr[f] * cr[f] + (double)ci[f] * ci[f] + s->o.eps);
+        w->m[f] = (float)m;
+        w->m_il[2 * f] = w->m_il[2 * f + 1] = (float)(m * 0.5);
+    }
+    kp->w = w->w; kp->m = w->m; kp->m_il = w->m_il;
+    kp->n_rot = s->n_rot; kp->fc = fc; kp->pairing = s->pairing;
+    kp->use_trig = s->o.terms != TRIATT_TERMS_EXTRA_ONLY;
+    kp->use_extra = s->o.terms != TRIATT_TERMS_TRIG_ONLY;
+    kp->eps = (float)s->o.eps;
+}
+
+/* Runs the kernel of one centre over every cell of (layer, kv) into dst (= or +=). */
+static int run_block(triatt_scorer *s, worker *w, int l, int g, const triatt_kparams *kp,
+                     float *dst, bool accumulate)
+{
+    for (int c0 = 0; c0 < s->n_cells; c0 += CHUNK) {
+        int n = LCX_MIN(CHUNK, s->n_cells - c0);
+        size_t stride = s->hd;
+        const float *k = s->keys->get(s->keys->ud, l, g, c0, n, w->scratch, &stride);
+        if (!k) return LCX_EIO;
+        s->kernel(kp, k, stride, n, dst + c0, accumulate);
+    }
+    return LCX_OK;
+}
+
+static void job_blockmean(triatt_scorer *s, worker *w)
+{
+    memset(w->acc, 0, (size_t)s->n_cells * sizeof(float));
+    for (int i = w->tid; i < s->n_blocks; i += s->nt) {
+        int l = s->blocks[i] / s->KV, g = s->blocks[i] % s->KV;
+        const float *cr, *ci, *cabs;
+        if (triatt_calib_block(s->cal, l, g, &cr, &ci, &cabs) < 0) { w->rc = LCX_ESTATE; return; }
+        triatt_kparams kp;
+        fold(s, w, cr, ci, cabs, &kp);
+        int rc = run_block(s, w, l, g, &kp, w->acc, true);
+        if (rc < 0) { w->rc = rc; return; }
+    }
+}
+
+/* Reference-style: per-head scores (optionally z-scored over the scored cells), max over the
+ * GQA group, summed here and divided by the number of blocks (mean over layers and KV heads). */
+static void job_reference(triatt_scorer *s, worker *w)
+{
+    const int n = s->n_cells, fc = s->fc;
+    memset(w->acc, 0, (size_t)n * sizeof(float));
+    float cr[TRIATT_MAX_HEAD_DIM / 2], ci[TRIATT_MAX_HEAD_DIM / 2], ca[TRIATT_MAX_HEAD_DIM / 2];
+    for (int i = w->tid; i < s->n_blocks; i += s->nt) {
+        int l = s->blocks[i] / s->KV, g = s->blocks[i] % s->KV;
+        for (int j = 0; j < s->G; j++) {
+            const double *mr, *mi, *ma;
+            if (triatt_calib_head(s->cal, l, g * s->G + j, &mr, &mi, &ma) < 0) { w->rc = LCX_ESTATE; return; }
+            for (int f = 0; f < fc; f++) { cr[f] = (float)mr[f]; ci[f] = (float)mi[f]; ca[f] = (float)ma[f]; }
+            triatt_kparams kp;
+            fold(s, w, cr, ci, ca, &kp);
+            float *hb = w->hbuf + (size_t)j * w->acc_cap;
+            int rc = run_block(s, w, l, g, &kp, hb, false);
+            if (rc < 0) { w->rc = rc; return; }
+            if (s->o.zscore) {
+                double sum = 0, sq = 0;
+                int k = 0;
+                for (int c = 0; c < n; c++)
+                    if (s->pos[c] < s->win_thr) { sum += hb[c]; sq += (double)hb[c] * hb[c]; k++; }
+                double mean = k ? sum / k : 0, var = k ? sq / k - mean * mean : 0;
+                double inv = 1.0 / sqrt((var > 0 ? var : 0) + 1e-6);
+                for (int c = 0; c < n; c++) hb[c] = (float)((hb[c] - mean) * inv);
+            }
+        }
+        for (int c = 0; c < n; c++) {
+            float m = w->hbuf[c];
+            for (int j = 1; j < s->G; j++) m = fmaxf(m, w->hbuf[(size_t)j * w->acc_cap + c]);
+            w->acc[c] += m;
+        }
+    }
+}
+
+static int ensure_acc(triatt_scorer *s, int n_cells, bool heads)
+{
+    for (int t = 0; t < s->nt; t++) {
+        worker *w = &s->wk[t];
+        if (w->acc_cap < (size_t)n_cells || (heads && !w->hbuf)) {
+            size_t cap = LCX_MAX((size_t)n_cells, w->acc_cap);
+            float *a = realloc(w->acc, cap * sizeof(float));
+            if (!a) return LCX_ENOMEM;
+            w->acc = a;
+            if (heads || w->hbuf) {
+                float *h = realloc(w->hbuf, cap * s->G * sizeof(float));
+                if (!h) return LCX_ENOMEM;
+                w->hbuf = h;
+            }
+            w->acc_cap = cap;
+        }
+    }
+    return LCX_OK;
+}
+
+/* Attention-layer blocks with l >= skip; skip is clamped to 0 when it would leave none. */
+static void collect_blocks(triatt_scorer *s, int skip)
+{
+    s->n_blocks = 0;
+    for (int pass = 0; pass < 2 && !s->n_blocks; pass++) {
+        for (int l = pass ? 0 : skip; l < s->L; l++)
+            if (s->attn[l])
+                for (int g = 0; g < s->KV; g++) s->blocks[s->n_blocks++] = l * s->KV + g;
+    }
+}
+
+int triatt_score(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
+                 const int32_t *positions, int n_cells, double P, int32_t win_thr, float *scores)
+{
+    if (!s || !cal || !keys || !keys->get || !positions || !scores || n_cells < 0) return LCX_EINVAL;
+    if (!triatt_calib_ready(cal)) return LCX_ESTATE;
+    if (n_cells == 0) return LCX_OK;
+    bool ref = s->o.aggregation == TRIATT_AGG_REFERENCE;
+    int rc = ensure_acc(s, n_cells, ref);
+    if (rc < 0) return rc;
+    triatt_trig_sums(s->omega, s->fc, P, s->cs, s->sn);
+    collect_blocks(s, ref ? 0 : s->o.skip_layers);
+    s->cal = cal; s->keys = keys; s->pos = positions; s->win_thr = win_thr; s->n_cells = n_cells;
+    pool_run(s, ref ? job_reference : job_blockmean);
+    for (int t = 0; t < s->nt; t++)
+        if (s->wk[t].rc < 0) return s->wk[t].rc;
+    /* merge per-thread accumulators in thread order (deterministic for a thread count) */
+    const float inv = 1.0f / (float)s->n_blocks;
+    for (int c = 0; c < n_cells; c++) {
+        float v = s->wk[0].acc[c];
+        for (int t = 1; t < s->nt; t++) v += s->wk[t].acc[c];
+        scores[c] = positions[c] >= win_thr ? NAN : v * inv;
+    }
+    return LCX_OK;
+}
+
+/* ---- fast path ---- */
+int triatt_fast_reserve(triatt_scorer *s, int n_slots)
+{
+    if (!s || n_slots < 0) return LCX_EINVAL;
+    if (s->o.aggregation != TRIATT_AGG_BLOCKMEAN) return LCX_ENOTSUP;
+    if (n_slots <= s->n_slots) return LCX_OK;
+    size_t stride = ((size_t)2 * s->fc + 1 + 7) & ~(size_t)7;  /* 32-byte aligned rows */
+    float *f = realloc(s->feat, (size_t)n_slots * stride * sizeof(float));
+    if (!f) return LCX_ENOMEM;
+    s->feat = f;
+    uint64_t *g = realloc(s->feat_gen, (size_t)n_slots * sizeof(uint64_t));
+    if (!g) return LCX_ENOMEM;
+    s->feat_gen = g;
+    for (int i = s->n_slots; i < n_slots; i++) s->feat_gen[i] = UINT64_MAX;
+    s->fstride = stride;
+    s->n_slots = n_slots;
+    return LCX_OK;
+}
+
+int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
+                          int cell0, int n)
+{
+    if (!s || !cal || !keys || !keys->get || cell0 < 0 || n < 0) return LCX_EINVAL;
+    if (s->o.aggregation != TRIATT_AGG_BLOCKMEAN) return LCX_ENOTSUP;
+    if ((int64_t)cell0 + n > s->n_slots) return LCX_ELIMIT;
+    if (!triatt_calib_ready(cal)) return LCX_ESTATE;
+    const int fc = s->fc;
+    const bool use_trig = s->o.terms != TRIATT_TERMS_EXTRA_ONLY;
+    const bool use_extra = s->o.terms != TRIATT_TERMS_TRIG_ONLY;
+    collect_blocks(s, s->o.skip_layers);
+    const float inv = 1.0f / (float)s->n_blocks;
+    worker *w = &s->wk[0];
+    for (int c = cell0; c < cell0 + n; c++) memset(s->feat + (size_t)c * s->fstride, 0, s->fstride * sizeof(float));
+    for (int i = 0; i < s->n_blocks; i++) {
+        int l = s->blocks[i] / s->KV, g = s->blocks[i] % s->KV;
+        const float *cr, *ci, *cabs;
+        int rc = triatt_calib_block(cal, l, g, &cr, &ci, &cabs);
+        if (rc < 0) return rc;
+        for (int f = 0; f < fc; f++) {
+            w->m[f] = s->o.terms == TRIATT_TERMS_NO_MLR
+                          ? cabs[f]
+                          : (float)(cabs[f] - sqrt((double)cr[f] * cr[f] + (double)ci[f] * ci[f] + s->o.eps));
+        }
+        for (int c0 = cell0; c0 < cell0 + n; c0 += CHUNK) {
+            int k = LCX_MIN(CHUNK, cell0 + n - c0);
+            size_t stride = s->hd;
+            const float *kr0 = keys->get(keys->ud, l, g, c0, k, w->scratch, &stride);
+            if (!kr0) return LCX_EIO;
+            for (int r = 0; r < k; r++) {
+                const float *K = kr0 + (size_t)r * stride;
+                float *row = s->feat + (size_t)(c0 + r) * s->fstride;
+                float e = 0;
+                for (int f = 0; f < fc; f++) {
+                    float kr, ki;
+                    if (s->pairing == TRIATT_PAIR_HALF) { kr = K[f]; ki = K[f + fc]; }
+                    else { kr = K[2 * f]; ki = K[2 * f + 1]; }
+                    if (use_trig) {
+                        row[f] += cr[f] * kr + ci[f] * ki;
+                        row[fc + f] += ci[f] * kr - cr[f] * ki;
+                    }
+                    if (use_extra) e += w->m[f] * sqrtf(kr * kr + ki * ki + (float)s->o.eps);
+                }
+                row[2 * fc] += e;
+            }
+        }
+    }
+    uint64_t gen = triatt_calib_generation(cal);
+    for (int c = cell0; c < cell0 + n; c++) {
+        float *row = s->feat + (size_t)c * s->fstride;
+        for (int j = 0; j <= 2 * fc; j++) row[j] *= inv;
+        s->feat_gen[c] = gen;
+    }
+    return LCX_OK;
+}
+
+static void job_fast(triatt_scorer *s, worker *w)
+{
+    int per = (s->n_cells + s->nt - 1) / s->nt;
+    int c0 = w->tid * per, c1 = LCX_MIN(s->n_cells, c0 + per);
+    if (c1 > c0)
+        s->fast_kernel(s->feat + (size_t)c0 * s->fstride, s->fstride, s->fc, s->fast_v, c1 - c0, s->out + c0);
+}
+
+int triatt_fast_score(triatt_scorer *s, const triatt_calib *cal, const int32_t *positions,
+                      int n_cells, double P, int32_t win_thr, float *scores)
+{
+    if (!s || !cal || !positions || !scores || n_cells < 0) return LCX_EINVAL;
+    if (s->o.aggregation != TRIATT_AGG_BLOCKMEAN) return LCX_ENOTSUP;
+    if (n_cells > s->n_slots) return LCX_ELIMIT;
+    uint64_t gen = triatt_calib_generation(cal);
+    for (int c = 0; c < n_cells; c++)
+        if (s->feat_gen[c] != gen) return LCX_ESTATE;
+    triatt_trig_sums(s->omega, s->fc, P, s->cs, s->sn);
+    for (int f = 0; f < s->fc; f++) {
+        s->fast_v[f] = (float)s->cs[f];
+        s->fast_v[s->fc + f] = (float)-s->sn[f];
+    }
+    s->out = scores;
+    s->n_cells = n_cells;
+    pool_run(s, job_fast);
+    for (int c = 0; c < n_cells; c++)
+        if (positions[c] >= win_thr) scores[c] = NAN;
+    return LCX_OK;
+}
+
+/* ---- dense accessor ---- */
+static const float *dense_get(void *ud, int layer, int kv, int cell0, int n, float *scratch, size_t *stride)
+{
+    const triatt_dense_keys *d = ud;
+    (void)scratch;
+    if (cell0 < 0 || cell0 + n > d->n_cells_cap) return NULL;
+    *stride = d->head_dim;
+    return d->data + (((size_t)layer * d->n_kv_heads + kv) * d->n_cells_cap + cell0) * d->head_dim;
+}
+
+void triatt_keys_dense(triatt_keys *k, const triatt_dense_keys *d)
+{
+    k->get = dense_get;
+    k->ud = (void *)d;
+}
