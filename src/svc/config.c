@@ -1,0 +1,221 @@
+/* longctx-svc: flags, LONGCTX_* environment, --help, and the `serve` entry point shared by
+ * `longctx-svc serve` and `longctx serve`. Precedence: flag > environment > default. */
+#include "svc/svc.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <strings.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { K_STR, K_INT, K_U32, K_U64, K_MB, K_DBL, K_BOOL } kind;
+
+typedef struct {
+    const char *flag, *env;
+    kind k;
+    size_t off, size;   /* field in lcx_svc_config (size for strings) */
+    double lo, hi;
+    const char *help;
+} opt;
+
+#define F(field) offsetof(lcx_svc_config, field), sizeof(((lcx_svc_config *)0)->field)
+
+static const opt opts[] = {
+    {"--host", "LONGCTX_HOST", K_STR, F(host), 0, 0, "address to listen on (default 127.0.0.1)"},
+    {"--port", "LONGCTX_PORT", K_INT, F(port), 0, 65535, "TCP port (default 5054; 0 = any free port)"},
+    {"--data-dir", "LONGCTX_DATA_DIR", K_STR, F(data_dir), 0, 0,
+     "where sessions live (default $XDG_DATA_HOME/longctx or ~/.local/share/longctx)"},
+    {"--threads", "LONGCTX_THREADS", K_INT, F(threads), 1, 256, "HTTP worker threads (default 4)"},
+    {"--max-connections", "LONGCTX_MAX_CONNECTIONS", K_INT, F(max_connections), 1, 100000,
+     "concurrent connections (default 512)"},
+    {"--max-body-bytes", "LONGCTX_MAX_BODY_BYTES", K_U64, F(max_body_bytes), 1, 4294967296.0,
+     "request body limit → 413 (default 67108864 = 64 MiB)"},
+    {"--max-chunk-bytes", "LONGCTX_MAX_CHUNK_BYTES", K_U32, F(max_chunk_bytes), 1, 1073741824.0,
+     "text of one chunk → 413 (default 1048576)"},
+    {"--max-chunks-per-request", "LONGCTX_MAX_CHUNKS_PER_REQUEST", K_U32, F(max_chunks_per_request), 1, 100000000.0,
+     "chunks in one /evict/write → 413 (default 10000)"},
+    {"--max-chunks-per-session", "LONGCTX_MAX_CHUNKS_PER_SESSION", K_U32, F(max_chunks_per_session), 1, 4000000000.0,
+     "chunks in one session → 429 (default 10000000)"},
+    {"--max-sessions", "LONGCTX_MAX_SESSIONS", K_U32, F(max_sessions), 1, 4000000000.0,
+     "sessions (in RAM or hibernated) before new ones get 429 (default 100000)"},
+    {"--max-sessions-in-ram", "LONGCTX_MAX_SESSIONS_IN_RAM", K_U32, F(max_sessions_in_ram), 1, 4000000000.0,
+     "sessions kept in RAM; least-recently-used ones are hibernated beyond (default 1024)"},
+    {"--max-mem-mb", "LONGCTX_MAX_MEM_MB", K_MB, F(max_mem_bytes), 1, 16777216.0,
+     "RAM for all sessions; LRU hibernation beyond (default 4096)"},
+    {"--idle-hibernate-s", "LONGCTX_IDLE_HIBERNATE_S", K_DBL, F(idle_hibernate_s), 0.01, 1e9,
+     "the janitor hibernates sessions idle this long (default 1800)"},
+    {"--janitor-interval-s", "LONGCTX_JANITOR_INTERVAL_S", K_DBL, F(janitor_interval_s), 0.05, 86400,
+     "how often the janitor runs (default min(60, idle/4))"},
+    {"--embed-dim", "LONGCTX_EMBED_DIM", K_INT, F(embed_dim), 0, 65536,
+     "dimension of the weight-free embedder (default 0 = its default; changing it makes old sessions unresumable)"},
+    {"--upstream", "LONGCTX_UPSTREAM", K_STR, F(upstream), 0, 0,
+     "OpenAI-compatible engine for /v1/* (unset = proxy disabled, 503)"},
+    {"--quiet", "LONGCTX_QUIET", K_BOOL, F(quiet), 0, 0, "no start-up banner or janitor log lines"},
+};
+
+void lcx_svc_config_defaults(lcx_svc_config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->host, sizeof c->host, "127.0.0.1");
+    c->port = 5054;
+    const char *x = getenv("XDG_DATA_HOME"), *h = getenv("HOME");
+    if (x && *x) snprintf(c->data_dir, sizeof c->data_dir, "%s/longctx", x);
+    else snprintf(c->data_dir, sizeof c->data_dir, "%s/.local/share/longctx", h && *h ? h : ".");
+    c->threads = 4;
+    c->max_connections = 512;
+    c->max_body_bytes = 64ull << 20;
+    c->max_chunk_bytes = 1u << 20;
+    c->max_chunks_per_request = 10000;
+    c->max_chunks_per_session = 10000000;
+    c->max_sessions = 100000;
+    c->max_sessions_in_ram = 1024;
+    c->max_mem_bytes = 4096ull << 20;
+    c->idle_hibernate_s = 1800;
+    c->janitor_interval_s = 0;   /* derived below unless set */
+    c->embed_dim = 0;
+}
+
+static int set_value(lcx_svc_config *c, const opt *o, const char *v, const char *src, FILE *err)
+{
+    char *base = (char *)c + o->off;
+    if (o->k == K_STR) {
+        if (strlen(v) >= o->size) {
+            fprintf(err, "longctx-svc: %s is too long (max %zu bytes)\n", src, o->size - 1);
+            return LCX_EINVAL;
+        }
+        memcpy(base, v, strlen(v) + 1);
+        return 0;
+    }
+    if (o->k == K_BOOL) {
+        bool b;
+        if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) b = true;
+        else if (!*v || !strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) b = false;
+        else {
+            fprintf(err, "longctx-svc: %s: expected true/false, got '%s'\n", src, v);
+            return LCX_EINVAL;
+        }
+        *(bool *)base = b;
+        return 0;
+    }
+    char *e;
+    errno = 0;
+    double d = strtod(v, &e);
+    if (errno || e == v || *e || d < o->lo || d > o->hi ||
+        (o->k != K_DBL && d != (double)(long long)d)) {
+        fprintf(err, "longctx-svc: %s: expected %s in %g..%g, got '%s'\n", src,
+                o->k == K_DBL ? "a number" : "an integer", o->lo, o->hi, v);
+        return LCX_EINVAL;
+    }
+    switch (o->k) {
+    case K_INT: *(int *)base = (int)d; break;
+    case K_U32: *(uint32_t *)base = (uint32_t)d; break;
+    case K_U64: *(uint64_t *)base = (uint64_t)d; break;
+    case K_MB: *(uint64_t *)base = (uint64_t)d << 20; break;
+    case K_DBL: *(double *)base = d; break;
+    default: break;
+    }
+    return 0;
+}
+
+void lcx_svc_usage(FILE *f, const char *prog)
+{
+    fprintf(f, "usage: %s serve [FLAGS]\n\n"
+               "Runs the longctx HTTP service (rescue API, status page, code retrieval, OpenAI proxy).\n"
+               "Every flag has an environment equivalent; flags win over the environment.\n\n",
+            prog);
+    for (size_t i = 0; i < LCX_ARRAY_LEN(opts); i++)
+        fprintf(f, "  %-26s %-32s %s\n", opts[i].k == K_BOOL ? opts[i].flag : opts[i].flag, opts[i].env, opts[i].help);
+    fprintf(f, "\n  %-26s %-32s %s\n", "--help", "", "this text");
+    fprintf(f, "\nSIGINT/SIGTERM stop the server cleanly (stores are flushed and closed).\n");
+}
+
+static int apply_env(lcx_svc_config *c, FILE *err)
+{
+    for (size_t i = 0; i < LCX_ARRAY_LEN(opts); i++) {
+        const char *v = getenv(opts[i].env);
+        if (!v) continue;
+        if (opts[i].k != K_STR && opts[i].k != K_BOOL && !*v) continue;
+        int rc = set_value(c, &opts[i], v, opts[i].env, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int lcx_svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err)
+{
+    int rc = apply_env(c, err);
+    if (rc) return rc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        const opt *o = NULL;
+        const char *val = NULL;
+        for (size_t k = 0; k < LCX_ARRAY_LEN(opts) && !o; k++) {
+            size_t fl = strlen(opts[k].flag);
+            if (!strncmp(a, opts[k].flag, fl) && (a[fl] == 0 || a[fl] == '=')) {
+                o = &opts[k];
+                if (a[fl] == '=') val = a + fl + 1;
+            }
+        }
+        if (!o) {
+            fprintf(err, "longctx-svc: unknown flag '%s' (see --help)\n", a);
+            return LCX_EINVAL;
+        }
+        if (!val && o->k == K_BOOL) val = "true";
+        if (!val) {
+            if (i + 1 >= argc) {
+                fprintf(err, "longctx-svc: %s needs a value\n", o->flag);
+                return LCX_EINVAL;
+            }
+            val = argv[++i];
+        }
+        if ((rc = set_value(c, o, val, o->flag, err))) return rc;
+    }
+    if (!c->data_dir[0]) {
+        fprintf(err, "longctx-svc: --data-dir must not be empty\n");
+        return LCX_EINVAL;
+    }
+    if (c->janitor_interval_s <= 0) {
+        double iv = c->idle_hibernate_s / 4;
+        c->janitor_interval_s = iv > 60 ? 60 : iv < 0.05 ? 0.05 : iv;
+    }
+    return 0;
+}
+
+int lcx_svc_serve_main(int argc, char **argv)
+{
+    lcx_svc_config cfg;
+    lcx_svc_config_defaults(&cfg);
+    int rc = lcx_svc_config_parse(&cfg, argc, argv, stderr);
+    if (rc == 1) { lcx_svc_usage(stdout, "longctx-svc"); return 0; }
+    if (rc) return 2;
+
+    /* Block the stop signals in every thread (MHD's and the janitor inherit this mask) and
+     * take them synchronously here, so shutdown runs in a normal context, not a handler. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    lcx_svc *svc;
+    char msg[512];
+    rc = lcx_svc_start(&cfg, &svc, msg, sizeof msg);
+    if (rc < 0) {
+        fprintf(stderr, "longctx-svc: %s\n", msg[0] ? msg : lcx_strerror(rc));
+        return 1;
+    }
+    if (!cfg.quiet)
+        fprintf(stderr, "longctx-svc %s: listening on http://%s:%d (data dir %s, %d threads, embedder %s)\n",
+                LCX_VERSION, cfg.host, svc->bound_port, cfg.data_dir, cfg.threads, lcx_embedder_fingerprint(svc->emb));
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {}
+    if (!cfg.quiet) fprintf(stderr, "longctx-svc: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    lcx_svc_stop(svc);
+    if (!cfg.quiet) fprintf(stderr, "longctx-svc: stopped cleanly\n");
+    return 0;
+}

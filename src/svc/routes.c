@@ -1,0 +1,102 @@
+/* longctx-svc: THE route table (every route of the service is listed here) and the
+ * module table (subsystems that keep state in the server). See svc.h for the handler
+ * contract.
+ *
+ * Matching: exact segments, or "{name}" which matches one non-empty segment and is
+ * captured (lcx_req_param(req, "name")). A path that matches some route with another
+ * method gives 405 with an Allow header; no match at all gives 404. Paths arrive
+ * percent-decoded by libmicrohttpd, so a session id containing '/' cannot be addressed by
+ * /sessions/{id}/... (use ids without '/', or the /evict/... routes which take the id in
+ * the body or query string). A trailing '/' is ignored ("/healthz/" = "/healthz"). */
+#include "svc/svc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const lcx_route lcx_svc_routes[] = {
+    {"GET", "/healthz", lcx_svc_h_healthz},
+    {"GET", "/longctx/status", lcx_svc_h_status},
+    /* rescue API (SPEC §2, Tier 2/3) */
+    {"POST", "/evict/write", lcx_svc_h_evict_write},
+    {"POST", "/evict/retrieve", lcx_svc_h_evict_retrieve},
+    {"GET", "/evict/dump", lcx_svc_h_evict_dump},
+    {"POST", "/sessions/{id}/hibernate", lcx_svc_h_session_hibernate},
+    {"POST", "/sessions/{id}/resume", lcx_svc_h_session_resume},
+    {"GET", "/sessions/{id}/hibernation-status", lcx_svc_h_session_status},
+    /* code-aware retrieval: POST /index, POST /retrieve go here (routes_code.c) */
+    /* OpenAI proxy: 503 proxy_disabled until the proxy handlers replace these lines */
+    {"POST", "/v1/chat/completions", lcx_svc_h_proxy_disabled},
+    {"POST", "/v1/completions", lcx_svc_h_proxy_disabled},
+    {"GET", "/v1/models", lcx_svc_h_proxy_disabled},
+    {NULL, NULL, NULL},
+};
+
+/* Modules with server-held state (init/fini/status hooks). */
+const lcx_svc_module lcx_svc_modules[] = {
+    {NULL, NULL, NULL, NULL},
+};
+
+/* Matches path against pattern; on success fills p (when non-NULL). */
+static bool match(const char *pattern, const char *path, lcx_route_params *p)
+{
+    const char *a = pattern, *b = path;
+    int n = 0;
+    const char *names[LCX_ROUTE_MAX_PARAMS];
+    size_t nlen[LCX_ROUTE_MAX_PARAMS];
+    const char *vals[LCX_ROUTE_MAX_PARAMS];
+    size_t vlen[LCX_ROUTE_MAX_PARAMS];
+    while (*a && *b) {
+        if (*a != '/' || *b != '/') return false;
+        a++, b++;
+        const char *ae = strchr(a, '/'), *be = strchr(b, '/');
+        size_t al = ae ? (size_t)(ae - a) : strlen(a), bl = be ? (size_t)(be - b) : strlen(b);
+        if (al >= 2 && a[0] == '{' && a[al - 1] == '}') {
+            if (bl == 0 || n >= LCX_ROUTE_MAX_PARAMS) return false;
+            names[n] = a + 1, nlen[n] = al - 2, vals[n] = b, vlen[n] = bl, n++;
+        } else if (al != bl || memcmp(a, b, al)) {
+            return false;
+        }
+        a += al, b += bl;
+    }
+    if (*a) return false;
+    if (*b && strcmp(b, "/")) return false;   /* tolerate one trailing slash */
+    if (p) {
+        for (int i = 0; i < n; i++) {
+            p->name[i] = names[i];
+            p->name_len[i] = nlen[i];
+            p->value[i] = strndup(vals[i], vlen[i]);
+            if (!p->value[i]) { p->n = i; return false; }
+        }
+        p->n = n;
+    }
+    return true;
+}
+
+const lcx_route *lcx_route_match(const char *method, const char *path, lcx_route_params *p, bool *path_known,
+                                 char *allow, size_t allow_len)
+{
+    *path_known = false;
+    if (allow && allow_len) allow[0] = 0;
+    size_t used = 0;
+    for (const lcx_route *r = lcx_svc_routes; r->method; r++) {
+        if (!match(r->pattern, path, NULL)) continue;
+        if (!strcmp(r->method, method)) {
+            lcx_route_params_free(p);
+            return match(r->pattern, path, p) ? r : NULL;
+        }
+        *path_known = true;
+        if (allow && used < allow_len && !strstr(allow, r->method)) {
+            int w = snprintf(allow + used, allow_len - used, "%s%s", used ? ", " : "", r->method);
+            if (w > 0) used += (size_t)w;
+        }
+    }
+    return NULL;
+}
+
+void lcx_route_params_free(lcx_route_params *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) free(p->value[i]);
+    p->n = 0;
+}

@@ -1,0 +1,533 @@
+/* longctx-svc: the rescue API (SPEC §2) — /evict/write, /evict/retrieve, /evict/dump and
+ * /sessions/{id}/hibernate | resume | hibernation-status.
+ *
+ * Validation happens before anything is stored: a request is accepted whole or refused
+ * whole (4xx, nothing written), and the store's append is atomic and durable (fsync'd)
+ * before the 200 goes out, so an acknowledged chunk survives kill -9.
+ *
+ * Two request forms for /evict/write:
+ *   A. JSON body {"session_id", "chunks":[{"text","token_range":[a,b],"layer","score"}]}
+ *   B. ?session_id=ID, body {"chunks":[{"text","tokens":[ids],"round","layer"}]}
+ * Form B carries token ids, not positions. When a chunk has no token_range, its range is
+ * derived from a per-session position cursor: the span occupies the next len(tokens)
+ * positions after the highest position the session holds so far (from either form), i.e.
+ * [next, next+len(tokens)-1], in the order chunks are written. The cursor starts (once per
+ * process and session) from a scan of the stored chunks, so it survives restarts. It is
+ * a faithful "write order" position, not the engine's absolute KV position, which form B
+ * does not transmit; engines that know positions should send token_range. */
+#include "svc/svc.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PREFILTER 1024
+#define MAX_INT_JSON 9007199254740992.0  /* 2^53: larger JSON numbers are not exact integers */
+
+/* ---------------------------------------------------------------- small JSON helpers */
+
+/* Optional integer field in [lo, hi]. 1 = present (value in *v), 0 = absent/null, <0 = error set. */
+static int opt_int(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, double *v)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || !isfinite(x->valuedouble)) {
+        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be an integer", name);
+        return LCX_EINVAL;
+    }
+    if (x->valuedouble < lo || x->valuedouble > hi) {
+        lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
+        return LCX_EINVAL;
+    }
+    *v = x->valuedouble;
+    return 1;
+}
+
+static int opt_num(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, double *v)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) {
+        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be a number", name);
+        return LCX_EINVAL;
+    }
+    if (x->valuedouble < lo || x->valuedouble > hi) {
+        lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
+        return LCX_EINVAL;
+    }
+    *v = x->valuedouble;
+    return 1;
+}
+
+static int opt_bool(lcx_resp *resp, const cJSON *o, const char *name, bool *v)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsBool(x)) {
+        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be true or false", name);
+        return LCX_EINVAL;
+    }
+    *v = cJSON_IsTrue(x);
+    return 1;
+}
+
+/* session_id from the JSON body (when body != NULL) or the query string. */
+static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const char **out)
+{
+    const char *q = lcx_req_query(req, "session_id");
+    const cJSON *x = body ? cJSON_GetObjectItemCaseSensitive(body, "session_id") : NULL;
+    const char *id = NULL;
+    if (x && !cJSON_IsNull(x)) {
+        if (!cJSON_IsString(x)) {
+            lcx_resp_error(resp, 400, "invalid_type", "'session_id' must be a string");
+            return LCX_EINVAL;
+        }
+        id = x->valuestring;
+        if (q && strcmp(q, id)) {
+            lcx_resp_error(resp, 400, "invalid_request", "session_id in the body and the query string differ");
+            return LCX_EINVAL;
+        }
+    } else {
+        id = q;
+    }
+    if (!id) {
+        lcx_resp_error(resp, 400, "missing_session_id", "session_id is required (JSON body or ?session_id=)");
+        return LCX_EINVAL;
+    }
+    if (!lcx_svc_session_id_ok(id)) {
+        lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be 1..256 bytes of UTF-8 without control characters");
+        return LCX_EINVAL;
+    }
+    *out = id;
+    return 0;
+}
+
+static void core_error(lcx_resp *resp, int rc, const char *what)
+{
+    const char *code;
+    int st = lcx_svc_err_status(rc, &code);
+    lcx_resp_error(resp, st, code, "%s: %s", what, lcx_strerror(rc));
+}
+
+/* Acquires (creating when create) the session's store, enforcing --max-sessions on
+ * creation. On failure the response is set. */
+static int acquire(lcx_svc *svc, lcx_resp *resp, const char *id, bool create, lcx_store **st)
+{
+    int rc = lcx_sessions_acquire(svc->sessions, id, false, st);
+    if (rc != LCX_ENOTFOUND || !create) {
+        if (rc < 0 && rc != LCX_ENOTFOUND) core_error(resp, rc, "cannot open the session");
+        return rc;
+    }
+    /* New session: creation is serialised so the --max-sessions check cannot race. */
+    pthread_mutex_lock(&svc->mu);
+    rc = lcx_sessions_acquire(svc->sessions, id, false, st);
+    if (rc == LCX_ENOTFOUND) {
+        if (svc->n_sessions_known >= svc->cfg.max_sessions) {
+            pthread_mutex_unlock(&svc->mu);
+            lcx_resp_error(resp, 429, "too_many_sessions", "the server holds %u sessions (--max-sessions)",
+                           svc->cfg.max_sessions);
+            return LCX_ELIMIT;
+        }
+        rc = lcx_sessions_acquire(svc->sessions, id, true, st);
+        if (rc == 0) svc->n_sessions_known++;
+    }
+    pthread_mutex_unlock(&svc->mu);
+    if (rc < 0) core_error(resp, rc, "cannot open the session");
+    return rc;
+}
+
+/* ---------------------------------------------------------------- position cursors */
+
+/* Finds (or creates by scanning the store) the session's cursor. Caller holds svc->mu. */
+static struct svc_cursor *cursor_get(lcx_svc *svc, const char *id, const lcx_store *st)
+{
+    size_t n = strlen(id);
+    uint32_t b = (uint32_t)(lcx_hash64(id, n, 0x5eed) % svc->n_cursor_buckets);
+    for (struct svc_cursor *c = svc->cursors[b]; c; c = c->next)
+        if (!strcmp(c->id, id)) return c;
+    struct svc_cursor *c = malloc(sizeof *c + n + 1);
+    if (!c) return NULL;
+    memcpy(c->id, id, n + 1);
+    c->next_pos = 0;
+    uint32_t cnt = lcx_store_count(st);
+    for (uint32_t i = 0; i < cnt; i++) {
+        lcx_chunk ch;
+        if (lcx_store_get(st, i, &ch) == 0 && ch.tok_end + 1 > c->next_pos) c->next_pos = ch.tok_end + 1;
+    }
+    c->next = svc->cursors[b];
+    svc->cursors[b] = c;
+    return c;
+}
+
+/* ---------------------------------------------------------------- POST /evict/write */
+
+int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    cJSON *body = NULL;
+    lcx_chunk *cs = NULL;
+    int64_t *derive_len = NULL;   /* per chunk: tokens to derive a range for, or -1 */
+    lcx_store *st = NULL;
+    const char *id;
+    int rc = lcx_req_json(req, resp, false, &body);
+    if (rc < 0) return 0;
+    if (get_session_id(req, resp, body, &id) < 0) goto out;
+    const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(body, "chunks");
+    if (!chunks) { lcx_resp_error(resp, 400, "missing_field", "'chunks' is required"); goto out; }
+    if (!cJSON_IsArray(chunks)) { lcx_resp_error(resp, 400, "invalid_type", "'chunks' must be an array"); goto out; }
+    int n = cJSON_GetArraySize(chunks);
+    if ((uint32_t)n > svc->cfg.max_chunks_per_request) {
+        lcx_resp_error(resp, 413, "too_many_chunks", "%d chunks in one request; the limit is %u (--max-chunks-per-request)",
+                       n, svc->cfg.max_chunks_per_request);
+        goto out;
+    }
+    cs = calloc((size_t)(n ? n : 1), sizeof *cs);
+    derive_len = calloc((size_t)(n ? n : 1), sizeof *derive_len);
+    if (!cs || !derive_len) { lcx_resp_error(resp, 503, "out_of_memory", "out of memory"); goto out; }
+    int m = 0, n_derive = 0;
+    int i = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, chunks) {
+        if (!cJSON_IsObject(c)) {
+            lcx_resp_error(resp, 400, "invalid_type", "chunks[%d] must be an object", i);
+            goto out;
+        }
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
+        if (!t) { lcx_resp_error(resp, 400, "missing_field", "chunks[%d].text is required", i); goto out; }
+        if (!cJSON_IsString(t)) { lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].text must be a string", i); goto out; }
+        size_t tl = strlen(t->valuestring);
+        if (tl > svc->cfg.max_chunk_bytes) {
+            lcx_resp_error(resp, 413, "chunk_too_large", "chunks[%d].text is %zu bytes; the limit is %u (--max-chunk-bytes)",
+                           i, tl, svc->cfg.max_chunk_bytes);
+            goto out;
+        }
+        if (!lcx_utf8_valid(t->valuestring, tl)) {
+            lcx_resp_error(resp, 400, "invalid_utf8", "chunks[%d].text is not valid UTF-8", i);
+            goto out;
+        }
+        lcx_chunk ch = lcx_chunk_init();
+        ch.text = t->valuestring;
+        ch.text_len = (uint32_t)tl;
+        ch.layer = 0;
+        ch.score = 0;
+        double v;
+        if ((rc = opt_int(resp, c, "layer", -1, 2147483647.0, &v)) < 0) goto out;
+        if (rc) ch.layer = (int32_t)v;
+        if ((rc = opt_int(resp, c, "round", -1, 2147483647.0, &v)) < 0) goto out;
+        if (rc) ch.round = (int32_t)v;
+        if ((rc = opt_num(resp, c, "score", -3.4e38, 3.4e38, &v)) < 0) goto out;
+        if (rc) ch.score = (float)v;
+        const cJSON *tr = cJSON_GetObjectItemCaseSensitive(c, "token_range");
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(c, "tokens");
+        derive_len[m] = -1;
+        if (tr && !cJSON_IsNull(tr)) {
+            const cJSON *a = cJSON_GetArrayItem(tr, 0), *b = cJSON_GetArrayItem(tr, 1);
+            if (!cJSON_IsArray(tr) || cJSON_GetArraySize(tr) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
+                a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble)) {
+                lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].token_range must be [start, end] integers", i);
+                goto out;
+            }
+            if (a->valuedouble < 0 || b->valuedouble < a->valuedouble || b->valuedouble >= MAX_INT_JSON) {
+                lcx_resp_error(resp, 400, "out_of_range", "chunks[%d].token_range needs 0 <= start <= end < 2^53", i);
+                goto out;
+            }
+            ch.tok_start = (int64_t)a->valuedouble;
+            ch.tok_end = (int64_t)b->valuedouble;
+        } else if (tk && !cJSON_IsNull(tk)) {
+            if (!cJSON_IsArray(tk)) {
+                lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].tokens must be an array of token ids", i);
+                goto out;
+            }
+            const cJSON *x;
+            int64_t cnt = 0;
+            cJSON_ArrayForEach(x, tk) {
+                if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0) {
+                    lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].tokens[%lld] must be a non-negative integer",
+                                   i, (long long)cnt);
+                    goto out;
+                }
+                cnt++;
+            }
+            derive_len[m] = cnt ? cnt : 1;
+            n_derive++;
+        } else {
+            lcx_resp_error(resp, 400, "missing_field", "chunks[%d] needs token_range [a,b] (or tokens [ids])", i);
+            goto out;
+        }
+        i++;
+        if (tl == 0) continue;   /* an empty span carries nothing to rescue: skipped, not counted */
+        cs[m++] = ch;
+    }
+
+    if (m == 0) {           /* nothing to store: report the current total without creating the session */
+        rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
+        uint32_t total = rc == 0 ? lcx_store_count(st) : 0;
+        lcx_buf_printf(lcx_resp_json_buf(resp, 200), "{\"accepted\":0,\"session_total\":%u}", total);
+        goto out;
+    }
+    if (acquire(svc, resp, id, true, &st) < 0) { st = NULL; goto out; }
+
+    /* Positions: derive missing ranges, advance the cursor past every range written. */
+    pthread_mutex_lock(&svc->mu);
+    struct svc_cursor *cur = NULL;
+    if (n_derive) {
+        cur = cursor_get(svc, id, st);
+        if (!cur) {
+            pthread_mutex_unlock(&svc->mu);
+            lcx_resp_error(resp, 503, "out_of_memory", "out of memory");
+            goto out;
+        }
+    }
+    for (int k = 0; k < m; k++) {
+        if (derive_len[k] >= 0) {
+            cs[k].tok_start = cur->next_pos;
+            cs[k].tok_end = cur->next_pos + derive_len[k] - 1;
+        }
+        if (cur && cs[k].tok_end + 1 > cur->next_pos) cur->next_pos = cs[k].tok_end + 1;
+    }
+    if (!cur) {   /* form A: keep an existing cursor ahead of explicit ranges */
+        size_t idl = strlen(id);
+        uint32_t b = (uint32_t)(lcx_hash64(id, idl, 0x5eed) % svc->n_cursor_buckets);
+        for (struct svc_cursor *x = svc->cursors[b]; x; x = x->next)
+            if (!strcmp(x->id, id)) {
+                for (int k = 0; k < m; k++)
+                    if (cs[k].tok_end + 1 > x->next_pos) x->next_pos = cs[k].tok_end + 1;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&svc->mu);
+
+    rc = lcx_store_append(st, cs, m, NULL);
+    if (rc == LCX_ELIMIT) {
+        lcx_resp_error(resp, 429, "session_full", "the session would exceed %u chunks (--max-chunks-per-session)",
+                       svc->cfg.max_chunks_per_session);
+        goto out;
+    }
+    if (rc < 0) { core_error(resp, rc, "append failed"); goto out; }
+    lcx_buf_printf(lcx_resp_json_buf(resp, 200), "{\"accepted\":%d,\"session_total\":%u}", m, lcx_store_count(st));
+out:
+    if (st) lcx_sessions_release(svc->sessions, st);
+    free(cs);
+    free(derive_len);
+    cJSON_Delete(body);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- POST /evict/retrieve */
+
+static void write_chunk_json(lcx_buf *b, const lcx_chunk *c, const lcx_hit *h, int rank)
+{
+    lcx_buf_puts(b, "{\"text\":");
+    lcx_buf_json_str(b, c->text, c->text_len);
+    lcx_buf_printf(b, ",\"token_range\":[%lld,%lld],\"layer\":%d,\"round\":%d,\"score\":",
+                   (long long)c->tok_start, (long long)c->tok_end, (int)c->layer, (int)c->round);
+    lcx_buf_json_num(b, c->score);
+    lcx_buf_puts(b, ",\"similarity\":");
+    lcx_buf_json_num(b, h->score);
+    lcx_buf_puts(b, ",\"dense\":");
+    lcx_buf_json_num(b, h->dense);
+    lcx_buf_puts(b, ",\"bm25\":");
+    lcx_buf_json_num(b, h->bm25);
+    lcx_buf_printf(b, ",\"rank\":%d}", rank);
+}
+
+int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    cJSON *body = NULL;
+    lcx_store *st = NULL;
+    lcx_chunk *cs = NULL;
+    const char *id;
+    if (lcx_req_json(req, resp, true, &body) < 0) return 0;
+    if (get_session_id(req, resp, body, &id) < 0) goto out;
+
+    const char *q = lcx_req_query(req, "query");
+    const cJSON *qj = cJSON_GetObjectItemCaseSensitive(body, "query");
+    if (qj && !cJSON_IsNull(qj)) {
+        if (!cJSON_IsString(qj)) { lcx_resp_error(resp, 400, "invalid_type", "'query' must be a string"); goto out; }
+        q = qj->valuestring;
+    }
+    if (!q) { lcx_resp_error(resp, 400, "missing_field", "'query' is required"); goto out; }
+    if (!lcx_utf8_valid(q, strlen(q))) { lcx_resp_error(resp, 400, "invalid_utf8", "'query' is not valid UTF-8"); goto out; }
+
+    lcx_search_opts o = lcx_search_defaults();
+    double v;
+    int rc;
+    o.top_k = 8;
+    o.score_floor = 0;
+    if ((rc = opt_int(resp, body, "top_k", 1, 64, &v)) < 0) goto out;
+    if (rc) o.top_k = (int)v;
+    if ((rc = opt_num(resp, body, "score_floor", 0, 1, &v)) < 0) goto out;
+    if (rc) o.score_floor = (float)v;
+    if ((rc = opt_num(resp, body, "hybrid_alpha", 0, 1, &v)) < 0) goto out;
+    if (rc) o.alpha = (float)v;
+    if ((rc = opt_int(resp, body, "prefilter", 1, MAX_PREFILTER, &v)) < 0) goto out;
+    if (rc) o.prefilter = (int)v;
+    if ((rc = opt_bool(resp, body, "use_rerank", &o.use_rerank)) < 0) goto out;
+    bool raw = false;
+    if ((rc = opt_bool(resp, body, "raw_query", &raw)) < 0) goto out;
+    const cJSON *fu = cJSON_GetObjectItemCaseSensitive(body, "fusion");
+    if (fu && !cJSON_IsNull(fu)) {
+        if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "linear")) o.fusion = LCX_FUSE_LINEAR;
+        else if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "rrf")) o.fusion = LCX_FUSE_RRF;
+        else { lcx_resp_error(resp, 400, "invalid_type", "'fusion' must be \"linear\" or \"rrf\""); goto out; }
+    }
+    if (o.prefilter < o.top_k) o.prefilter = o.top_k;
+
+    /* Rescue query signal (SPEC §4): the text after the last "question:" marker, else the
+     * last 512 bytes. Engines send the whole user turn; matching the full turn ranks
+     * filler above the fact. A short plain question passes through unchanged. */
+    size_t qoff = 0, qlen = strlen(q);
+    if (!raw) {
+        size_t off, len;
+        lcx_rescue_query(q, qlen, &off, &len);
+        while (len && (q[off] == ' ' || q[off] == '\n' || q[off] == '\t' || q[off] == '\r')) off++, len--;
+        if (len) qoff = off, qlen = len;   /* an empty tail ("... Question:") falls back to the whole query */
+    }
+
+    lcx_buf *b;
+    rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
+    if (rc == LCX_ENOTFOUND) {   /* unknown session: an empty result, not an error */
+        st = NULL;
+        b = lcx_resp_json_buf(resp, 200);
+        lcx_buf_puts(b, "{\"chunks\":[],\"session_total\":0,\"system_message\":\"\",\"query_used\":");
+        lcx_buf_json_str(b, q + qoff, qlen);
+        lcx_buf_puts(b, "}");
+        goto out;
+    }
+    if (rc < 0) { st = NULL; core_error(resp, rc, "cannot open the session"); goto out; }
+
+    lcx_hit hits[64];
+    int n = lcx_store_search(st, q + qoff, qlen, &o, hits, o.top_k);
+    if (n < 0) { core_error(resp, n, "search failed"); goto out; }
+    cs = calloc((size_t)(n ? n : 1), sizeof *cs);
+    if (!cs) { lcx_resp_error(resp, 503, "out_of_memory", "out of memory"); goto out; }
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        if (lcx_store_get(st, hits[k].id, &cs[m]) < 0) continue;
+        hits[m++] = hits[k];
+    }
+    b = lcx_resp_json_buf(resp, 200);
+    lcx_buf_puts(b, "{\"chunks\":[");
+    for (int k = 0; k < m; k++) {
+        if (k) lcx_buf_puts(b, ",");
+        write_chunk_json(b, &cs[k], &hits[k], k + 1);
+    }
+    lcx_buf_printf(b, "],\"session_total\":%u,\"system_message\":", lcx_store_count(st));
+    lcx_buf sm = {0};
+    if (lcx_rescue_format(&sm, cs, m, LCX_RESCUE_MAX_CHARS) < 0) {
+        lcx_buf_free(&sm);
+        lcx_resp_error(resp, 503, "out_of_memory", "out of memory");
+        goto out;
+    }
+    lcx_buf_json_str(b, sm.data ? sm.data : "", sm.len);
+    lcx_buf_free(&sm);
+    lcx_buf_puts(b, ",\"query_used\":");
+    lcx_buf_json_str(b, q + qoff, qlen);
+    if (lcx_buf_puts(b, "}") < 0) lcx_resp_error(resp, 500, "internal", "response too large");
+out:
+    if (st) lcx_sessions_release(svc->sessions, st);
+    free(cs);
+    cJSON_Delete(body);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- GET /evict/dump */
+
+int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    const char *id;
+    lcx_store *st = NULL;
+    if (get_session_id(req, resp, NULL, &id) < 0) return 0;
+    int rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
+    lcx_buf *b = lcx_resp_json_buf(resp, 200);
+    if (rc == LCX_ENOTFOUND) {
+        lcx_buf_puts(b, "{\"session_id\":");
+        lcx_buf_json_str(b, id, strlen(id));
+        lcx_buf_puts(b, ",\"session_total\":0,\"token_ranges\":[],\"layers\":[],\"scores\":[]}");
+        return 0;
+    }
+    if (rc < 0) { core_error(resp, rc, "cannot open the session"); return 0; }
+    uint32_t n = lcx_store_count(st);
+    lcx_buf tr = {0}, ly = {0}, sc = {0};
+    uint32_t got = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        lcx_chunk c;
+        if (lcx_store_get(st, i, &c) < 0) continue;
+        const char *sep = got ? "," : "";
+        lcx_buf_printf(&tr, "%s[%lld,%lld]", sep, (long long)c.tok_start, (long long)c.tok_end);
+        lcx_buf_printf(&ly, "%s%d", sep, (int)c.layer);
+        lcx_buf_puts(&sc, sep);
+        lcx_buf_json_num(&sc, c.score);
+        got++;
+    }
+    lcx_sessions_release(svc->sessions, st);
+    lcx_buf_puts(b, "{\"session_id\":");
+    lcx_buf_json_str(b, id, strlen(id));
+    lcx_buf_printf(b, ",\"session_total\":%u,\"token_ranges\":[", n);
+    if (tr.len) lcx_buf_append(b, tr.data, tr.len);
+    lcx_buf_puts(b, "],\"layers\":[");
+    if (ly.len) lcx_buf_append(b, ly.data, ly.len);
+    lcx_buf_puts(b, "],\"scores\":[");
+    if (sc.len) lcx_buf_append(b, sc.data, sc.len);
+    if (lcx_buf_puts(b, "]}") < 0) lcx_resp_error(resp, 500, "internal", "response too large");
+    lcx_buf_free(&tr);
+    lcx_buf_free(&ly);
+    lcx_buf_free(&sc);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- /sessions/{id}/... */
+
+static void write_status(lcx_buf *b, const char *id, const lcx_session_status *s, const char *extra)
+{
+    lcx_buf_puts(b, "{\"session_id\":");
+    lcx_buf_json_str(b, id, strlen(id));
+    if (extra) lcx_buf_puts(b, extra);
+    lcx_buf_printf(b, ",\"in_ram\":%s,\"on_disk\":%s,\"n_chunks_in_ram\":%u,\"n_chunks_on_disk\":%u,"
+                      "\"embedder_fingerprint\":",
+                   s->in_ram ? "true" : "false", s->on_disk ? "true" : "false", s->n_chunks_in_ram, s->n_chunks_on_disk);
+    lcx_buf_json_str(b, s->embedder_fingerprint, strnlen(s->embedder_fingerprint, sizeof s->embedder_fingerprint));
+    lcx_buf_puts(b, ",\"hibernated_at\":");
+    if (s->hibernated_at > 0) lcx_buf_json_num(b, s->hibernated_at);
+    else lcx_buf_puts(b, "null");
+    lcx_buf_puts(b, "}");
+}
+
+static int path_session(lcx_req *req, lcx_resp *resp, const char **id)
+{
+    *id = lcx_req_param(req, "id");
+    if (!*id || !lcx_svc_session_id_ok(*id)) {
+        lcx_resp_error(resp, 400, "invalid_session_id", "session id must be 1..256 bytes of UTF-8 without control characters");
+        return LCX_EINVAL;
+    }
+    return 0;
+}
+
+static int session_op(lcx_svc *svc, lcx_req *req, lcx_resp *resp, int op)
+{
+    const char *id;
+    if (path_session(req, resp, &id) < 0) return 0;
+    int rc = 0;
+    const char *extra = NULL;
+    if (op == 1) { rc = lcx_sessions_hibernate(svc->sessions, id); extra = ",\"hibernated\":true"; }
+    if (op == 2) { rc = lcx_sessions_resume(svc->sessions, id); extra = ",\"resumed\":true"; }
+    if (rc == LCX_ENOTFOUND) { lcx_resp_error(resp, 404, "session_not_found", "no session '%s'", id); return 0; }
+    if (rc == LCX_EMISMATCH) {
+        lcx_resp_error(resp, 409, "embedder_mismatch",
+                       "session '%s' was written with another embedder than this server's (%s); refusing to resume",
+                       id, lcx_embedder_fingerprint(svc->emb));
+        return 0;
+    }
+    if (rc < 0) { core_error(resp, rc, op == 1 ? "hibernate failed" : "resume failed"); return 0; }
+    lcx_session_status s;
+    memset(&s, 0, sizeof s);
+    rc = lcx_sessions_status(svc->sessions, id, &s);
+    if (rc == LCX_ENOTFOUND) { lcx_resp_error(resp, 404, "session_not_found", "no session '%s'", id); return 0; }
+    if (rc < 0) { core_error(resp, rc, "status failed"); return 0; }
+    write_status(lcx_resp_json_buf(resp, 200), id, &s, extra);
+    return 0;
+}
+
+int lcx_svc_h_session_hibernate(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 1); }
+int lcx_svc_h_session_resume(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 2); }
+int lcx_svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 0); }

@@ -1,0 +1,571 @@
+/* longctx-svc: libmicrohttpd glue — request accumulation with a hard body cap, routing,
+ * response helpers, the janitor thread, and start/stop.
+ *
+ * Threading: one MHD daemon in MHD_USE_EPOLL_INTERNAL_THREAD mode with a thread pool of
+ * cfg.threads workers. Each worker runs its own epoll loop and calls handlers inline, so
+ * a slow handler (fsync on /evict/write) only delays the connections of its own worker;
+ * --threads sizes that trade-off. MHD_ALLOW_SUSPEND_RESUME is on for streamed responses.
+ *
+ * Body cap: the body is accumulated into an lcx_buf capped at max_body_bytes. When the
+ * client announces a Content-Length far beyond the cap (more than 16 MiB over) the 413 is
+ * queued at once and MHD closes the connection without reading the body; otherwise the
+ * excess is read and discarded and the 413 is sent after the upload, which lets ordinary
+ * clients (that do not read a response before finishing their upload) see the JSON error
+ * instead of a connection reset. */
+#include "svc/svc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RESP_MAX_HEADERS 32
+#define RESP_JSON_CAP (256u << 20)
+/* Content-Length this far over the cap is refused before reading (see header comment). */
+#define EARLY_REJECT_SLACK (16u << 20)
+
+struct lcx_req {
+    lcx_svc *svc;
+    struct MHD_Connection *conn;
+    char method[16];
+    char *path;
+    lcx_route_params params;
+    lcx_buf body;
+    bool too_big;        /* body exceeded the cap: excess discarded, 413 at the end */
+    bool responded;      /* a response was queued early */
+    void (*done_fn)(void *);
+    void *done_ud;
+};
+
+struct lcx_resp {
+    int status;
+    lcx_buf buf;                 /* body */
+    char content_type[64];
+    int n_headers;
+    char *hname[RESP_MAX_HEADERS], *hvalue[RESP_MAX_HEADERS];
+    struct MHD_Response *mhd;    /* streaming escape hatch */
+    bool set;
+};
+
+/* ------------------------------------------------------------------ request accessors */
+
+const char *lcx_req_method(const lcx_req *r) { return r->method; }
+const char *lcx_req_path(const lcx_req *r) { return r->path; }
+struct MHD_Connection *lcx_req_connection(const lcx_req *r) { return r->conn; }
+
+const char *lcx_req_param(const lcx_req *r, const char *name)
+{
+    size_t nl = strlen(name);
+    for (int i = 0; i < r->params.n; i++)
+        if (r->params.name_len[i] == nl && !memcmp(r->params.name[i], name, nl)) return r->params.value[i];
+    return NULL;
+}
+
+const char *lcx_req_query(const lcx_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *lcx_req_header(const lcx_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *lcx_req_body(const lcx_req *r, size_t *len)
+{
+    if (len) *len = r->body.len;
+    return r->body.data ? r->body.data : "";
+}
+
+bool lcx_req_wants_text(const lcx_req *r)
+{
+    const char *a = lcx_req_header(r, "Accept");
+    if (a && strstr(a, "text/plain")) return true;
+    const char *f = lcx_req_query(r, "format");
+    return f && !strcmp(f, "text");
+}
+
+void lcx_req_on_done(lcx_req *r, void (*fn)(void *ud), void *ud)
+{
+    r->done_fn = fn;
+    r->done_ud = ud;
+}
+
+int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out)
+{
+    *out = NULL;
+    size_t n;
+    const char *b = lcx_req_body(r, &n);
+    size_t i = 0;
+    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
+    if (i == n) {
+        if (allow_empty) {
+            *out = cJSON_CreateObject();
+            if (!*out) { lcx_resp_error(resp, 500, "internal", "out of memory"); return LCX_ENOMEM; }
+            return 0;
+        }
+        lcx_resp_error(resp, 400, "empty_body", "request body must be a JSON object");
+        return LCX_EINVAL;
+    }
+    /* Reject non-UTF-8 before parsing: cJSON passes raw bytes through into strings. */
+    if (!lcx_utf8_valid(b, n)) {
+        lcx_resp_error(resp, 400, "invalid_utf8", "request body is not valid UTF-8");
+        return LCX_EINVAL;
+    }
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(b, n, &end, 0);
+    if (!j) {
+        size_t at = end && end >= b && end <= b + n ? (size_t)(end - b) : 0;
+        lcx_resp_error(resp, 400, "bad_json", "malformed JSON near byte %zu", at);
+        return LCX_EINVAL;
+    }
+    for (size_t k = (size_t)(end - b); k < n; k++) {
+        if (b[k] == ' ' || b[k] == '\t' || b[k] == '\r' || b[k] == '\n' || b[k] == 0) continue;
+        cJSON_Delete(j);
+        lcx_resp_error(resp, 400, "bad_json", "trailing data after the JSON value at byte %zu", k);
+        return LCX_EINVAL;
+    }
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        lcx_resp_error(resp, 400, "not_object", "request body must be a JSON object");
+        return LCX_EINVAL;
+    }
+    *out = j;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ response helpers */
+
+static void resp_reset_body(lcx_resp *r)
+{
+    r->buf.len = 0;
+    if (r->buf.data) r->buf.data[0] = 0;
+    if (r->mhd) { MHD_destroy_response(r->mhd); r->mhd = NULL; }
+}
+
+lcx_buf *lcx_resp_json_buf(lcx_resp *r, int status)
+{
+    resp_reset_body(r);
+    r->status = status;
+    r->buf.cap = RESP_JSON_CAP;
+    snprintf(r->content_type, sizeof r->content_type, "application/json");
+    r->set = true;
+    return &r->buf;
+}
+
+void lcx_resp_json_str(lcx_resp *r, int status, const char *json)
+{
+    lcx_buf *b = lcx_resp_json_buf(r, status);
+    if (lcx_buf_puts(b, json) < 0) lcx_resp_error(r, 500, "internal", "out of memory");
+}
+
+void lcx_resp_text(lcx_resp *r, int status, const char *ct, const char *text, size_t len)
+{
+    resp_reset_body(r);
+    r->status = status;
+    r->buf.cap = 0;
+    snprintf(r->content_type, sizeof r->content_type, "%s", ct ? ct : "text/plain; charset=utf-8");
+    r->set = true;
+    if (lcx_buf_append(&r->buf, text, len) < 0) lcx_resp_error(r, 500, "internal", "out of memory");
+}
+
+void lcx_resp_error(lcx_resp *r, int status, const char *code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    resp_reset_body(r);
+    r->status = status;
+    r->buf.cap = 0;
+    snprintf(r->content_type, sizeof r->content_type, "application/json");
+    r->set = true;
+    lcx_buf_puts(&r->buf, "{\"error\":{\"code\":");
+    lcx_buf_json_str(&r->buf, code, strlen(code));
+    lcx_buf_puts(&r->buf, ",\"message\":");
+    lcx_buf_json_str(&r->buf, msg, strlen(msg));
+    lcx_buf_puts(&r->buf, "}}");
+}
+
+void lcx_resp_header(lcx_resp *r, const char *name, const char *value)
+{
+    if (r->n_headers >= RESP_MAX_HEADERS) return;
+    char *n = strdup(name), *v = strdup(value);
+    if (!n || !v) { free(n); free(v); return; }
+    r->hname[r->n_headers] = n;
+    r->hvalue[r->n_headers] = v;
+    r->n_headers++;
+}
+
+void lcx_resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr)
+{
+    resp_reset_body(r);
+    r->status = status;
+    r->mhd = mr;
+    r->set = mr != NULL;
+}
+
+bool lcx_resp_is_set(const lcx_resp *r) { return r->set; }
+
+static void resp_free(lcx_resp *r)
+{
+    lcx_buf_free(&r->buf);
+    for (int i = 0; i < r->n_headers; i++) { free(r->hname[i]); free(r->hvalue[i]); }
+    if (r->mhd) MHD_destroy_response(r->mhd);
+}
+
+static enum MHD_Result resp_send(struct MHD_Connection *c, lcx_resp *r)
+{
+    struct MHD_Response *mr = r->mhd;
+    r->mhd = NULL;
+    if (!mr) {
+        size_t len;
+        char *data = lcx_buf_steal(&r->buf, &len);
+        if (!data) { data = strdup(""); len = 0; }
+        if (!data) return MHD_NO;
+        mr = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+        if (!mr) { free(data); return MHD_NO; }
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+    }
+    for (int i = 0; i < r->n_headers; i++) MHD_add_response_header(mr, r->hname[i], r->hvalue[i]);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, mr);
+    MHD_destroy_response(mr);
+    return ok;
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+static void count(lcx_svc *svc, int status)
+{
+    pthread_mutex_lock(&svc->mu);
+    svc->n_requests++;
+    if (status >= 400) svc->n_errors++;
+    pthread_mutex_unlock(&svc->mu);
+}
+
+static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
+{
+    lcx_resp resp;
+    memset(&resp, 0, sizeof resp);
+    if (req->too_big) {
+        lcx_resp_error(&resp, 413, "payload_too_large", "request body exceeds the limit of %llu bytes (--max-body-bytes)",
+                       (unsigned long long)svc->cfg.max_body_bytes);
+    } else {
+        bool known = false;
+        char allow[128] = "";
+        const lcx_route *rt = lcx_route_match(req->method, req->path, &req->params, &known, allow, sizeof allow);
+        if (!rt) {
+            if (known) {
+                lcx_resp_error(&resp, 405, "method_not_allowed", "method %s is not allowed on %s", req->method, req->path);
+                lcx_resp_header(&resp, "Allow", allow);
+            } else {
+                lcx_resp_error(&resp, 404, "not_found", "no route for %s %s", req->method, req->path);
+            }
+        } else {
+            int rc = rt->fn(svc, req, &resp);
+            if (!resp.set)
+                lcx_resp_error(&resp, 500, "internal", "handler failed: %s", lcx_strerror(rc < 0 ? rc : LCX_ESTATE));
+        }
+    }
+    count(svc, resp.status);
+    enum MHD_Result ok = resp_send(req->conn, &resp);
+    resp_free(&resp);
+    return ok;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+    lcx_svc *svc = cls;
+    lcx_req *req = *con_cls;
+    if (!req) {
+        req = calloc(1, sizeof *req);
+        if (!req) return MHD_NO;
+        req->svc = svc;
+        req->conn = conn;
+        snprintf(req->method, sizeof req->method, "%s", method);
+        req->path = strdup(url ? url : "/");
+        if (!req->path) { free(req); return MHD_NO; }
+        req->body.cap = (size_t)svc->cfg.max_body_bytes;
+        *con_cls = req;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *e;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &e, 10);
+            if (errno || *e || n > svc->cfg.max_body_bytes) req->too_big = true;
+            if (req->too_big && (errno || n - svc->cfg.max_body_bytes > EARLY_REJECT_SLACK)) {
+                req->responded = true;
+                return dispatch(svc, req);   /* MHD closes the connection without reading the body */
+            }
+        }
+        return MHD_YES;
+    }
+    if (req->responded) { *upload_data_size = 0; return MHD_YES; }
+    if (*upload_data_size) {
+        if (!req->too_big && lcx_buf_append(&req->body, upload_data, *upload_data_size) < 0) {
+            req->too_big = true;         /* over the cap (or OOM): drop what we have */
+            lcx_buf_free(&req->body);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    req->responded = true;
+    return dispatch(svc, req);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    lcx_req *req = *con_cls;
+    if (!req) return;
+    if (req->done_fn) req->done_fn(req->done_ud);
+    lcx_route_params_free(&req->params);
+    lcx_buf_free(&req->body);
+    free(req->path);
+    free(req);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "longctx-svc: http: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ------------------------------------------------------------------ janitor */
+
+static void *janitor_main(void *ud)
+{
+    lcx_svc *svc = ud;
+    pthread_mutex_lock(&svc->jmu);
+    while (!svc->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double iv = svc->cfg.janitor_interval_s;
+        long sec = (long)iv;
+        long ns = (long)((iv - (double)sec) * 1e9);
+        ts.tv_sec += sec;
+        ts.tv_nsec += ns;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&svc->jcv, &svc->jmu, &ts);
+        if (svc->stopping) break;
+        pthread_mutex_unlock(&svc->jmu);
+        int n = lcx_sessions_janitor(svc->sessions);
+        if (n > 0 && !svc->cfg.quiet) fprintf(stderr, "longctx-svc: janitor hibernated %d idle session(s)\n", n);
+        pthread_mutex_lock(&svc->jmu);
+    }
+    pthread_mutex_unlock(&svc->jmu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ start / stop */
+
+static int open_listener(const char *host, int port, int *fd_out, int *bound, char *msg, size_t ml)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int g = getaddrinfo(host, ps, &hints, &res);
+    if (g) {
+        snprintf(msg, ml, "cannot resolve --host '%s': %s", host, gai_strerror(g));
+        return LCX_EINVAL;
+    }
+    int rc = LCX_EIO, err = 0;
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) { err = errno; continue; }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) < 0 || listen(fd, 256) < 0) {
+            err = errno;
+            close(fd);
+            continue;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        *bound = port;
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            if (ss.ss_family == AF_INET) *bound = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            else if (ss.ss_family == AF_INET6) *bound = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+        *fd_out = fd;
+        rc = 0;
+        break;
+    }
+    freeaddrinfo(res);
+    if (rc) {
+        if (err == EADDRINUSE) {
+            snprintf(msg, ml, "cannot listen on %s:%d: address already in use (is another longctx-svc running? use --port)",
+                     host, port);
+            rc = LCX_EEXIST;
+        } else {
+            snprintf(msg, ml, "cannot listen on %s:%d: %s", host, port, strerror(err));
+        }
+    }
+    return rc;
+}
+
+static uint32_t count_session_dirs(const char *data_dir)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/sessions", data_dir);
+    DIR *d = opendir(p);
+    if (!d) return 0;
+    uint32_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+static void free_cursors(lcx_svc *svc);
+
+int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml)
+{
+    *out = NULL;
+    if (msg && ml) msg[0] = 0;
+    char dummy[8];
+    if (!msg) { msg = dummy; ml = sizeof dummy; }
+    lcx_svc *svc = calloc(1, sizeof *svc);
+    if (!svc) { snprintf(msg, ml, "out of memory"); return LCX_ENOMEM; }
+    svc->cfg = *cfg;
+    svc->listen_fd = -1;
+    pthread_mutex_init(&svc->mu, NULL);
+    pthread_mutex_init(&svc->jmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&svc->jcv, &ca);
+    pthread_condattr_destroy(&ca);
+    svc->started_ms = lcx_now_ms();
+    svc->n_cursor_buckets = 1024;
+    svc->cursors = calloc(svc->n_cursor_buckets, sizeof *svc->cursors);
+    int rc = svc->cursors ? 0 : LCX_ENOMEM;
+    int modules_inited = 0;
+
+    if (!rc && (rc = lcx_mkdirs(cfg->data_dir)) < 0)
+        snprintf(msg, ml, "cannot create data dir %s: %s", cfg->data_dir, lcx_strerror(rc));
+    if (!rc && (rc = lcx_embedder_hash_new(cfg->embed_dim, &svc->emb)) < 0)
+        snprintf(msg, ml, "cannot create the embedder (dim %d): %s", cfg->embed_dim, lcx_strerror(rc));
+    if (!rc) {
+        lcx_sessions_opts so = {0};
+        so.data_dir = cfg->data_dir;
+        so.max_sessions = cfg->max_sessions_in_ram;
+        so.max_mem_bytes = cfg->max_mem_bytes;
+        so.idle_hibernate_s = cfg->idle_hibernate_s;
+        so.store.max_text_len = cfg->max_chunk_bytes;
+        so.store.max_chunks = cfg->max_chunks_per_session;
+        if ((rc = lcx_sessions_open(&so, svc->emb, &svc->sessions)) < 0)
+            snprintf(msg, ml, "cannot open sessions under %s: %s", cfg->data_dir, lcx_strerror(rc));
+        svc->n_sessions_known = count_session_dirs(cfg->data_dir);
+    }
+    if (!rc) rc = open_listener(cfg->host, cfg->port, &svc->listen_fd, &svc->bound_port, msg, ml);
+    for (; !rc && lcx_svc_modules[modules_inited].name; modules_inited++) {
+        const lcx_svc_module *m = &lcx_svc_modules[modules_inited];
+        if (m->init && (rc = m->init(svc)) < 0) {
+            snprintf(msg, ml, "module %s failed to start: %s", m->name, lcx_strerror(rc));
+            break;
+        }
+    }
+    if (!rc) {
+        unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+        unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 1;
+        svc->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, svc,
+                                       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, svc,
+                                       MHD_OPTION_LISTEN_SOCKET, svc->listen_fd,
+                                       MHD_OPTION_THREAD_POOL_SIZE, threads,
+                                       MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                                       MHD_OPTION_CONNECTION_TIMEOUT, 300u,
+                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, svc,
+                                       MHD_OPTION_END);
+        if (!svc->daemon) {
+            snprintf(msg, ml, "libmicrohttpd failed to start on %s:%d", cfg->host, svc->bound_port);
+            rc = LCX_EIO;
+        }
+    }
+    if (!rc) {
+        if (pthread_create(&svc->janitor, NULL, janitor_main, svc) == 0) svc->janitor_running = true;
+        else { snprintf(msg, ml, "cannot start the janitor thread"); rc = LCX_ENOMEM; }
+    }
+    if (rc) {
+        if (svc->daemon) MHD_stop_daemon(svc->daemon);
+        while (modules_inited-- > 0)
+            if (lcx_svc_modules[modules_inited].fini) lcx_svc_modules[modules_inited].fini(svc);
+        if (svc->listen_fd >= 0) close(svc->listen_fd);
+        lcx_sessions_close(svc->sessions);
+        lcx_embedder_free(svc->emb);
+        free_cursors(svc);
+        pthread_mutex_destroy(&svc->mu);
+        pthread_mutex_destroy(&svc->jmu);
+        pthread_cond_destroy(&svc->jcv);
+        free(svc);
+        return rc;
+    }
+    *out = svc;
+    return 0;
+}
+
+static void free_cursors(lcx_svc *svc)
+{
+    if (!svc->cursors) return;
+    for (uint32_t i = 0; i < svc->n_cursor_buckets; i++)
+        for (struct svc_cursor *c = svc->cursors[i], *n; c; c = n) { n = c->next; free(c); }
+    free(svc->cursors);
+    svc->cursors = NULL;
+}
+
+void lcx_svc_stop(lcx_svc *svc)
+{
+    if (!svc) return;
+    /* 1. stop accepting and wait for running handlers (MHD joins its pool threads) */
+    if (svc->daemon) MHD_stop_daemon(svc->daemon);
+    svc->daemon = NULL;
+    if (svc->listen_fd >= 0) close(svc->listen_fd);
+    /* 2. janitor */
+    pthread_mutex_lock(&svc->jmu);
+    svc->stopping = true;
+    pthread_cond_broadcast(&svc->jcv);
+    pthread_mutex_unlock(&svc->jmu);
+    if (svc->janitor_running) pthread_join(svc->janitor, NULL);
+    /* 3. modules, then the sessions (close snapshots and releases every store) */
+    int n = 0;
+    while (lcx_svc_modules[n].name) n++;
+    while (n-- > 0)
+        if (lcx_svc_modules[n].fini) lcx_svc_modules[n].fini(svc);
+    lcx_sessions_close(svc->sessions);
+    lcx_embedder_free(svc->emb);
+    free_cursors(svc);
+    pthread_mutex_destroy(&svc->mu);
+    pthread_mutex_destroy(&svc->jmu);
+    pthread_cond_destroy(&svc->jcv);
+    free(svc);
+}
+
+uint64_t lcx_svc_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    unsigned long long size = 0, res = 0;
+    int n = fscanf(f, "%llu %llu", &size, &res);
+    fclose(f);
+    if (n != 2) return 0;
+    return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}

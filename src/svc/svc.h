@@ -1,0 +1,247 @@
+/* longctx-svc internals: the HTTP server over liblongctx (SPEC §2).
+ *
+ * Adding a route (the only two steps):
+ *
+ *   // 1. write a handler (any .c file in src/svc)
+ *   int my_handler(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+ *   {
+ *       const char *q = lcx_req_query(req, "scope");          // ?scope=... (decoded) or NULL
+ *       cJSON *body;
+ *       if (lcx_req_json(req, resp, &body) < 0) return 0;    // 400 already set
+ *       ...
+ *       lcx_resp_header(resp, "x-longctx-scope", "abc");
+ *       lcx_buf *b = lcx_resp_json_buf(resp, 200);           // write JSON text into b
+ *       lcx_buf_puts(b, "{\"ok\":true}");
+ *       cJSON_Delete(body);
+ *       return 0;
+ *   }
+ *   // 2. add a line to the table in routes.c:   {"POST", "/my/route", my_handler},
+ *
+ * Handler contract
+ *   - Called on one of the server's pool threads once the whole request body has arrived
+ *     (bodies are capped by --max-body-bytes before a handler ever runs). Handlers may
+ *     block (disk, upstream); they run concurrently with other handlers, so shared state
+ *     needs its own locking (lcx_sessions / lcx_store are thread-safe).
+ *   - Fill *resp with exactly one of: lcx_resp_json_buf / lcx_resp_json_str /
+ *     lcx_resp_text / lcx_resp_error / lcx_resp_mhd (streaming escape hatch). The return
+ *     value is 0, or a negative LCX_E* code meaning "internal failure": the server then
+ *     answers 500 {"error":{"code":"internal",...}} unless the handler already set a
+ *     response. A handler that sets nothing gets 500 too.
+ *   - Never exit/abort; bad input → lcx_resp_error(resp, 4xx, "code", "message").
+ *
+ * Streaming (the OpenAI proxy): build your own `struct MHD_Response *` (for example with
+ * MHD_create_response_from_callback, MHD_SIZE_UNKNOWN → chunked transfer encoding) and
+ * hand it to lcx_resp_mhd(resp, status, r); the server queues it and drops its reference.
+ * The daemon runs with MHD_ALLOW_SUSPEND_RESUME, so a content-reader callback may return
+ * 0 bytes while waiting (MHD polls it again) or the handler may use
+ * MHD_suspend_connection(lcx_req_connection(req)) / MHD_resume_connection. Per-request
+ * state that must outlive the handler (e.g. a curl easy handle feeding the reader) is
+ * released in lcx_req_on_done's callback, which runs once the connection is done with
+ * the request (completed, aborted by the client, or timed out).
+ *
+ * Errors: {"error":{"code":"<snake_case>","message":"<human text>"}} with a 4xx/5xx
+ * status. Codes used by the core routes are listed in docs/http-api.md.
+ *
+ * Modules with state (code-aware retrieval, proxy): add an lcx_svc_module entry to
+ * lcx_svc_modules[] in routes.c. Its init runs at server start (after the sessions are
+ * open, before the listening socket accepts), fini at shutdown (after the HTTP daemon
+ * has stopped, so no handler is running), and status adds lines / fields to
+ * GET /longctx/status. Keep the module's state in svc->code / svc->proxy (or add a
+ * pointer field below) — never in globals.
+ */
+#ifndef LCX_SVC_H
+#define LCX_SVC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <cjson/cJSON.h>
+#include "longctx/lcx.h"
+#include "util/util.h"
+
+struct MHD_Connection;
+struct MHD_Response;
+struct MHD_Daemon;
+
+/* ---- configuration (config.c): every flag has a LONGCTX_* environment equivalent;
+ * precedence flag > env > default. Sizes in bytes unless the name says otherwise. */
+typedef struct {
+    char host[256];                 /* --host / LONGCTX_HOST (127.0.0.1) */
+    int port;                       /* --port / LONGCTX_PORT (5054; 0 = any free port) */
+    char data_dir[4096];            /* --data-dir / LONGCTX_DATA_DIR ($XDG_DATA_HOME/longctx or ~/.local/share/longctx) */
+    int threads;                    /* --threads / LONGCTX_THREADS (HTTP worker pool, default 4) */
+    int max_connections;            /* --max-connections / LONGCTX_MAX_CONNECTIONS (512) */
+    uint64_t max_body_bytes;        /* --max-body-bytes / LONGCTX_MAX_BODY_BYTES (64 MiB) → 413 */
+    uint32_t max_chunk_bytes;       /* --max-chunk-bytes / LONGCTX_MAX_CHUNK_BYTES (1 MiB) → 413 */
+    uint32_t max_chunks_per_request;/* --max-chunks-per-request / LONGCTX_MAX_CHUNKS_PER_REQUEST (10000) → 413 */
+    uint32_t max_chunks_per_session;/* --max-chunks-per-session / LONGCTX_MAX_CHUNKS_PER_SESSION (10,000,000) → 429 */
+    uint32_t max_sessions;          /* --max-sessions / LONGCTX_MAX_SESSIONS (100000 known sessions) → 429 */
+    uint32_t max_sessions_in_ram;   /* --max-sessions-in-ram / LONGCTX_MAX_SESSIONS_IN_RAM (1024, LRU hibernation) */
+    uint64_t max_mem_bytes;         /* --max-mem-mb / LONGCTX_MAX_MEM_MB (4096 MiB, LRU hibernation) */
+    double idle_hibernate_s;        /* --idle-hibernate-s / LONGCTX_IDLE_HIBERNATE_S (1800) */
+    double janitor_interval_s;      /* --janitor-interval-s / LONGCTX_JANITOR_INTERVAL_S (min(60, idle/4), ≥ 0.05) */
+    int embed_dim;                  /* --embed-dim / LONGCTX_EMBED_DIM (0 = embedder default) */
+    char upstream[2048];            /* --upstream / LONGCTX_UPSTREAM ("" = proxy disabled) */
+    bool quiet;                     /* --quiet / LONGCTX_QUIET: no per-start banner */
+} lcx_svc_config;
+
+/* Defaults + environment (argv not consulted). */
+void lcx_svc_config_defaults(lcx_svc_config *c);
+/* Parses `serve` flags (argv[0] is the subcommand name and is skipped) on top of *c.
+ * Returns 0 ok, 1 when --help was printed (exit 0), LCX_EINVAL on a bad flag (message
+ * printed to err). */
+int lcx_svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err);
+void lcx_svc_usage(FILE *f, const char *prog);
+
+/* ---- server state: one struct, passed to every handler. */
+struct svc_cursor {                 /* next derived token position of a session (routes_evict.c) */
+    struct svc_cursor *next;
+    int64_t next_pos;
+    char id[];
+};
+typedef struct lcx_svc lcx_svc;
+typedef struct lcx_svc_module lcx_svc_module;
+
+struct lcx_svc {
+    lcx_svc_config cfg;
+    lcx_embedder *emb;              /* the session embedder (owned) */
+    lcx_sessions *sessions;         /* rescue sessions (owned) */
+    struct MHD_Daemon *daemon;
+    int listen_fd;
+    int bound_port;                 /* actual port (useful with --port 0) */
+    double started_ms;              /* lcx_now_ms() at start */
+
+    pthread_mutex_t mu;             /* guards the fields below */
+    uint32_t n_sessions_known;      /* sessions on disk or in RAM (for --max-sessions) */
+    struct svc_cursor **cursors;    /* session → next token position (form-B writes), hashed */
+    uint32_t n_cursor_buckets;
+    uint64_t n_requests, n_errors;
+
+    /* janitor */
+    pthread_t janitor;
+    bool janitor_running;
+    pthread_mutex_t jmu;
+    pthread_cond_t jcv;
+    bool stopping;
+
+    /* module state (owned by the modules; see lcx_svc_modules) */
+    void *code;                     /* code-aware retrieval (routes_code.c) */
+    void *proxy;                    /* OpenAI proxy */
+};
+
+struct lcx_svc_module {
+    const char *name;
+    int (*init)(lcx_svc *svc);                        /* may be NULL; < 0 aborts start-up */
+    void (*fini)(lcx_svc *svc);                       /* may be NULL */
+    /* Adds "[longctx] ...\n" lines to text (Accept: text/plain) or fields to json
+     * (otherwise); exactly one of text/json is non-NULL. May be NULL. */
+    void (*status)(lcx_svc *svc, lcx_buf *text, cJSON *json);
+};
+extern const lcx_svc_module lcx_svc_modules[];       /* routes.c, NULL-name terminated */
+
+/* Life cycle (server.c). lcx_svc_start opens the embedder + sessions, binds the socket
+ * (LCX_EEXIST: address in use; LCX_EIO other socket errors; msg gets a human sentence),
+ * runs module inits, starts the HTTP daemon and the janitor. lcx_svc_stop stops accepting,
+ * waits for running handlers, stops the janitor, runs module finis, closes every session
+ * (durable state is already on disk; this snapshots/flushes) and frees svc. */
+int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t msg_len);
+void lcx_svc_stop(lcx_svc *svc);
+/* `serve` entry point shared by `longctx-svc serve` and `longctx serve`: parses flags,
+ * starts, waits for SIGINT/SIGTERM, stops. Returns the process exit status. */
+int lcx_svc_serve_main(int argc, char **argv);
+
+/* ---- requests (server.c) */
+typedef struct lcx_req lcx_req;
+typedef struct lcx_resp lcx_resp;
+typedef int (*lcx_handler)(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+
+const char *lcx_req_method(const lcx_req *r);               /* "GET", "POST", ... */
+const char *lcx_req_path(const lcx_req *r);                 /* decoded path, no query string */
+/* Path parameter captured by a {name} segment of the route pattern, or NULL. */
+const char *lcx_req_param(const lcx_req *r, const char *name);
+/* Query-string argument (decoded by libmicrohttpd), NULL when absent. */
+const char *lcx_req_query(const lcx_req *r, const char *name);
+/* Request header (case-insensitive name), NULL when absent. */
+const char *lcx_req_header(const lcx_req *r, const char *name);
+/* Raw body (NUL-terminated for convenience; may contain NULs), len may be NULL. */
+const char *lcx_req_body(const lcx_req *r, size_t *len);
+/* Parses the body as a JSON object. On failure sets a 400 (empty_body, invalid_utf8,
+ * bad_json, not_object) on resp and returns LCX_EINVAL. The caller owns *out (cJSON_Delete).
+ * allow_empty: an empty body yields an empty object instead of an error. */
+int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out);
+/* true when the client asked for text/plain (Accept header). */
+bool lcx_req_wants_text(const lcx_req *r);
+struct MHD_Connection *lcx_req_connection(const lcx_req *r);
+/* Registers fn(ud) to run once the request is finished (see header comment). One per request. */
+void lcx_req_on_done(lcx_req *r, void (*fn)(void *ud), void *ud);
+
+/* ---- responses (server.c) */
+/* Returns a buffer (capped at 256 MiB) to write the JSON body into; status is the HTTP status. */
+lcx_buf *lcx_resp_json_buf(lcx_resp *r, int status);
+void lcx_resp_json_str(lcx_resp *r, int status, const char *json);     /* copies */
+void lcx_resp_text(lcx_resp *r, int status, const char *content_type, const char *text, size_t len);
+/* Sets {"error":{"code":code,"message":fmt...}} with status. Replaces any earlier body. */
+void lcx_resp_error(lcx_resp *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Adds a response header (copied). Up to 32 per response. */
+void lcx_resp_header(lcx_resp *r, const char *name, const char *value);
+/* Streaming escape hatch: the server queues mr with status (and the extra headers above)
+ * and then destroys its reference. */
+void lcx_resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr);
+bool lcx_resp_is_set(const lcx_resp *r);
+
+/* ---- routing (routes.c) */
+typedef struct {
+    const char *method;     /* "GET", "POST", ... */
+    const char *pattern;    /* "/sessions/{id}/hibernate": {name} matches one non-empty segment */
+    lcx_handler fn;
+} lcx_route;
+extern const lcx_route lcx_svc_routes[];                /* NULL-method terminated */
+#define LCX_ROUTE_MAX_PARAMS 4
+typedef struct {
+    int n;
+    const char *name[LCX_ROUTE_MAX_PARAMS];             /* points into the pattern (not NUL-terminated at '}') */
+    size_t name_len[LCX_ROUTE_MAX_PARAMS];
+    char *value[LCX_ROUTE_MAX_PARAMS];                  /* malloc'd copies */
+} lcx_route_params;
+/* Finds the route for method+path. Returns the route, or NULL with *path_known set when
+ * some route matched the path with another method (→ 405; allow receives "GET, POST"). */
+const lcx_route *lcx_route_match(const char *method, const char *path, lcx_route_params *p,
+                                 bool *path_known, char *allow, size_t allow_len);
+void lcx_route_params_free(lcx_route_params *p);
+
+/* ---- handlers of the core routes (routes_evict.c, routes_misc.c) */
+int lcx_svc_h_healthz(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_proxy_disabled(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_session_hibernate(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_session_resume(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+
+/* ---- rescue helpers (rescue.c), pure functions, unit-tested */
+#define LCX_RESCUE_MAX_CHARS 8000
+#define LCX_RESCUE_HEADER \
+    "[Recovered context from earlier in this session (evicted from KV cache, restored via longctx)]:\n"
+/* Appends the SPEC §2 rescue system message for n chunks to out: the header, then one
+ * "\n--- evicted span (tokens a..b, layer l) ---\ntext\n" block per chunk while the total
+ * stays ≤ max_chars Unicode characters; stops at the first block that would overflow.
+ * Writes nothing when no block fits (or n == 0). Returns the number of blocks written
+ * or a negative LCX_E* code. */
+int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_chars);
+/* Number of Unicode characters (code points) in valid UTF-8. */
+size_t lcx_utf8_chars(const char *s, size_t n);
+
+/* Validates a session id (1..256 bytes of UTF-8, no control characters). */
+bool lcx_svc_session_id_ok(const char *id);
+/* Maps an LCX_E* code from the core to an HTTP status + error code string. */
+int lcx_svc_err_status(int rc, const char **code);
+
+/* Resident set size of this process in bytes (0 when unknown). */
+uint64_t lcx_svc_rss_bytes(void);
+
+#endif
