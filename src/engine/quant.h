@@ -124,4 +124,18 @@ void eng_matmul_isa(eng_isa isa, eng_type wt, const void *W, size_t w_row_bytes,
                     int64_t r0, int64_t r1, const void *X, size_t x_row_bytes, int64_t n_tok,
                     float *y, int64_t ldy);
 
+/* ---- internal: per-ISA kernel sets (quant_avx2.c, quant_avx512.c). Each returns false
+ * when it has no kernel for wt (the caller then falls back to the next ISA down). Only
+ * call the AVX-512 one when lcx_cpu_has_avx512(). */
+bool eng_matmul_avx2(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0,
+                     int64_t r1, const void *X, size_t x_row_bytes, int64_t n_tok, float *y,
+                     int64_t ldy);
+bool eng_matmul_avx512(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0,
+                       int64_t r1, const void *X, size_t x_row_bytes, int64_t n_tok, float *y,
+                       int64_t ldy);
+/* Scalar reference (quant.c). */
+float eng_vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x);
+/* AVX2 activation quantizers (same results as the scalar ones, checked by tests). */
+void eng_quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n);
+
 #endif

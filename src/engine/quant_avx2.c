@@ -1,0 +1,440 @@
+/* AVX2 matmul kernels (x86-64-v3 baseline: AVX2 + FMA + F16C).
+ *
+ * Structure (shared by every type): eng_matmul_avx2 walks the output in tiles of R weight
+ * rows x T tokens. Inside a tile each weight block is loaded and unpacked once and reused
+ * for all T activation rows, each activation block is loaded once and reused for all R
+ * weight rows, so prompt processing (n_tok up to 512) does R*T block products per
+ * (R + T) block loads instead of 2 loads per product. Generation (n_tok = 1) uses R = 4
+ * rows per pass so four independent weight streams keep the memory pipes busy.
+ * Rows are visited in chunks of ~128 KiB of weights so a chunk stays in L2 while all token
+ * tiles sweep over it (the activations, at most a few MB, stream from L2/L3).
+ *
+ * Integer products (all exact, no saturation):
+ *   Q8_0 family: per 32-block, sign trick as ggml: maddubs(|w|, sign(x, w)) -> pairs of
+ *     products (|.| <= 2*128*127 < 2^15), madd with ones -> 8 x int32, then one float fma
+ *     with d_w*d_x. Q4_0/Q5_0 blocks are first unpacked to signed int8 (-8..7 / -16..15).
+ *   K family: unsigned 4/5/6-bit quants straight into maddubs against the Q8_K row, madd
+ *     with the sub-block scales, int32 accumulation over the 256-element super-block; the
+ *     Q4_K/Q5_K mins and the Q6_K offset of 32 come from the Q8_K bsums.
+ * Only float summation order differs from the scalar reference in quant.c. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "engine/quant.h"
+
+#define AI static inline __attribute__((always_inline))
+
+AI float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AI float ldh(const void *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* 32 bits -> 32 bytes, byte i = 0xFF when bit i is set (ggml bytes_from_bits_32). */
+AI __m256i bits_to_bytes(const uint8_t *p)
+{
+    uint32_t x32;
+    memcpy(&x32, p, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x32), shuf);
+    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+}
+
+/* ------------------------------------------------------------------ Q8_0 family */
+
+/* Signed int8 quants of one Q4_0 / Q5_0 / Q8_0 block, in element order. */
+AI __m256i q80fam_unpack(eng_type wt, const uint8_t *blk)
+{
+    if (wt == ENG_T_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    const __m128i lo4 = _mm_set1_epi8(0xF);
+    if (wt == ENG_T_Q4_0) {
+        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
+        __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), _mm_and_si128(q, lo4));
+        return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+    }
+    /* Q5_0: q | 0xF0 where the 5th bit is clear == q - 16 as int8 */
+    __m128i q = _mm_loadu_si128((const __m128i *)(blk + 6));
+    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), _mm_and_si128(q, lo4));
+    __m256i hb = _mm256_andnot_si256(bits_to_bytes(blk + 2), _mm256_set1_epi8((char)0xF0));
+    return _mm256_or_si256(v, hb);
+}
+
+AI size_t q80fam_bytes(eng_type wt)
+{
+    return wt == ENG_T_Q4_0 ? sizeof(eng_block_q4_0) : wt == ENG_T_Q5_0 ? sizeof(eng_block_q5_0) : sizeof(eng_block_q8_0);
+}
+
+/* hot: R weight rows x T tokens, all nb blocks. */
+AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X,
+                    size_t xrb, int64_t nb, float *y, int64_t ldy)
+{
+    const size_t bs = q80fam_bytes(wt);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i aw[4], sw[4];
+        __m256 dw[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *blk = W + r * wrb + b * bs;
+            sw[r] = q80fam_unpack(wt, blk);
+            aw[r] = _mm256_sign_epi8(sw[r], sw[r]);
+            dw[r] = _mm256_set1_ps(ldh(blk));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(xb + 2));
+            const __m256 dx = _mm256_set1_ps(ldh(xb));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                __m256i p = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(x, sw[r]));
+                __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+                acc[r][t] = _mm256_fmadd_ps(pf, _mm256_mul_ps(dw[r], dx), acc[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum8(acc[r][t]);
+}
+
+/* ------------------------------------------------------------------ K family */
+
+/* Q4_K/Q5_K: 8 scales and 8 mins (6 bit) from the packed 12 bytes (ggml's utmp shuffle). */
+AI void k4_scales(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8])
+{
+    uint32_t u[4];
+    const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
+    memcpy(u, s12, 12);
+    u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
+    const uint32_t ua = u[1] & km1;
+    u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
+    u[2] = ua;
+    u[0] &= km1;
+    memcpy(sc, &u[0], 8);
+    memcpy(mn, &u[2], 8);
+}
+
+/* hot: Q4_K / Q5_K x Q8_K, R rows x T tokens. */
+AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X,
+                 size_t xrb, int64_t nb, float *y, int64_t ldy)
+{
+    const size_t bs = wt == ENG_T_Q4_K ? sizeof(eng_block_q4_K) : sizeof(eng_block_q5_K);
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    float acc[4][4] = {{0}};
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i isum[4][4], msum[4][4];
+        float dw[4], dmw[4];
+        const uint8_t *xbs[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) xbs[t] = X + t * xrb + i * sizeof(eng_block_q8_K);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *blk = W + r * wrb + i * bs;
+            uint8_t sc[8], mn[8];
+            k4_scales(blk + 4, sc, mn);
+            dw[r] = ldh(blk);
+            dmw[r] = ldh(blk + 2);
+            /* mins duplicated per 16-group: bsums are per 16 quants, mins per 32 */
+            const __m256i mins16 = _mm256_cvtepu8_epi16(
+                _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)mn), _mm_loadl_epi64((const __m128i *)mn)));
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                const eng_block_q8_K *xb = (const eng_block_q8_K *)xbs[t];
+                msum[r][t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), mins16);
+                isum[r][t] = _mm256_setzero_si256();
+            }
+            const uint8_t *qs = blk + (wt == ENG_T_Q4_K ? 16 : 48);
+            __m256i qh = _mm256_setzero_si256();
+            if (wt == ENG_T_Q5_K) qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (wt == ENG_T_Q5_K) {
+                    const __m256i one = _mm256_set1_epi8(1);
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+                }
+                const __m256i s0 = _mm256_set1_epi16(sc[2 * j]), s1 = _mm256_set1_epi16(sc[2 * j + 1]);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    const int8_t *xq = ((const eng_block_q8_K *)xbs[t])->qs + 64 * j;
+                    __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xq));
+                    __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 32)));
+                    p0 = _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1));
+                    isum[r][t] = _mm256_add_epi32(isum[r][t], p0);
+                }
+            }
+        }
+        /* per super-block: d_w*d_x*Σ sc*q*x - dmin_w*d_x*Σ m*bsum, ints reduced exactly */
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                const float dx = ((const eng_block_q8_K *)xbs[t])->d;
+                __m256i v = isum[r][t], m = msum[r][t];
+                __m256i h = _mm256_hadd_epi32(v, m);
+                __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                s = _mm_hadd_epi32(s, s);
+                const int32_t iv = _mm_cvtsi128_si32(s), im = _mm_extract_epi32(s, 1);
+                acc[r][t] += dw[r] * dx * (float)iv - dmw[r] * dx * (float)im;
+            }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) y[t * ldy + r] = acc[r][t];
+}
+
+/* hot: Q6_K x Q8_K, R rows x T tokens. Quants are used unsigned (0..63); the -32 offset
+ * is Σ_j sc_j * 32 * bsum_j, subtracted once per super-block. */
+AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb,
+                 int64_t nb, float *y, int64_t ldy)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    float acc[4][4] = {{0}};
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *xbs[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) xbs[t] = X + t * xrb + i * sizeof(eng_block_q8_K);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const eng_block_q6_K *b = (const eng_block_q6_K *)(W + r * wrb + i * sizeof(eng_block_q6_K));
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+            __m256i isum[4];
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                const eng_block_q8_K *xb = (const eng_block_q8_K *)xbs[t];
+                /* -32 * Σ sc_j * bsum_j */
+                isum[t] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)xb->bsums)), 5);
+                isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), isum[t]);
+            }
+#pragma GCC unroll 2
+            for (int n = 0; n < 2; n++) {
+                const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * n));
+                const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * n + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * n));
+                __m256i q[4];
+                q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+                q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) {
+                    const int s = 8 * n + 2 * g; /* scales of elements [128n+32g, +16) and [+16, +32) */
+                    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(b->scales[s + 1]), _mm_set1_epi16(b->scales[s]));
+#pragma GCC unroll 4
+                    for (int t = 0; t < T; t++) {
+                        const int8_t *xq = ((const eng_block_q8_K *)xbs[t])->qs + 128 * n + 32 * g;
+                        __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)xq));
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, scv));
+                    }
+                }
+            }
+            const float d = ldh(&b->d);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                __m128i s = _mm_add_epi32(_mm256_castsi256_si128(isum[t]), _mm256_extracti128_si256(isum[t], 1));
+                s = _mm_hadd_epi32(s, s);
+                s = _mm_hadd_epi32(s, s);
+                acc[r][t] += d * ((const eng_block_q8_K *)xbs[t])->d * (float)_mm_cvtsi128_si32(s);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) y[t * ldy + r] = acc[r][t];
+}
+
+/* ------------------------------------------------------------------ float family */
+
+AI __m256 fl_load(eng_type wt, const uint8_t *row, int64_t k)
+{
+    if (wt == ENG_T_F32) return _mm256_loadu_ps((const float *)row + k);
+    if (wt == ENG_T_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + k)));
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + k)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+/* hot: F32/F16/BF16 (activations in the same type), R rows x T tokens, n % 8 handled. */
+AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb,
+                int64_t n, float *y, int64_t ldy)
+{
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 w[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) w[r] = fl_load(wt, W + r * wrb, k);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const __m256 x = fl_load(wt, X + t * xrb, k);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(w[r], x, acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            float s = hsum8(acc[r][t]);
+            for (int64_t j = k; j < n; j++) {
+                float a, b;
+                if (wt == ENG_T_F32) {
+                    a = ((const float *)(W + r * wrb))[j];
+                    b = ((const float *)(X + t * xrb))[j];
+                } else if (wt == ENG_T_F16) {
+                    a = eng_fp16_to_fp32(((const uint16_t *)(W + r * wrb))[j]);
+                    b = eng_fp16_to_fp32(((const uint16_t *)(X + t * xrb))[j]);
+                } else {
+                    a = eng_bf16_to_fp32(((const uint16_t *)(W + r * wrb))[j]);
+                    b = eng_bf16_to_fp32(((const uint16_t *)(X + t * xrb))[j]);
+                }
+                s += a * b;
+            }
+            y[t * ldy + r] = s;
+        }
+}
+
+/* ------------------------------------------------------------------ tiling driver */
+
+/* One tile, (R, T) picked from a fixed menu so every kernel above is instantiated with
+ * compile-time sizes (fully unrolled, accumulators in registers). */
+#define TILE_SWITCH(CALL)                                                     \
+    switch (R * 8 + T) {                                                      \
+    case 4 * 8 + 1: CALL(4, 1); break;                                        \
+    case 2 * 8 + 4: CALL(2, 4); break;                                        \
+    case 2 * 8 + 3: CALL(2, 3); break;                                        \
+    case 2 * 8 + 2: CALL(2, 2); break;                                        \
+    case 2 * 8 + 1: CALL(2, 1); break;                                        \
+    case 1 * 8 + 4: CALL(1, 4); break;                                        \
+    case 1 * 8 + 3: CALL(1, 3); break;                                        \
+    case 1 * 8 + 2: CALL(1, 2); break;                                        \
+    default: CALL(1, 1); break;                                               \
+    }
+
+#define DEF_TILE_FN(NAME, BODY)                                                                      \
+    static void NAME(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t n, \
+                     float *y, int64_t ldy)                                                          \
+    {                                                                                                \
+        TILE_SWITCH(BODY)                                                                            \
+    }
+
+#define C_Q8(r, t) q80fam_tile(ENG_T_Q8_0, r, t, W, wrb, X, xrb, n / 32, y, ldy)
+#define C_Q4(r, t) q80fam_tile(ENG_T_Q4_0, r, t, W, wrb, X, xrb, n / 32, y, ldy)
+#define C_Q5(r, t) q80fam_tile(ENG_T_Q5_0, r, t, W, wrb, X, xrb, n / 32, y, ldy)
+#define C_Q4K(r, t) k45_tile(ENG_T_Q4_K, r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
+#define C_Q5K(r, t) k45_tile(ENG_T_Q5_K, r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
+#define C_Q6K(r, t) q6k_tile(r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
+#define C_F32(r, t) fl_tile(ENG_T_F32, r, t, W, wrb, X, xrb, n, y, ldy)
+#define C_F16(r, t) fl_tile(ENG_T_F16, r, t, W, wrb, X, xrb, n, y, ldy)
+#define C_BF16(r, t) fl_tile(ENG_T_BF16, r, t, W, wrb, X, xrb, n, y, ldy)
+
+DEF_TILE_FN(tile_q8_0, C_Q8)
+DEF_TILE_FN(tile_q4_0, C_Q4)
+DEF_TILE_FN(tile_q5_0, C_Q5)
+DEF_TILE_FN(tile_q4_K, C_Q4K)
+DEF_TILE_FN(tile_q5_K, C_Q5K)
+DEF_TILE_FN(tile_q6_K, C_Q6K)
+DEF_TILE_FN(tile_f32, C_F32)
+DEF_TILE_FN(tile_f16, C_F16)
+DEF_TILE_FN(tile_bf16, C_BF16)
+
+typedef void (*tile_fn)(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t n,
+                        float *y, int64_t ldy);
+
+bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
+                     const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
+{
+    tile_fn fn;
+    switch (wt) {
+    case ENG_T_Q8_0: fn = tile_q8_0; break;
+    case ENG_T_Q4_0: fn = tile_q4_0; break;
+    case ENG_T_Q5_0: fn = tile_q5_0; break;
+    case ENG_T_Q4_K: fn = tile_q4_K; break;
+    case ENG_T_Q5_K: fn = tile_q5_K; break;
+    case ENG_T_Q6_K: fn = tile_q6_K; break;
+    case ENG_T_F32: fn = tile_f32; break;
+    case ENG_T_F16: fn = tile_f16; break;
+    case ENG_T_BF16: fn = tile_bf16; break;
+    default: return false;
+    }
+    const uint8_t *w8 = W, *x8 = X;
+    if (n_tok == 1) {
+        /* generation: a matvec, memory bound; four weight streams at a time */
+        int64_t r = r0;
+        for (; r + 4 <= r1; r += 4) fn(4, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
+        for (; r < r1; r++) fn(1, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
+        return true;
+    }
+    /* prompt: chunks of rows that stay in L2 while every token tile passes over them */
+    int64_t chunk = (int64_t)((128 * 1024) / (wrb ? wrb : 1));
+    chunk = chunk < 4 ? 4 : chunk & ~(int64_t)1;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        for (int64_t t = 0; t < n_tok; t += 4) {
+            const int T = n_tok - t < 4 ? (int)(n_tok - t) : 4;
+            int64_t r = c0;
+            for (; r + 2 <= c1; r += 2) fn(2, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy);
+            for (; r < c1; r++) fn(1, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy);
+        }
+    }
+    return true;
+}
+
+/* Q8_0 activation quantizer, as ggml's AVX2 quantize_row_q8_0 (bit-identical to the
+ * scalar one in quant.c: max|x|, d = amax/127 -> fp16, q = round_half_even(x*127/amax)). */
+void eng_quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n)
+{
+    eng_block_q8_0 *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16),
+               v3 = _mm256_loadu_ps(x + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        y[i].d = _cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT);
+        const __m256 id = _mm256_set1_ps(amax != 0.f ? 127.f / amax : 0.f);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), _MM_FROUND_TO_NEAREST_INT));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), _MM_FROUND_TO_NEAREST_INT));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), _MM_FROUND_TO_NEAREST_INT));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), _MM_FROUND_TO_NEAREST_INT));
+        i0 = _mm256_packs_epi32(i0, i1);
+        i2 = _mm256_packs_epi32(i2, i3);
+        i0 = _mm256_packs_epi16(i0, i2);
+        /* packs interleave the 128-bit lanes; restore element order */
+        i0 = _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)y[i].qs, i0);
+    }
+}
