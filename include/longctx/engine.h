@@ -1,0 +1,142 @@
+/* longctx-engine — compact CPU inference for GGUF models (llama, qwen2, qwen3).
+ *
+ *   eng_model *m; char err[256];
+ *   if (eng_model_load("model.gguf", &m, err, sizeof err) < 0) { fputs(err, stderr); ... }
+ *   eng_ctx_params cp = eng_ctx_default_params();   // n_ctx 4096 (or the model's), ubatch 512
+ *   cp.n_threads = 2;
+ *   eng_ctx *c;
+ *   eng_ctx_init(m, &cp, &c);
+ *   int32_t ids[] = {1, 15, 27};
+ *   eng_decode(c, ids, NULL, 3, false);           // prefill at positions 0,1,2
+ *   const float *logits = eng_logits(c, -1);       // last position, n_vocab floats
+ *   eng_sampler *s = eng_sampler_init(&(eng_sampler_params){.temp = 0});   // greedy
+ *   int32_t next = eng_sample(s, logits, eng_model_get_info(m)->n_vocab);
+ *   eng_decode(c, &next, NULL, 1, false);          // position 3
+ *   ...
+ *   eng_sampler_free(s); eng_ctx_free(c); eng_model_free(m);
+ *
+ * Model: weights stay in the mmap'd GGUF (no copy); small 1-D tensors (norms, biases) are
+ * converted to F32 at load. Supported tensor types: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K,
+ * Q5_K, Q6_K. Quantized matmuls quantize activations like llama.cpp (Q8_0 / Q8_K) and
+ * accumulate in integers. A model may be shared by several contexts (read-only).
+ *
+ * KV cache: F32, n_ctx cells per layer. Every cell remembers the position it was written
+ * at; attention masks by position (a token sees cells with pos <= its own), never by cell
+ * index. So cells can be removed anywhere (eng_kv_remove_cells) and the survivors keep their
+ * original positions and RoPE rotation — nothing is shifted. This is what TriAttention V3
+ * needs: libtriatt scores cells through eng_kv_key() and removes the losers.
+ *
+ * Errors: every int function returns 0 (or a count) or a negative LCX_E* code
+ * (longctx/lcx_err.h); nothing exits or aborts on bad input. Handles are freed with *_free
+ * (NULL is a no-op). A context is single-threaded from the caller's point of view (it runs
+ * its own worker threads inside eng_decode). */
+#ifndef LONGCTX_ENGINE_H
+#define LONGCTX_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "longctx/lcx_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct eng_model eng_model;
+typedef struct eng_ctx eng_ctx;
+
+typedef enum { ENG_ARCH_LLAMA = 0, ENG_ARCH_QWEN2 = 1, ENG_ARCH_QWEN3 = 2 } eng_arch;
+typedef enum { ENG_ROPE_NORM = 0, ENG_ROPE_NEOX = 2 } eng_rope_type;   /* ggml numbering */
+
+typedef struct {
+    eng_arch arch;
+    const char *arch_name;        /* "llama", "qwen2", "qwen3" */
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    int n_rot;                    /* rotated dims per head (rope.dimension_count) */
+    float rope_freq_base, rope_freq_scale, rms_eps;
+    eng_rope_type rope_type;
+    bool tied_output;             /* output = token_embd */
+    int file_type;                /* general.file_type, -1 when absent */
+    size_t weight_bytes;          /* bytes of all weights in the file */
+} eng_model_info;
+
+/* Loads and validates a GGUF model (mmap). Refuses unknown architectures (LCX_ENOTSUP,
+ * err names the architecture), missing tensors / wrong shapes (LCX_ECORRUPT), unsupported
+ * tensor types or rope scaling (LCX_ENOTSUP). err: a one-line explanation. */
+int  eng_model_load(const char *path, eng_model **out, char *err, size_t errlen);
+void eng_model_free(eng_model *m);
+const eng_model_info *eng_model_get_info(const eng_model *m);
+/* The open GGUF of the model (for the tokenizer and metadata); owned by the model. */
+const struct eng_gguf *eng_model_gguf(const eng_model *m);
+
+typedef struct {
+    int n_ctx;        /* KV cells per layer; 0 = min(model's context_length, 4096) */
+    int n_ubatch;     /* max tokens per forward pass (prefill is split); 0 = 512 */
+    int n_threads;    /* worker threads incl. the caller; 0 = 1 */
+} eng_ctx_params;
+eng_ctx_params eng_ctx_default_params(void);
+
+/* Allocates every buffer a decode needs (sized by n_ubatch and n_ctx): decoding allocates
+ * nothing per token. LCX_ENOMEM, LCX_EINVAL (bad params). */
+int  eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out);
+void eng_ctx_free(eng_ctx *c);
+int  eng_ctx_n_threads(const eng_ctx *c);
+
+/* Runs the model over tokens[0..n) at positions pos[0..n) (NULL = consecutive positions
+ * starting after the largest position in the cache, or 0 when empty), in ubatches of
+ * n_ubatch, writing their K/V into free cells. Positions must be >= 0 and < 2^30; a token
+ * attends to every cached cell whose position is <= its own (its own batch included).
+ * all_logits: keep logits of every token (eng_logits(c, i) for i in [0,n)); otherwise only
+ * the last token's. Errors: LCX_ELIMIT when the cache has fewer than n free cells (nothing
+ * is written then), LCX_EINVAL on a token id out of range. */
+int  eng_decode(eng_ctx *c, const int32_t *tokens, const int32_t *pos, int n, bool all_logits);
+/* Logits (n_vocab floats) of token i of the last eng_decode (-1 = last token); NULL when
+ * not kept. Valid until the next eng_decode. */
+const float *eng_logits(const eng_ctx *c, int i);
+
+/* ---- KV cache ---------------------------------------------------------------------- */
+int  eng_kv_size(const eng_ctx *c);                     /* cells per layer (n_ctx) */
+int  eng_kv_n_used(const eng_ctx *c);                   /* occupied cells */
+/* Position held by cell i, -1 when the cell is free (or i out of range). */
+int32_t eng_kv_cell_pos(const eng_ctx *c, int i);
+/* Largest position in the cache, -1 when empty. */
+int32_t eng_kv_max_pos(const eng_ctx *c);
+/* Post-RoPE key of cell i in layer il: n_head_kv*head_dim floats, laid out head-major
+ * (head h at [h*head_dim, (h+1)*head_dim)). NULL for a free cell / bad index. */
+const float *eng_kv_key(const eng_ctx *c, int il, int i);
+const float *eng_kv_value(const eng_ctx *c, int il, int i);
+/* Frees the given cells in every layer (duplicates and already-free cells are ignored).
+ * Survivors keep their positions. Returns the number of cells freed, LCX_EINVAL for an
+ * index out of range (then nothing is freed). */
+int  eng_kv_remove_cells(eng_ctx *c, const int32_t *cells, int n);
+/* Frees every cell with position in [p0, p1) (p1 < 0 = no upper bound). Returns the count. */
+int  eng_kv_remove_pos(eng_ctx *c, int32_t p0, int32_t p1);
+void eng_kv_clear(eng_ctx *c);
+
+/* ---- sampler ----------------------------------------------------------------------- */
+typedef struct {
+    float temp;        /* <= 0: greedy (argmax, lowest id on ties) */
+    int top_k;         /* <= 0: off */
+    float top_p;       /* >= 1 or <= 0: off */
+    uint64_t seed;     /* RNG seed (xorshift64*); same seed + same logits = same picks */
+} eng_sampler_params;
+typedef struct eng_sampler eng_sampler;
+/* Allocates scratch for vocabularies up to n_vocab_max (0 = grow on first use). NULL on OOM. */
+eng_sampler *eng_sampler_init(const eng_sampler_params *p);
+void eng_sampler_free(eng_sampler *s);
+/* Picks a token from logits[0..n_vocab): top-k, then temperature, then top-p (nucleus),
+ * then a draw. Returns the id, or LCX_EINVAL / LCX_ENOMEM. */
+int32_t eng_sample(eng_sampler *s, const float *logits, int n_vocab);
+
+/* ---- llama2.c import ---------------------------------------------------------------- */
+/* Converts a llama2.c checkpoint (legacy format: 7 int32 header + float32 weights; negative
+ * vocab_size = separate classifier) and its tokenizer.bin into a GGUF (F32, arch llama,
+ * SentencePiece tokenizer keys as llama.cpp's converter writes them). Files are validated
+ * against their header sizes. LCX_ECORRUPT / LCX_EIO / LCX_ENOMEM; err explains. */
+int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char *out_path,
+                        char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

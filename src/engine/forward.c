@@ -1,0 +1,553 @@
+/* Context: KV cache with per-cell positions, ubatched forward pass, threading.
+ *
+ * Arithmetic follows llama.cpp's CPU graph for these architectures so logits match its
+ * reference outputs: RMSNorm sums squares in double; RoPE angles come from the same
+ * iterated theta *= base^(-2/n_rot) recurrence (ggml_rope_cache_init); softmax subtracts the
+ * max and sums in double; activations are converted to each weight's vec_dot type before a
+ * matmul (quant.h). The KV cache is F32.
+ *
+ * Threading: each parallel section is one eng_pool_run. Matmuls split output rows (several
+ * matrices that share an input run in one section: q/k/v, gate/up); attention splits
+ * (token, head) pairs. Nothing is allocated per token: all scratch is sized at init by
+ * n_ubatch and n_ctx (only all-logits output may grow its buffer, once per size). */
+#include "engine/model.h"
+#include "engine/threads.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TH 64
+
+struct eng_ctx {
+    const eng_model *m;
+    int n_ctx, n_ub, nth;
+    eng_pool *pool;
+    /* KV cache: (n_layer, n_ctx, kv_dim) each */
+    float *kc, *vc;
+    int32_t *cell_pos;        /* (n_ctx), -1 = free */
+    int n_used, hi;           /* occupied cells; 1 + highest occupied index */
+    int32_t max_pos;
+    /* scratch, (n_ub, dim) */
+    float *x, *xn, *q, *k, *v, *att, *gate, *up;
+    uint8_t *act[2];          /* quantized activations for up to two vec-dot types */
+    eng_type act_type[2];
+    const float *act_src[2];  /* what act[i] currently holds (pointer + rows) */
+    int act_rows[2];
+    size_t act_cap;           /* bytes per buffer */
+    float *scores;            /* (nth, n_ctx) */
+    float *rope_cs;           /* (n_ub, n_rot) cos,sin pairs */
+    int32_t *ub_pos, *ub_cell;
+    float *logits;            /* (n_logits_cap, n_vocab) */
+    int logits_cap, n_logits, logits_base_all;
+    bool logits_all;
+};
+
+eng_ctx_params eng_ctx_default_params(void)
+{
+    eng_ctx_params p = {0, 512, 1};
+    return p;
+}
+
+void eng_ctx_free(eng_ctx *c)
+{
+    if (!c) return;
+    eng_pool_free(c->pool);
+    free(c->kc); free(c->vc); free(c->cell_pos);
+    free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att);
+    free(c->gate); free(c->up); free(c->act[0]); free(c->act[1]);
+    free(c->scores); free(c->rope_cs); free(c->ub_pos); free(c->ub_cell);
+    free(c->logits);
+    free(c);
+}
+
+int eng_ctx_n_threads(const eng_ctx *c) { return c->nth; }
+
+static size_t max_act_row(const eng_model *m, int64_t n)
+{
+    /* bytes of an activation row of n elements in the largest vec-dot format we may need */
+    size_t b = n * sizeof(float);
+    if (n % ENG_QK_K == 0) b = LCX_MAX(b, eng_row_bytes(ENG_T_Q8_K, n));
+    (void)m;
+    return b;
+}
+
+int eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out)
+{
+    *out = NULL;
+    eng_ctx_params d = eng_ctx_default_params();
+    if (p) d = *p;
+    const eng_model_info *I = &m->info;
+    if (d.n_ctx <= 0) d.n_ctx = LCX_MIN(I->n_ctx_train, 4096);
+    if (d.n_ubatch <= 0) d.n_ubatch = 512;
+    if (d.n_threads <= 0) d.n_threads = 1;
+    if (d.n_ctx > (1 << 24) || d.n_ubatch > 8192 || d.n_threads > MAX_TH) return LCX_EINVAL;
+    eng_ctx *c = calloc(1, sizeof *c);
+    if (!c) return LCX_ENOMEM;
+    c->m = m;
+    c->n_ctx = d.n_ctx;
+    c->n_ub = d.n_ubatch;
+    c->nth = d.n_threads;
+    c->max_pos = -1;
+    const size_t kvd = (size_t)I->n_head_kv * I->head_dim, qd = (size_t)I->n_head * I->head_dim;
+    const size_t ub = (size_t)c->n_ub;
+    size_t kvn = (size_t)I->n_layer * c->n_ctx * kvd;
+    c->kc = malloc(kvn * sizeof(float));
+    c->vc = malloc(kvn * sizeof(float));
+    c->cell_pos = malloc((size_t)c->n_ctx * sizeof(int32_t));
+    c->x = malloc(ub * I->n_embd * sizeof(float));
+    c->xn = malloc(ub * LCX_MAX((size_t)I->n_embd, qd) * sizeof(float));
+    c->q = malloc(ub * qd * sizeof(float));
+    c->k = malloc(ub * kvd * sizeof(float));
+    c->v = malloc(ub * kvd * sizeof(float));
+    c->att = malloc(ub * qd * sizeof(float));
+    c->gate = malloc(ub * I->n_ff * sizeof(float));
+    c->up = malloc(ub * I->n_ff * sizeof(float));
+    size_t ar = LCX_MAX(max_act_row(m, I->n_embd), LCX_MAX(max_act_row(m, I->n_ff), max_act_row(m, qd)));
+    c->act_cap = ar * ub;
+    c->act[0] = malloc(c->act_cap);
+    c->act[1] = malloc(c->act_cap);
+    c->scores = malloc((size_t)c->nth * c->n_ctx * sizeof(float));
+    c->rope_cs = malloc(ub * I->n_rot * sizeof(float));
+    c->ub_pos = malloc(ub * sizeof(int32_t));
+    c->ub_cell = malloc(ub * sizeof(int32_t));
+    c->logits_cap = 1;
+    c->logits = malloc((size_t)I->n_vocab * sizeof(float));
+    if (!c->kc || !c->vc || !c->cell_pos || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att ||
+        !c->gate || !c->up || !c->act[0] || !c->act[1] || !c->scores || !c->rope_cs || !c->ub_pos ||
+        !c->ub_cell || !c->logits) {
+        eng_ctx_free(c);
+        return LCX_ENOMEM;
+    }
+    for (int i = 0; i < c->n_ctx; i++) c->cell_pos[i] = -1;
+    int rc = eng_pool_init(c->nth, &c->pool);
+    if (rc) { eng_ctx_free(c); return rc; }
+    *out = c;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- small kernels */
+
+/* RMSNorm like ggml_rms_norm + mul: sum of squares in double. */
+static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(s / n) + eps);
+    for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+static inline float hsum8(__m256 v)
+{
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+/* hot: q.k over head_dim */
+static inline float dot_f32(const float *a, const float *b, int n)
+{
+    int i = 0;
+    float s = 0;
+    if (n >= 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+        s = hsum8(acc);
+    }
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* hot: y += a*x */
+static inline void axpy_f32(float *y, float a, const float *x, int n)
+{
+    int i = 0;
+    __m256 va = _mm256_set1_ps(a);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* ggml_rope_cache_init with ext_factor 0, attn_factor 1: angles for pairs i = 0..n_rot/2. */
+static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale, const float *ff)
+{
+    const float theta_scale = powf(base, -2.0f / n_rot);
+    float theta = (float)pos;
+    for (int i0 = 0; i0 < n_rot; i0 += 2) {
+        const float f = ff ? ff[i0 / 2] : 1.0f;
+        const float th = freq_scale * (theta / f);
+        cs[i0] = cosf(th);
+        cs[i0 + 1] = sinf(th);
+        theta *= theta_scale;
+    }
+}
+
+static void rope_apply(float *x, const float *cs, int n_rot, eng_rope_type t)
+{
+    if (t == ENG_ROPE_NEOX) {
+        const int h = n_rot / 2;
+        for (int i = 0; i < h; i++) {
+            const float c = cs[2 * i], s = cs[2 * i + 1];
+            const float x0 = x[i], x1 = x[i + h];
+            x[i] = x0 * c - x1 * s;
+            x[i + h] = x0 * s + x1 * c;
+        }
+    } else {
+        for (int i0 = 0; i0 < n_rot; i0 += 2) {
+            const float c = cs[i0], s = cs[i0 + 1];
+            const float x0 = x[i0], x1 = x[i0 + 1];
+            x[i0] = x0 * c - x1 * s;
+            x[i0 + 1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- matmul sections */
+
+typedef struct {
+    const eng_wmat *w;
+    const void *X;
+    size_t xrb;
+    float *y;             /* (n_tok, n_out) row-major, ldy = ldy */
+    int64_t ldy;
+} mm_job;
+
+typedef struct {
+    mm_job j[3];
+    int nj, n_tok;
+} mm_sec;
+
+/* Row chunks are multiples of 16 so kernels that tile rows keep full tiles. */
+static void mm_task(void *arg, int ith, int nth)
+{
+    mm_sec *s = arg;
+    for (int k = 0; k < s->nj; k++) {
+        const mm_job *j = &s->j[k];
+        const long nrow = (long)j->w->n_out;
+        const long nch = (nrow + 15) / 16;
+        long a, b;
+        eng_split(nch, ith, nth, &a, &b);
+        long r0 = a * 16, r1 = LCX_MIN(b * 16, nrow);
+        if (r0 >= r1) continue;
+        eng_matmul(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, r0, r1, j->X, j->xrb, s->n_tok,
+                   j->y, j->ldy);
+    }
+}
+
+typedef struct { eng_ctx *c; const float *x; int n_in, n_tok, slot; } qz_task_arg;
+static void qz_task(void *arg, int ith, int nth)
+{
+    qz_task_arg *q = arg;
+    eng_type vt = q->c->act_type[q->slot];
+    size_t rb = eng_row_bytes(vt, q->n_in);
+    long a, b;
+    eng_split(q->n_tok, ith, nth, &a, &b);
+    for (long t = a; t < b; t++)
+        eng_quantize_row(vt, q->x + (size_t)t * q->n_in, q->c->act[q->slot] + rb * t, q->n_in);
+}
+
+/* Makes sure x (n_tok rows of n_in) is available in format vt; returns the buffer. Reuses
+ * the conversion when the same input was already converted (q/k/v share one input). */
+static const void *act_for(eng_ctx *c, const float *x, int n_in, int n_tok, eng_type vt, size_t *xrb)
+{
+    *xrb = eng_row_bytes(vt, n_in);
+    if (vt == ENG_T_F32) return x;
+    for (int i = 0; i < 2; i++)
+        if (c->act_src[i] == x && c->act_type[i] == vt && c->act_rows[i] == n_tok) return c->act[i];
+    /* evict the slot not holding this input (or slot 0) */
+    int slot = (c->act_src[0] == x) ? 1 : 0;
+    c->act_type[slot] = vt;
+    c->act_src[slot] = x;
+    c->act_rows[slot] = n_tok;
+    qz_task_arg a = {c, x, n_in, n_tok, slot};
+    if (n_tok > 1) eng_pool_run(c->pool, qz_task, &a);
+    else qz_task(&a, 0, 1);
+    return c->act[slot];
+}
+
+static void act_invalidate(eng_ctx *c) { c->act_src[0] = c->act_src[1] = NULL; }
+
+/* y_k = W_k x for up to three matrices sharing input x (n_tok rows of n_in). */
+static void matmul_multi(eng_ctx *c, const float *x, int n_in, int n_tok, const eng_wmat **w, float **y, int nj)
+{
+    mm_sec s = {.nj = nj, .n_tok = n_tok};
+    for (int k = 0; k < nj; k++) {
+        size_t xrb;
+        const void *X = act_for(c, x, n_in, n_tok, eng_vec_dot_type(w[k]->type), &xrb);
+        s.j[k] = (mm_job){w[k], X, xrb, y[k], w[k]->n_out};
+    }
+    eng_pool_run(c->pool, mm_task, &s);
+}
+
+/* ---------------------------------------------------------------- attention section */
+
+typedef struct {
+    eng_ctx *c;
+    int il, n_tok;
+} att_sec;
+
+/* hot: for each (token, head): softmax(q.K^T * scale) over visible cells, then . V */
+static void att_task(void *arg, int ith, int nth)
+{
+    att_sec *s = arg;
+    eng_ctx *c = s->c;
+    const eng_model_info *I = &c->m->info;
+    const int hd = I->head_dim, nh = I->n_head, nkv = I->n_head_kv, gqa = nh / nkv;
+    const size_t kvd = (size_t)nkv * hd;
+    const float *K = c->kc + (size_t)s->il * c->n_ctx * kvd;
+    const float *V = c->vc + (size_t)s->il * c->n_ctx * kvd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = c->scores + (size_t)ith * c->n_ctx;
+    long a, b;
+    eng_split((long)s->n_tok * nh, ith, nth, &a, &b);
+    for (long p = a; p < b; p++) {
+        const int t = (int)(p / nh), h = (int)(p % nh), kh = h / gqa;
+        const int32_t pos = c->ub_pos[t];
+        const float *q = c->q + ((size_t)t * nh + h) * hd;
+        float *o = c->att + ((size_t)t * nh + h) * hd;
+        float mx = -INFINITY;
+        for (int i = 0; i < c->hi; i++) {
+            const int32_t cp = c->cell_pos[i];
+            if (cp < 0 || cp > pos) { sc[i] = -INFINITY; continue; }
+            const float v = dot_f32(q, K + (size_t)i * kvd + (size_t)kh * hd, hd) * scale;
+            sc[i] = v;
+            if (v > mx) mx = v;
+        }
+        double sum = 0;
+        for (int i = 0; i < c->hi; i++) {
+            const float e = sc[i] == -INFINITY ? 0.0f : expf(sc[i] - mx);
+            sc[i] = e;
+            sum += (double)e;
+        }
+        const float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+        memset(o, 0, hd * sizeof(float));
+        for (int i = 0; i < c->hi; i++)
+            if (sc[i] != 0.0f) axpy_f32(o, sc[i] * inv, V + (size_t)i * kvd + (size_t)kh * hd, hd);
+    }
+}
+
+/* ---------------------------------------------------------------- ffn activation */
+
+typedef struct { float *g; const float *u; size_t n; } swiglu_arg;
+static void swiglu_task(void *arg, int ith, int nth)
+{
+    swiglu_arg *s = arg;
+    long a, b;
+    eng_split((long)s->n, ith, nth, &a, &b);
+    for (long i = a; i < b; i++) {
+        const float g = s->g[i];
+        s->g[i] = (g / (1.0f + expf(-g))) * s->u[i];
+    }
+}
+
+/* ---------------------------------------------------------------- one ubatch */
+
+static int find_free_cells(eng_ctx *c, int n)
+{
+    int got = 0;
+    for (int i = 0; i < c->n_ctx && got < n; i++)
+        if (c->cell_pos[i] < 0) c->ub_cell[got++] = i;
+    return got == n ? 0 : LCX_ELIMIT;
+}
+
+/* out_rows: which rows (token indices within the ubatch) need logits; written to
+ * logits + dst_row0*n_vocab consecutively. */
+static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first, int n_out, float *logits_dst)
+{
+    const eng_model *m = c->m;
+    const eng_model_info *I = &m->info;
+    const int E = I->n_embd, hd = I->head_dim, nh = I->n_head, nkv = I->n_head_kv, F = I->n_ff;
+    const size_t qd = (size_t)nh * hd, kvd = (size_t)nkv * hd;
+
+    for (int t = 0; t < n; t++) {
+        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes;
+        eng_dequant_row(m->tok_embd.type, row, c->x + (size_t)t * E, E);
+        rope_cache(c->rope_cs + (size_t)t * I->n_rot, c->ub_pos[t], I->n_rot, I->rope_freq_base,
+                   I->rope_freq_scale, m->rope_freqs);
+    }
+    /* occupy the cells now so attention sees this ubatch's own keys (masked by position) */
+    for (int t = 0; t < n; t++) {
+        const int cell = c->ub_cell[t];
+        c->cell_pos[cell] = c->ub_pos[t];
+        if (cell + 1 > c->hi) c->hi = cell + 1;
+        if (c->ub_pos[t] > c->max_pos) c->max_pos = c->ub_pos[t];
+    }
+    c->n_used += n;
+
+    for (int il = 0; il < I->n_layer; il++) {
+        const eng_layer *L = &m->layers[il];
+        for (int t = 0; t < n; t++) rmsnorm(c->xn + (size_t)t * E, c->x + (size_t)t * E, L->attn_norm, E, I->rms_eps);
+        act_invalidate(c);
+        {
+            const eng_wmat *w[3] = {&L->wq, &L->wk, &L->wv};
+            float *y[3] = {c->q, c->k, c->v};
+            matmul_multi(c, c->xn, E, n, w, y, 3);
+        }
+        for (int t = 0; t < n; t++) {
+            float *q = c->q + t * qd, *k = c->k + t * kvd, *v = c->v + t * kvd;
+            if (L->bq) for (size_t i = 0; i < qd; i++) q[i] += L->bq[i];
+            if (L->bk) for (size_t i = 0; i < kvd; i++) k[i] += L->bk[i];
+            if (L->bv) for (size_t i = 0; i < kvd; i++) v[i] += L->bv[i];
+            const float *cs = c->rope_cs + (size_t)t * I->n_rot;
+            for (int h = 0; h < nh; h++) {
+                if (L->q_norm) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, I->rms_eps);
+                rope_apply(q + h * hd, cs, I->n_rot, I->rope_type);
+            }
+            for (int h = 0; h < nkv; h++) {
+                if (L->k_norm) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, I->rms_eps);
+                rope_apply(k + h * hd, cs, I->n_rot, I->rope_type);
+            }
+            const size_t off = ((size_t)il * c->n_ctx + c->ub_cell[t]) * kvd;
+            memcpy(c->kc + off, k, kvd * sizeof(float));
+            memcpy(c->vc + off, v, kvd * sizeof(float));
+        }
+        att_sec as = {c, il, n};
+        eng_pool_run(c->pool, att_task, &as);
+        act_invalidate(c);
+        {
+            const eng_wmat *w[1] = {&L->wo};
+            float *y[1] = {c->xn};
+            matmul_multi(c, c->att, (int)qd, n, w, y, 1);
+        }
+        for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xn[i];
+        for (int t = 0; t < n; t++) rmsnorm(c->xn + (size_t)t * E, c->x + (size_t)t * E, L->ffn_norm, E, I->rms_eps);
+        act_invalidate(c);
+        {
+            const eng_wmat *w[2] = {&L->wg, &L->wu};
+            float *y[2] = {c->gate, c->up};
+            matmul_multi(c, c->xn, E, n, w, y, 2);
+        }
+        swiglu_arg sa = {c->gate, c->up, (size_t)n * F};
+        if ((size_t)n * F >= 4096) eng_pool_run(c->pool, swiglu_task, &sa);
+        else swiglu_task(&sa, 0, 1);
+        act_invalidate(c);
+        {
+            const eng_wmat *w[1] = {&L->wd};
+            float *y[1] = {c->xn};
+            matmul_multi(c, c->gate, F, n, w, y, 1);
+        }
+        for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xn[i];
+    }
+    if (n_out <= 0) return;
+    for (int t = 0; t < n_out; t++)
+        rmsnorm(c->xn + (size_t)t * E, c->x + (size_t)(out_first + t) * E, m->out_norm, E, I->rms_eps);
+    act_invalidate(c);
+    const eng_wmat *w[1] = {&m->output};
+    float *y[1] = {logits_dst};
+    matmul_multi(c, c->xn, E, n_out, w, y, 1);
+}
+
+int eng_decode(eng_ctx *c, const int32_t *tokens, const int32_t *pos, int n, bool all_logits)
+{
+    const eng_model_info *I = &c->m->info;
+    if (n <= 0 || !tokens) return LCX_EINVAL;
+    for (int i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= I->n_vocab) return LCX_EINVAL;
+        if (pos && (pos[i] < 0 || pos[i] >= (1 << 30))) return LCX_EINVAL;
+    }
+    if (c->n_ctx - c->n_used < n) return LCX_ELIMIT;
+    int32_t next = c->max_pos + 1;
+    if (!pos && next + n > (1 << 30)) return LCX_EINVAL;
+    if (all_logits && n > c->logits_cap) {
+        float *nl = realloc(c->logits, (size_t)n * I->n_vocab * sizeof(float));
+        if (!nl) return LCX_ENOMEM;
+        c->logits = nl;
+        c->logits_cap = n;
+    }
+    c->logits_all = all_logits;
+    c->n_logits = all_logits ? n : 1;
+    for (int i0 = 0; i0 < n; i0 += c->n_ub) {
+        const int nb = LCX_MIN(c->n_ub, n - i0);
+        for (int t = 0; t < nb; t++) c->ub_pos[t] = pos ? pos[i0 + t] : next + i0 + t;
+        int rc = find_free_cells(c, nb);
+        if (rc) return rc;   /* cannot happen: free count checked above */
+        const bool last = i0 + nb == n;
+        if (all_logits)
+            forward_ubatch(c, tokens + i0, nb, 0, nb, c->logits + (size_t)i0 * I->n_vocab);
+        else
+            forward_ubatch(c, tokens + i0, nb, nb - 1, last ? 1 : 0, c->logits);
+    }
+    return 0;
+}
+
+const float *eng_logits(const eng_ctx *c, int i)
+{
+    if (c->n_logits == 0) return NULL;
+    if (i < 0) i = c->n_logits - 1;
+    else if (!c->logits_all) return NULL;
+    if (i >= c->n_logits) return NULL;
+    return c->logits + (size_t)i * c->m->info.n_vocab;
+}
+
+/* ---------------------------------------------------------------- KV cache API */
+
+int eng_kv_size(const eng_ctx *c) { return c->n_ctx; }
+int eng_kv_n_used(const eng_ctx *c) { return c->n_used; }
+int32_t eng_kv_cell_pos(const eng_ctx *c, int i) { return (i >= 0 && i < c->n_ctx) ? c->cell_pos[i] : -1; }
+int32_t eng_kv_max_pos(const eng_ctx *c) { return c->max_pos; }
+
+const float *eng_kv_key(const eng_ctx *c, int il, int i)
+{
+    if (il < 0 || il >= c->m->info.n_layer || i < 0 || i >= c->n_ctx || c->cell_pos[i] < 0) return NULL;
+    const size_t kvd = (size_t)c->m->info.n_head_kv * c->m->info.head_dim;
+    return c->kc + ((size_t)il * c->n_ctx + i) * kvd;
+}
+const float *eng_kv_value(const eng_ctx *c, int il, int i)
+{
+    if (il < 0 || il >= c->m->info.n_layer || i < 0 || i >= c->n_ctx || c->cell_pos[i] < 0) return NULL;
+    const size_t kvd = (size_t)c->m->info.n_head_kv * c->m->info.head_dim;
+    return c->vc + ((size_t)il * c->n_ctx + i) * kvd;
+}
+
+static void kv_recount(eng_ctx *c)
+{
+    int hi = 0, used = 0;
+    int32_t mp = -1;
+    for (int i = 0; i < c->n_ctx; i++)
+        if (c->cell_pos[i] >= 0) {
+            hi = i + 1;
+            used++;
+            if (c->cell_pos[i] > mp) mp = c->cell_pos[i];
+        }
+    c->hi = hi;
+    c->n_used = used;
+    c->max_pos = mp;
+}
+
+int eng_kv_remove_cells(eng_ctx *c, const int32_t *cells, int n)
+{
+    if (n < 0 || (n && !cells)) return LCX_EINVAL;
+    for (int i = 0; i < n; i++)
+        if (cells[i] < 0 || cells[i] >= c->n_ctx) return LCX_EINVAL;
+    int freed = 0;
+    for (int i = 0; i < n; i++)
+        if (c->cell_pos[cells[i]] >= 0) {
+            c->cell_pos[cells[i]] = -1;
+            freed++;
+        }
+    kv_recount(c);
+    return freed;
+}
+
+int eng_kv_remove_pos(eng_ctx *c, int32_t p0, int32_t p1)
+{
+    int freed = 0;
+    for (int i = 0; i < c->n_ctx; i++) {
+        const int32_t p = c->cell_pos[i];
+        if (p >= 0 && p >= p0 && (p1 < 0 || p < p1)) {
+            c->cell_pos[i] = -1;
+            freed++;
+        }
+    }
+    kv_recount(c);
+    return freed;
+}
+
+void eng_kv_clear(eng_ctx *c)
+{
+    for (int i = 0; i < c->n_ctx; i++) c->cell_pos[i] = -1;
+    c->hi = c->n_used = 0;
+    c->max_pos = -1;
+}

@@ -1,0 +1,268 @@
+/* Model loading (GGUF -> validated weight views) for llama / qwen2 / qwen3.
+ *
+ * Weights are not copied: each matrix is a view into the mmap'd file with its ggml type.
+ * 1-D tensors (norm weights, biases, rope frequency factors) are converted to F32 at load
+ * time because they are tiny and read in hot loops. Every tensor's shape is checked against
+ * the hyper-parameters before use, so the forward pass (forward.c) never re-checks. */
+#include "engine/model.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int errf(char *err, size_t n, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int errf(char *err, size_t n, int rc, const char *fmt, ...)
+{
+    if (err && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, n, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+typedef struct {
+    eng_model *m;
+    char *err;
+    size_t errlen;
+    const char *arch;
+} loader;
+
+static int get_u32_key(loader *L, const char *suffix, uint32_t *out, bool required, uint32_t def)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    int rc = eng_gguf_get_u32(L->m->g, key, out);
+    if (rc == LCX_ENOTFOUND && !required) { *out = def; return 0; }
+    if (rc) return errf(L->err, L->errlen, LCX_ECORRUPT, "model: metadata %s %s", key,
+                        rc == LCX_ENOTFOUND ? "is missing" : "is not an unsigned integer");
+    return 0;
+}
+static int get_f32_key(loader *L, const char *suffix, float *out, float def)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    int rc = eng_gguf_get_f32(L->m->g, key, out);
+    if (rc == LCX_ENOTFOUND) { *out = def; return 0; }
+    if (rc || !isfinite(*out)) return errf(L->err, L->errlen, LCX_ECORRUPT, "model: metadata %s is not a number", key);
+    return 0;
+}
+
+/* Looks up a 2-D weight matrix (ne = [n_in, n_out]). */
+static int get_mat(loader *L, const char *name, int64_t n_in, int64_t n_out, bool required, eng_wmat *w)
+{
+    memset(w, 0, sizeof *w);
+    const eng_tensor *t = eng_gguf_tensor(L->m->g, name);
+    if (!t) {
+        if (!required) return 0;
+        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s is missing", name);
+    }
+    if (!eng_type_supported(t->type) || t->type == ENG_T_Q8_K)
+        return errf(L->err, L->errlen, LCX_ENOTSUP, "model: tensor %s has unsupported type %d (%s)", name,
+                    t->type, eng_type_name((eng_type)t->type));
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
+        return errf(L->err, L->errlen, LCX_ECORRUPT,
+                    "model: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                    (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                    (long long)n_in, (long long)n_out);
+    if (n_in % eng_type_block_elems((eng_type)t->type))
+        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s row %lld not a multiple of its block", name,
+                    (long long)n_in);
+    w->data = t->data;
+    w->type = (eng_type)t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = eng_row_bytes(w->type, n_in);
+    L->m->info.weight_bytes += t->nbytes;
+    return 0;
+}
+
+/* Looks up a 1-D tensor of n elements and converts it to a fresh F32 array. */
+static int get_vec(loader *L, const char *name, int64_t n, bool required, float **out)
+{
+    *out = NULL;
+    const eng_tensor *t = eng_gguf_tensor(L->m->g, name);
+    if (!t) {
+        if (!required) return 0;
+        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s is missing", name);
+    }
+    if (!eng_type_supported(t->type) || t->type == ENG_T_Q8_K)
+        return errf(L->err, L->errlen, LCX_ENOTSUP, "model: tensor %s has unsupported type %d", name, t->type);
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1 ||
+        n % eng_type_block_elems((eng_type)t->type))
+        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s has %lld x %lld elements, expected %lld",
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)n);
+    float *v = malloc((size_t)n * sizeof(float));
+    if (!v) return errf(L->err, L->errlen, LCX_ENOMEM, "model: out of memory");
+    eng_dequant_row((eng_type)t->type, t->data, v, n);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            free(v);
+            return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s holds a non-finite value", name);
+        }
+    L->m->info.weight_bytes += t->nbytes;
+    *out = v;
+    return 0;
+}
+
+void eng_model_free(eng_model *m)
+{
+    if (!m) return;
+    if (m->layers)
+        for (int i = 0; i < m->info.n_layer; i++) {
+            eng_layer *l = &m->layers[i];
+            free(l->attn_norm); free(l->ffn_norm);
+            free(l->bq); free(l->bk); free(l->bv);
+            free(l->q_norm); free(l->k_norm);
+        }
+    free(m->layers);
+    free(m->out_norm);
+    free(m->rope_freqs);
+    eng_gguf_close(m->g);
+    free(m);
+}
+
+const eng_model_info *eng_model_get_info(const eng_model *m) { return &m->info; }
+const struct eng_gguf *eng_model_gguf(const eng_model *m) { return m->g; }
+
+static int load(loader *L)
+{
+    eng_model *m = L->m;
+    eng_model_info *I = &m->info;
+    size_t alen;
+    const char *a = eng_gguf_get_str(m->g, "general.architecture", &alen);
+    if (!a) return errf(L->err, L->errlen, LCX_ECORRUPT, "model: general.architecture is missing");
+    if (alen >= sizeof m->arch_name) alen = sizeof m->arch_name - 1;
+    memcpy(m->arch_name, a, alen);
+    m->arch_name[alen] = 0;
+    for (size_t i = 0; i < alen; i++)
+        if ((unsigned char)m->arch_name[i] < 0x20 || (unsigned char)m->arch_name[i] > 0x7e) m->arch_name[i] = '?';
+    L->arch = m->arch_name;
+    I->arch_name = m->arch_name;
+    if (!strcmp(m->arch_name, "llama")) {
+        I->arch = ENG_ARCH_LLAMA;
+        I->rope_type = ENG_ROPE_NORM;
+    } else if (!strcmp(m->arch_name, "qwen2")) {
+        I->arch = ENG_ARCH_QWEN2;
+        I->rope_type = ENG_ROPE_NEOX;
+    } else if (!strcmp(m->arch_name, "qwen3")) {
+        I->arch = ENG_ARCH_QWEN3;
+        I->rope_type = ENG_ROPE_NEOX;
+    } else {
+        return errf(L->err, L->errlen, LCX_ENOTSUP,
+                    "model: unsupported architecture '%s' (supported: llama, qwen2, qwen3)", m->arch_name);
+    }
+    uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, hd_k, hd_v, n_rot;
+    int rc;
+    if ((rc = get_u32_key(L, "embedding_length", &n_embd, true, 0))) return rc;
+    if ((rc = get_u32_key(L, "block_count", &n_layer, true, 0))) return rc;
+    if ((rc = get_u32_key(L, "attention.head_count", &n_head, true, 0))) return rc;
+    if ((rc = get_u32_key(L, "attention.head_count_kv", &n_head_kv, false, n_head))) return rc;
+    if ((rc = get_u32_key(L, "feed_forward_length", &n_ff, true, 0))) return rc;
+    if ((rc = get_u32_key(L, "context_length", &n_ctx, false, 2048))) return rc;
+    if (n_embd == 0 || n_embd > 65536 || n_layer == 0 || n_layer > 1024 || n_head == 0 || n_head > 1024 ||
+        n_head_kv == 0 || n_head % n_head_kv || n_ff == 0 || n_ff > (1u << 20) || n_ctx == 0)
+        return errf(L->err, L->errlen, LCX_ECORRUPT,
+                    "model: bad hyper-parameters (n_embd %u, n_layer %u, n_head %u, n_head_kv %u, n_ff %u, ctx %u)",
+                    n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx);
+    uint32_t hd_def = n_embd / n_head;
+    if ((rc = get_u32_key(L, "attention.key_length", &hd_k, false, hd_def))) return rc;
+    if ((rc = get_u32_key(L, "attention.value_length", &hd_v, false, hd_k))) return rc;
+    if (hd_k != hd_v || hd_k == 0 || hd_k > 1024 || hd_k % 2)
+        return errf(L->err, L->errlen, LCX_ENOTSUP, "model: head sizes k=%u v=%u not supported", hd_k, hd_v);
+    if ((rc = get_u32_key(L, "rope.dimension_count", &n_rot, false, hd_k))) return rc;
+    if (n_rot == 0 || n_rot > hd_k || n_rot % 2)
+        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: rope.dimension_count %u bad for head size %u", n_rot, hd_k);
+    I->n_embd = (int)n_embd; I->n_layer = (int)n_layer; I->n_head = (int)n_head;
+    I->n_head_kv = (int)n_head_kv; I->n_ff = (int)n_ff; I->n_ctx_train = (int)LCX_MIN(n_ctx, 1u << 30);
+    I->head_dim = (int)hd_k; I->n_rot = (int)n_rot;
+    if ((rc = get_f32_key(L, "rope.freq_base", &I->rope_freq_base, 10000.0f))) return rc;
+    if ((rc = get_f32_key(L, "attention.layer_norm_rms_epsilon", &I->rms_eps, 1e-5f))) return rc;
+    if (I->rope_freq_base <= 0 || I->rms_eps < 0)
+        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: bad rope.freq_base / rms epsilon");
+    /* RoPE scaling: none or linear (positions divided by the factor). YaRN / LongRoPE change
+     * the frequencies per dimension and attention magnitude; refused rather than run wrong. */
+    I->rope_freq_scale = 1.0f;
+    {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
+        size_t tl;
+        const char *st = eng_gguf_get_str(m->g, key, &tl);
+        float factor = 0;
+        if ((rc = get_f32_key(L, "rope.scaling.factor", &factor, 0))) return rc;
+        if (st && !(tl == 4 && !memcmp(st, "none", 4))) {
+            if (tl == 6 && !memcmp(st, "linear", 6)) {
+                if (factor > 0) I->rope_freq_scale = 1.0f / factor;
+            } else {
+                return errf(L->err, L->errlen, LCX_ENOTSUP, "model: rope scaling '%.*s' is not supported (none, linear)",
+                            (int)LCX_MIN(tl, 32), st);
+            }
+        }
+        float lin = 0;
+        if ((rc = get_f32_key(L, "rope.scale_linear", &lin, 0))) return rc;
+        if (lin > 0) I->rope_freq_scale = 1.0f / lin;
+    }
+    int32_t ft = -1;
+    if (eng_gguf_get_i32(m->g, "general.file_type", &ft) != 0) ft = -1;
+    I->file_type = ft;
+
+    const eng_tensor *te = eng_gguf_tensor(m->g, "token_embd.weight");
+    if (!te) return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor token_embd.weight is missing");
+    if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
+        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: vocabulary size %lld out of range", (long long)te->ne[1]);
+    I->n_vocab = (int)te->ne[1];
+    if ((rc = get_mat(L, "token_embd.weight", n_embd, I->n_vocab, true, &m->tok_embd))) return rc;
+    if ((rc = get_mat(L, "output.weight", n_embd, I->n_vocab, false, &m->output))) return rc;
+    if (!m->output.data) {
+        m->output = m->tok_embd;
+        I->tied_output = true;
+    }
+    if ((rc = get_vec(L, "output_norm.weight", n_embd, true, &m->out_norm))) return rc;
+    if ((rc = get_vec(L, "rope_freqs.weight", n_rot / 2, false, &m->rope_freqs))) return rc;
+
+    m->layers = calloc(n_layer, sizeof *m->layers);
+    if (!m->layers) return errf(L->err, L->errlen, LCX_ENOMEM, "model: out of memory");
+    const int64_t qd = (int64_t)n_head * hd_k, kvd = (int64_t)n_head_kv * hd_k;
+    bool bias = I->arch == ENG_ARCH_QWEN2;
+    for (uint32_t il = 0; il < n_layer; il++) {
+        eng_layer *l = &m->layers[il];
+        char nm[96];
+#define NM(s) (snprintf(nm, sizeof nm, "blk.%u." s, il), nm)
+        if ((rc = get_vec(L, NM("attn_norm.weight"), n_embd, true, &l->attn_norm))) return rc;
+        if ((rc = get_mat(L, NM("attn_q.weight"), n_embd, qd, true, &l->wq))) return rc;
+        if ((rc = get_mat(L, NM("attn_k.weight"), n_embd, kvd, true, &l->wk))) return rc;
+        if ((rc = get_mat(L, NM("attn_v.weight"), n_embd, kvd, true, &l->wv))) return rc;
+        if ((rc = get_mat(L, NM("attn_output.weight"), qd, n_embd, true, &l->wo))) return rc;
+        if ((rc = get_vec(L, NM("attn_q.bias"), qd, bias, &l->bq))) return rc;
+        if ((rc = get_vec(L, NM("attn_k.bias"), kvd, bias, &l->bk))) return rc;
+        if ((rc = get_vec(L, NM("attn_v.bias"), kvd, bias, &l->bv))) return rc;
+        if (I->arch == ENG_ARCH_QWEN3) {
+            if ((rc = get_vec(L, NM("attn_q_norm.weight"), hd_k, true, &l->q_norm))) return rc;
+            if ((rc = get_vec(L, NM("attn_k_norm.weight"), hd_k, true, &l->k_norm))) return rc;
+        }
+        if ((rc = get_vec(L, NM("ffn_norm.weight"), n_embd, true, &l->ffn_norm))) return rc;
+        if ((rc = get_mat(L, NM("ffn_gate.weight"), n_embd, n_ff, true, &l->wg))) return rc;
+        if ((rc = get_mat(L, NM("ffn_up.weight"), n_embd, n_ff, true, &l->wu))) return rc;
+        if ((rc = get_mat(L, NM("ffn_down.weight"), n_ff, n_embd, true, &l->wd))) return rc;
+#undef NM
+    }
+    return 0;
+}
+
+int eng_model_load(const char *path, eng_model **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (err && errlen) err[0] = 0;
+    eng_model *m = calloc(1, sizeof *m);
+    if (!m) return errf(err, errlen, LCX_ENOMEM, "model: out of memory");
+    int rc = eng_gguf_open(path, &m->g, err, errlen);
+    if (rc) { free(m); return rc; }
+    loader L = {m, err, errlen, NULL};
+    rc = load(&L);
+    if (rc) { eng_model_free(m); return rc; }
+    *out = m;
+    return 0;
+}

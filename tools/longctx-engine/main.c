@@ -1,0 +1,420 @@
+/* longctx-engine — CPU inference for GGUF models. Thin: parse flags, call lcx_engine.
+ *
+ *   longctx-engine run -m M.gguf -p PROMPT -n N [--temp T] [--top-k K] [--top-p P] [--seed S]
+ *                      [-t THREADS] [-c CTX] [--ids] [--special]
+ *   longctx-engine logits -m M.gguf --tokens 1,2,3 [--all] [-t THREADS]
+ *   longctx-engine bench -m M.gguf [-p 512] [-n 128] [-r 3] [-t THREADS]
+ *   longctx-engine tokenize -m M.gguf -p TEXT [--no-bos] [--special]
+ *   longctx-engine convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf
+ *
+ * run prints only the generated text to stdout (byte-exact; pieces are written as they come)
+ * or, with --ids, the generated ids on one line. Diagnostics go to stderr. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "longctx/engine.h"
+#include "engine/gguf.h"
+#include "engine/tokenizer.h"
+#include "util/util.h"
+
+#define MAX_PROMPT_BYTES (64u << 20)
+
+typedef struct {
+    const char *model, *prompt, *tokens;
+    int n_predict, threads, n_ctx, top_k, reps, n_pp;
+    float temp, top_p;
+    unsigned long long seed;
+    bool ids, special, all, no_bos;
+    const char *pos[4];
+    int npos;
+} opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: longctx-engine COMMAND ...\n"
+            "  run -m M.gguf -p PROMPT -n N [--temp T] [--top-k K] [--top-p P] [--seed S] [-t N] [-c CTX] [--ids] [--special]\n"
+            "  logits -m M.gguf --tokens 1,2,3 [--all] [-t N]\n"
+            "  bench -m M.gguf [-p 512] [-n 128] [-r 3] [-t N]\n"
+            "  tokenize -m M.gguf -p TEXT [--no-bos] [--special]\n"
+            "  convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf\n");
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (errno || *e || e == s || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+static int parse_float(const char *s, float *out)
+{
+    char *e;
+    errno = 0;
+    float v = strtof(s, &e);
+    if (errno || *e || e == s) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, opts *o, bool pp_mode)
+{
+    memset(o, 0, sizeof *o);
+    o->n_predict = pp_mode ? 128 : 64;
+    o->n_pp = 512;
+    o->threads = 1;
+    o->reps = 3;
+    o->top_p = 1.0f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEEDV() do { if (!v) { fprintf(stderr, "longctx-engine: %s needs a value\n", a); return -1; } i++; } while (0)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEEDV(); o->model = v; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            NEEDV();
+            if (pp_mode) { if (parse_int(v, 1, 1 << 20, &o->n_pp)) goto bad; }
+            else o->prompt = v;
+        }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { NEEDV(); if (parse_int(v, 0, 1 << 24, &o->n_predict)) goto bad; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEEDV(); if (parse_int(v, 1, 64, &o->threads)) goto bad; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { NEEDV(); if (parse_int(v, 1, 1 << 24, &o->n_ctx)) goto bad; }
+        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) { NEEDV(); if (parse_int(v, 1, 1000, &o->reps)) goto bad; }
+        else if (!strcmp(a, "--top-k")) { NEEDV(); if (parse_int(v, 0, 1 << 24, &o->top_k)) goto bad; }
+        else if (!strcmp(a, "--temp")) { NEEDV(); if (parse_float(v, &o->temp)) goto bad; }
+        else if (!strcmp(a, "--top-p")) { NEEDV(); if (parse_float(v, &o->top_p)) goto bad; }
+        else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) { NEEDV(); o->seed = strtoull(v, NULL, 10); }
+        else if (!strcmp(a, "--tokens")) { NEEDV(); o->tokens = v; }
+        else if (!strcmp(a, "--ids")) o->ids = true;
+        else if (!strcmp(a, "--special")) o->special = true;
+        else if (!strcmp(a, "--all")) o->all = true;
+        else if (!strcmp(a, "--no-bos")) o->no_bos = true;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
+        else if (a[0] == '-' && a[1]) { fprintf(stderr, "longctx-engine: unknown option %s\n", a); return -1; }
+        else if (o->npos < 4) o->pos[o->npos++] = a;
+        else { fprintf(stderr, "longctx-engine: unexpected argument %s\n", a); return -1; }
+        continue;
+    bad:
+        fprintf(stderr, "longctx-engine: bad value for %s: %s\n", a, v);
+        return -1;
+#undef NEEDV
+    }
+    return 0;
+}
+
+static int load_model(const opts *o, eng_model **m)
+{
+    if (!o->model) { fprintf(stderr, "longctx-engine: -m MODEL.gguf is required\n"); return -1; }
+    char err[512];
+    int rc = eng_model_load(o->model, m, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "longctx-engine: %s\n", err[0] ? err : lcx_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+static int load_tok(const eng_model *m, eng_tokenizer **t)
+{
+    char err[512];
+    int rc = eng_tokenizer_from_gguf(eng_model_gguf(m), t, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "longctx-engine: tokenizer: %s\n", err[0] ? err : lcx_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+/* Tokenizes text; *ids malloc'd. */
+static int tokenize_all(const eng_tokenizer *t, const char *text, bool add_special, bool special, int32_t **ids)
+{
+    size_t len = strlen(text);
+    if (len > MAX_PROMPT_BYTES) return LCX_ELIMIT;
+    int cap = (int)len + 8;
+    int32_t *buf = malloc((size_t)cap * sizeof *buf);
+    if (!buf) return LCX_ENOMEM;
+    int n = eng_tokenize(t, text, len, add_special, special, buf, cap);
+    if (n < 0) { free(buf); return n; }
+    *ids = buf;
+    return n;
+}
+
+static int ctx_for(const eng_model *m, const opts *o, int need, eng_ctx **c)
+{
+    eng_ctx_params p = eng_ctx_default_params();
+    p.n_threads = o->threads;
+    p.n_ctx = o->n_ctx ? o->n_ctx : LCX_MAX(LCX_MIN(eng_model_get_info(m)->n_ctx_train, 4096), need);
+    int rc = eng_ctx_init(m, &p, c);
+    if (rc) fprintf(stderr, "longctx-engine: cannot create context: %s\n", lcx_strerror(rc));
+    return rc;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o, false)) return 2;
+    if (!o.prompt) o.prompt = "";
+    eng_model *m = NULL;
+    eng_tokenizer *tk = NULL;
+    eng_ctx *c = NULL;
+    eng_sampler *s = NULL;
+    int32_t *ids = NULL;
+    int ret = 1;
+    if (load_model(&o, &m) || load_tok(m, &tk)) goto out;
+    int n = tokenize_all(tk, o.prompt, !o.no_bos, o.special, &ids);
+    if (n < 0) { fprintf(stderr, "longctx-engine: tokenize: %s\n", lcx_strerror(n)); goto out; }
+    if (n == 0) {
+        int32_t b = eng_token_bos(tk);
+        if (b < 0) { fprintf(stderr, "longctx-engine: empty prompt and the model has no BOS token\n"); goto out; }
+        ids[0] = b;
+        n = 1;
+    }
+    if (ctx_for(m, &o, n + o.n_predict, &c)) goto out;
+    if (n + o.n_predict > eng_kv_size(c)) {
+        fprintf(stderr, "longctx-engine: prompt (%d) + -n (%d) exceeds the context (%d); use -c\n", n, o.n_predict,
+                eng_kv_size(c));
+        goto out;
+    }
+    s = eng_sampler_init(&(eng_sampler_params){.temp = o.temp, .top_k = o.top_k, .top_p = o.top_p, .seed = o.seed});
+    if (!s) goto out;
+    int rc = eng_decode(c, ids, NULL, n, false);
+    if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); goto out; }
+    const int nv = eng_model_get_info(m)->n_vocab;
+    const int32_t bos = eng_token_bos(tk);
+    int32_t prev = ids[n - 1];
+    char piece[8192];
+    for (int i = 0; i < o.n_predict; i++) {
+        int32_t t = eng_sample(s, eng_logits(c, -1), nv);
+        if (t < 0) { fprintf(stderr, "longctx-engine: sampler: %s\n", lcx_strerror(t)); goto out; }
+        if (eng_token_is_eog(tk, t)) break;
+        if (o.ids) {
+            printf(i ? " %d" : "%d", t);
+        } else {
+            int pl = eng_token_to_piece(tk, t, piece, sizeof piece);
+            if (pl > (int)sizeof piece) pl = sizeof piece;
+            if (pl > 0) {
+                const char *pp = piece;
+                /* the dummy-prefix space of the first word after BOS is not text (llama2.c,
+                 * llama.cpp do the same) */
+                if (prev == bos && eng_tokenizer_adds_space_prefix(tk) && pp[0] == ' ') { pp++; pl--; }
+                fwrite(pp, 1, (size_t)pl, stdout);
+                fflush(stdout);
+            }
+        }
+        prev = t;
+        if (i + 1 == o.n_predict) break;
+        rc = eng_decode(c, &t, NULL, 1, false);
+        if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); goto out; }
+    }
+    if (o.ids) printf("\n");
+    fflush(stdout);
+    ret = 0;
+out:
+    free(ids);
+    eng_sampler_free(s);
+    eng_ctx_free(c);
+    eng_tokenizer_free(tk);
+    eng_model_free(m);
+    return ret;
+}
+
+static int parse_tokens(const char *s, int32_t **out)
+{
+    size_t cap = 16, n = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return -1;
+    const char *p = s;
+    while (*p) {
+        char *e;
+        errno = 0;
+        long x = strtol(p, &e, 10);
+        if (e == p || errno || x < 0 || x > INT32_MAX) { free(v); return -1; }
+        if (n == cap) {
+            if (cap > (1u << 24)) { free(v); return -1; }
+            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) { free(v); return -1; }
+            v = nv;
+        }
+        v[n++] = (int32_t)x;
+        p = e;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    if (!n) { free(v); return -1; }
+    *out = v;
+    return (int)n;
+}
+
+static void print_row(const float *l, int nv)
+{
+    lcx_buf b = {0};
+    lcx_buf_puts(&b, "[");
+    for (int i = 0; i < nv; i++) {
+        if (i) lcx_buf_puts(&b, ",");
+        lcx_buf_json_num(&b, l[i]);
+    }
+    lcx_buf_puts(&b, "]");
+    fwrite(b.data, 1, b.len, stdout);
+    lcx_buf_free(&b);
+}
+
+static int cmd_logits(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o, false)) return 2;
+    if (!o.tokens) { fprintf(stderr, "longctx-engine: --tokens 1,2,3 is required\n"); return 2; }
+    int32_t *ids = NULL;
+    int n = parse_tokens(o.tokens, &ids);
+    if (n <= 0) { fprintf(stderr, "longctx-engine: bad --tokens list\n"); return 2; }
+    eng_model *m = NULL;
+    eng_ctx *c = NULL;
+    int ret = 1;
+    if (load_model(&o, &m)) goto out;
+    const int nv = eng_model_get_info(m)->n_vocab;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= nv) { fprintf(stderr, "longctx-engine: token %d out of range (n_vocab %d)\n", ids[i], nv); goto out; }
+    if (ctx_for(m, &o, n, &c)) goto out;
+    int rc = eng_decode(c, ids, NULL, n, o.all);
+    if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); goto out; }
+    printf("{\"n_vocab\":%d,\"n_tokens\":%d,\"position\":%d,\"logits\":", nv, n, n - 1);
+    print_row(eng_logits(c, -1), nv);
+    if (o.all) {
+        printf(",\"logits_all\":[");
+        for (int i = 0; i < n; i++) {
+            if (i) printf(",");
+            print_row(eng_logits(c, i), nv);
+        }
+        printf("]");
+    }
+    printf("}\n");
+    ret = 0;
+out:
+    free(ids);
+    eng_ctx_free(c);
+    eng_model_free(m);
+    return ret;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o, true)) return 2;
+    eng_model *m = NULL;
+    eng_ctx *c = NULL;
+    int32_t *toks = NULL;
+    int ret = 1;
+    if (load_model(&o, &m)) goto out;
+    const eng_model_info *I = eng_model_get_info(m);
+    if (ctx_for(m, &o, o.n_pp + o.n_predict + 1, &c)) goto out;
+    if (o.n_pp + o.n_predict > eng_kv_size(c)) { fprintf(stderr, "longctx-engine: context too small\n"); goto out; }
+    int nt = LCX_MAX(o.n_pp, o.n_predict);
+    toks = malloc((size_t)nt * sizeof *toks);
+    if (!toks) goto out;
+    uint32_t x = 12345;
+    for (int i = 0; i < nt; i++) {
+        x = x * 1103515245u + 12345u;
+        toks[i] = (int32_t)((x >> 8) % (uint32_t)I->n_vocab);
+    }
+    double pp[1000], tg[1000];
+    /* warm-up: pages the weights in and settles the thread pool */
+    eng_decode(c, toks, NULL, LCX_MIN(o.n_pp, 16), false);
+    eng_kv_clear(c);
+    for (int r = 0; r < o.reps; r++) {
+        eng_kv_clear(c);
+        double t0 = lcx_now_ms();
+        int rc = eng_decode(c, toks, NULL, o.n_pp, false);
+        double t1 = lcx_now_ms();
+        if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); goto out; }
+        pp[r] = o.n_pp / ((t1 - t0) / 1000.0);
+        eng_kv_clear(c);
+        t0 = lcx_now_ms();
+        for (int i = 0; i < o.n_predict; i++) {
+            rc = eng_decode(c, &toks[i], NULL, 1, false);
+            if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); goto out; }
+        }
+        t1 = lcx_now_ms();
+        tg[r] = o.n_predict / ((t1 - t0) / 1000.0);
+        fprintf(stderr, "rep %d: pp%d %.2f tok/s, tg%d %.2f tok/s\n", r + 1, o.n_pp, pp[r], o.n_predict, tg[r]);
+    }
+    qsort(pp, o.reps, sizeof(double), cmp_dbl);
+    qsort(tg, o.reps, sizeof(double), cmp_dbl);
+    printf("model: %s (%s, %d layers, n_embd %d, vocab %d, %.1f MiB of weights)\n", o.model, I->arch_name,
+           I->n_layer, I->n_embd, I->n_vocab, I->weight_bytes / 1048576.0);
+    printf("threads: %d, reps: %d (median; min..max)\n", o.threads, o.reps);
+    printf("pp%d: %.2f tok/s (%.2f..%.2f)\n", o.n_pp, pp[o.reps / 2], pp[0], pp[o.reps - 1]);
+    printf("tg%d: %.2f tok/s (%.2f..%.2f)\n", o.n_predict, tg[o.reps / 2], tg[0], tg[o.reps - 1]);
+    ret = 0;
+out:
+    free(toks);
+    eng_ctx_free(c);
+    eng_model_free(m);
+    return ret;
+}
+
+static int cmd_tokenize(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o, false)) return 2;
+    if (!o.prompt) { fprintf(stderr, "longctx-engine: -p TEXT is required\n"); return 2; }
+    eng_gguf *g = NULL;
+    eng_tokenizer *tk = NULL;
+    int32_t *ids = NULL;
+    int ret = 1;
+    char err[512];
+    if (!o.model) { fprintf(stderr, "longctx-engine: -m MODEL.gguf is required\n"); return 2; }
+    /* only the metadata is needed: vocab-only GGUFs work too */
+    int rc = eng_gguf_open(o.model, &g, err, sizeof err);
+    if (rc) { fprintf(stderr, "longctx-engine: %s\n", err); goto out; }
+    rc = eng_tokenizer_from_gguf(g, &tk, err, sizeof err);
+    if (rc) { fprintf(stderr, "longctx-engine: tokenizer: %s\n", err); goto out; }
+    int n = tokenize_all(tk, o.prompt, !o.no_bos, o.special, &ids);
+    if (n < 0) { fprintf(stderr, "longctx-engine: tokenize: %s\n", lcx_strerror(n)); goto out; }
+    for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    ret = 0;
+out:
+    free(ids);
+    eng_tokenizer_free(tk);
+    eng_gguf_close(g);
+    return ret;
+}
+
+static int cmd_convert(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: longctx-engine convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf\n");
+        return 2;
+    }
+    char err[512];
+    int rc = eng_convert_llama2c(argv[1], argv[2], argv[3], err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "longctx-engine: %s\n", err[0] ? err : lcx_strerror(rc));
+        return 1;
+    }
+    fprintf(stderr, "wrote %s\n", argv[3]);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *c = argv[1];
+    if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
+    if (!strcmp(c, "--version")) { printf("longctx-engine %s\n", LCX_VERSION); return 0; }
+    if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "logits")) return cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "convert-llama2c")) return cmd_convert(argc - 1, argv + 1);
+    fprintf(stderr, "longctx-engine: unknown command '%s'\n", c);
+    usage(stderr);
+    return 2;
+}
