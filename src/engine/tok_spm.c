@@ -103,8 +103,12 @@ int eng_spm_encode(const eng_tokenizer *t, const char *text, size_t len, bool pr
     if (!s) goto out;
     int ns = 0;
     for (size_t off = 0; off < bl;) {
+        /* one symbol per character; a malformed sequence is split into single bytes so
+         * an escaped space is never swallowed into a byte-fallback run */
         size_t cl = (size_t)eng_utf8_len((unsigned char)buf[off]);
-        if (cl > bl - off) cl = bl - off;
+        if (cl > bl - off) cl = 1;
+        for (size_t k = 1; k < cl; k++)
+            if (((unsigned char)buf[off + k] & 0xC0) != 0x80) { cl = 1; break; }
         s[ns] = (sym){ns - 1, -1, (uint32_t)off, (uint32_t)cl};
         if (ns > 0) s[ns - 1].next = ns;
         ns++;
