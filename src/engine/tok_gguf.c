@@ -18,8 +18,12 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
 /* Optional u32 id key: absent -> ENG_TOKEN_DEFAULT; present but not an integer -> error. */
 static int get_id(const eng_gguf *g, const char *key, int32_t *out, char *err, size_t errlen) {
     uint32_t v;
+    int32_t sv;
     int rc = eng_gguf_get_u32(g, key, &v);
     if (rc == LCX_ENOTFOUND) { *out = ENG_TOKEN_DEFAULT; return 0; }
+    /* converters write "none" as 0xFFFFFFFF (u32) or -1 (i32) */
+    if (rc == 0 && v == UINT32_MAX) { *out = ENG_TOKEN_NONE; return 0; }
+    if (rc < 0 && eng_gguf_get_i32(g, key, &sv) == 0 && sv == -1) { *out = ENG_TOKEN_NONE; return 0; }
     if (rc < 0 || v > INT32_MAX) {
         set_err(err, errlen, "tokenizer: %s is not a valid token id", key);
         return LCX_ECORRUPT;

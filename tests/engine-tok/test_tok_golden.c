@@ -344,6 +344,66 @@ static void tok512_cases(bool raw) {
 static void test_tok512_escaped(void **st) { (void)st; tok512_cases(false); }
 static void test_tok512_raw(void **st) { (void)st; tok512_cases(true); }
 
+/* The tiny model GGUFs carry llama.cpp llama_tokenize() goldens (fixtures/gguf README):
+ * the tok512 SPM vocab as llama.cpp converted it, and a truncated GPT-2 vocab with the
+ * qwen2 pre-tokenizer and ChatML control tokens. */
+static void gguf_tokenize_goldens(const char *rel) {
+    char jrel[256];
+    snprintf(jrel, sizeof jrel, "%s.golden.json", rel);
+    char *data;
+    size_t len;
+    assert_int_equal(lcx_read_file(tu_fixture(jrel), 64 << 20, &data, &len), 0);
+    cJSON *j = cJSON_Parse(data);
+    free(data);
+    assert_non_null(j);
+    eng_tokenizer *t = load_gguf(rel, NULL);
+    cJSON *cases = cJSON_GetObjectItem(j, "tokenize"), *c;
+    assert_int_equal(cJSON_GetArraySize(cases), 8);
+    int fails = 0;
+    int32_t ids[512];
+    char text[1024];
+    cJSON_ArrayForEach(c, cases) {
+        const char *s = cJSON_GetObjectItem(c, "text")->valuestring;
+        bool as = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_special"));
+        bool ps = cJSON_IsTrue(cJSON_GetObjectItem(c, "parse_special"));
+        int n = eng_tokenize(t, s, strlen(s), as, ps, ids, 512);
+        cJSON *exp = cJSON_GetObjectItem(c, "tokens"), *e;
+        bool ok = n == cJSON_GetArraySize(exp);
+        int k = 0;
+        cJSON_ArrayForEach(e, exp) { if (ok && ids[k] != e->valueint) ok = false; k++; }
+        if (!ok) {
+            fprintf(stderr, "%s: tokenize '%s' (add_special %d, parse_special %d) differs\n", rel, s, as, ps);
+            print_ids("got", ids, n);
+            fails++;
+        }
+        /* plain text round-trips (control tokens print as nothing, so skip those) */
+        if (!ps) {
+            int l = eng_detokenize(t, ids, n, text, sizeof text);
+            if (l != (int)strlen(s) || strcmp(text, s) != 0) {
+                fprintf(stderr, "%s: detokenize gave '%s' for '%s'\n", rel, text, s);
+                fails++;
+            }
+        }
+    }
+    /* EOG set as llama.cpp reports it */
+    if (eng_tokenizer_kind(t) == ENG_TOK_BPE) {
+        assert_true(eng_token_is_eog(t, 509));
+        assert_true(eng_token_is_eog(t, 511));
+        assert_false(eng_token_is_eog(t, 510));
+    } else {
+        assert_true(eng_token_is_eog(t, 2));
+        assert_false(eng_token_is_eog(t, 1));
+        assert_int_equal(eng_token_sep(t), ENG_TOKEN_NONE);     /* 0xFFFFFFFF in the file */
+    }
+    eng_tokenizer_free(t);
+    cJSON_Delete(j);
+    assert_int_equal(fails, 0);
+}
+
+static void test_gguf_stories(void **st) { (void)st; gguf_tokenize_goldens("gguf/stories260K.gguf"); }
+static void test_gguf_tiny_llama(void **st) { (void)st; gguf_tokenize_goldens("gguf/tiny-llama-f32.gguf"); }
+static void test_gguf_tiny_qwen2(void **st) { (void)st; gguf_tokenize_goldens("gguf/tiny-qwen2-f32.gguf"); }
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tok512_escaped),
@@ -356,6 +416,9 @@ int main(void) {
         cmocka_unit_test(test_bert_decode),
         cmocka_unit_test(test_bert_vocab_txt),
         cmocka_unit_test(test_bert_tokenizer_json),
+        cmocka_unit_test(test_gguf_stories),
+        cmocka_unit_test(test_gguf_tiny_llama),
+        cmocka_unit_test(test_gguf_tiny_qwen2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
