@@ -1,0 +1,149 @@
+/* Integration: hibernation over HTTP — the idle janitor, LRU hibernation beyond
+ * --max-sessions-in-ram, hibernate/resume across a restart, and resume refused when the
+ * server's embedder fingerprint differs (--embed-dim). */
+#include "svc_harness.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static bool in_ram(sh_server *s, const char *sid)
+{
+    char p[256];
+    snprintf(p, sizeof p, "/sessions/%s/hibernation-status", sid);
+    cJSON *j;
+    assert_int_equal(sh_get(s, p, &j), 200);
+    bool r = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "in_ram"));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "on_disk")) || r);
+    cJSON_Delete(j);
+    return r;
+}
+
+static void write_one(sh_server *s, const char *sid, const char *text)
+{
+    char body[1024];
+    snprintf(body, sizeof body, "{\"session_id\":\"%s\",\"chunks\":[{\"text\":\"%s\",\"token_range\":[0,9],\"layer\":1,\"score\":0.5}]}",
+             sid, text);
+    assert_int_equal(sh_post(s, "/evict/write", body, NULL), 200);
+}
+
+static char *top_text(sh_server *s, const char *sid, const char *q, long *status)
+{
+    char body[1024];
+    snprintf(body, sizeof body, "{\"session_id\":\"%s\",\"query\":\"%s\",\"top_k\":1}", sid, q);
+    cJSON *j;
+    *status = sh_post(s, "/evict/retrieve", body, &j);
+    char *r = NULL;
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "chunks"), 0);
+    if (c0) r = strdup(cJSON_GetObjectItemCaseSensitive(c0, "text")->valuestring);
+    cJSON_Delete(j);
+    return r;
+}
+
+static void test_janitor_hibernates_idle(void **st)
+{
+    sh_server s;
+    const char *extra[] = {"--idle-hibernate-s", "0.3", "--janitor-interval-s", "0.1", NULL};
+    sh_start(&s, NULL, extra, NULL);
+    write_one(&s, "idle", "the lighthouse keeper logs tide tables every morning");
+    bool hibernated = false;
+    for (int i = 0; i < 200 && !hibernated; i++) {   /* up to 10 s: the janitor must act */
+        usleep(50000);
+        hibernated = !in_ram(&s, "idle");
+    }
+    assert_true(hibernated);
+    long stt;
+    char *t = top_text(&s, "idle", "lighthouse tide tables", &stt);   /* resumed on demand */
+    assert_int_equal(stt, 200);
+    assert_non_null(t);
+    assert_string_equal(t, "the lighthouse keeper logs tide tables every morning");
+    free(t);
+    int w = sh_stop(&s, SIGINT);                       /* SIGINT: clean shutdown too */
+    assert_true(WIFEXITED(w) && WEXITSTATUS(w) == 0);
+    sh_cleanup(&s);
+}
+
+static void test_lru_beyond_max_in_ram(void **st)
+{
+    sh_server s;
+    const char *extra[] = {"--max-sessions-in-ram", "2", NULL};
+    sh_start(&s, NULL, extra, NULL);
+    write_one(&s, "s1", "first session text about glaciers");
+    write_one(&s, "s2", "second session text about volcanoes");
+    write_one(&s, "s3", "third session text about deserts");
+    cJSON *j;
+    assert_int_equal(sh_get(&s, "/longctx/status", &j), 200);
+    int active = cJSON_GetObjectItemCaseSensitive(j, "sessions_active")->valueint;
+    cJSON_Delete(j);
+    assert_true(active <= 2);
+    assert_false(in_ram(&s, "s1"));   /* least recently used */
+    long stt;
+    char *t = top_text(&s, "s1", "glaciers", &stt);
+    assert_int_equal(stt, 200);
+    assert_string_equal(t, "first session text about glaciers");
+    free(t);
+    sh_stop(&s, SIGTERM);
+    sh_cleanup(&s);
+}
+
+static void test_hibernate_restart_and_fingerprint(void **st)
+{
+    sh_server s;
+    sh_start(&s, NULL, NULL, NULL);
+    char *dir = strdup(s.data_dir);
+    write_one(&s, "fp", "the orchard harvest yielded eleven crates of quince");
+    cJSON *j;
+    assert_int_equal(sh_post(&s, "/sessions/fp/hibernate", NULL, &j), 200);
+    char fp[256];
+    snprintf(fp, sizeof fp, "%s", cJSON_GetObjectItemCaseSensitive(j, "embedder_fingerprint")->valuestring);
+    cJSON_Delete(j);
+    sh_stop(&s, SIGTERM);
+    free(s.data_dir);
+    s.data_dir = NULL;
+
+    /* another embedder (dimension) → resume refused, data untouched */
+    const char *other[] = {"--embed-dim", "64", NULL};
+    sh_start(&s, dir, other, NULL);
+    assert_int_equal(sh_post(&s, "/sessions/fp/resume", NULL, &j), 409);
+    sh_assert_error(j, "embedder_mismatch");
+    cJSON_Delete(j);
+    long stt;
+    char *t = top_text(&s, "fp", "quince", &stt);
+    assert_int_equal(stt, 409);                       /* never searched with the wrong embedder */
+    free(t);
+    sh_stop(&s, SIGTERM);
+    free(s.data_dir);
+    s.data_dir = NULL;
+
+    /* the original embedder: resume works, same fingerprint, same data */
+    sh_start(&s, dir, NULL, NULL);
+    assert_int_equal(sh_post(&s, "/sessions/fp/resume", NULL, &j), 200);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "in_ram")));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "embedder_fingerprint")->valuestring, fp);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks_in_ram")->valueint, 1);
+    cJSON_Delete(j);
+    t = top_text(&s, "fp", "quince", &stt);
+    assert_int_equal(stt, 200);
+    assert_string_equal(t, "the orchard harvest yielded eleven crates of quince");
+    free(t);
+    sh_stop(&s, SIGTERM);
+    free(dir);
+    sh_cleanup(&s);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_ALL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_janitor_hibernates_idle),
+        cmocka_unit_test(test_lru_beyond_max_in_ram),
+        cmocka_unit_test(test_hibernate_restart_and_fingerprint),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
