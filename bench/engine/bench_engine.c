@@ -1,0 +1,213 @@
+/* Engine benchmark: prompt processing (pp) and generation (tg) tok/s on a random-weight
+ * GGUF with the exact shape of Qwen2.5-0.5B-Instruct (qwen2, 24 layers, n_embd 896,
+ * 14 heads / 2 KV heads, head_dim 64, n_ff 4864, vocab 151936, tied output, QKV biases).
+ *
+ *   bench_engine [--dir DIR] [--types q8_0,q4_k_m] [--threads 1,2] [--pp 512] [--tg 128] [--reps 3]
+ *
+ * Files are written once to DIR (default /tmp/longctx-bench) and reused; they are never
+ * committed. "q4_k_m" follows llama.cpp's Q4_K_M choices for this shape: rows of 896 are not
+ * a multiple of 256, so K-quants fall back (Q4_K -> Q5_0, Q6_K -> Q8_0): token_embd (= tied
+ * output) Q8_0; attn_q/k/output, ffn_gate/up Q5_0; attn_v Q8_0 on the "more bits" layers
+ * (0-2, 5, 8, 11, 14, 17, 20-23) else Q5_0; ffn_down (rows of 4864 = 19*256) Q6_K on those
+ * layers else Q4_K. pp: one eng_decode of N tokens from an empty cache (ubatch 512);
+ * tg: N single-token decodes from an empty cache — llama-bench's definitions.
+ * Prints every repetition and the median per (file, threads). */
+#include "longctx/engine.h"
+#include "engine/gguf.h"
+#include "engine/quant.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { N_LAYER = 24, N_EMBD = 896, N_HEAD = 14, N_KV = 2, HD = 64, N_FF = 4864, N_VOCAB = 151936 };
+
+typedef struct { int64_t n_in, n_out; int type; uint64_t seed; float std; } tspec;
+typedef struct { tspec *t; int n; } genctx;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+/* approximately normal: sum of 4 uniforms, centred and scaled (fast; shape is irrelevant here) */
+static void fill_normal(float *x, int64_t n, uint64_t *s, float std)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = rng_next(s);
+        float u = (float)(r & 0xffff) + (float)((r >> 16) & 0xffff) + (float)((r >> 32) & 0xffff) + (float)(r >> 48);
+        x[i] = (u / 65536.0f - 2.0f) * 1.7320508f * std;
+    }
+}
+
+static int fill(void *ctx, int64_t ti, void *dst, size_t nbytes)
+{
+    genctx *g = ctx;
+    const tspec *t = &g->t[ti];
+    float *row = malloc(t->n_in * sizeof(float));
+    if (!row) return LCX_ENOMEM;
+    uint64_t s = t->seed * 0x9E3779B97F4A7C15ull + 1;
+    size_t rb = eng_row_bytes((eng_type)t->type, t->n_in);
+    for (int64_t r = 0; r < t->n_out; r++) {
+        if (t->std == 0) for (int64_t i = 0; i < t->n_in; i++) row[i] = 1.0f;
+        else fill_normal(row, t->n_in, &s, t->std);
+        eng_quantize_row((eng_type)t->type, row, (uint8_t *)dst + r * rb, t->n_in);
+    }
+    free(row);
+    (void)nbytes;
+    return 0;
+}
+
+static bool more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static int write_model(const char *path, bool q4km)
+{
+    eng_gguf_writer *w = eng_gguf_writer_new(32);
+    if (!w) return LCX_ENOMEM;
+    tspec *ts = calloc(16 * N_LAYER + 8, sizeof *ts);
+    int nt = 0;
+    eng_gguf_w_str(w, "general.architecture", "qwen2");
+    eng_gguf_w_str(w, "general.name", q4km ? "qwen2.5-0.5b-shape-random-q4_k_m" : "qwen2.5-0.5b-shape-random-q8_0");
+    eng_gguf_w_u32(w, "general.file_type", q4km ? 15 : 7);
+    eng_gguf_w_u32(w, "qwen2.context_length", 32768);
+    eng_gguf_w_u32(w, "qwen2.embedding_length", N_EMBD);
+    eng_gguf_w_u32(w, "qwen2.block_count", N_LAYER);
+    eng_gguf_w_u32(w, "qwen2.feed_forward_length", N_FF);
+    eng_gguf_w_u32(w, "qwen2.attention.head_count", N_HEAD);
+    eng_gguf_w_u32(w, "qwen2.attention.head_count_kv", N_KV);
+    eng_gguf_w_f32(w, "qwen2.rope.freq_base", 1000000.0f);
+    eng_gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
+#define ADD(name, nin, nout, ty, sd)                                                                    \
+    do {                                                                                                \
+        ts[nt] = (tspec){nin, nout, ty, (uint64_t)nt + 1, sd};                                          \
+        if ((nout) == 1) eng_gguf_w_tensor(w, name, ty, 1, (int64_t[]){nin}, NULL);                     \
+        else eng_gguf_w_tensor(w, name, ty, 2, (int64_t[]){nin, nout}, NULL);                           \
+        nt++;                                                                                           \
+    } while (0)
+    const int Q8 = ENG_T_Q8_0;
+    ADD("token_embd.weight", N_EMBD, N_VOCAB, Q8, 0.02f);
+    ADD("output_norm.weight", N_EMBD, 1, ENG_T_F32, 0);
+    for (int il = 0; il < N_LAYER; il++) {
+        char nm[64];
+        bool mb = more_bits(il, N_LAYER);
+        int base = q4km ? ENG_T_Q5_0 : Q8;
+        int tv = q4km ? (mb ? Q8 : ENG_T_Q5_0) : Q8;
+        int td = q4km ? (mb ? ENG_T_Q6_K : ENG_T_Q4_K) : Q8;
+#define N(s) (snprintf(nm, sizeof nm, "blk.%d." s, il), nm)
+        ADD(N("attn_norm.weight"), N_EMBD, 1, ENG_T_F32, 0);
+        ADD(N("attn_q.weight"), N_EMBD, N_HEAD * HD, base, 0.03f);
+        ADD(N("attn_k.weight"), N_EMBD, N_KV * HD, base, 0.03f);
+        ADD(N("attn_v.weight"), N_EMBD, N_KV * HD, tv, 0.03f);
+        ADD(N("attn_q.bias"), N_HEAD * HD, 1, ENG_T_F32, 0.1f);
+        ADD(N("attn_k.bias"), N_KV * HD, 1, ENG_T_F32, 0.1f);
+        ADD(N("attn_v.bias"), N_KV * HD, 1, ENG_T_F32, 0.1f);
+        ADD(N("attn_output.weight"), N_HEAD * HD, N_EMBD, base, 0.03f);
+        ADD(N("ffn_norm.weight"), N_EMBD, 1, ENG_T_F32, 0);
+        ADD(N("ffn_gate.weight"), N_EMBD, N_FF, base, 0.03f);
+        ADD(N("ffn_up.weight"), N_EMBD, N_FF, base, 0.03f);
+        ADD(N("ffn_down.weight"), N_FF, N_EMBD, td, 0.015f);
+#undef N
+    }
+#undef ADD
+    genctx g = {ts, nt};
+    int rc = eng_gguf_writer_write(w, path, fill, &g);
+    eng_gguf_writer_free(w);
+    free(ts);
+    return rc;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        out[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = "/tmp/longctx-bench", *types = "q8_0,q4_k_m";
+    int threads[8] = {1, 2}, nthr = 2, pp = 512, tg = 128, reps = 3;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--types")) types = argv[i + 1];
+        else if (!strcmp(argv[i], "--threads")) nthr = parse_list(argv[i + 1], threads, 8);
+        else if (!strcmp(argv[i], "--pp")) pp = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--tg")) tg = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+    }
+    if (reps < 1 || reps > 50 || pp < 1 || tg < 1) return 2;
+    lcx_mkdirs(dir);
+    const lcx_cpu_features *f = lcx_cpu();
+    printf("# longctx-engine bench: Qwen2.5-0.5B-shaped random weights; cpu: avx2=%d fma=%d f16c=%d avx512f=%d avx512vnni=%d; kernels: %s\n",
+           f->avx2, f->fma, f->f16c, f->avx512f, f->avx512vnni, eng_isa_name(eng_isa_best()));
+    printf("| file | threads | pp%d tok/s (median) | tg%d tok/s (median) | runs pp | runs tg |\n|---|---|---|---|---|---|\n", pp, tg);
+    char tl[64];
+    snprintf(tl, sizeof tl, "%s", types);
+    for (char *ty = strtok(tl, ","); ty; ty = strtok(NULL, ",")) {
+        bool q4km = !strcmp(ty, "q4_k_m");
+        if (!q4km && strcmp(ty, "q8_0")) { fprintf(stderr, "unknown type %s\n", ty); return 2; }
+        char path[512];
+        snprintf(path, sizeof path, "%s/qwen2.5-0.5b-shape-%s.gguf", dir, ty);
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            fprintf(stderr, "writing %s ...\n", path);
+            int rc = write_model(path, q4km);
+            if (rc) { fprintf(stderr, "write failed: %s\n", lcx_strerror(rc)); return 1; }
+        }
+        eng_model *m;
+        char err[256];
+        if (eng_model_load(path, &m, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+        int32_t *toks = malloc(sizeof(int32_t) * (pp > tg ? pp : tg));
+        uint32_t x = 7;
+        for (int i = 0; i < (pp > tg ? pp : tg); i++) { x = x * 1103515245u + 12345u; toks[i] = (int32_t)((x >> 8) % N_VOCAB); }
+        for (int ti = 0; ti < nthr; ti++) {
+            eng_ctx_params cp = eng_ctx_default_params();
+            cp.n_threads = threads[ti];
+            cp.n_ctx = pp + tg + 16;
+            eng_ctx *c;
+            if (eng_ctx_init(m, &cp, &c)) { fprintf(stderr, "ctx init failed\n"); return 1; }
+            double rpp[50], rtg[50];
+            eng_decode(c, toks, NULL, 8, false);   /* warm-up: page in, start threads */
+            for (int r = 0; r < reps; r++) {
+                eng_kv_clear(c);
+                double t0 = lcx_now_ms();
+                eng_decode(c, toks, NULL, pp, false);
+                rpp[r] = pp * 1000.0 / (lcx_now_ms() - t0);
+                eng_kv_clear(c);
+                t0 = lcx_now_ms();
+                for (int i = 0; i < tg; i++) eng_decode(c, &toks[i], NULL, 1, false);
+                rtg[r] = tg * 1000.0 / (lcx_now_ms() - t0);
+            }
+            char spp[512] = "", stg[512] = "";
+            for (int r = 0; r < reps; r++) {
+                snprintf(spp + strlen(spp), sizeof spp - strlen(spp), "%s%.1f", r ? " " : "", rpp[r]);
+                snprintf(stg + strlen(stg), sizeof stg - strlen(stg), "%s%.1f", r ? " " : "", rtg[r]);
+            }
+            qsort(rpp, reps, sizeof(double), cmp_d);
+            qsort(rtg, reps, sizeof(double), cmp_d);
+            printf("| %s | %d | %.1f | %.1f | %s | %s |\n", ty, threads[ti], rpp[reps / 2], rtg[reps / 2], spp, stg);
+            fflush(stdout);
+            eng_ctx_free(c);
+        }
+        free(toks);
+        eng_model_free(m);
+    }
+    return 0;
+}
