@@ -210,7 +210,10 @@ static int split_re(const pcre2_code *re, pcre2_match_data *md, const char *text
         size_t sl = in->v[c].len, pos = 0, last = 0;
         while (pos < sl) {
             int m = pcre2_match(re, (PCRE2_SPTR)sub, sl, pos, 0, md, NULL);
-            if (m < 0) break;           /* no match (or a matching error): rest is a gap */
+            if (m < 0 && m != PCRE2_ERROR_NOMATCH)   /* e.g. JIT stack exhausted: interpreter */
+                m = pcre2_match(re, (PCRE2_SPTR)sub, sl, pos, PCRE2_NO_JIT, md, NULL);
+            if (m == PCRE2_ERROR_NOMATCH) break;       /* rest of the chunk is a gap */
+            if (m < 0) return LCX_ELIMIT;              /* match/heap limit: refuse, never guess */
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
             size_t s0 = ov[0], s1 = ov[1];
             if (s1 <= s0) {             /* empty match: step one character */

@@ -108,6 +108,28 @@ static void test_regex_llama3(void **st) {
     SPLIT(t, "  x", " ", " x");
     SPLIT(t, "(hello)", "(hello", ")");
     assert_true(eng_tokenizer_add_bos(t));                   /* llama3 adds BOS by default */
+    /* long runs: 100 KB of spaces before a letter split like short ones (no regex limits) */
+    {
+        size_t n = 100000;
+        char *big = malloc(n + 2);
+        memset(big, ' ', n);
+        big[n] = 'x';
+        big[n + 1] = 0;
+        size_t *sp, ns;
+        assert_int_equal(eng_bpe_split(t, big, n + 1, &sp, &ns), 0);
+        assert_int_equal(ns, 2);
+        assert_int_equal(sp[1], n - 1);
+        assert_int_equal(sp[3], 2);
+        free(sp);
+        big[n] = '\n';
+        memset(big + n / 2, '\n', 1);
+        assert_int_equal(eng_bpe_split(t, big, n + 1, &sp, &ns), 0);
+        /* \s*[\r\n]+ runs to the last newline: one chunk */
+        assert_int_equal(ns, 1);
+        assert_int_equal(sp[1], n + 1);
+        free(sp);
+        free(big);
+    }
     eng_tokenizer_free(t);
 }
 
@@ -157,6 +179,7 @@ static void test_bpe_bytes_roundtrip(void **st) {
     (void)st;
     eng_tokenizer *t = load_gguf("tokenizers/ggml-vocab-gpt-2.gguf");
     eng_tokenizer *p = load_gguf("tokenizers/ggml-vocab-phi-3.gguf");
+    eng_tokenizer *bert = load_gguf("tokenizers/ggml-vocab-bert-bge.gguf");
     uint64_t x = 0x9E3779B97F4A7C15ull;
     char in[300], out[600];
     int32_t ids[1024];
@@ -174,6 +197,9 @@ static void test_bpe_bytes_roundtrip(void **st) {
         assert_memory_equal(in, out, n);
         /* SPM with byte fallback round-trips too (the dummy space is dropped again); NULs
          * and control-token text aside */
+        int32_t junk[1024];
+        assert_true(eng_tokenize(bert, in, n, true, true, junk, 1024) >= 2);
+        assert_true(eng_tokenize(t, in, n, true, true, junk, 1024) > 0);
         bool has_nul = memchr(in, 0, n) != NULL;
         if (has_nul) continue;
         k = eng_tokenize(p, in, n, false, false, ids, 1024);
@@ -184,6 +210,7 @@ static void test_bpe_bytes_roundtrip(void **st) {
     }
     eng_tokenizer_free(t);
     eng_tokenizer_free(p);
+    eng_tokenizer_free(bert);
 }
 
 static void test_specials_phi3(void **st) {
