@@ -131,12 +131,16 @@ int triatt_calib_load(triatt_calib *c, const char *path);
 /* Key accessor. get() returns a pointer to n rows of post-RoPE keys of (layer, kv_head) for
  * cells [cell0, cell0+n), row r at ptr + r·(*row_stride) floats, each row head_dim floats.
  * It may convert into scratch (n·head_dim floats, provided by the scorer) and return it.
+ * An engine with an F16 cache sets get16 instead of get: the same contract with IEEE half
+ * elements (row_stride in elements), read directly by the kernels (no conversion copy).
  * NULL = failure (the round is aborted with LCX_EIO). Called from scorer worker threads,
  * concurrently for different (layer, kv) blocks: it must be thread-safe for reads. */
 typedef struct {
     const float *(*get)(void *ud, int layer, int kv_head, int cell0, int n, float *scratch,
                         size_t *row_stride);
     void *ud;
+    const uint16_t *(*get16)(void *ud, int layer, int kv_head, int cell0, int n, float *scratch,
+                             size_t *row_stride);
 } triatt_keys;
 /* Convenience accessor over one dense array keys (n_layers, n_kv_heads, n_cells_cap,
  * head_dim): fill *k, keep `d` alive while k is used. */

@@ -4,6 +4,7 @@
 
 #include "longctx/triatt.h"
 #include "util/util.h"
+#include <string.h>
 
 /* Block kernel: the collapsed score of n keys against one centre, written to out[n]
  * (out = or += per `accumulate`). Per round the centre and trig sums are folded into
@@ -17,15 +18,34 @@ typedef struct {
     int n_rot, fc;
     triatt_pairing pairing;
     bool use_trig, use_extra;
+    bool f16;            /* keys are IEEE half (uint16_t) instead of float */
     float eps;
 } triatt_kparams;
 
-/* hot: keys (n, row_stride) → out (n). */
-void triatt__kernel_scalar(const triatt_kparams *p, const float *keys, size_t row_stride, int n,
+/* IEEE half → float, portable (the scalar reference does not rely on F16C). */
+static inline float triatt__h2f(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (!man) bits = sign;
+        else {   /* subnormal: renormalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) { man <<= 1; exp--; }
+            bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
+    else bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* hot: keys (n, row_stride elements; float or half per p->f16) → out (n). */
+void triatt__kernel_scalar(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                            float *out, bool accumulate);
-void triatt__kernel_avx2(const triatt_kparams *p, const float *keys, size_t row_stride, int n,
+void triatt__kernel_avx2(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                          float *out, bool accumulate);
-void triatt__kernel_avx512(const triatt_kparams *p, const float *keys, size_t row_stride, int n,
+void triatt__kernel_avx512(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                            float *out, bool accumulate);
 /* Fast-path round: out[c] = e[c] + Σ_f a[c][f]·cs[f] − b[c][f]·sn[f] = e + feat·v with
  * v = [cs | −sn] (2·fc); feat (n, stride) rows [a_0..a_fc-1, b_0..b_fc-1, e]. */
@@ -33,9 +53,12 @@ void triatt__fast_kernel_scalar(const float *feat, size_t stride, int fc, const 
 void triatt__fast_kernel_avx2(const float *feat, size_t stride, int fc, const float *v, int n, float *out);
 void triatt__fast_kernel_avx512(const float *feat, size_t stride, int fc, const float *v, int n, float *out);
 
+void triatt__fast_accum(const float *cr, const float *ci, const void *keys, size_t stride, int n, bool f16,
+                        triatt_pairing pairing, int fc, float *feat, size_t fstride);
+
 /* Kernel choice: 0 scalar, 1 AVX2, 2 AVX-512 (if the CPU has it); TRIATT_KERNEL env is
  * *not* read here (no globals) — the scorer picks the best unless told otherwise. */
-typedef void (*triatt_kernel_fn)(const triatt_kparams *, const float *, size_t, int, float *, bool);
+typedef void (*triatt_kernel_fn)(const triatt_kparams *, const void *, size_t, int, float *, bool);
 triatt_kernel_fn triatt__pick_kernel(int which);
 void triatt__scorer_force_kernel(triatt_scorer *s, int which);   /* tests */
 

@@ -3,39 +3,62 @@
 #include "triatt/internal.h"
 #include <immintrin.h>
 
-void triatt__kernel_avx512(const triatt_kparams *p, const float *keys, size_t row_stride, int n,
-                           float *out, bool accumulate)
+static inline __m512 ld16(const void *base, size_t idx, bool f16)
 {
-    if (p->n_rot % 32) { triatt__kernel_avx2(p, keys, row_stride, n, out, accumulate); return; }
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)base + idx)));
+    return _mm512_loadu_ps((const float *)base + idx);
+}
+
+static inline __m512 sqrt_nr16(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(1e-30f));
+    __m512 y = _mm512_rsqrt14_ps(x);
+    __m512 hx = _mm512_mul_ps(x, _mm512_set1_ps(0.5f));
+    y = _mm512_mul_ps(y, _mm512_fnmadd_ps(_mm512_mul_ps(hx, y), y, _mm512_set1_ps(1.5f)));
+    return _mm512_mul_ps(x, y);
+}
+
+static inline __attribute__((always_inline)) void kernel_t(const triatt_kparams *p, const void *keys,
+                                                           size_t stride, int n, float *out,
+                                                           bool accumulate, const bool f16)
+{
     const int n_rot = p->n_rot, fc = p->fc;
     const __m512 veps = _mm512_set1_ps(p->eps);
     for (int c = 0; c < n; c++) {          /* hot: one key row per iteration */
-        const float *k = keys + (size_t)c * row_stride;
+        const size_t o = (size_t)c * stride;
         __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
         if (p->use_trig)
             for (int d = 0; d < n_rot; d += 32) {
-                acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + d), _mm512_loadu_ps(p->w + d), acc0);
-                acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + d + 16), _mm512_loadu_ps(p->w + d + 16), acc1);
+                acc0 = _mm512_fmadd_ps(ld16(keys, o + d, f16), _mm512_loadu_ps(p->w + d), acc0);
+                acc1 = _mm512_fmadd_ps(ld16(keys, o + d + 16, f16), _mm512_loadu_ps(p->w + d + 16), acc1);
             }
         if (p->use_extra) {
             if (p->pairing == TRIATT_PAIR_HALF) {
                 for (int f = 0; f < fc; f += 16) {
-                    __m512 kr = _mm512_loadu_ps(k + f), ki = _mm512_loadu_ps(k + fc + f);
+                    __m512 kr = ld16(keys, o + f, f16), ki = ld16(keys, o + fc + f, f16);
                     __m512 s = _mm512_fmadd_ps(kr, kr, _mm512_fmadd_ps(ki, ki, veps));
-                    acc0 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m + f), acc0);
+                    acc0 = _mm512_fmadd_ps(sqrt_nr16(s), _mm512_loadu_ps(p->m + f), acc0);
                 }
             } else {
                 for (int d = 0; d < n_rot; d += 16) {
-                    __m512 x = _mm512_loadu_ps(k + d);
+                    __m512 x = ld16(keys, o + d, f16);
                     __m512 sq = _mm512_mul_ps(x, x);
                     __m512 s = _mm512_add_ps(_mm512_add_ps(sq, _mm512_permute_ps(sq, 0xB1)), veps);
-                    acc1 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m_il + d), acc1);
+                    acc1 = _mm512_fmadd_ps(sqrt_nr16(s), _mm512_loadu_ps(p->m_il + d), acc1);
                 }
             }
         }
         float v = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
         out[c] = accumulate ? out[c] + v : v;
     }
+}
+
+void triatt__kernel_avx512(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
+                           float *out, bool accumulate)
+{
+    if (p->n_rot % 32) { triatt__kernel_avx2(p, keys, row_stride, n, out, accumulate); return; }
+    if (p->f16) kernel_t(p, keys, row_stride, n, out, accumulate, true);
+    else kernel_t(p, keys, row_stride, n, out, accumulate, false);
 }
 
 void triatt__fast_kernel_avx512(const float *feat, size_t stride, int fc, const float *v, int n, float *out)

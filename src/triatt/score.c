@@ -212,14 +212,22 @@ static void fold(const triatt_scorer *s, worker *w, const float *cr, const float
     kp->eps = (float)s->o.eps;
 }
 
+/* Fetches n key rows of (l, g) from the accessor (float or half). */
+static const void *fetch(const triatt_keys *keys, int l, int g, int c0, int n, float *scratch, size_t *stride)
+{
+    if (keys->get16) return keys->get16(keys->ud, l, g, c0, n, scratch, stride);
+    return keys->get(keys->ud, l, g, c0, n, scratch, stride);
+}
+
 /* Runs the kernel of one centre over every cell of (layer, kv) into dst (= or +=). */
-static int run_block(triatt_scorer *s, worker *w, int l, int g, const triatt_kparams *kp,
+static int run_block(triatt_scorer *s, worker *w, int l, int g, triatt_kparams *kp,
                      float *dst, bool accumulate)
 {
+    kp->f16 = s->keys->get16 != NULL;
     for (int c0 = 0; c0 < s->n_cells; c0 += CHUNK) {
         int n = LCX_MIN(CHUNK, s->n_cells - c0);
         size_t stride = s->hd;
-        const float *k = s->keys->get(s->keys->ud, l, g, c0, n, w->scratch, &stride);
+        const void *k = fetch(s->keys, l, g, c0, n, w->scratch, &stride);
         if (!k) return LCX_EIO;
         s->kernel(kp, k, stride, n, dst + c0, accumulate);
     }
@@ -310,7 +318,7 @@ static void collect_blocks(triatt_scorer *s, int skip)
 int triatt_score(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
                  const int32_t *positions, int n_cells, double P, int32_t win_thr, float *scores)
 {
-    if (!s || !cal || !keys || !keys->get || !positions || !scores || n_cells < 0) return LCX_EINVAL;
+    if (!s || !cal || !keys || (!keys->get && !keys->get16) || !positions || !scores || n_cells < 0) return LCX_EINVAL;
     if (!triatt_calib_ready(cal)) return LCX_ESTATE;
     if (n_cells == 0) return LCX_OK;
     bool ref = s->o.aggregation == TRIATT_AGG_REFERENCE;
@@ -354,7 +362,7 @@ int triatt_fast_reserve(triatt_scorer *s, int n_slots)
 int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
                           int cell0, int n)
 {
-    if (!s || !cal || !keys || !keys->get || cell0 < 0 || n < 0) return LCX_EINVAL;
+    if (!s || !cal || !keys || (!keys->get && !keys->get16) || cell0 < 0 || n < 0) return LCX_EINVAL;
     if (s->o.aggregation != TRIATT_AGG_BLOCKMEAN) return LCX_ENOTSUP;
     if ((int64_t)cell0 + n > s->n_slots) return LCX_ELIMIT;
     if (!triatt_calib_ready(cal)) return LCX_ESTATE;
@@ -370,31 +378,28 @@ int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triat
         const float *cr, *ci, *cabs;
         int rc = triatt_calib_block(cal, l, g, &cr, &ci, &cabs);
         if (rc < 0) return rc;
+        triatt_kparams kp = {.m = w->m, .m_il = w->m_il, .n_rot = s->n_rot, .fc = fc, .pairing = s->pairing,
+                             .use_trig = false, .use_extra = use_extra, .f16 = keys->get16 != NULL,
+                             .eps = (float)s->o.eps};
         for (int f = 0; f < fc; f++) {
-            w->m[f] = s->o.terms == TRIATT_TERMS_NO_MLR
-                          ? cabs[f]
-                          : (float)(cabs[f] - sqrt((double)cr[f] * cr[f] + (double)ci[f] * ci[f] + s->o.eps));
+            double m = s->o.terms == TRIATT_TERMS_NO_MLR
+                           ? cabs[f]
+                           : cabs[f] - sqrt((double)cr[f] * cr[f] + (double)ci[f] * ci[f] + s->o.eps);
+            w->m[f] = (float)m;
+            w->m_il[2 * f] = w->m_il[2 * f + 1] = (float)(m * 0.5);
         }
         for (int c0 = cell0; c0 < cell0 + n; c0 += CHUNK) {
             int k = LCX_MIN(CHUNK, cell0 + n - c0);
             size_t stride = s->hd;
-            const float *kr0 = keys->get(keys->ud, l, g, c0, k, w->scratch, &stride);
+            const void *kr0 = fetch(keys, l, g, c0, k, w->scratch, &stride);
             if (!kr0) return LCX_EIO;
-            for (int r = 0; r < k; r++) {
-                const float *K = kr0 + (size_t)r * stride;
-                float *row = s->feat + (size_t)(c0 + r) * s->fstride;
-                float e = 0;
-                for (int f = 0; f < fc; f++) {
-                    float kr, ki;
-                    if (s->pairing == TRIATT_PAIR_HALF) { kr = K[f]; ki = K[f + fc]; }
-                    else { kr = K[2 * f]; ki = K[2 * f + 1]; }
-                    if (use_trig) {
-                        row[f] += cr[f] * kr + ci[f] * ki;
-                        row[fc + f] += ci[f] * kr - cr[f] * ki;
-                    }
-                    if (use_extra) e += w->m[f] * sqrtf(kr * kr + ki * ki + (float)s->o.eps);
-                }
-                row[2 * fc] += e;
+            float *rows = s->feat + (size_t)c0 * s->fstride;
+            if (use_trig) triatt__fast_accum(cr, ci, kr0, stride, k, kp.f16, s->pairing, fc, rows, s->fstride);
+            if (use_extra) {
+                /* e via the scoring kernel (trig off), then added into the rows' last slot */
+                float ebuf[CHUNK];
+                s->kernel(&kp, kr0, stride, k, ebuf, false);
+                for (int r = 0; r < k; r++) rows[(size_t)r * s->fstride + 2 * fc] += ebuf[r];
             }
         }
     }
@@ -450,5 +455,6 @@ static const float *dense_get(void *ud, int layer, int kv, int cell0, int n, flo
 void triatt_keys_dense(triatt_keys *k, const triatt_dense_keys *d)
 {
     k->get = dense_get;
+    k->get16 = NULL;
     k->ud = (void *)d;
 }

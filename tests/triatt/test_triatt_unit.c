@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <immintrin.h>
 
 static uint64_t rng = 12345;
 static double urand(void) { return triatt__rng_unit(&rng); }
@@ -36,6 +37,29 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
         double tol = 1e-4 * (1 + fabs(o0[c]));
         if (fabs(o0[c] - o1[c]) > tol) fail_msg("avx2 n_rot=%d pair=%d terms=%d cell %d: %g vs %g", n_rot, pr, terms, c, o1[c], o0[c]);
     }
+    /* F16 keys: AVX2 (in-register conversion) vs scalar (portable conversion) vs f32 on the
+     * rounded values */
+    uint16_t *k16 = malloc((size_t)n * stride * 2);
+    float *kr = malloc((size_t)n * stride * 4), o3[64], o4[64];
+    for (int i = 0; i < n * stride; i++) {
+        k16[i] = (uint16_t)_cvtss_sh(keys[i], 0);
+        kr[i] = triatt__h2f(k16[i]);
+        assert_true(kr[i] == _cvtsh_ss(k16[i]));
+    }
+    triatt_kparams kh = kp;
+    kh.f16 = true;
+    triatt__kernel_scalar(&kh, k16, stride, n, o3, false);
+    triatt__kernel_avx2(&kh, k16, stride, n, o4, false);
+    triatt__kernel_scalar(&kp, kr, stride, n, o2, false);
+    for (int c = 0; c < n; c++) {
+        assert_true(fabs(o3[c] - o2[c]) <= 1e-5 * (1 + fabs(o2[c])));
+        assert_true(fabs(o4[c] - o2[c]) <= 1e-4 * (1 + fabs(o2[c])));
+    }
+    if (lcx_cpu_has_avx512()) {
+        triatt__kernel_avx512(&kh, k16, stride, n, o4, false);
+        for (int c = 0; c < n; c++) assert_true(fabs(o4[c] - o2[c]) <= 1e-4 * (1 + fabs(o2[c])));
+    }
+    free(k16); free(kr);
     /* accumulate mode adds */
     memcpy(o2, o1, sizeof o1);
     triatt__kernel_avx2(&kp, keys, stride, n, o2, true);
@@ -121,7 +145,7 @@ static void score_world(world *w, triatt_calib *cal, int nt, int kernel, float *
     triatt_scorer *s = triatt_scorer_init(&w->g, &o);
     assert_non_null(s);
     if (kernel >= 0) triatt__scorer_force_kernel(s, kernel);
-    triatt_keys k = {strict_get, w};
+    triatt_keys k = {strict_get, w, NULL};
     assert_int_equal(triatt_score(s, cal, &k, w->pos, w->n, w->pos[w->n - 1], w->pos[w->n - 1] - 7, out), 0);
     triatt_scorer_free(s);
 }
@@ -169,7 +193,7 @@ static void test_fast_path_equals_full(void **st)
             triatt_calib *cal = calib_world(&w);
             triatt_scorer_opts o = {.terms = (triatt_terms)terms, .skip_layers = 1, .n_threads = 2, .eps = 1e-8};
             triatt_scorer *s = triatt_scorer_init(&w.g, &o);
-            triatt_keys k = {strict_get, &w};
+            triatt_keys k = {strict_get, &w, NULL};
             float full[300], fast[300];
             int32_t P = w.pos[w.n - 1];
             assert_int_equal(triatt_score(s, cal, &k, w.pos, w.n, P, P - 15, full), 0);
@@ -538,7 +562,7 @@ static void test_driver_round(void **st)
         assert_int_equal(triatt_init(&t, &w.g, &cfg), 0);
         logcap lc = {0};
         triatt_set_log(t, cap_log, &lc);
-        triatt_keys k = {strict_get, &w};
+        triatt_keys k = {strict_get, &w, NULL};
         int32_t out[500];
         /* no eviction before warmup */
         assert_int_equal(triatt_maybe_evict(t, &k, w.pos, w.n, out), 0);
@@ -589,7 +613,7 @@ static void test_driver_round(void **st)
         triatt_end_pass(t);
         for (int l = 0; l < 2; l++) triatt_observe_queries(t, l, w.q + (size_t)l * w.T * 4 * 32, 16, 0);
         triatt_end_pass(t);
-        triatt_keys k = {strict_get, &w};
+        triatt_keys k = {strict_get, &w, NULL};
         if (fast) assert_int_equal(triatt_cells_written(t, &k, 0, w.n), 0);
         int n = triatt_maybe_evict(t, &k, w.pos, w.n, fast ? b : a);
         if (fast) nb = n; else na = n;
