@@ -220,7 +220,7 @@ uint64_t lcx_sessions_mem_bytes(lcx_sessions *ss);
 /* ------------------------------------------------------------------------------------
  * Rescue helpers (src/retrieve), SPEC §2/§4. */
 /* The rescue query signal: the text after the last case-insensitive "question:" marker,
- * else the last 512 bytes (on a UTF-8 boundary). Sets *off/*len within msg. */
+ * else the last 512 bytes (on a UTF-8 boundary). Sets *off and *qlen (byte offset and length within msg). */
 void lcx_rescue_query(const char *msg, size_t len, size_t *off, size_t *qlen);
 
 #ifdef __cplusplus

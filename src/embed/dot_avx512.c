@@ -1,0 +1,45 @@
+/* AVX-512 dense kernels. Compiled with AVX-512 flags (file name *_avx512.c) and called only
+ * through the dispatch in dot.c when lcx_cpu_has_avx512(); never call them directly. */
+#include "embed/embed.h"
+#include <immintrin.h>
+
+float lcx__dot_f32_avx512(const float *a, const float *b, size_t n)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    }
+    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+/* hot: see lcx__dot_f16_rows_avx2; 16 halfs per conversion, masked tail. */
+void lcx__dot_f16_rows_avx512(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out)
+{
+    size_t d16 = dim & ~(size_t)15;
+    __mmask16 tm = (__mmask16)((1u << (dim - d16)) - 1);
+    for (size_t r = 0; r < n_rows; r++) {
+        const uint16_t *v = rows + r * dim;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        size_t i = 0;
+        for (; i + 32 <= d16; i += 32) {
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + i))), a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16),
+                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + i + 16))), a1);
+        }
+        for (; i < d16; i += 16)
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + i))), a0);
+        if (tm) {
+            __m512 qv = _mm512_maskz_loadu_ps(tm, q + i);
+            __m512 vv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tm, v + i));
+            a1 = _mm512_fmadd_ps(qv, vv, a1);
+        }
+        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    }
+}

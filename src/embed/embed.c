@@ -1,0 +1,178 @@
+/* Embedder interface and the weight-free default ("hash embedder").
+ *
+ * Idea: no model weights can be shipped, yet rescue queries ask for exact facts ("the
+ * access code for Project NOVA") whose answers sit among thousands of similar filler
+ * spans. A signed feature-hashing embedder (Weinberger et al. 2009) turns the lexical
+ * features that matter into a fixed-size dense vector whose inner product approximates
+ * the weighted count of shared features:
+ *
+ *   feature                                   weight   why
+ *   word unigram (case-folded, not stopword)   1.0     topical overlap
+ *   number ("481729", "2024-01-15")            2.0     exact facts: rare and decisive
+ *   whole identifier ("parse_header")          1.5     exact symbol match
+ *   identifier part ("parse", "header")        0.6     partial symbol match, camel/snake
+ *   bigram of consecutive whole tokens          0.7     phrase / word order ("project nova")
+ *   char 3-grams of words ≥ 4 bytes             0.5/√n  morphology ("codes" ~ "code"), typos
+ *     (with < > boundary marks, n = 3-grams in the word; numbers get none: 481728 ≠ 481729)
+ *
+ * Each feature hash h (64-bit) picks bucket ((h>>32)·dim)>>32 and sign ±1 from bit 0, so
+ * collisions cancel in expectation instead of adding up. The vector is L2-normalised;
+ * an empty text (or one of stopwords only) gives the zero vector (cosine 0 with all).
+ *
+ * Failure modes: in dim 256, two unrelated texts have cosine ~N(0, 1/256) from collisions,
+ * so over 20k spans the best unrelated span reaches ~0.25; exact-fact spans sharing 3+
+ * query features score well above that. Paraphrases with no shared words are not found
+ * (that is what a real encoder plugged in through lcx_embedder_new is for).
+ *
+ * The fingerprint names every knob above plus the tokenizer/stopword versions; changing
+ * any of them must change K_VERSION so that old stores are refused, not mis-searched. */
+#include "embed/embed.h"
+#include "text/text.h"
+#include "util/util.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K_VERSION 1
+#define W_WORD 1.0f
+#define W_NUMBER 2.0f
+#define W_IDENT 1.5f
+#define W_PART 0.6f
+#define W_BIGRAM 0.7f
+#define W_CHAR 0.5f
+#define SEED_WORD 0x5157a11c0de5eedull
+#define SEED_CHAR 0x9e3779b97f4a7c15ull
+
+int lcx_embedder_new(const lcx_embedder_ops *ops, void *self, int dim, const char *fingerprint,
+                     lcx_embedder **out)
+{
+    if (out) *out = NULL;
+    if (!ops || !ops->embed || !out || dim < 1 || dim > LCX_DIM_MAX || !fingerprint || !*fingerprint ||
+        strlen(fingerprint) > LCX_FP_MAX) {
+        if (ops && ops->destroy) ops->destroy(self);
+        return LCX_EINVAL;
+    }
+    lcx_embedder *e = calloc(1, sizeof *e);
+    if (!e) {
+        if (ops->destroy) ops->destroy(self);
+        return LCX_ENOMEM;
+    }
+    e->ops = *ops;
+    e->self = self;
+    e->dim = dim;
+    snprintf(e->fp, sizeof e->fp, "%s", fingerprint);
+    *out = e;
+    return LCX_OK;
+}
+
+void lcx_embedder_free(lcx_embedder *e)
+{
+    if (!e) return;
+    if (e->ops.destroy) e->ops.destroy(e->self);
+    free(e);
+}
+
+int lcx_embedder_dim(const lcx_embedder *e) { return e ? e->dim : 0; }
+const char *lcx_embedder_fingerprint(const lcx_embedder *e) { return e ? e->fp : ""; }
+
+int lcx_embed(const lcx_embedder *e, const char *const *texts, const size_t *lens, int n, float *out)
+{
+    if (!e || n < 0 || (n && (!texts || !lens || !out))) return LCX_EINVAL;
+    if (n == 0) return 0;
+    return e->ops.embed(e->self, texts, lens, n, out);
+}
+
+/* ---- the hash embedder */
+typedef struct {
+    int dim;
+} hash_emb;
+
+typedef struct {
+    float *acc;          /* (dim) accumulator */
+    uint32_t dim;
+    uint64_t prev;       /* hash of the previous whole token, 0 = none */
+} feat_ctx;
+
+static inline void add_feat(feat_ctx *c, uint64_t h, float w)
+{
+    uint32_t b = (uint32_t)(((h >> 32) * (uint64_t)c->dim) >> 32);
+    c->acc[b] += (h & 1) ? -w : w;
+}
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* hot: called for every token of every embedded text */
+static int on_token(const char *t, size_t n, int kind, void *ud)
+{
+    feat_ctx *c = ud;
+    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    uint64_t h = lcx_hash64(t, n, SEED_WORD + (uint64_t)(kind == LCX_TOK_PART));
+    float w = kind == LCX_TOK_WORD ? W_WORD : kind == LCX_TOK_NUMBER ? W_NUMBER
+            : kind == LCX_TOK_IDENT ? W_IDENT : W_PART;
+    add_feat(c, h, w);
+    if (kind != LCX_TOK_PART) {
+        if (c->prev) add_feat(c, mix64(c->prev * 31 + h), W_BIGRAM);
+        c->prev = h;
+    }
+    if (kind != LCX_TOK_NUMBER && n >= 4) {
+        /* char 3-grams over "<token>" : n of them */
+        float wc = W_CHAR / sqrtf((float)n);
+        const unsigned char *s = (const unsigned char *)t;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t a = i == 0 ? '<' : s[i - 1];
+            uint32_t b = s[i];
+            uint32_t d = i + 1 < n ? s[i + 1] : '>';
+            add_feat(c, mix64(SEED_CHAR ^ (a | b << 8 | d << 16)), wc);
+        }
+    }
+    return 0;
+}
+
+static int hash_embed(void *self, const char *const *texts, const size_t *lens, int n, float *out)
+{
+    hash_emb *he = self;
+    uint32_t dim = (uint32_t)he->dim;
+    for (int i = 0; i < n; i++) {
+        float *v = out + (size_t)i * dim;   /* (dim) */
+        memset(v, 0, dim * sizeof *v);
+        if (!texts[i] && lens[i]) return LCX_EINVAL;
+        feat_ctx c = {v, dim, 0};
+        if (lens[i]) {
+            int rc = lcx_tokenize(texts[i], lens[i], on_token, &c);
+            if (rc < 0) return rc;
+        }
+        double ss = 0;
+        for (uint32_t k = 0; k < dim; k++) ss += (double)v[k] * v[k];
+        if (ss > 0) {
+            float inv = (float)(1.0 / sqrt(ss));
+            for (uint32_t k = 0; k < dim; k++) v[k] *= inv;
+        }
+    }
+    return 0;
+}
+
+static void hash_destroy(void *self) { free(self); }
+
+int lcx_embedder_hash_new(int dim, lcx_embedder **out)
+{
+    if (out) *out = NULL;
+    if (!out) return LCX_EINVAL;
+    if (dim == 0) dim = 256;
+    if (dim < 8 || dim > LCX_DIM_MAX) return LCX_EINVAL;
+    hash_emb *he = calloc(1, sizeof *he);
+    if (!he) return LCX_ENOMEM;
+    he->dim = dim;
+    static const lcx_embedder_ops ops = {hash_embed, hash_destroy};
+    char fp[LCX_FP_MAX + 1];
+    snprintf(fp, sizeof fp, "lcx-hash/v%d dim=%d w=1,2,1.5,0.6 bi=0.7 c3=0.5 tok=v1 stop=v1", K_VERSION, dim);
+    return lcx_embedder_new(&ops, he, dim, fp, out);
+}

@@ -1,0 +1,677 @@
+/* In-memory hybrid index: incremental BM25 inverted index + flat f16 dense vectors.
+ *
+ * BM25 (Robertson/Spärck Jones, Lucene's non-negative idf):
+ *   idf(t)   = ln(1 + (N − df + 0.5) / (df + 0.5))
+ *   s(t, d)  = idf · tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl)),  k1 = 1.2, b = 0.75
+ * (the standard defaults; spans are similar in length, so length normalisation matters
+ * little, and tf saturates quickly, which suits spans that repeat boilerplate). N and
+ * avgdl count live documents; df counts every document that ever held the term
+ * (tombstoned ones included) because postings are append-only: removal marks a bit and
+ * never rewrites a list. With few removals the difference is negligible.
+ *
+ * Incremental: a new document appends one (doc, tf) posting to the tail list of each
+ * of its distinct terms (amortised O(1)), one f16 row, and its text. Nothing is rebuilt.
+ * See index.h for the base (mapped snapshot) / own (appended) split. */
+#include "index/index.h"
+#include "embed/embed.h"
+#include "rerank/rerank.h"
+#include "text/text.h"
+#include "util/util.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- arena */
+struct lcx__ablock {
+    struct lcx__ablock *next;
+    size_t used, cap;
+    char data[];
+};
+
+static char *arena_alloc(lcx_index *ix, size_t n)
+{
+    struct lcx__ablock *b = ix->arena;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > (1u << 20) ? n : (1u << 20);
+        struct lcx__ablock *nb = malloc(sizeof *nb + cap);
+        if (!nb) return NULL;
+        nb->cap = cap;
+        nb->used = 0;
+        if (b && n > (1u << 19)) {         /* big one-off: keep filling the current block */
+            nb->next = b->next;
+            b->next = nb;
+        } else {
+            nb->next = b;
+            ix->arena = nb;
+        }
+        ix->own_bytes += sizeof *nb + cap;
+        b = nb;
+    }
+    char *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+/* ---------------------------------------------------------------- prepare */
+void lcx__prep_free(lcx__prep *p)
+{
+    if (!p) return;
+    free(p->t);
+    free(p->tab);
+    free(p->pool);
+    memset(p, 0, sizeof *p);
+}
+
+static int prep_grow_tab(lcx__prep *p, uint32_t cap)
+{
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t) return LCX_ENOMEM;
+    for (uint32_t i = 0; i < p->nt; i++) {
+        uint32_t j = (uint32_t)p->t[i].hash & (cap - 1);
+        while (t[j]) j = (j + 1) & (cap - 1);
+        t[j] = i + 1;
+    }
+    free(p->tab);
+    p->tab = t;
+    p->tab_cap = cap;
+    return 0;
+}
+
+static int prep_tok(const char *tok, size_t n, int kind, void *ud)
+{
+    lcx__prep *p = ud;
+    if (kind == LCX_TOK_WORD && lcx__stopword(tok, n)) return 0;
+    uint64_t h = lcx_hash64(tok, n, 0);
+    p->dl++;
+    uint32_t j = (uint32_t)h & (p->tab_cap - 1);
+    for (;;) {
+        uint32_t e = p->tab[j];
+        if (!e) break;
+        lcx__pterm *t = &p->t[e - 1];
+        if (t->hash == h && t->len == n && !memcmp(p->pool + t->off, tok, n)) {
+            if (t->tf < 65535) t->tf++;
+            return 0;
+        }
+        j = (j + 1) & (p->tab_cap - 1);
+    }
+    if (p->nt == p->cap) {
+        uint32_t nc = p->cap ? p->cap * 2 : 256;
+        lcx__pterm *nt = realloc(p->t, nc * sizeof *nt);
+        if (!nt) return LCX_ENOMEM;
+        p->t = nt;
+        p->cap = nc;
+    }
+    if (p->pool_len + n > p->pool_cap) {
+        size_t nc = p->pool_cap ? p->pool_cap * 2 : 4096;
+        while (nc < p->pool_len + n) nc *= 2;
+        char *np = realloc(p->pool, nc);
+        if (!np) return LCX_ENOMEM;
+        p->pool = np;
+        p->pool_cap = nc;
+    }
+    memcpy(p->pool + p->pool_len, tok, n);
+    p->t[p->nt] = (lcx__pterm){h, (uint32_t)p->pool_len, (uint16_t)n, 1};
+    p->pool_len += n;
+    p->tab[j] = ++p->nt;
+    if (p->nt * 2 > p->tab_cap) return prep_grow_tab(p, p->tab_cap * 2);
+    return 0;
+}
+
+int lcx__prep_text(lcx__prep *p, const char *text, size_t len)
+{
+    p->nt = 0;
+    p->pool_len = 0;
+    p->dl = 0;
+    if (p->tab_cap < 512) {
+        int rc = prep_grow_tab(p, 512);
+        if (rc) return rc;
+    } else {
+        memset(p->tab, 0, p->tab_cap * sizeof *p->tab);
+    }
+    return len ? lcx_tokenize(text, len, prep_tok, p) : 0;
+}
+
+int lcx__prep_finish(const lcx__prep *p, lcx__doc_terms **out)
+{
+    size_t need = sizeof(lcx__doc_terms) + (size_t)p->nt * sizeof(lcx__pterm) + p->pool_len;
+    lcx__doc_terms *d = malloc(need);
+    if (!d) return LCX_ENOMEM;
+    d->dl = p->dl;
+    d->nt = p->nt;
+    d->t = (lcx__pterm *)(d + 1);
+    d->pool = (char *)(d->t + p->nt);
+    if (p->nt) memcpy(d->t, p->t, p->nt * sizeof(lcx__pterm));
+    if (p->pool_len) memcpy(d->pool, p->pool, p->pool_len);
+    *out = d;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- index */
+int lcx_index_new(const lcx_embedder *emb, lcx_index **out)
+{
+    if (out) *out = NULL;
+    if (!emb || !out) return LCX_EINVAL;
+    lcx_index *ix = calloc(1, sizeof *ix);
+    if (!ix) return LCX_ENOMEM;
+    ix->emb = emb;
+    ix->dim = (uint32_t)lcx_embedder_dim(emb);
+    *out = ix;
+    return 0;
+}
+
+void lcx_index_free(lcx_index *ix)
+{
+    if (!ix) return;
+    free(ix->dl);
+    free(ix->text);
+    free(ix->text_len);
+    free(ix->del);
+    free(ix->vec);
+    free(ix->tab);
+    free(ix->otstr);
+    free(ix->otlen);
+    if (ix->pl) {
+        for (uint32_t i = 0; i < ix->n_terms; i++) {
+            free(ix->pl[i].doc);
+            free(ix->pl[i].tf);
+        }
+        free(ix->pl);
+    }
+    for (struct lcx__ablock *b = ix->arena; b;) {
+        struct lcx__ablock *n = b->next;
+        free(b);
+        b = n;
+    }
+    free(ix);
+}
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elt, size_t *acct)
+{
+    if (need <= *cap) return 0;
+    uint32_t nc = *cap ? *cap : 64;
+    while (nc < need) {
+        if (nc > UINT32_MAX / 2) return LCX_ELIMIT;
+        nc *= 2;
+    }
+    void *np = realloc(*p, (size_t)nc * elt);
+    if (!np) return LCX_ENOMEM;
+    memset((char *)np + (size_t)*cap * elt, 0, (size_t)(nc - *cap) * elt);
+    if (acct) *acct += (size_t)(nc - *cap) * elt;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+int lcx__index_reserve(lcx_index *ix, uint32_t n)
+{
+    if (n > UINT32_MAX - ix->n_docs - 64) return LCX_ELIMIT;
+    uint32_t need = ix->n_docs + n;
+    if (need > ix->docs_cap) {
+        uint32_t cap = ix->docs_cap, nc = cap ? cap : 64;
+        while (nc < need) nc = nc > UINT32_MAX / 2 ? need : nc * 2;
+        nc = (nc + 63) & ~63u;
+        uint32_t *dl = realloc(ix->dl, (size_t)nc * sizeof *dl);
+        if (!dl) return LCX_ENOMEM;
+        ix->dl = dl;
+        const char **tx = realloc(ix->text, (size_t)nc * sizeof *tx);
+        if (!tx) return LCX_ENOMEM;
+        ix->text = tx;
+        uint32_t *tl = realloc(ix->text_len, (size_t)nc * sizeof *tl);
+        if (!tl) return LCX_ENOMEM;
+        ix->text_len = tl;
+        uint64_t *del = realloc(ix->del, (size_t)nc / 64 * sizeof *del);
+        if (!del) return LCX_ENOMEM;
+        memset(del + cap / 64, 0, (size_t)(nc - cap) / 64 * sizeof *del);
+        ix->del = del;
+        ix->own_bytes += (size_t)(nc - cap) * (4 + sizeof(char *) + 4) + (nc - cap) / 8;
+        ix->docs_cap = nc;
+    }
+    uint32_t rows = need > ix->base.vn ? need - ix->base.vn : 0;
+    if (rows > ix->vec_cap) {
+        uint32_t nc = ix->vec_cap ? ix->vec_cap : 64;
+        while (nc < rows) nc = nc > UINT32_MAX / 2 ? rows : nc * 2;
+        uint16_t *v = realloc(ix->vec, (size_t)nc * ix->dim * sizeof *v);
+        if (!v) return LCX_ENOMEM;
+        ix->own_bytes += (size_t)(nc - ix->vec_cap) * ix->dim * 2;
+        ix->vec = v;
+        ix->vec_cap = nc;
+    }
+    return 0;
+}
+
+const uint16_t *lcx__index_vec(const lcx_index *ix, uint32_t id)
+{
+    if (id < ix->base.vn) return ix->base.vec + (size_t)id * ix->dim;
+    return ix->vec + (size_t)(id - ix->base.vn) * ix->dim;
+}
+
+int lcx__index_is_deleted(const lcx_index *ix, uint32_t id)
+{
+    return id >= ix->n_docs || (ix->del[id >> 6] >> (id & 63) & 1);
+}
+
+/* Term lookup: base table first, then own. Returns id or UINT32_MAX. */
+static uint32_t term_find(const lcx_index *ix, const char *t, uint32_t len, uint64_t h, uint32_t *own_slot)
+{
+    if (ix->base.tab_cap) {
+        uint32_t m = ix->base.tab_cap - 1, j = (uint32_t)h & m;
+        for (uint32_t probes = 0; probes < ix->base.tab_cap; probes++, j = (j + 1) & m) {
+            const lcx__tslot *s = &ix->base.tab[j];
+            if (!s->id1) break;
+            if (s->hash != h || s->len != len || s->id1 > ix->base.nt) continue;
+            uint32_t id = s->id1 - 1, tl;
+            const char *ts = lcx__index_term(ix, id, &tl);
+            if (ts && tl == len && !memcmp(ts, t, len)) return id;
+        }
+    }
+    if (ix->tab_cap) {
+        uint32_t m = ix->tab_cap - 1, j = (uint32_t)h & m;
+        for (;; j = (j + 1) & m) {
+            const lcx__tslot *s = &ix->tab[j];
+            if (!s->id1) break;
+            if (s->hash == h && s->len == len) {
+                uint32_t id = s->id1 - 1;
+                uint32_t o = id - ix->base.nt;
+                if (!memcmp(ix->otstr[o], t, len)) return id;
+            }
+        }
+        if (own_slot) *own_slot = j;
+    }
+    return UINT32_MAX;
+}
+
+const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len)
+{
+    if (id < ix->base.nt) {
+        uint64_t a = ix->base.toff[id], b = ix->base.toff[id + 1];
+        *len = (uint32_t)(b - a);
+        return ix->base.tstr + a;
+    }
+    if (id >= ix->n_terms) { *len = 0; return NULL; }
+    *len = ix->otlen[id - ix->base.nt];
+    return ix->otstr[id - ix->base.nt];
+}
+
+static int tab_grow(lcx_index *ix)
+{
+    uint32_t nc = ix->tab_cap ? ix->tab_cap * 2 : 1024;
+    lcx__tslot *t = calloc(nc, sizeof *t);
+    if (!t) return LCX_ENOMEM;
+    for (uint32_t i = 0; i < ix->tab_cap; i++) {
+        if (!ix->tab[i].id1) continue;
+        uint32_t j = (uint32_t)ix->tab[i].hash & (nc - 1);
+        while (t[j].id1) j = (j + 1) & (nc - 1);
+        t[j] = ix->tab[i];
+    }
+    ix->own_bytes += (size_t)(nc - ix->tab_cap) * sizeof *t;
+    free(ix->tab);
+    ix->tab = t;
+    ix->tab_cap = nc;
+    return 0;
+}
+
+/* Finds or creates the term; returns its id or a negative error (as int64). */
+static int64_t term_get(lcx_index *ix, const char *t, uint32_t len, uint64_t h)
+{
+    if ((ix->tab_used + 1) * 2 > ix->tab_cap) {
+        int rc = tab_grow(ix);
+        if (rc) return rc;
+    }
+    uint32_t slot = 0;
+    uint32_t id = term_find(ix, t, len, h, &slot);
+    if (id != UINT32_MAX) return id;
+    if (ix->n_terms == UINT32_MAX - 1) return LCX_ELIMIT;
+    uint32_t o = ix->n_terms - ix->base.nt;
+    int rc;
+    if (o + 1 > ix->ot_cap) {
+        uint32_t nc = ix->ot_cap ? ix->ot_cap * 2 : 1024;
+        while (nc < o + 1) nc *= 2;
+        const char **a = realloc(ix->otstr, (size_t)nc * sizeof *a);
+        if (!a) return LCX_ENOMEM;
+        ix->otstr = a;
+        uint32_t *b = realloc(ix->otlen, (size_t)nc * sizeof *b);
+        if (!b) return LCX_ENOMEM;
+        ix->otlen = b;
+        ix->own_bytes += (size_t)(nc - ix->ot_cap) * (sizeof *a + sizeof *b);
+        ix->ot_cap = nc;
+    }
+    if ((rc = grow((void **)&ix->pl, &ix->pl_cap, ix->n_terms + 1, sizeof *ix->pl, &ix->own_bytes))) return rc;
+    char *s = arena_alloc(ix, len ? len : 1);
+    if (!s) return LCX_ENOMEM;
+    memcpy(s, t, len);
+    ix->otstr[o] = s;
+    ix->otlen[o] = len;
+    id = ix->n_terms++;
+    ix->tab[slot] = (lcx__tslot){h, id + 1, len};
+    ix->tab_used++;
+    return id;
+}
+
+static int plist_push(lcx_index *ix, lcx__plist *p, uint32_t doc, uint8_t tf)
+{
+    if (p->n == p->cap) {
+        uint32_t nc = p->cap ? p->cap * 2 : 4;
+        uint32_t *d = realloc(p->doc, nc * sizeof *d);
+        if (!d) return LCX_ENOMEM;
+        p->doc = d;
+        uint8_t *f = realloc(p->tf, nc);
+        if (!f) return LCX_ENOMEM;
+        p->tf = f;
+        ix->own_bytes += (size_t)(nc - p->cap) * 5;
+        p->cap = nc;
+    }
+    p->doc[p->n] = doc;
+    p->tf[p->n] = tf;
+    p->n++;
+    return 0;
+}
+
+int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint16_t *vec,
+                      const lcx__doc_terms *dt, uint32_t *id_out)
+{
+    int rc = lcx__index_reserve(ix, 1);
+    if (rc) return rc;
+    const char *tp = text;
+    if (copy_text) {
+        char *c = arena_alloc(ix, (size_t)len + 1);
+        if (!c) return LCX_ENOMEM;
+        if (len) memcpy(c, text, len);
+        c[len] = 0;
+        tp = c;
+    }
+    uint32_t id = ix->n_docs;
+    /* postings first: if one fails we have not published the doc (a few postings may
+     * point at id, which is harmless: id is only ever reused by the next commit) */
+    for (uint32_t i = 0; i < dt->nt; i++) {
+        const lcx__pterm *t = &dt->t[i];
+        int64_t tid = term_get(ix, dt->pool + t->off, t->len, t->hash);
+        if (tid < 0) return (int)tid;
+        lcx__plist *p = &ix->pl[tid];
+        if (p->n && p->doc[p->n - 1] == id) continue;   /* retried commit */
+        if ((rc = plist_push(ix, p, id, t->tf > 255 ? 255 : (uint8_t)t->tf))) return rc;
+    }
+    memcpy(ix->vec + (size_t)(id - ix->base.vn) * ix->dim, vec, (size_t)ix->dim * 2);
+    ix->dl[id] = dt->dl;
+    ix->text[id] = tp;
+    ix->text_len[id] = len;
+    ix->n_docs++;
+    ix->n_live++;
+    ix->sum_dl += dt->dl;
+    if (id_out) *id_out = id;
+    return 0;
+}
+
+int lcx__index_attach_base(lcx_index *ix, const lcx__index_base *b, uint32_t n_docs)
+{
+    if (ix->n_docs || ix->n_terms || b->vn != n_docs) return LCX_ESTATE;
+    ix->base = *b;
+    ix->n_terms = b->nt;
+    int rc = grow((void **)&ix->pl, &ix->pl_cap, b->nt + 1, sizeof *ix->pl, &ix->own_bytes);
+    if (rc) return rc;
+    if ((rc = lcx__index_reserve(ix, n_docs))) return rc;
+    return 0;
+}
+
+void lcx__index_set_base_doc(lcx_index *ix, uint32_t id, const char *text, uint32_t len, uint32_t dl, int deleted)
+{
+    ix->text[id] = text;
+    ix->text_len[id] = len;
+    ix->dl[id] = dl;
+    if (deleted) ix->del[id >> 6] |= 1ull << (id & 63);
+    else {
+        ix->n_live++;
+        ix->sum_dl += dl;
+    }
+    if (id + 1 > ix->n_docs) ix->n_docs = id + 1;
+}
+
+void lcx__index_base_done(lcx_index *ix) { (void)ix; }
+
+int lcx_index_add(lcx_index *ix, const char *text, size_t len, const float *vec, uint32_t *id_out)
+{
+    if (!ix || (!text && len) || len > UINT32_MAX) return LCX_EINVAL;
+    int rc;
+    float *tmp = NULL;
+    uint16_t *h = malloc((size_t)ix->dim * 2);
+    if (!h) return LCX_ENOMEM;
+    if (!vec) {
+        tmp = malloc((size_t)ix->dim * sizeof *tmp);
+        if (!tmp) { free(h); return LCX_ENOMEM; }
+        const char *t = text ? text : "";
+        if ((rc = lcx_embed(ix->emb, &t, &len, 1, tmp)) < 0) goto out;
+        vec = tmp;
+    }
+    lcx__f32_to_f16(vec, h, ix->dim);
+    lcx__prep p = {0};
+    lcx__doc_terms *dt = NULL;
+    rc = lcx__prep_text(&p, text, len);
+    if (!rc) rc = lcx__prep_finish(&p, &dt);
+    lcx__prep_free(&p);
+    if (!rc) rc = lcx__index_commit(ix, text ? text : "", (uint32_t)len, 1, h, dt, id_out);
+    free(dt);
+out:
+    free(tmp);
+    free(h);
+    return rc < 0 ? rc : 0;
+}
+
+int lcx_index_remove(lcx_index *ix, uint32_t id)
+{
+    if (!ix) return LCX_EINVAL;
+    if (id >= ix->n_docs) return LCX_ENOTFOUND;
+    if (lcx__index_is_deleted(ix, id)) return 0;
+    ix->del[id >> 6] |= 1ull << (id & 63);
+    ix->n_live--;
+    ix->sum_dl -= ix->dl[id];
+    return 0;
+}
+
+uint32_t lcx_index_count(const lcx_index *ix) { return ix ? ix->n_live : 0; }
+
+uint32_t lcx__index_df(const lcx_index *ix, uint32_t id)
+{
+    if (id >= ix->n_terms) return 0;
+    uint64_t n = ix->pl[id].n;
+    if (id < ix->base.nt) n += ix->base.poff[id + 1] - ix->base.poff[id];
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+size_t lcx__index_postings(const lcx_index *ix, uint32_t id, uint32_t *doc, uint8_t *tf, size_t max)
+{
+    size_t k = 0;
+    if (id >= ix->n_terms) return 0;
+    if (id < ix->base.nt)
+        for (uint64_t i = ix->base.poff[id]; i < ix->base.poff[id + 1] && k < max; i++, k++) {
+            doc[k] = ix->base.pdoc[i];
+            tf[k] = ix->base.ptf[i];
+        }
+    const lcx__plist *p = &ix->pl[id];
+    for (uint32_t i = 0; i < p->n && k < max; i++, k++) {
+        doc[k] = p->doc[i];
+        tf[k] = p->tf[i];
+    }
+    return k;
+}
+
+size_t lcx__index_mem_bytes(const lcx_index *ix) { return ix ? sizeof *ix + ix->own_bytes : 0; }
+
+/* ---------------------------------------------------------------- search */
+lcx_search_opts lcx_search_defaults(void)
+{
+    lcx_search_opts o = {0};
+    o.top_k = 8;
+    o.alpha = 0.5f;
+    o.fusion = LCX_FUSE_LINEAR;
+    o.prefilter = 32;
+    o.score_floor = 0;
+    o.use_rerank = true;
+    return o;
+}
+
+typedef struct {
+    uint32_t nq;
+    uint32_t id[64];
+} qterms;
+
+typedef struct {
+    const lcx_index *ix;
+    qterms *q;
+} qctx;
+
+static int q_tok(const char *t, size_t n, int kind, void *ud)
+{
+    qctx *c = ud;
+    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    if (c->q->nq >= 64) return 0;
+    uint32_t id = term_find(c->ix, t, (uint32_t)n, lcx_hash64(t, n, 0), NULL);
+    if (id == UINT32_MAX) return 0;
+    for (uint32_t i = 0; i < c->q->nq; i++)
+        if (c->q->id[i] == id) return 0;
+    c->q->id[c->q->nq++] = id;
+    return 0;
+}
+
+/* hot: BM25 accumulation over the postings of the query's terms */
+static void bm25_accumulate(const lcx_index *ix, const qterms *q, float *acc, uint32_t *touched, uint32_t *nt)
+{
+    float N = (float)ix->n_live;
+    float avgdl = ix->n_live ? (float)((double)ix->sum_dl / ix->n_live) : 1.0f;
+    if (avgdl <= 0) avgdl = 1;
+    const float k1 = LCX_BM25_K1, b = LCX_BM25_B;
+    float kb0 = k1 * (1 - b), kb1 = k1 * b / avgdl;
+    uint32_t n_docs = ix->n_docs;
+    for (uint32_t qi = 0; qi < q->nq; qi++) {
+        uint32_t id = q->id[qi];
+        float df = (float)lcx__index_df(ix, id);
+        float idf = logf(1.0f + (N - df + 0.5f) / (df + 0.5f));
+        if (!(idf > 0)) continue;
+        for (int part = 0; part < 2; part++) {
+            const uint32_t *pd;
+            const uint8_t *pt;
+            uint64_t n;
+            if (part == 0) {
+                if (id >= ix->base.nt) continue;
+                uint64_t a = ix->base.poff[id];
+                pd = ix->base.pdoc + a;
+                pt = ix->base.ptf + a;
+                n = ix->base.poff[id + 1] - a;
+            } else {
+                pd = ix->pl[id].doc;
+                pt = ix->pl[id].tf;
+                n = ix->pl[id].n;
+            }
+            for (uint64_t i = 0; i < n; i++) {
+                uint32_t d = pd[i];
+                if (d >= n_docs) continue;                    /* bounds: never trust mapped data */
+                if (ix->del[d >> 6] >> (d & 63) & 1) continue;
+                float tf = pt[i];
+                float s = idf * tf * (k1 + 1) / (tf + kb0 + kb1 * (float)ix->dl[d]);
+                if (acc[d] == 0) touched[(*nt)++] = d;
+                acc[d] += s;
+            }
+        }
+    }
+}
+
+int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const float *qv,
+                          const lcx_search_opts *o, lcx_hit *out, int max_out)
+{
+    lcx_search_opts d = o ? *o : lcx_search_defaults();
+    if (d.top_k < 1 || max_out < 0 || (max_out && !out)) return LCX_EINVAL;
+    int k = d.top_k < max_out ? d.top_k : max_out;
+    if (k == 0 || ix->n_live == 0) return 0;
+    int pf = d.prefilter > 0 ? d.prefilter : 32;
+    if (pf < k) pf = k;
+    if (pf > 4096) pf = 4096;
+    uint32_t n = ix->n_docs;
+
+    int rc = LCX_ENOMEM, nout = 0;
+    float *dense = malloc((size_t)n * sizeof *dense);         /* (n_docs) */
+    float *acc = calloc(n, sizeof *acc);                      /* (n_docs) */
+    uint32_t *touched = NULL;
+    uint32_t *ids = malloc((size_t)pf * 2 * sizeof *ids);
+    float *vals = malloc((size_t)pf * 2 * sizeof *vals);
+    lcx__cand *c = malloc((size_t)pf * 2 * sizeof *c);
+    lcx_rerank_query *rq = NULL;
+    if (!dense || !acc || !ids || !vals || !c) goto out;
+
+    /* dense: exact inner product with every row */
+    if (ix->base.vn) lcx__dot_f16_rows(qv, ix->base.vec, ix->base.vn, ix->dim, dense);
+    if (n > ix->base.vn) lcx__dot_f16_rows(qv, ix->vec, n - ix->base.vn, ix->dim, dense + ix->base.vn);
+    int nd = lcx__topk(dense, n, ix->del, pf, ids, vals);
+    int nc = 0;
+    for (int i = 0; i < nd; i++) c[nc++] = (lcx__cand){ids[i], vals[i], 0, i + 1, 0, 0};
+
+    /* lexical */
+    qterms qt = {0};
+    qctx qc = {ix, &qt};
+    if (q && qlen) lcx_tokenize(q, qlen, q_tok, &qc);
+    uint64_t tot = 0;
+    for (uint32_t i = 0; i < qt.nq; i++) tot += lcx__index_df(ix, qt.id[i]);
+    uint32_t ntouch = 0;
+    if (tot) {
+        touched = malloc((size_t)(tot < n ? tot : n) * sizeof *touched);
+        if (!touched) goto out;
+        bm25_accumulate(ix, &qt, acc, touched, &ntouch);
+        /* top-pf over the touched docs only */
+        float *tv = malloc((size_t)(ntouch ? ntouch : 1) * sizeof *tv);   /* (ntouch) */
+        if (!tv) goto out;
+        for (uint32_t t = 0; t < ntouch; t++) tv[t] = acc[touched[t]];
+        int nb = lcx__topk(tv, ntouch, NULL, pf, ids + pf, vals + pf);
+        for (int i = 0; i < nb; i++) ids[pf + i] = touched[ids[pf + i]];
+        free(tv);
+        /* rank the BM25 list */
+        lcx__cand *bc = malloc((size_t)(nb > 0 ? nb : 1) * sizeof *bc);
+        if (!bc) goto out;
+        for (int i = 0; i < nb; i++) bc[i] = (lcx__cand){ids[pf + i], 0, vals[pf + i], 0, 0, vals[pf + i]};
+        lcx__cand_sort(bc, nb);
+        for (int i = 0; i < nb; i++) {
+            int j = 0;
+            while (j < nc && c[j].id != bc[i].id) j++;
+            if (j == nc) c[nc++] = (lcx__cand){bc[i].id, dense[bc[i].id], 0, 0, 0, 0};
+            c[j].rank_b = i + 1;
+        }
+        free(bc);
+    }
+    for (int i = 0; i < nc; i++) c[i].bm25 = acc[c[i].id];
+
+    lcx__fuse(c, nc, d.fusion, d.alpha);
+    lcx__cand_sort(c, nc);
+    if (d.use_rerank) {
+        if ((rc = lcx_rerank_prepare(q ? q : "", q ? qlen : 0, &rq)) < 0) goto out;
+        if (rq) {
+            for (int i = 0; i < nc; i++) {
+                float r = i < LCX_RERANK_DEPTH ? lcx_rerank_score(rq, ix->text[c[i].id], ix->text_len[c[i].id]) : 0;
+                c[i].fused = (1 - LCX_RERANK_WEIGHT) * c[i].fused + LCX_RERANK_WEIGHT * r;
+            }
+            lcx__cand_sort(c, nc);
+        }
+    }
+    for (int i = 0; i < nc && nout < k; i++) {
+        if (c[i].fused < d.score_floor) break;
+        out[nout++] = (lcx_hit){c[i].id, c[i].fused, c[i].dense, c[i].bm25};
+    }
+    rc = nout;
+out:
+    lcx_rerank_free(rq);
+    free(dense);
+    free(acc);
+    free(touched);
+    free(ids);
+    free(vals);
+    free(c);
+    return rc;
+}
+
+int lcx_index_search(const lcx_index *ix, const char *q, size_t qlen, const lcx_search_opts *o,
+                     lcx_hit *out, int max_out)
+{
+    if (!ix || (!q && qlen)) return LCX_EINVAL;
+    float *qv = malloc((size_t)ix->dim * sizeof *qv);
+    if (!qv) return LCX_ENOMEM;
+    const char *t = q ? q : "";
+    int rc = lcx_embed(ix->emb, &t, &qlen, 1, qv);
+    if (rc >= 0) rc = lcx__index_search_vec(ix, q, qlen, qv, o, out, max_out);
+    free(qv);
+    return rc;
+}

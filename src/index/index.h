@@ -1,0 +1,136 @@
+/* Internal view of the hybrid index (src/index), shared with the store (src/store) which
+ * persists it and maps it back. Not part of the public contract.
+ *
+ * Layout: every per-document and per-term structure is split into a *base* part that is
+ * borrowed read-only (e.g. mmap'd from a snapshot file, so reopening costs no parsing)
+ * and an *own* part that grows with appends. Appends never touch the base and never
+ * rebuild anything: a new document adds one f16 row, one text, and one posting to the
+ * tail list of each of its terms. */
+#ifndef LCX_INDEX_INTERNAL_H
+#define LCX_INDEX_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "longctx/lcx.h"
+
+#define LCX_BM25_K1 1.2f
+#define LCX_BM25_B 0.75f
+
+/* ---- a document's terms, prepared off-lock (pure function of the text) */
+typedef struct {
+    uint64_t hash;
+    uint32_t off;        /* into pool */
+    uint16_t len;
+    uint16_t tf;         /* saturates at 65535 (stored as ≤ 255 in postings) */
+} lcx__pterm;
+
+typedef struct {
+    uint32_t dl;         /* indexed tokens (BM25 document length) */
+    uint32_t nt;         /* distinct terms */
+    lcx__pterm *t;       /* (nt) */
+    char *pool;          /* term bytes */
+} lcx__doc_terms;
+
+/* Reusable scratch for preparing documents on one thread. */
+typedef struct {
+    lcx__pterm *t; uint32_t nt, cap;
+    uint32_t *tab; uint32_t tab_cap;     /* open addressing: term index + 1 */
+    char *pool; size_t pool_len, pool_cap;
+    uint32_t dl;
+} lcx__prep;
+
+void lcx__prep_free(lcx__prep *p);
+/* Tokenizes text into p (BM25 view: stopwords dropped, whole tokens and parts kept). */
+int lcx__prep_text(lcx__prep *p, const char *text, size_t len);
+/* Copies p's result into one malloc'd block (*out; free() it). */
+int lcx__prep_finish(const lcx__prep *p, lcx__doc_terms **out);
+
+/* ---- term table slot (persisted as is in snapshots) */
+typedef struct {
+    uint64_t hash;
+    uint32_t id1;        /* term id + 1; 0 = empty slot */
+    uint32_t len;        /* term length in bytes */
+} lcx__tslot;
+
+typedef struct {
+    uint32_t *doc;       /* (cap) doc ids, increasing */
+    uint8_t *tf;         /* (cap) term frequency, saturated at 255 */
+    uint32_t n, cap;
+} lcx__plist;
+
+typedef struct {
+    /* borrowed term dictionary + postings of the first base_nt terms */
+    uint32_t nt;
+    const lcx__tslot *tab; uint32_t tab_cap;     /* power of two */
+    const uint64_t *toff;  const char *tstr; uint64_t tstr_len;   /* toff: (nt+1) */
+    const uint64_t *poff;  const uint32_t *pdoc; const uint8_t *ptf; uint64_t np; /* poff: (nt+1) */
+    /* borrowed vectors of the first vn documents */
+    uint32_t vn;
+    const uint16_t *vec;                         /* (vn, dim) f16 */
+} lcx__index_base;
+
+struct lcx_index {
+    const lcx_embedder *emb;
+    uint32_t dim;
+    /* documents: ids 0..n_docs-1 */
+    uint32_t n_docs, n_live, docs_cap;
+    uint64_t sum_dl;                 /* over live documents */
+    uint32_t *dl;                    /* (docs_cap) */
+    const char **text;               /* (docs_cap) borrowed (base) or in the arena */
+    uint32_t *text_len;              /* (docs_cap) */
+    uint64_t *del;                   /* (docs_cap/64) deleted bitmap */
+    /* vectors: rows of docs < base.vn are borrowed; the rest are own */
+    uint16_t *vec;                   /* (vec_cap, dim) f16, row r = doc base.vn + r */
+    uint32_t vec_cap;
+    /* terms */
+    lcx__index_base base;
+    uint32_t n_terms;
+    lcx__tslot *tab; uint32_t tab_cap, tab_used;   /* own terms (id ≥ base.nt) */
+    const char **otstr; uint32_t *otlen; uint32_t ot_cap;  /* own term strings (id − base.nt) */
+    lcx__plist *pl; uint32_t pl_cap;               /* tail postings per term id (all terms) */
+    /* arena for own texts and term strings */
+    struct lcx__ablock *arena;
+    size_t own_bytes;                /* bytes malloc'd (for lcx_store_mem_bytes) */
+};
+
+/* Makes room for n more documents (arrays and vector rows) so that committing them cannot
+ * fail on those allocations. */
+int lcx__index_reserve(lcx_index *ix, uint32_t n);
+/* Adds a document. text is copied into the arena (copy_text) or borrowed. vec: (dim) f16.
+ * dt: its prepared terms. */
+int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint16_t *vec,
+                      const lcx__doc_terms *dt, uint32_t *id_out);
+/* Attaches a base (before any document is added). The caller then sets dl/text/del of the
+ * first n_docs documents with lcx__index_set_base_doc and calls lcx__index_base_done. */
+int lcx__index_attach_base(lcx_index *ix, const lcx__index_base *b, uint32_t n_docs);
+void lcx__index_set_base_doc(lcx_index *ix, uint32_t id, const char *text, uint32_t len, uint32_t dl, int deleted);
+void lcx__index_base_done(lcx_index *ix);
+/* Row of document id (dim halfs). */
+const uint16_t *lcx__index_vec(const lcx_index *ix, uint32_t id);
+int lcx__index_is_deleted(const lcx_index *ix, uint32_t id);
+/* Term string of term id. */
+const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len);
+/* Calls fn for every posting of term id in doc order. */
+size_t lcx__index_postings(const lcx_index *ix, uint32_t id, uint32_t *doc, uint8_t *tf, size_t max);
+uint32_t lcx__index_df(const lcx_index *ix, uint32_t id);
+/* Search with an already-embedded query (qv: dim floats). */
+int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const float *qv,
+                          const lcx_search_opts *o, lcx_hit *out, int max_out);
+size_t lcx__index_mem_bytes(const lcx_index *ix);
+
+/* ---- building blocks (fusion.c), pure and unit-tested */
+typedef struct {
+    uint32_t id;
+    float dense, bm25;
+    int rank_d, rank_b;  /* 1-based rank in each component's candidate list; 0 = absent */
+    float fused;
+} lcx__cand;
+/* Fills c[i].fused for n candidates (see lcx_fusion). */
+void lcx__fuse(lcx__cand *c, int n, lcx_fusion f, float alpha);
+/* Top-k of scores (n) skipping ids whose bit is set in skip (may be NULL), best first, ties
+ * by lower id. Writes ≤ k ids/scores; returns the count. */
+int lcx__topk(const float *scores, uint32_t n, const uint64_t *skip, int k, uint32_t *ids, float *vals);
+/* Sorts candidates by fused desc, id asc. */
+void lcx__cand_sort(lcx__cand *c, int n);
+
+#endif

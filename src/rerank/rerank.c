@@ -1,0 +1,125 @@
+/* Weight-free reranker: exact-overlap features over the fused candidates.
+ *
+ * Idea: fusion ranks by two similarity signals that each blur exactness (BM25 rewards
+ * repeated common words; the hashed vector has collision noise). A rescue question is
+ * usually answered by the one span that contains *all* its rare terms, exactly, often as
+ * a phrase. So each candidate is re-scored by:
+ *
+ *   coverage = Σ w(t) over distinct query terms t present in the doc / Σ w(t)
+ *              with w = 3 for numbers, 2 for whole identifiers, 1 for words, 0.5 for
+ *              identifier parts (numbers and identifiers are the exact facts that matter)
+ *   phrase   = fraction of the query's adjacent whole-token pairs (bigrams) that also
+ *              occur adjacently in the doc (word order / phrases such as "project nova")
+ *   r        = 0.75·coverage + 0.25·phrase            (in [0, 1])
+ *
+ * and the final score is 0.7·fused + 0.3·r (rerank.h). Constants were picked so that r
+ * breaks near-ties and lifts a fact span that matches every rare term, but cannot
+ * override a large fusion gap on its own.
+ *
+ * Failure modes: a query made only of stopwords has no features (r is skipped); a
+ * paraphrased answer that shares no terms gets r = 0 and keeps only its fused score. */
+#include "rerank/rerank.h"
+#include "longctx/lcx.h"
+#include "text/text.h"
+#include "util/util.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_QTERMS 64
+#define MAX_QBI 64
+
+struct lcx_rerank_query {
+    int nt, nb;
+    uint64_t term[MAX_QTERMS];
+    float w[MAX_QTERMS];
+    float wsum;
+    uint64_t bi[MAX_QBI];
+};
+
+typedef struct {
+    lcx_rerank_query *q;
+    uint64_t prev;
+} qctx;
+
+static uint64_t tok_hash(const char *t, size_t n) { return lcx_hash64(t, n, 0x7e7a4b3c2d1e0f11ull); }
+static uint64_t bi_hash(uint64_t a, uint64_t b) { return a * 0x9e3779b97f4a7c15ull ^ (b + (a >> 29)); }
+
+static int on_qtok(const char *t, size_t n, int kind, void *ud)
+{
+    qctx *c = ud;
+    lcx_rerank_query *q = c->q;
+    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    uint64_t h = tok_hash(t, n);
+    if (kind != LCX_TOK_PART) {
+        if (c->prev && q->nb < MAX_QBI) q->bi[q->nb++] = bi_hash(c->prev, h);
+        c->prev = h;
+    }
+    for (int i = 0; i < q->nt; i++)
+        if (q->term[i] == h) return 0;
+    if (q->nt >= MAX_QTERMS) return 0;
+    float w = kind == LCX_TOK_NUMBER ? 3.0f : kind == LCX_TOK_IDENT ? 2.0f : kind == LCX_TOK_WORD ? 1.0f : 0.5f;
+    q->term[q->nt] = h;
+    q->w[q->nt] = w;
+    q->wsum += w;
+    q->nt++;
+    return 0;
+}
+
+int lcx_rerank_prepare(const char *q, size_t qlen, lcx_rerank_query **out)
+{
+    *out = NULL;
+    lcx_rerank_query *rq = calloc(1, sizeof *rq);
+    if (!rq) return LCX_ENOMEM;
+    qctx c = {rq, 0};
+    int rc = lcx_tokenize(q, qlen, on_qtok, &c);
+    if (rc < 0 || rq->nt == 0) {
+        free(rq);
+        return rc < 0 ? rc : 0;
+    }
+    *out = rq;
+    return 0;
+}
+
+void lcx_rerank_free(lcx_rerank_query *rq) { free(rq); }
+
+typedef struct {
+    const lcx_rerank_query *q;
+    uint64_t seen;        /* bit i: query term i present */
+    uint64_t bseen;       /* bit i: query bigram i present */
+    uint64_t prev;
+} dctx;
+
+/* hot: one tokenization per re-scored candidate */
+static int on_dtok(const char *t, size_t n, int kind, void *ud)
+{
+    dctx *c = ud;
+    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    uint64_t h = tok_hash(t, n);
+    const lcx_rerank_query *q = c->q;
+    for (int i = 0; i < q->nt; i++)
+        if (q->term[i] == h) { c->seen |= 1ull << i; break; }
+    if (kind != LCX_TOK_PART) {
+        if (c->prev && q->nb) {
+            uint64_t b = bi_hash(c->prev, h);
+            for (int i = 0; i < q->nb; i++)
+                if (q->bi[i] == b) c->bseen |= 1ull << i;
+        }
+        c->prev = h;
+    }
+    return 0;
+}
+
+float lcx_rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len)
+{
+    if (!rq || !doc) return 0;
+    dctx c = {rq, 0, 0, 0};
+    lcx_tokenize(doc, len, on_dtok, &c);
+    float cov = 0;
+    for (int i = 0; i < rq->nt; i++)
+        if (c.seen >> i & 1) cov += rq->w[i];
+    cov /= rq->wsum;
+    float ph = 0;
+    if (rq->nb) ph = (float)__builtin_popcountll(c.bseen) / (float)rq->nb;
+    else ph = cov;   /* one-term query: phrase = coverage */
+    return 0.75f * cov + 0.25f * ph;
+}

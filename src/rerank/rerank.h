@@ -1,0 +1,23 @@
+/* Weight-free reranker (internal API; lcx_index_search / lcx_store_search call it when
+ * lcx_search_opts.use_rerank is set). See rerank.c for the heuristic. */
+#ifndef LCX_RERANK_H
+#define LCX_RERANK_H
+
+#include <stddef.h>
+
+typedef struct lcx_rerank_query lcx_rerank_query;
+
+/* Prepares the query's features (tokens, numbers, identifiers, bigrams). *out is NULL
+ * (and 0 returned) when the query has no usable features. */
+int lcx_rerank_prepare(const char *q, size_t qlen, lcx_rerank_query **out);
+void lcx_rerank_free(lcx_rerank_query *rq);
+/* Score in [0, 1]: how completely and how exactly the document covers the query. */
+float lcx_rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len);
+
+/* How much of the final score the reranker contributes:
+ * final = (1 − LCX_RERANK_WEIGHT)·fused + LCX_RERANK_WEIGHT·rerank. */
+#define LCX_RERANK_WEIGHT 0.3f
+/* Only the best this-many fused candidates are re-scored (each costs one tokenization). */
+#define LCX_RERANK_DEPTH 32
+
+#endif

@@ -1,0 +1,1250 @@
+/* Persistent, crash-safe store: an append-only log (source of truth) plus an optional
+ * snapshot (a cache of the built index that is mmap'd on open).
+ *
+ * ON-DISK FORMAT (directory DIR, created 0700; little-endian; see store_fmt.h for the
+ * structs and docs/storage-format.md for the same text with rationale)
+ *
+ * DIR/chunks.log — written by lcx_store_append / lcx_store_delete_path:
+ *  1. Header, 256 bytes: magic "LCXLOG01"; u32 version = 1; u32 header size = 256;
+ *     u32 dim; u32 vector format (1 = IEEE binary16); u64 store uuid (random); u32
+ *     fingerprint length; 200 bytes embedder fingerprint (NUL padded); 16 reserved bytes;
+ *     u32 crc32c of bytes [0, 252). Written and fsync'd (file + directory) at creation.
+ *  2. Then records, back to back, each: 24-byte header { u32 magic 0x5243584c; u8 type
+ *     (1 = batch of chunks, 2 = tombstones); 3 zero bytes; u32 payload length (≤ 1 GiB);
+ *     u32 item count; u32 crc32c over header bytes [0, 16) followed by the payload;
+ *     u32 zero } and the payload.
+ *  3. Batch payload: per chunk a 56-byte fixed part { i64 tok_start, i64 tok_end, i32
+ *     layer, i32 round, f32 score, u32 line_start, u32 line_end, u32 text_len, u32
+ *     path_len, u8 file_type, 11 zero bytes } then text_len bytes of text, path_len
+ *     bytes of path, and dim × u16 binary16 embedding (so reopening never re-embeds).
+ *     Chunk ids are implicit: the i-th chunk ever written has id i.
+ *  4. Tombstone payload: count × u32 chunk ids (each < chunks written before it).
+ *  5. One lcx_store_append = one record = one write() + one fdatasync() before it
+ *     returns 0: an acknowledged batch is durable, and a batch is all-or-nothing.
+ *  6. Recovery on open: records are checked in order. A record that runs past the end
+ *     of the file, a header cut short, or a zero-filled tail is a torn write from a
+ *     crash: the file is truncated back to the end of the last good record (and
+ *     fsync'd). A bad magic or bad checksum on a record that is NOT the last one (more
+ *     bytes follow it) is corruption: open fails with LCX_ECORRUPT and nothing is loaded.
+ *     A bad checksum on the final record is treated as torn (an acknowledged record was
+ *     fsync'd whole, so only an unacknowledged one can be cut by a crash).
+ *
+ * DIR/index.snap — written by lcx_store_snapshot (and by close when ≥ 1024 chunks or any
+ * tombstone arrived since the last one), via DIR/index.snap.tmp + fsync + rename + fsync
+ * of DIR, so a crash leaves either the old or the new snapshot:
+ *  7. Header, 512 bytes: magic "LCXSNAP1"; u32 version = 1; u32 header size = 512; u32
+ *     dim; u32 vector format; u64 uuid (= the log's); u64 log bytes covered; u64 offset
+ *     and u32 crc of the last covered log record; u32 documents; u32 terms; u32 term
+ *     table capacity; u64 postings; u32 section count (9); u32 pad; 9 section entries
+ *     { u64 offset, u64 length, u32 crc32c, u32 flags }; u32 fingerprint length; 200
+ *     bytes fingerprint; 8 reserved; u32 crc32c of bytes [0, 508).
+ *  8. Sections (each at a 64-byte aligned offset): 0 DOCS n × 80-byte records (metadata,
+ *     BM25 length, text/path offsets into BLOB, crc32c of the text, deleted flag);
+ *     1 BLOB texts and paths; 2 VEC n × dim binary16; 3 TTAB term hash table (capacity ×
+ *     {u64 hash, u32 id+1, u32 length}, linear probing); 4 TOFF (terms+1) × u64 offsets
+ *     into 5 TSTR term bytes; 6 POFF (terms+1) × u64 offsets into 7 PDOC u32 doc ids and
+ *     8 PTF u8 term frequencies.
+ *  9. Open maps the file read-only and verifies the header, the section bounds, the
+ *     crc32c of DOCS, TTAB, TOFF and POFF, and that (uuid, last record offset + crc, log
+ *     bytes) match the log; then replays only the log records after the covered bytes.
+ *     BLOB, VEC, TSTR, PDOC and PTF are NOT checksummed on open (that would cost ~30 ms
+ *     per 100k chunks): every offset and doc id read from them is bounds-checked at use,
+ *     texts are checked against their per-document crc32c by lcx_store_get, and
+ *     lcx_store_validate verifies every section. Any snapshot problem makes open ignore
+ *     the snapshot and replay the whole log (the log is the source of truth).
+ *
+ * Locking: `wmu` serialises writers (log appends, tombstones, snapshots); `rw` guards the
+ * in-memory index: writers hold it exclusively only to publish already-durable records,
+ * so searches run during a writer's fsync. */
+#include "store/store_int.h"
+#include "embed/embed.h"
+#include "index/index.h"
+#include "store/store_fmt.h"
+#include "util/util.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SNAP_AUTO_MIN 1024   /* close() snapshots when this many chunks arrived since */
+#define PAR_MIN 64           /* batches this large are embedded on several threads */
+#define PAR_MAX_THREADS 4
+
+typedef struct {
+    int64_t tok_start, tok_end;
+    int32_t layer, round;
+    float score;
+    uint32_t line_start, line_end;
+    uint8_t file_type;
+    uint8_t from_snap;       /* text_crc valid */
+    uint32_t text_crc;
+    const char *path;
+    uint32_t path_len;
+} meta;
+
+struct pblock {
+    struct pblock *next;
+    size_t used, cap;
+    char data[];
+};
+
+struct lcx_store {
+    char *dir;
+    const lcx_embedder *emb;
+    uint32_t dim;
+    lcx_store_opts opts;
+    char fp[LCX_FP_MAX + 1];
+    pthread_rwlock_t rw;
+    pthread_mutex_t wmu;
+    int fd;
+    uint64_t uuid;
+    uint64_t log_end;
+    uint64_t last_rec_off;
+    uint32_t last_rec_crc;
+    lcx_index *ix;
+    meta *m;
+    uint32_t m_cap;
+    struct pblock *paths;
+    size_t path_bytes;
+    void *map;               /* snapshot mapping in use (kept until close) */
+    size_t map_len;
+    uint32_t snap_docs;      /* documents covered by the newest snapshot on disk */
+    uint64_t snap_log_off;   /* log bytes it covers */
+    uint32_t tombs_since_snap;
+    int has_snap;
+    int broken;              /* a durable record could not be published: refuse writes */
+};
+
+/* ------------------------------------------------------------------ helpers */
+static int write_all(int fd, const void *p, size_t n, uint64_t off)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = pwrite(fd, c, n, (off_t)off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return LCX_EIO;
+        c += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *p, size_t n, uint64_t off)
+{
+    char *c = p;
+    while (n) {
+        ssize_t r = pread(fd, c, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return LCX_EIO;
+        c += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+static uint64_t new_uuid(void)
+{
+    uint64_t u = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &u, sizeof u) != (ssize_t)sizeof u) u = 0;
+        close(fd);
+    }
+    if (!u) {
+        uint64_t t = lcx_now_ns() ^ ((uint64_t)getpid() << 32);
+        u = lcx_hash64(&t, sizeof t, (uint64_t)time(NULL));
+    }
+    return u ? u : 1;
+}
+
+static const char *path_store(lcx_store *s, const char *p, uint32_t n)
+{
+    if (!n) return NULL;
+    struct pblock *b = s->paths;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        struct pblock *nb = malloc(sizeof *nb + cap);
+        if (!nb) return NULL;
+        nb->cap = cap;
+        nb->used = 0;
+        nb->next = b;
+        s->paths = nb;
+        s->path_bytes += cap;
+        b = nb;
+    }
+    char *d = b->data + b->used;
+    memcpy(d, p, n);
+    b->used += n;
+    return d;
+}
+
+static int meta_reserve(lcx_store *s, uint32_t need)
+{
+    if (need <= s->m_cap) return 0;
+    uint32_t nc = s->m_cap ? s->m_cap : 64;
+    while (nc < need) nc = nc > UINT32_MAX / 2 ? need : nc * 2;
+    meta *m = realloc(s->m, (size_t)nc * sizeof *m);
+    if (!m) return LCX_ENOMEM;
+    s->m = m;
+    s->m_cap = nc;
+    return 0;
+}
+
+static void lock_w(lcx_store *s) { pthread_rwlock_wrlock(&s->rw); }
+static void lock_r(const lcx_store *s) { pthread_rwlock_rdlock((pthread_rwlock_t *)&s->rw); }
+static void unlock_rw(const lcx_store *s) { pthread_rwlock_unlock((pthread_rwlock_t *)&s->rw); }
+
+/* ------------------------------------------------------------------ log parsing */
+typedef struct {
+    const lcx_rec_chunk *fx;
+    const char *text, *path;
+    const uint16_t *vec;     /* unaligned-safe: read with memcpy by the index (memcpy commit) */
+} rec_item;
+
+/* Checks a batch payload's internal sizes; calls fn for each chunk when fn != NULL. */
+typedef int (*item_fn)(void *ud, const rec_item *it);
+static int parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, item_fn fn, void *ud)
+{
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (len - off < sizeof(lcx_rec_chunk)) return LCX_ECORRUPT;
+        lcx_rec_chunk fx;
+        memcpy(&fx, p + off, sizeof fx);
+        if (fx.text_len > LCX_TEXT_HARD_MAX || fx.path_len > LCX_PATH_MAX || fx.file_type > LCX_FT_CONFIG)
+            return LCX_ECORRUPT;
+        uint64_t need = sizeof fx + (uint64_t)fx.text_len + fx.path_len + (uint64_t)dim * 2;
+        if (len - off < need) return LCX_ECORRUPT;
+        if (fn) {
+            rec_item it = {(const lcx_rec_chunk *)(p + off), p + off + sizeof fx, p + off + sizeof fx + fx.text_len,
+                           (const uint16_t *)(p + off + sizeof fx + fx.text_len + fx.path_len)};
+            int rc = fn(ud, &it);
+            if (rc) return rc;
+        }
+        off += need;
+    }
+    return off == len ? 0 : LCX_ECORRUPT;
+}
+
+typedef struct {
+    uint64_t good_end;       /* end of the last good record */
+    uint64_t last_off;       /* offset of the last good record (0 = none) */
+    uint32_t last_crc;
+    uint64_t torn_bytes;     /* bytes after good_end that are a torn tail */
+    uint32_t n_chunks;       /* chunks in good records (from start) */
+    uint32_t n_recs;
+} scan_res;
+
+typedef int (*rec_fn)(void *ud, const lcx_rec_hdr *h, const char *payload, uint64_t off);
+
+/* Walks records in [start, size) of the mapped log. Returns 0 (torn tail reported in r),
+ * or LCX_ECORRUPT with r->good_end at the bad record. */
+static int scan_log(const char *base, uint64_t size, uint64_t start, uint32_t dim, uint32_t chunks_before,
+                    rec_fn fn, void *ud, scan_res *r, char *msg, size_t msg_len)
+{
+    memset(r, 0, sizeof *r);
+    r->good_end = start;
+    r->n_chunks = chunks_before;
+    uint64_t off = start;
+    while (off < size) {
+        uint64_t left = size - off;
+        if (left < sizeof(lcx_rec_hdr)) { r->torn_bytes = left; return 0; }
+        lcx_rec_hdr h;
+        memcpy(&h, base + off, sizeof h);
+        if (h.magic != LCX_REC_MAGIC) {
+            int zero = 1;
+            for (uint64_t i = 0; i < left && zero; i++) zero = base[off + i] == 0;
+            if (zero) { r->torn_bytes = left; return 0; }
+            if (msg) snprintf(msg, msg_len, "bad record magic at offset %llu", (unsigned long long)off);
+            return LCX_ECORRUPT;
+        }
+        if (h.len > LCX_REC_MAX || (h.type != LCX_REC_BATCH && h.type != LCX_REC_TOMB)) {
+            if (msg) snprintf(msg, msg_len, "bad record header at offset %llu", (unsigned long long)off);
+            return LCX_ECORRUPT;
+        }
+        if ((uint64_t)h.len > left - sizeof h) { r->torn_bytes = left; return 0; }
+        const char *payload = base + off + sizeof h;
+        uint32_t crc = lcx_crc32c(lcx_crc32c(0, &h, 16), payload, h.len);
+        uint64_t end = off + sizeof h + h.len;
+        if (crc != h.crc) {
+            if (end == size) { r->torn_bytes = left; return 0; }
+            if (msg) snprintf(msg, msg_len, "checksum mismatch in record at offset %llu", (unsigned long long)off);
+            return LCX_ECORRUPT;
+        }
+        /* checksummed record: its structure must be right */
+        int rc = 0;
+        if (h.type == LCX_REC_BATCH) {
+            rc = parse_batch(payload, h.len, h.n, dim, NULL, NULL);
+            if (!rc && (uint64_t)r->n_chunks + h.n > UINT32_MAX - 1) rc = LCX_ECORRUPT;
+        } else {
+            if ((uint64_t)h.n * 4 != h.len) rc = LCX_ECORRUPT;
+            for (uint32_t i = 0; !rc && i < h.n; i++) {
+                uint32_t id;
+                memcpy(&id, payload + 4 * (size_t)i, 4);
+                if (id >= r->n_chunks) rc = LCX_ECORRUPT;
+            }
+        }
+        if (rc) {
+            if (msg) snprintf(msg, msg_len, "malformed record at offset %llu", (unsigned long long)off);
+            return LCX_ECORRUPT;
+        }
+        if (fn && (rc = fn(ud, &h, payload, off))) return rc;
+        if (h.type == LCX_REC_BATCH) r->n_chunks += h.n;
+        r->last_off = off;
+        r->last_crc = h.crc;
+        r->good_end = end;
+        r->n_recs++;
+        off = end;
+    }
+    return 0;
+}
+
+static int check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len)
+{
+    if (memcmp(h->magic, LCX_LOG_MAGIC, 8)) { snprintf(msg, msg_len, "not a longctx log (bad magic)"); return LCX_ECORRUPT; }
+    if (lcx_crc32c(0, h, 252) != h->crc) { snprintf(msg, msg_len, "log header checksum mismatch"); return LCX_ECORRUPT; }
+    if (h->version != LCX_LOG_VERSION || h->hdr_size != sizeof *h) {
+        snprintf(msg, msg_len, "unsupported log version %u", h->version);
+        return LCX_ENOTSUP;
+    }
+    if (h->vec_format != LCX_VEC_F16 || h->dim < 1 || h->dim > LCX_DIM_MAX || h->fp_len == 0 ||
+        h->fp_len > LCX_FP_MAX) {
+        snprintf(msg, msg_len, "bad log header fields");
+        return LCX_ECORRUPT;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ replay */
+typedef struct {
+    lcx_store *s;
+    lcx__prep prep;
+} replay_ctx;
+
+static int replay_item(void *ud, const rec_item *it)
+{
+    replay_ctx *c = ud;
+    lcx_store *s = c->s;
+    lcx_rec_chunk fx;
+    memcpy(&fx, it->fx, sizeof fx);
+    int rc = lcx__prep_text(&c->prep, it->text, fx.text_len);
+    if (rc < 0) return rc;
+    if ((rc = meta_reserve(s, s->ix->n_docs + 1))) return rc;
+    lcx__doc_terms dt = {c->prep.dl, c->prep.nt, c->prep.t, c->prep.pool};
+    uint16_t vbuf[LCX_DIM_MAX];
+    memcpy(vbuf, it->vec, (size_t)s->dim * 2);
+    uint32_t id;
+    if ((rc = lcx__index_commit(s->ix, it->text, fx.text_len, 1, vbuf, &dt, &id))) return rc;
+    meta *m = &s->m[id];
+    m->tok_start = fx.tok_start;
+    m->tok_end = fx.tok_end;
+    m->layer = fx.layer;
+    m->round = fx.round;
+    m->score = fx.score;
+    m->line_start = fx.line_start;
+    m->line_end = fx.line_end;
+    m->file_type = fx.file_type;
+    m->from_snap = 0;
+    m->text_crc = 0;
+    m->path_len = fx.path_len;
+    m->path = path_store(s, it->path, fx.path_len);
+    if (fx.path_len && !m->path) return LCX_ENOMEM;
+    return 0;
+}
+
+static int replay_rec(void *ud, const lcx_rec_hdr *h, const char *payload, uint64_t off)
+{
+    replay_ctx *c = ud;
+    if (h->type == LCX_REC_BATCH) return parse_batch(payload, h->len, h->n, c->s->dim, replay_item, c);
+    for (uint32_t i = 0; i < h->n; i++) {
+        uint32_t id;
+        memcpy(&id, payload + 4 * (size_t)i, 4);
+        lcx_index_remove(c->s->ix, id);
+        c->s->tombs_since_snap++;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ snapshot load */
+static int snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from)
+{
+    char *p = path_join(s->dir, LCX_SNAP_NAME);
+    if (!p) return LCX_ENOMEM;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    free(p);
+    if (fd < 0) return LCX_ENOTFOUND;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < sizeof(lcx_snap_hdr)) { close(fd); return LCX_ECORRUPT; }
+    size_t flen = (size_t)st.st_size;
+    void *map = mmap(NULL, flen, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return LCX_EIO;
+    const char *b = map;
+    lcx_snap_hdr h;
+    memcpy(&h, b, sizeof h);
+    int rc = LCX_ECORRUPT;
+    if (memcmp(h.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &h, 508) != h.crc) goto bad;
+    if (h.version != LCX_SNAP_VERSION || h.hdr_size != sizeof h || h.n_sec != SEC_N) goto bad;
+    if (h.dim != s->dim || h.vec_format != LCX_VEC_F16 || h.fp_len != strlen(s->fp) ||
+        memcmp(h.fp, s->fp, h.fp_len) || h.uuid != s->uuid)
+        goto bad;
+    if (h.log_off > log_size || h.log_off < sizeof(lcx_log_hdr)) goto bad;
+    if (h.last_rec_off) {
+        lcx_rec_hdr rh;
+        if (h.last_rec_off + sizeof rh > h.log_off) goto bad;
+        memcpy(&rh, logmap + h.last_rec_off, sizeof rh);
+        if (rh.magic != LCX_REC_MAGIC || rh.crc != h.last_rec_crc || h.last_rec_off + sizeof rh + rh.len != h.log_off)
+            goto bad;
+    } else if (h.log_off != sizeof(lcx_log_hdr)) goto bad;
+    if (h.tab_cap & (h.tab_cap - 1) || h.tab_cap < 2 || h.n_terms >= h.tab_cap) goto bad;
+    uint64_t want[SEC_N] = {(uint64_t)h.n_docs * sizeof(lcx_snap_doc), 0, (uint64_t)h.n_docs * h.dim * 2,
+                            (uint64_t)h.tab_cap * sizeof(lcx__tslot), ((uint64_t)h.n_terms + 1) * 8, 0,
+                            ((uint64_t)h.n_terms + 1) * 8, h.n_post * 4, h.n_post};
+    for (int i = 0; i < SEC_N; i++) {
+        const lcx_snap_sec *sc = &h.sec[i];
+        if (sc->off % 64 || sc->off < sizeof h || sc->off > flen || sc->len > flen - sc->off) goto bad;
+        if (i != SEC_BLOB && i != SEC_TSTR && sc->len != want[i]) goto bad;
+    }
+    static const int verify[] = {SEC_DOCS, SEC_TTAB, SEC_TOFF, SEC_POFF};
+    for (size_t i = 0; i < sizeof verify / sizeof verify[0]; i++) {
+        const lcx_snap_sec *sc = &h.sec[verify[i]];
+        if (lcx_crc32c(0, b + sc->off, sc->len) != sc->crc) goto bad;
+    }
+    const uint64_t *toff = (const uint64_t *)(b + h.sec[SEC_TOFF].off);
+    const uint64_t *poff = (const uint64_t *)(b + h.sec[SEC_POFF].off);
+    if (toff[0] != 0 || poff[0] != 0 || poff[h.n_terms] != h.n_post || toff[h.n_terms] > h.sec[SEC_TSTR].len) goto bad;
+    for (uint32_t i = 0; i < h.n_terms; i++)
+        if (toff[i + 1] < toff[i] || poff[i + 1] < poff[i]) goto bad;
+    const lcx_snap_doc *docs = (const lcx_snap_doc *)(b + h.sec[SEC_DOCS].off);
+    uint64_t blen = h.sec[SEC_BLOB].len;
+    for (uint32_t i = 0; i < h.n_docs; i++) {
+        const lcx_snap_doc *d = &docs[i];
+        if (d->text_off > blen || d->text_len > blen - d->text_off || d->path_off > blen ||
+            d->path_len > blen - d->path_off || d->file_type > LCX_FT_CONFIG || d->deleted > 1 ||
+            d->path_len > LCX_PATH_MAX)
+            goto bad;
+    }
+    /* structure verified: attach */
+    lcx__index_base base = {
+        .nt = h.n_terms,
+        .tab = (const lcx__tslot *)(b + h.sec[SEC_TTAB].off), .tab_cap = h.tab_cap,
+        .toff = toff, .tstr = b + h.sec[SEC_TSTR].off, .tstr_len = h.sec[SEC_TSTR].len,
+        .poff = poff, .pdoc = (const uint32_t *)(b + h.sec[SEC_PDOC].off),
+        .ptf = (const uint8_t *)(b + h.sec[SEC_PTF].off), .np = h.n_post,
+        .vn = h.n_docs, .vec = (const uint16_t *)(b + h.sec[SEC_VEC].off)};
+    if ((rc = lcx__index_attach_base(s->ix, &base, h.n_docs))) goto bad_rc;
+    if ((rc = meta_reserve(s, h.n_docs))) goto bad_rc;
+    const char *blob = b + h.sec[SEC_BLOB].off;
+    for (uint32_t i = 0; i < h.n_docs; i++) {
+        const lcx_snap_doc *d = &docs[i];
+        lcx__index_set_base_doc(s->ix, i, blob + d->text_off, d->text_len, d->dl, d->deleted);
+        meta *m = &s->m[i];
+        m->tok_start = d->tok_start;
+        m->tok_end = d->tok_end;
+        m->layer = d->layer;
+        m->round = d->round;
+        m->score = d->score;
+        m->line_start = d->line_start;
+        m->line_end = d->line_end;
+        m->file_type = d->file_type;
+        m->from_snap = 1;
+        m->text_crc = d->text_crc;
+        m->path = d->path_len ? blob + d->path_off : NULL;
+        m->path_len = d->path_len;
+    }
+    lcx__index_base_done(s->ix);
+    s->map = map;
+    s->map_len = flen;
+    s->snap_docs = h.n_docs;
+    s->snap_log_off = h.log_off;
+    s->has_snap = 1;
+    *replay_from = h.log_off;
+    return 0;
+bad:
+    rc = LCX_ECORRUPT;
+bad_rc:
+    munmap(map, flen);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ open / close */
+static int store_load(lcx_store *s)
+{
+    char msg[160];
+    char *lp = path_join(s->dir, LCX_LOG_NAME);
+    if (!lp) return LCX_ENOMEM;
+    int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    free(lp);
+    if (fd < 0) return LCX_EIO;
+    s->fd = fd;
+    struct stat st;
+    if (fstat(fd, &st) < 0) return LCX_EIO;
+    if ((uint64_t)st.st_size < sizeof(lcx_log_hdr)) {
+        /* new store (or a crash while creating it, before anything was acknowledged) */
+        lcx_log_hdr h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.magic, LCX_LOG_MAGIC, 8);
+        h.version = LCX_LOG_VERSION;
+        h.hdr_size = sizeof h;
+        h.dim = s->dim;
+        h.vec_format = LCX_VEC_F16;
+        h.uuid = new_uuid();
+        h.fp_len = (uint32_t)strlen(s->fp);
+        memcpy(h.fp, s->fp, h.fp_len);
+        h.crc = lcx_crc32c(0, &h, 252);
+        if (ftruncate(fd, 0) < 0 || write_all(fd, &h, sizeof h, 0) || fsync(fd) < 0 || lcx_fsync_dir(s->dir))
+            return LCX_EIO;
+        s->uuid = h.uuid;
+        s->log_end = sizeof h;
+        return 0;
+    }
+    lcx_log_hdr h;
+    if (read_all(fd, &h, sizeof h, 0)) return LCX_EIO;
+    int rc = check_log_hdr(&h, msg, sizeof msg);
+    if (rc) return rc;
+    if (h.dim != s->dim || h.fp_len != strlen(s->fp) || memcmp(h.fp, s->fp, h.fp_len)) return LCX_EMISMATCH;
+    s->uuid = h.uuid;
+    uint64_t size = (uint64_t)st.st_size;
+    const char *lm = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (lm == MAP_FAILED) return LCX_EIO;
+    uint64_t from = sizeof h;
+    if (snap_load(s, size, lm, &from) != 0) {
+        /* no usable snapshot: a fresh index, replay everything */
+        from = sizeof h;
+        lcx_index_free(s->ix);
+        s->ix = NULL;
+        if ((rc = lcx_index_new(s->emb, &s->ix))) goto out;
+    }
+    replay_ctx rc_ = {s, {0}};
+    scan_res r;
+    rc = scan_log(lm, size, from, s->dim, s->ix->n_docs, replay_rec, &rc_, &r, msg, sizeof msg);
+    lcx__prep_free(&rc_.prep);
+    if (rc) goto out;
+    s->log_end = r.good_end;
+    if (r.n_recs) {
+        s->last_rec_off = r.last_off;
+        s->last_rec_crc = r.last_crc;
+    } else if (from > sizeof h) {
+        lcx_snap_hdr sh;
+        memcpy(&sh, s->map, sizeof sh);
+        s->last_rec_off = sh.last_rec_off;
+        s->last_rec_crc = sh.last_rec_crc;
+    }
+    if (r.torn_bytes) {
+        /* torn tail from a crash: cut it off so the next append starts on a boundary */
+        if (ftruncate(fd, (off_t)r.good_end) < 0 || fsync(fd) < 0) rc = LCX_EIO;
+    }
+out:
+    munmap((void *)lm, size);
+    return rc;
+}
+
+int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opts *opts, lcx_store **out)
+{
+    if (out) *out = NULL;
+    if (!dir || !*dir || !emb || !out) return LCX_EINVAL;
+    const char *fp = lcx_embedder_fingerprint(emb);
+    if (strlen(fp) > LCX_FMT_FP_MAX) return LCX_EINVAL;
+    lcx_store *s = calloc(1, sizeof *s);
+    if (!s) return LCX_ENOMEM;
+    s->fd = -1;
+    s->dir = strdup(dir);
+    s->emb = emb;
+    s->dim = (uint32_t)lcx_embedder_dim(emb);
+    snprintf(s->fp, sizeof s->fp, "%s", fp);
+    s->opts.max_text_len = opts && opts->max_text_len ? opts->max_text_len : (1u << 20);
+    if (s->opts.max_text_len > LCX_TEXT_HARD_MAX) s->opts.max_text_len = LCX_TEXT_HARD_MAX;
+    s->opts.max_chunks = opts && opts->max_chunks ? opts->max_chunks : 10000000u;
+    pthread_rwlock_init(&s->rw, NULL);
+    pthread_mutex_init(&s->wmu, NULL);
+    int rc = s->dir ? 0 : LCX_ENOMEM;
+    if (!rc) rc = lcx_mkdirs(dir);
+    if (!rc) rc = lcx_index_new(emb, &s->ix);
+    if (!rc) rc = store_load(s);
+    if (rc) {
+        s->has_snap = 0;   /* never write a snapshot of a half-loaded store */
+        s->broken = 1;
+        lcx_store_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+static int snapshot_locked(lcx_store *s);
+
+void lcx_store_close(lcx_store *s)
+{
+    if (!s) return;
+    if (!s->broken && s->ix && s->fd >= 0) {
+        uint32_t fresh = s->ix->n_docs - s->snap_docs;
+        if (fresh >= SNAP_AUTO_MIN || s->tombs_since_snap) {
+            pthread_mutex_lock(&s->wmu);
+            snapshot_locked(s);   /* best effort: the log already holds everything */
+            pthread_mutex_unlock(&s->wmu);
+        }
+    }
+    if (s->fd >= 0) close(s->fd);
+    lcx_index_free(s->ix);
+    if (s->map) munmap(s->map, s->map_len);
+    for (struct pblock *b = s->paths; b;) {
+        struct pblock *n = b->next;
+        free(b);
+        b = n;
+    }
+    free(s->m);
+    pthread_rwlock_destroy(&s->rw);
+    pthread_mutex_destroy(&s->wmu);
+    free(s->dir);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ append */
+typedef struct {
+    const lcx_store *s;
+    const lcx_chunk *c;
+    uint16_t *vec;             /* (n, dim) f16 */
+    lcx__doc_terms **dt;       /* (n) */
+    int a, b;
+    int rc;
+} work;
+
+static void *work_run(void *arg)
+{
+    work *w = arg;
+    uint32_t dim = w->s->dim;
+    float *tmp = malloc((size_t)dim * 16 * sizeof *tmp);   /* (16, dim) */
+    lcx__prep p = {0};
+    if (!tmp) { w->rc = LCX_ENOMEM; return NULL; }
+    for (int i = w->a; i < w->b && !w->rc; i += 16) {
+        int m = w->b - i < 16 ? w->b - i : 16;
+        const char *tx[16];
+        size_t ln[16];
+        for (int j = 0; j < m; j++) {
+            tx[j] = w->c[i + j].text ? w->c[i + j].text : "";
+            ln[j] = w->c[i + j].text_len;
+        }
+        int rc = lcx_embed(w->s->emb, tx, ln, m, tmp);
+        if (rc < 0) { w->rc = rc; break; }
+        for (int j = 0; j < m && !w->rc; j++) {
+            lcx__f32_to_f16(tmp + (size_t)j * dim, w->vec + (size_t)(i + j) * dim, dim);
+            if ((rc = lcx__prep_text(&p, tx[j], ln[j])) < 0 || (rc = lcx__prep_finish(&p, &w->dt[i + j])))
+                w->rc = rc < 0 ? rc : LCX_ENOMEM;
+        }
+    }
+    lcx__prep_free(&p);
+    free(tmp);
+    return NULL;
+}
+
+static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint16_t *vec, lcx__doc_terms **dt)
+{
+    int nt = 1;
+    if (n >= PAR_MIN) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        nt = (int)(cpus < 1 ? 1 : cpus > PAR_MAX_THREADS ? PAR_MAX_THREADS : cpus);
+        if (nt > n / 32) nt = n / 32 ? n / 32 : 1;
+    }
+    work w[PAR_MAX_THREADS];
+    pthread_t th[PAR_MAX_THREADS];
+    int started[PAR_MAX_THREADS] = {0};
+    for (int t = 0; t < nt; t++)
+        w[t] = (work){s, c, vec, dt, (int)((int64_t)n * t / nt), (int)((int64_t)n * (t + 1) / nt), 0};
+    for (int t = 1; t < nt; t++)
+        started[t] = pthread_create(&th[t], NULL, work_run, &w[t]) == 0;
+    work_run(&w[0]);
+    int rc = w[0].rc;
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else work_run(&w[t]);               /* could not start a thread: do it here */
+        if (!rc) rc = w[t].rc;
+    }
+    return rc;
+}
+
+static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
+{
+    m->tok_start = c->tok_start;
+    m->tok_end = c->tok_end;
+    m->layer = c->layer;
+    m->round = c->round;
+    m->score = c->score;
+    m->line_start = c->line_start;
+    m->line_end = c->line_end;
+    m->file_type = (uint8_t)c->file_type;
+    m->from_snap = 0;
+    m->text_crc = 0;
+    m->path_len = c->path ? c->path_len : 0;
+    m->path = path_store(s, c->path, m->path_len);
+}
+
+int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id)
+{
+    if (!s || n < 0 || (n && !c)) return LCX_EINVAL;
+    if (n == 0) {
+        if (first_id) {
+            lock_r(s);
+            *first_id = s->ix->n_docs;
+            unlock_rw(s);
+        }
+        return 0;
+    }
+    uint64_t payload = 0;
+    for (int i = 0; i < n; i++) {
+        if ((!c[i].text && c[i].text_len) || (!c[i].path && c[i].path_len) || (unsigned)c[i].file_type > LCX_FT_CONFIG)
+            return LCX_EINVAL;
+        if (c[i].text_len > s->opts.max_text_len || c[i].path_len > LCX_PATH_MAX) return LCX_ELIMIT;
+        payload += sizeof(lcx_rec_chunk) + c[i].text_len + (c[i].path ? c[i].path_len : 0) + (uint64_t)s->dim * 2;
+    }
+    if (payload > LCX_REC_MAX) return LCX_ELIMIT;
+
+    /* embed + tokenize off-lock (pure work, parallel for large batches) */
+    uint16_t *vec = malloc((size_t)n * s->dim * 2);            /* (n, dim) f16 */
+    lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
+    char *rec = malloc(sizeof(lcx_rec_hdr) + payload);
+    int rc = LCX_ENOMEM;
+    if (!vec || !dt || !rec) goto out;
+    if ((rc = prepare_batch(s, c, n, vec, dt))) goto out;
+
+    /* serialise the record */
+    char *p = rec + sizeof(lcx_rec_hdr);
+    for (int i = 0; i < n; i++) {
+        lcx_rec_chunk fx;
+        memset(&fx, 0, sizeof fx);
+        fx.tok_start = c[i].tok_start;
+        fx.tok_end = c[i].tok_end;
+        fx.layer = c[i].layer;
+        fx.round = c[i].round;
+        fx.score = c[i].score;
+        fx.line_start = c[i].line_start;
+        fx.line_end = c[i].line_end;
+        fx.text_len = c[i].text_len;
+        fx.path_len = c[i].path ? c[i].path_len : 0;
+        fx.file_type = (uint8_t)c[i].file_type;
+        memcpy(p, &fx, sizeof fx);
+        p += sizeof fx;
+        if (fx.text_len) memcpy(p, c[i].text, fx.text_len);
+        p += fx.text_len;
+        if (fx.path_len) memcpy(p, c[i].path, fx.path_len);
+        p += fx.path_len;
+        memcpy(p, vec + (size_t)i * s->dim, (size_t)s->dim * 2);
+        p += (size_t)s->dim * 2;
+    }
+    lcx_rec_hdr h = {LCX_REC_MAGIC, LCX_REC_BATCH, {0}, (uint32_t)payload, (uint32_t)n, 0, 0};
+    h.crc = lcx_crc32c(lcx_crc32c(0, &h, 16), rec + sizeof h, payload);
+    memcpy(rec, &h, sizeof h);
+
+    pthread_mutex_lock(&s->wmu);
+    if (s->broken) { rc = LCX_ESTATE; goto unlock; }
+    if ((uint64_t)s->ix->n_docs + (uint64_t)n > s->opts.max_chunks) { rc = LCX_ELIMIT; goto unlock; }
+    /* reserve before writing so publishing cannot fail on these allocations */
+    lock_w(s);
+    rc = lcx__index_reserve(s->ix, (uint32_t)n);
+    if (!rc) rc = meta_reserve(s, s->ix->n_docs + (uint32_t)n);
+    unlock_rw(s);
+    if (rc) goto unlock;
+    /* durable first: write + fdatasync (searches keep running meanwhile) */
+    uint64_t at = s->log_end;
+    rc = write_all(s->fd, rec, sizeof h + payload, at);
+    if (!rc && fdatasync(s->fd) < 0) rc = LCX_EIO;
+    if (rc) {
+        if (ftruncate(s->fd, (off_t)at) < 0) s->broken = 1;  /* cannot even undo: stop writing */
+        goto unlock;
+    }
+    s->log_end = at + sizeof h + payload;
+    s->last_rec_off = at;
+    s->last_rec_crc = h.crc;
+    /* publish */
+    lock_w(s);
+    uint32_t first = s->ix->n_docs;
+    for (int i = 0; i < n && !rc; i++) {
+        uint32_t id;
+        rc = lcx__index_commit(s->ix, c[i].text ? c[i].text : "", c[i].text_len, 1, vec + (size_t)i * s->dim, dt[i], &id);
+        if (!rc) {
+            fill_meta(s, &s->m[id], &c[i]);
+            if (s->m[id].path_len && !s->m[id].path) rc = LCX_ENOMEM;
+        }
+    }
+    unlock_rw(s);
+    if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
+    else if (first_id) *first_id = first;
+unlock:
+    pthread_mutex_unlock(&s->wmu);
+out:
+    if (dt)
+        for (int i = 0; i < n; i++) free(dt[i]);
+    free(dt);
+    free(vec);
+    free(rec);
+    return rc;
+}
+
+int lcx_store_delete_path(lcx_store *s, const char *path, size_t path_len)
+{
+    if (!s || (!path && path_len)) return LCX_EINVAL;
+    pthread_mutex_lock(&s->wmu);
+    int rc = 0;
+    if (s->broken) { rc = LCX_ESTATE; goto unlock; }
+    /* meta only changes under wmu, which we hold: read it without the rwlock */
+    uint32_t n = s->ix->n_docs, k = 0, cap = 0;
+    uint32_t *ids = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        const meta *m = &s->m[i];
+        if (m->path_len != path_len || lcx__index_is_deleted(s->ix, i)) continue;
+        if (path_len && memcmp(m->path, path, path_len)) continue;
+        if (k == cap) {
+            cap = cap ? cap * 2 : 64;
+            uint32_t *ni = realloc(ids, cap * sizeof *ni);
+            if (!ni) { free(ids); rc = LCX_ENOMEM; goto unlock; }
+            ids = ni;
+        }
+        ids[k++] = i;
+    }
+    if (!k) goto unlock;
+    if ((uint64_t)k * 4 > LCX_REC_MAX) { free(ids); rc = LCX_ELIMIT; goto unlock; }
+    lcx_rec_hdr h = {LCX_REC_MAGIC, LCX_REC_TOMB, {0}, k * 4, k, 0, 0};
+    h.crc = lcx_crc32c(lcx_crc32c(0, &h, 16), ids, (size_t)k * 4);
+    char *rec = malloc(sizeof h + (size_t)k * 4);
+    if (!rec) { free(ids); rc = LCX_ENOMEM; goto unlock; }
+    memcpy(rec, &h, sizeof h);
+    memcpy(rec + sizeof h, ids, (size_t)k * 4);
+    uint64_t at = s->log_end;
+    rc = write_all(s->fd, rec, sizeof h + (size_t)k * 4, at);
+    if (!rc && fdatasync(s->fd) < 0) rc = LCX_EIO;
+    free(rec);
+    if (rc) {
+        if (ftruncate(s->fd, (off_t)at) < 0) s->broken = 1;
+        free(ids);
+        goto unlock;
+    }
+    s->log_end = at + sizeof h + (size_t)k * 4;
+    s->last_rec_off = at;
+    s->last_rec_crc = h.crc;
+    lock_w(s);
+    for (uint32_t i = 0; i < k; i++) lcx_index_remove(s->ix, ids[i]);
+    unlock_rw(s);
+    s->tombs_since_snap += k;
+    free(ids);
+    rc = (int)(k > INT32_MAX ? INT32_MAX : k);
+unlock:
+    pthread_mutex_unlock(&s->wmu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ reads */
+uint32_t lcx_store_count(const lcx_store *s)
+{
+    if (!s) return 0;
+    lock_r(s);
+    uint32_t n = s->ix->n_live;
+    unlock_rw(s);
+    return n;
+}
+
+int lcx_store_get(const lcx_store *s, uint32_t id, lcx_chunk *out)
+{
+    if (!s || !out) return LCX_EINVAL;
+    lock_r(s);
+    int rc = 0;
+    if (id >= s->ix->n_docs || lcx__index_is_deleted(s->ix, id)) {
+        rc = LCX_ENOTFOUND;
+    } else {
+        const meta *m = &s->m[id];
+        lcx_chunk c = lcx_chunk_init();
+        c.text = s->ix->text[id];
+        c.text_len = s->ix->text_len[id];
+        if (m->from_snap && lcx_crc32c(0, c.text, c.text_len) != m->text_crc) {
+            rc = LCX_ECORRUPT;
+        } else {
+            c.tok_start = m->tok_start;
+            c.tok_end = m->tok_end;
+            c.layer = m->layer;
+            c.round = m->round;
+            c.score = m->score;
+            c.path = m->path;
+            c.path_len = m->path_len;
+            c.line_start = m->line_start;
+            c.line_end = m->line_end;
+            c.file_type = (lcx_file_type)m->file_type;
+            *out = c;
+        }
+    }
+    unlock_rw(s);
+    return rc;
+}
+
+int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out,
+                     int max_out)
+{
+    if (!s || (!q && qlen)) return LCX_EINVAL;
+    float *qv = malloc((size_t)s->dim * sizeof *qv);   /* (dim) */
+    if (!qv) return LCX_ENOMEM;
+    const char *t = q ? q : "";
+    int rc = lcx_embed(s->emb, &t, &qlen, 1, qv);      /* off-lock */
+    if (rc >= 0) {
+        lock_r(s);
+        rc = lcx__index_search_vec(s->ix, q, qlen, qv, o, out, max_out);
+        unlock_rw(s);
+    }
+    free(qv);
+    return rc;
+}
+
+const char *lcx_store_fingerprint(const lcx_store *s) { return s ? s->fp : ""; }
+
+size_t lcx_store_mem_bytes(const lcx_store *s)
+{
+    if (!s) return 0;
+    lock_r(s);
+    size_t n = sizeof *s + lcx__index_mem_bytes(s->ix) + (size_t)s->m_cap * sizeof(meta) + s->path_bytes + s->map_len;
+    unlock_rw(s);
+    return n;
+}
+
+uint32_t lcx__store_docs_total(const lcx_store *s)
+{
+    lock_r(s);
+    uint32_t n = s->ix->n_docs;
+    unlock_rw(s);
+    return n;
+}
+
+/* ------------------------------------------------------------------ snapshot write */
+typedef struct {
+    FILE *f;
+    uint64_t off;
+    uint32_t crc;
+    int err;
+} wr;
+
+static void wr_put(wr *w, const void *p, size_t n)
+{
+    if (w->err || !n) return;
+    if (fwrite(p, 1, n, w->f) != n) w->err = 1;
+    w->crc = lcx_crc32c(w->crc, p, n);
+    w->off += n;
+}
+
+static void wr_align(wr *w)
+{
+    static const char z[64];
+    size_t pad = (size_t)((64 - (w->off & 63)) & 63);
+    if (pad && !w->err) {
+        if (fwrite(z, 1, pad, w->f) != pad) w->err = 1;
+        w->off += pad;
+    }
+}
+
+static void sec_begin(wr *w, lcx_snap_hdr *h, int i)
+{
+    wr_align(w);
+    h->sec[i].off = w->off;
+    w->crc = 0;
+}
+
+static void sec_end(wr *w, lcx_snap_hdr *h, int i, uint32_t flags)
+{
+    h->sec[i].len = w->off - h->sec[i].off;
+    h->sec[i].crc = w->crc;
+    h->sec[i].flags = flags;
+}
+
+/* Caller holds wmu (no writer can change the index); readers may run concurrently. */
+static int snapshot_locked(lcx_store *s)
+{
+    if (s->broken) return LCX_ESTATE;
+    if (s->has_snap && s->snap_log_off == s->log_end) return 0;   /* already up to date */
+    const lcx_index *ix = s->ix;
+    char *path = path_join(s->dir, LCX_SNAP_NAME), *tmp = path_join(s->dir, LCX_SNAP_NAME ".tmp");
+    int rc = LCX_ENOMEM;
+    FILE *f = NULL;
+    lcx__tslot *tab = NULL;
+    if (!path || !tmp) goto out;
+    uint32_t nd = ix->n_docs, nt = ix->n_terms;
+    uint32_t cap = 2;
+    while (cap < (uint64_t)nt * 2 + 2) cap *= 2;
+    tab = calloc(cap, sizeof *tab);
+    if (!tab) goto out;
+    uint64_t np = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t len;
+        const char *str = lcx__index_term(ix, t, &len);
+        uint64_t hsh = lcx_hash64(str, len, 0);
+        uint32_t j = (uint32_t)hsh & (cap - 1);
+        while (tab[j].id1) j = (j + 1) & (cap - 1);
+        tab[j] = (lcx__tslot){hsh, t + 1, len};
+        np += lcx__index_df(ix, t);
+    }
+    rc = LCX_EIO;
+    f = fopen(tmp, "wb");
+    if (!f) goto out;
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    lcx_snap_hdr h;
+    memset(&h, 0, sizeof h);
+    wr w = {f, 0, 0, 0};
+    wr_put(&w, &h, sizeof h);   /* placeholder, rewritten at the end */
+    /* 0 DOCS */
+    sec_begin(&w, &h, SEC_DOCS);
+    uint64_t boff = 0;
+    for (uint32_t i = 0; i < nd; i++) {
+        const meta *m = &s->m[i];
+        lcx_snap_doc d;
+        memset(&d, 0, sizeof d);
+        d.tok_start = m->tok_start;
+        d.tok_end = m->tok_end;
+        d.layer = m->layer;
+        d.round = m->round;
+        d.score = m->score;
+        d.line_start = m->line_start;
+        d.line_end = m->line_end;
+        d.dl = ix->dl[i];
+        d.text_off = boff;
+        d.text_len = ix->text_len[i];
+        d.path_off = boff + d.text_len;
+        d.path_len = m->path_len;
+        d.text_crc = m->from_snap ? m->text_crc : lcx_crc32c(0, ix->text[i], d.text_len);
+        d.file_type = m->file_type;
+        d.deleted = (uint8_t)lcx__index_is_deleted(ix, i);
+        boff += (uint64_t)d.text_len + d.path_len;
+        wr_put(&w, &d, sizeof d);
+    }
+    sec_end(&w, &h, SEC_DOCS, 1);
+    /* 1 BLOB */
+    sec_begin(&w, &h, SEC_BLOB);
+    for (uint32_t i = 0; i < nd; i++) {
+        wr_put(&w, ix->text[i], ix->text_len[i]);
+        wr_put(&w, s->m[i].path, s->m[i].path_len);
+    }
+    sec_end(&w, &h, SEC_BLOB, 0);
+    /* 2 VEC */
+    sec_begin(&w, &h, SEC_VEC);
+    if (ix->base.vn) wr_put(&w, ix->base.vec, (size_t)ix->base.vn * s->dim * 2);
+    if (nd > ix->base.vn) wr_put(&w, ix->vec, (size_t)(nd - ix->base.vn) * s->dim * 2);
+    sec_end(&w, &h, SEC_VEC, 0);
+    /* 3 TTAB */
+    sec_begin(&w, &h, SEC_TTAB);
+    wr_put(&w, tab, (size_t)cap * sizeof *tab);
+    sec_end(&w, &h, SEC_TTAB, 1);
+    /* 4 TOFF, 5 TSTR */
+    sec_begin(&w, &h, SEC_TOFF);
+    uint64_t o = 0;
+    wr_put(&w, &o, 8);
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t len;
+        lcx__index_term(ix, t, &len);
+        o += len;
+        wr_put(&w, &o, 8);
+    }
+    sec_end(&w, &h, SEC_TOFF, 1);
+    sec_begin(&w, &h, SEC_TSTR);
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t len;
+        const char *str = lcx__index_term(ix, t, &len);
+        wr_put(&w, str, len);
+    }
+    sec_end(&w, &h, SEC_TSTR, 0);
+    /* 6 POFF, 7 PDOC, 8 PTF */
+    sec_begin(&w, &h, SEC_POFF);
+    o = 0;
+    wr_put(&w, &o, 8);
+    for (uint32_t t = 0; t < nt; t++) {
+        o += lcx__index_df(ix, t);
+        wr_put(&w, &o, 8);
+    }
+    sec_end(&w, &h, SEC_POFF, 1);
+    for (int pass = 0; pass < 2; pass++) {
+        int sec = pass ? SEC_PTF : SEC_PDOC;
+        sec_begin(&w, &h, sec);
+        for (uint32_t t = 0; t < nt; t++) {
+            if (t < ix->base.nt) {
+                uint64_t a = ix->base.poff[t], b = ix->base.poff[t + 1];
+                if (pass) wr_put(&w, ix->base.ptf + a, (size_t)(b - a));
+                else wr_put(&w, ix->base.pdoc + a, (size_t)(b - a) * 4);
+            }
+            const lcx__plist *pl = &ix->pl[t];
+            if (pass) wr_put(&w, pl->tf, pl->n);
+            else wr_put(&w, pl->doc, (size_t)pl->n * 4);
+        }
+        sec_end(&w, &h, sec, 0);
+    }
+    /* header */
+    memcpy(h.magic, LCX_SNAP_MAGIC, 8);
+    h.version = LCX_SNAP_VERSION;
+    h.hdr_size = sizeof h;
+    h.dim = s->dim;
+    h.vec_format = LCX_VEC_F16;
+    h.uuid = s->uuid;
+    h.log_off = s->log_end;
+    h.last_rec_off = s->log_end > sizeof(lcx_log_hdr) ? s->last_rec_off : 0;
+    h.last_rec_crc = h.last_rec_off ? s->last_rec_crc : 0;
+    h.n_docs = nd;
+    h.n_terms = nt;
+    h.tab_cap = cap;
+    h.n_post = np;
+    h.n_sec = SEC_N;
+    h.fp_len = (uint32_t)strlen(s->fp);
+    memcpy(h.fp, s->fp, h.fp_len);
+    h.crc = lcx_crc32c(0, &h, 508);
+    if (w.err || fflush(f) || fseek(f, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, f) != 1 || fflush(f) ||
+        fsync(fileno(f)) < 0)
+        goto out;
+    if (fclose(f)) { f = NULL; goto out; }
+    f = NULL;
+    if (rename(tmp, path) < 0 || lcx_fsync_dir(s->dir)) goto out;
+    s->snap_docs = nd;
+    s->snap_log_off = s->log_end;
+    s->tombs_since_snap = 0;
+    s->has_snap = 1;
+    rc = 0;
+out:
+    if (f) fclose(f);
+    if (rc && tmp) unlink(tmp);
+    free(tab);
+    free(path);
+    free(tmp);
+    return rc;
+}
+
+int lcx_store_snapshot(lcx_store *s)
+{
+    if (!s) return LCX_EINVAL;
+    pthread_mutex_lock(&s->wmu);
+    lock_r(s);     /* index is stable under wmu; the read lock documents that readers may share */
+    int rc = snapshot_locked(s);
+    unlock_rw(s);
+    pthread_mutex_unlock(&s->wmu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ validation */
+int lcx_store_validate(const char *dir, char *msg, size_t msg_len)
+{
+    char dummy[8];
+    if (!msg || !msg_len) { msg = dummy; msg_len = sizeof dummy; }
+    msg[0] = 0;
+    if (!dir) return LCX_EINVAL;
+    char *lp = path_join(dir, LCX_LOG_NAME);
+    if (!lp) return LCX_ENOMEM;
+    int fd = open(lp, O_RDONLY | O_CLOEXEC);
+    free(lp);
+    if (fd < 0) { snprintf(msg, msg_len, "no log in %s", dir); return LCX_ENOTFOUND; }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0) { close(fd); return LCX_EIO; }
+    uint64_t size = (uint64_t)st.st_size;
+    lcx_log_hdr h;
+    if (size < sizeof h || read_all(fd, &h, sizeof h, 0)) {
+        close(fd);
+        snprintf(msg, msg_len, "log shorter than its header");
+        return LCX_ECORRUPT;
+    }
+    if ((rc = check_log_hdr(&h, msg, msg_len))) { close(fd); return rc; }
+    const char *lm = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (lm == MAP_FAILED) return LCX_EIO;
+    scan_res r;
+    char m2[160] = "";
+    rc = scan_log(lm, size, sizeof h, h.dim, 0, NULL, NULL, &r, m2, sizeof m2);
+    if (rc) {
+        snprintf(msg, msg_len, "log: %s", m2);
+        munmap((void *)lm, size);
+        return rc;
+    }
+    /* snapshot, when present: every section's checksum and its tie to the log */
+    char *sp = path_join(dir, LCX_SNAP_NAME);
+    int sfd = sp ? open(sp, O_RDONLY | O_CLOEXEC) : -1;
+    free(sp);
+    const char *snap_note = "no snapshot";
+    if (sfd >= 0) {
+        struct stat ss;
+        void *map = MAP_FAILED;
+        if (fstat(sfd, &ss) == 0 && (uint64_t)ss.st_size >= sizeof(lcx_snap_hdr))
+            map = mmap(NULL, (size_t)ss.st_size, PROT_READ, MAP_PRIVATE, sfd, 0);
+        close(sfd);
+        snap_note = "snapshot ok";
+        if (map == MAP_FAILED) {
+            snap_note = "snapshot unreadable (ignored on open)";
+            rc = LCX_ECORRUPT;
+        } else {
+            lcx_snap_hdr sh;
+            memcpy(&sh, map, sizeof sh);
+            uint64_t fl = (uint64_t)ss.st_size;
+            if (memcmp(sh.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &sh, 508) != sh.crc || sh.n_sec != SEC_N) {
+                snap_note = "snapshot header bad (ignored on open)";
+                rc = LCX_ECORRUPT;
+            } else if (sh.uuid != h.uuid || sh.log_off > r.good_end) {
+                snap_note = "snapshot does not match the log (ignored on open)";
+                rc = LCX_ECORRUPT;
+            } else {
+                for (int i = 0; i < SEC_N; i++) {
+                    const lcx_snap_sec *sc = &sh.sec[i];
+                    if (sc->off > fl || sc->len > fl - sc->off ||
+                        lcx_crc32c(0, (const char *)map + sc->off, sc->len) != sc->crc) {
+                        snap_note = "snapshot section checksum mismatch (ignored on open)";
+                        rc = LCX_ECORRUPT;
+                        break;
+                    }
+                }
+            }
+            munmap(map, (size_t)ss.st_size);
+        }
+    }
+    snprintf(msg, msg_len, "%s: %u records, %u chunks, %llu log bytes%s%s; %s", rc ? "corrupt" : "ok", r.n_recs,
+             r.n_chunks, (unsigned long long)r.good_end, r.torn_bytes ? ", torn tail of " : "",
+             r.torn_bytes ? "bytes (truncated on next open)" : "", snap_note);
+    munmap((void *)lm, size);
+    return rc;
+}
+
+int lcx__store_peek(const char *dir, char *fp, size_t fp_len, uint32_t *n_live)
+{
+    *n_live = 0;
+    if (fp_len) fp[0] = 0;
+    char *lp = path_join(dir, LCX_LOG_NAME);
+    if (!lp) return LCX_ENOMEM;
+    int fd = open(lp, O_RDONLY | O_CLOEXEC);
+    free(lp);
+    if (fd < 0) return errno == ENOENT ? LCX_ENOTFOUND : LCX_EIO;
+    struct stat st;
+    lcx_log_hdr h;
+    char msg[80];
+    int rc = LCX_EIO;
+    if (fstat(fd, &st) < 0) goto out;
+    rc = LCX_ECORRUPT;
+    if ((uint64_t)st.st_size < sizeof h || read_all(fd, &h, sizeof h, 0)) goto out;
+    if ((rc = check_log_hdr(&h, msg, sizeof msg))) goto out;
+    snprintf(fp, fp_len, "%.*s", (int)h.fp_len, h.fp);
+    uint64_t off = sizeof h, size = (uint64_t)st.st_size;
+    uint64_t live = 0;
+    while (size - off >= sizeof(lcx_rec_hdr)) {
+        lcx_rec_hdr r;
+        if (read_all(fd, &r, sizeof r, off) || r.magic != LCX_REC_MAGIC) break;
+        if ((uint64_t)r.len > size - off - sizeof r) break;
+        if (r.type == LCX_REC_BATCH) live += r.n;
+        else if (r.type == LCX_REC_TOMB) live = live >= r.n ? live - r.n : 0;
+        off += sizeof r + r.len;
+    }
+    *n_live = live > UINT32_MAX ? UINT32_MAX : (uint32_t)live;
+    rc = 0;
+out:
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,111 @@
+/* On-disk formats of a store directory (internal). The byte layouts are documented in
+ * numbered steps at the top of store.c (which writes them) and in docs/storage-format.md.
+ * All integers little-endian; x86-64 only, so structs are written as they are in memory
+ * (static asserts pin their sizes and offsets). */
+#ifndef LCX_STORE_FMT_H
+#define LCX_STORE_FMT_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LCX_LOG_NAME "chunks.log"
+#define LCX_SNAP_NAME "index.snap"
+#define LCX_LOG_MAGIC "LCXLOG01"
+#define LCX_SNAP_MAGIC "LCXSNAP1"
+#define LCX_LOG_VERSION 1
+#define LCX_SNAP_VERSION 1
+#define LCX_VEC_F16 1
+#define LCX_REC_MAGIC 0x5243584cu            /* "LXCR" */
+#define LCX_REC_BATCH 1
+#define LCX_REC_TOMB 2
+#define LCX_REC_MAX (1u << 30)               /* payload cap: 1 GiB per record */
+#define LCX_TEXT_HARD_MAX (64u << 20)        /* per chunk, whatever the options say */
+#define LCX_PATH_MAX 4096
+#define LCX_FMT_FP_MAX 200
+
+typedef struct {
+    char magic[8];        /* "LCXLOG01" */
+    uint32_t version;     /* 1 */
+    uint32_t hdr_size;    /* 256 */
+    uint32_t dim;
+    uint32_t vec_format;  /* 1 = IEEE binary16 */
+    uint64_t uuid;        /* random per store; ties snapshots to this log */
+    uint32_t fp_len;
+    char fp[LCX_FMT_FP_MAX];  /* embedder fingerprint, NUL padded */
+    uint8_t reserved[16];
+    uint32_t crc;         /* crc32c of bytes [0, 252) */
+} lcx_log_hdr;
+static_assert(sizeof(lcx_log_hdr) == 256, "log header is 256 bytes");
+
+typedef struct {
+    uint32_t magic;       /* LCX_REC_MAGIC */
+    uint8_t type;         /* LCX_REC_BATCH | LCX_REC_TOMB */
+    uint8_t zero[3];
+    uint32_t len;         /* payload bytes */
+    uint32_t n;           /* chunks (BATCH) or ids (TOMB) */
+    uint32_t crc;         /* crc32c of header bytes [0, 16) then the payload */
+    uint32_t reserved;    /* 0 */
+} lcx_rec_hdr;
+static_assert(sizeof(lcx_rec_hdr) == 24, "record header is 24 bytes");
+
+typedef struct {
+    int64_t tok_start, tok_end;
+    int32_t layer, round;
+    float score;
+    uint32_t line_start, line_end;
+    uint32_t text_len, path_len;
+    uint8_t file_type;
+    uint8_t pad[11];
+} lcx_rec_chunk;          /* followed by text, path, dim × f16 */
+static_assert(sizeof(lcx_rec_chunk) == 56, "record chunk is 56 bytes");
+
+enum { SEC_DOCS = 0, SEC_BLOB, SEC_VEC, SEC_TTAB, SEC_TOFF, SEC_TSTR, SEC_POFF, SEC_PDOC, SEC_PTF, SEC_N };
+
+typedef struct {
+    uint64_t off, len;
+    uint32_t crc;         /* crc32c of the section bytes */
+    uint32_t flags;       /* 1 = verified on every open; 0 = by lcx_store_validate */
+} lcx_snap_sec;
+
+typedef struct {
+    char magic[8];        /* "LCXSNAP1" */
+    uint32_t version;     /* 1 */
+    uint32_t hdr_size;    /* 512 */
+    uint32_t dim;
+    uint32_t vec_format;
+    uint64_t uuid;        /* = the log's */
+    uint64_t log_off;     /* log bytes covered (end of the last covered record) */
+    uint64_t last_rec_off;/* offset of the last covered record (0 = none) */
+    uint32_t last_rec_crc;
+    uint32_t n_docs;
+    uint32_t n_terms;
+    uint32_t tab_cap;
+    uint64_t n_post;
+    uint32_t n_sec;       /* SEC_N */
+    uint32_t pad0;
+    lcx_snap_sec sec[SEC_N];
+    uint32_t fp_len;
+    char fp[LCX_FMT_FP_MAX];
+    uint8_t reserved[512 - 80 - 24 * SEC_N - 4 - LCX_FMT_FP_MAX - 4];
+    uint32_t crc;         /* crc32c of bytes [0, 508) */
+} lcx_snap_hdr;
+static_assert(sizeof(lcx_snap_hdr) == 512, "snapshot header is 512 bytes");
+
+typedef struct {
+    int64_t tok_start, tok_end;
+    int32_t layer, round;
+    float score;
+    uint32_t line_start, line_end;
+    uint32_t dl;          /* BM25 document length */
+    uint64_t text_off;    /* into SEC_BLOB */
+    uint64_t path_off;
+    uint32_t text_len, path_len;
+    uint32_t text_crc;    /* crc32c of the text (checked by lcx_store_get) */
+    uint8_t file_type;
+    uint8_t deleted;
+    uint8_t pad[10];
+} lcx_snap_doc;
+static_assert(sizeof(lcx_snap_doc) == 80, "snapshot doc is 80 bytes");
+
+#endif

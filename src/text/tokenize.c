@@ -1,0 +1,265 @@
+/* Lexical tokenizer shared by BM25, the hash embedder and the reranker.
+ *
+ * Idea: retrieval over evicted spans and code needs exact matches on things a word
+ * tokenizer mangles: numbers ("481729", "90210-ALPHA", "2024-01-15"), identifiers
+ * ("parseHTTPHeader", "MAX_TEXT_LEN", "src/index/bm25.c"). So a *raw token* is a run of
+ * word characters (letters, digits, combining marks, '_') that may contain runs of the
+ * joiners - . : / (and ',' between two digits) as long as a word character follows.
+ * Every raw token is emitted whole (case-folded), and when it is a compound it is also
+ * split into parts on joiners, underscores, lower→Upper and UPPER→Upperlower changes and
+ * letter↔digit changes:
+ *
+ *   "parseHTTPHeader" → IDENT parsehttpheader, PART parse, PART http, PART header
+ *   "90210-ALPHA"     → IDENT 90210-alpha, PART 90210, PART alpha
+ *   "481729"          → NUMBER 481729          "3.14" → NUMBER 3.14 (no parts)
+ *   "2024-01-15"      → NUMBER 2024-01-15, PART 2024, PART 01, PART 15
+ *   "deployment."     → WORD deployment        (a trailing joiner is not part of a token)
+ *
+ * Unicode: classes come from utf8proc categories (L* letters, Lu/Lt upper case, N*
+ * digits, M* marks continue a token); non-ASCII text is case-folded with utf8proc's full
+ * case folding (ß → ss). Han ideographs and kana are emitted one character per token
+ * (no word boundaries in those scripts; unigrams are the usual lexical fallback).
+ * ASCII takes a table-driven fast path (this runs on every ingested byte: hot).
+ *
+ * Known limits: apostrophes split ("nova's" → nova, s); a token longer than LCX_TOK_MAX
+ * folded bytes is cut into pieces; at most 32 parts per compound are emitted. */
+#include "longctx/lcx.h"
+#include "text/text.h"
+#include <string.h>
+#include <utf8proc.h>
+
+enum { C_SEP = 0, C_LOWER, C_UPPER, C_DIGIT, C_UNDER, C_JOIN, C_COMMA, C_CJK };
+
+#define MAX_CP 128          /* codepoints per raw token piece */
+#define MAX_PARTS 32
+
+/* ASCII class table: letters, digits, '_', joiners. */
+static unsigned char ascii_class(unsigned char c)
+{
+    if (c >= 'a' && c <= 'z') return C_LOWER;
+    if (c >= 'A' && c <= 'Z') return C_UPPER;
+    if (c >= '0' && c <= '9') return C_DIGIT;
+    if (c == '_') return C_UNDER;
+    if (c == '-' || c == '.' || c == ':' || c == '/') return C_JOIN;
+    if (c == ',') return C_COMMA;
+    return C_SEP;
+}
+
+static int is_cjk(int32_t cp)
+{
+    return (cp >= 0x3040 && cp <= 0x30FF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+           (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+           (cp >= 0x20000 && cp <= 0x2FA1F);
+}
+
+static unsigned char uni_class(int32_t cp)
+{
+    if (cp < 0x80) return ascii_class((unsigned char)cp);
+    if (is_cjk(cp)) return C_CJK;
+    switch (utf8proc_category(cp)) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LT: return C_UPPER;
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME: return C_LOWER;
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO: return C_DIGIT;
+    case UTF8PROC_CATEGORY_PC: return C_UNDER;  /* connector punctuation (‿ etc.) */
+    default: return C_SEP;
+    }
+}
+
+static inline int is_word(unsigned char k) { return k == C_LOWER || k == C_UPPER || k == C_DIGIT || k == C_UNDER; }
+static inline int is_alpha(unsigned char k) { return k == C_LOWER || k == C_UPPER; }
+
+/* Decodes one codepoint at p (n bytes left). Invalid bytes decode as a separator. */
+static inline int next_cp(const unsigned char *p, size_t n, int32_t *cp)
+{
+    if (p[0] < 0x80) { *cp = p[0]; return 1; }
+    utf8proc_int32_t c;
+    utf8proc_ssize_t k = utf8proc_iterate(p, (utf8proc_ssize_t)(n < 4 ? n : 4), &c);
+    if (k <= 0) { *cp = -1; return 1; }
+    *cp = c;
+    return (int)k;
+}
+
+typedef struct {
+    char buf[LCX_TOK_MAX + 8];      /* folded bytes of the piece */
+    int len;
+    int ncp;
+    unsigned char cls[MAX_CP];      /* class per codepoint */
+    unsigned short off[MAX_CP + 1]; /* folded byte offset per codepoint */
+} piece;
+
+/* Appends codepoint cp (class k) folded; false when the piece is full. */
+static int piece_push(piece *pc, int32_t cp, unsigned char k)
+{
+    if (pc->ncp >= MAX_CP) return 0;
+    char tmp[64];
+    int tl;
+    if (cp < 0x80) {
+        tmp[0] = (char)(k == C_UPPER ? cp | 0x20 : cp);
+        tl = 1;
+    } else {
+        utf8proc_int32_t out[16];
+        int last = 0;
+        utf8proc_ssize_t m = utf8proc_decompose_char(cp, out, 16, UTF8PROC_CASEFOLD, &last);
+        tl = 0;
+        if (m <= 0 || m > 16) { out[0] = cp; m = 1; }
+        for (utf8proc_ssize_t i = 0; i < m; i++)
+            tl += (int)utf8proc_encode_char(out[i], (utf8proc_uint8_t *)tmp + tl);
+    }
+    if (pc->len + tl > LCX_TOK_MAX) return 0;
+    pc->cls[pc->ncp] = k;
+    pc->off[pc->ncp] = (unsigned short)pc->len;
+    memcpy(pc->buf + pc->len, tmp, (size_t)tl);
+    pc->len += tl;
+    pc->ncp++;
+    pc->off[pc->ncp] = (unsigned short)pc->len;
+    return 1;
+}
+
+/* Emits the whole piece and, for compounds, its parts. Returns the callback's stop value. */
+static int emit_piece(piece *pc, lcx_token_cb cb, void *ud)
+{
+    if (pc->ncp == 0) return 0;
+    /* trim leading/trailing underscores from the classification view */
+    int has_alpha = 0, has_digit = 0, has_join = 0, has_under = 0, has_split_join = 0, has_case_break = 0;
+    for (int i = 0; i < pc->ncp; i++) {
+        unsigned char k = pc->cls[i];
+        has_alpha |= is_alpha(k);
+        has_digit |= k == C_DIGIT;
+        has_under |= k == C_UNDER;
+        if (k == C_JOIN || k == C_COMMA) {
+            has_join = 1;
+            char ch = pc->buf[pc->off[i]];
+            if (ch == '-' || ch == '/' || ch == ':') has_split_join = 1;
+        }
+        if (i > 0 && k == C_UPPER && pc->cls[i - 1] == C_LOWER) has_case_break = 1;
+        if (i > 0 && i + 1 < pc->ncp && k == C_UPPER && pc->cls[i - 1] == C_UPPER && pc->cls[i + 1] == C_LOWER)
+            has_case_break = 1;
+    }
+    if (!has_alpha && !has_digit) return 0;   /* "_" or "__": nothing to match on */
+    int kind;
+    int want_parts;
+    if (!has_alpha && !has_under && has_digit) {
+        kind = LCX_TOK_NUMBER;
+        want_parts = has_split_join; /* dates, times, phone numbers; not 3.14 or 1,000 */
+    } else if (has_alpha && !has_digit && !has_join && !has_under && !has_case_break) {
+        kind = LCX_TOK_WORD;
+        want_parts = 0;
+    } else {
+        kind = LCX_TOK_IDENT;
+        want_parts = 1;
+    }
+    int rc = cb(pc->buf, (size_t)pc->len, kind, ud);
+    if (rc || !want_parts) return rc;
+
+    /* Split into parts. A break falls before codepoint i when: i is a joiner/underscore
+     * (dropped), or lower→Upper, or UPPER→Upper followed by lower, or letter↔digit. */
+    int nparts = 0, start = -1;
+    for (int i = 0; i <= pc->ncp && nparts < MAX_PARTS; i++) {
+        unsigned char k = i < pc->ncp ? pc->cls[i] : C_SEP;
+        int sep = !is_word(k) || k == C_UNDER;
+        int brk = sep;
+        if (!brk && start >= 0 && i > start) {
+            unsigned char p = pc->cls[i - 1];
+            if (k == C_UPPER && p == C_LOWER) brk = 1;
+            else if (k == C_UPPER && p == C_UPPER && i + 1 < pc->ncp && pc->cls[i + 1] == C_LOWER) brk = 1;
+            else if ((k == C_DIGIT) != (p == C_DIGIT)) brk = 1;
+        }
+        if (brk && start >= 0) {
+            int a = pc->off[start], b = pc->off[i];
+            if (!(a == 0 && b == pc->len)) {   /* a part equal to the whole adds nothing */
+                rc = cb(pc->buf + a, (size_t)(b - a), LCX_TOK_PART, ud);
+                if (rc) return rc;
+                nparts++;
+            }
+            start = -1;
+        }
+        if (!sep && start < 0) start = i;
+    }
+    return 0;
+}
+
+/* hot: runs over every byte of every ingested span and query */
+int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
+{
+    if (!text || !cb) return len ? LCX_EINVAL : 0;
+    const unsigned char *p = (const unsigned char *)text;
+    size_t i = 0;
+    piece pc;
+    pc.len = pc.ncp = 0;
+    unsigned char prev = C_SEP;  /* class of the last codepoint pushed into the piece */
+    while (i < len) {
+        int32_t cp;
+        int adv = next_cp(p + i, len - i, &cp);
+        unsigned char k = cp < 0 ? C_SEP : uni_class(cp);
+        if (is_word(k)) {
+            if (!piece_push(&pc, cp, k)) {          /* piece full: emit and start a new one */
+                int rc = emit_piece(&pc, cb, ud);
+                if (rc) return rc;
+                pc.len = pc.ncp = 0;
+                piece_push(&pc, cp, k);
+            }
+            prev = k;
+            i += (size_t)adv;
+            continue;
+        }
+        if ((k == C_JOIN || k == C_COMMA) && pc.ncp > 0 && is_word(prev)) {
+            /* a run of joiners (≤ 3) stays inside the token iff a word char follows;
+             * ',' only as a single digit,digit separator (1,000) */
+            size_t j = i;
+            int run = 0, commas = 0;
+            int32_t c2 = -1;
+            unsigned char k2 = C_SEP;
+            while (j < len && run < 4) {
+                int a2 = next_cp(p + j, len - j, &c2);
+                k2 = c2 < 0 ? C_SEP : uni_class(c2);
+                if (k2 != C_JOIN && k2 != C_COMMA) break;
+                commas += k2 == C_COMMA;
+                run++;
+                j += (size_t)a2;
+            }
+            int ok = run <= 3 && j < len && is_word(k2);
+            if (ok && commas) ok = run == 1 && prev == C_DIGIT && k2 == C_DIGIT;
+            if (ok) {
+                size_t q = i;
+                int full = 0;
+                while (q < j) {
+                    int32_t c3;
+                    int a3 = next_cp(p + q, len - q, &c3);
+                    if (!piece_push(&pc, c3, uni_class(c3))) { full = 1; break; }
+                    q += (size_t)a3;
+                }
+                if (!full) {
+                    prev = k;
+                    i = j;
+                    continue;
+                }
+                /* no room: drop the trailing joiners from the piece and end the token here */
+                while (pc.ncp > 0 && !is_word(pc.cls[pc.ncp - 1])) pc.len = pc.off[--pc.ncp];
+            }
+        }
+        /* separator: finish the current token */
+        if (pc.ncp) {
+            int rc = emit_piece(&pc, cb, ud);
+            if (rc) return rc;
+            pc.len = pc.ncp = 0;
+        }
+        prev = C_SEP;
+        if (k == C_CJK) {
+            piece_push(&pc, cp, C_LOWER);
+            int rc = cb(pc.buf, (size_t)pc.len, LCX_TOK_WORD, ud);
+            if (rc) return rc;
+            pc.len = pc.ncp = 0;
+        }
+        i += (size_t)adv;
+    }
+    if (pc.ncp) return emit_piece(&pc, cb, ud);
+    return 0;
+}

@@ -1,0 +1,427 @@
+/* Store tests: persistence, snapshots, tombstones, corruption handling and a kill -9
+ * crash test (a child appends in a loop and reports every acknowledged id over a pipe). */
+#include "testutil.h"
+#include "longctx/lcx.h"
+#include "store/store_fmt.h"
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static lcx_embedder *g_emb;
+
+static int setup(void **st)
+{
+    (void)st;
+    return lcx_embedder_hash_new(0, &g_emb);
+}
+static int teardown(void **st)
+{
+    (void)st;
+    lcx_embedder_free(g_emb);
+    return 0;
+}
+
+static void mk_text(char *buf, size_t cap, uint32_t i)
+{
+    static const char *w[] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+                              "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"};
+    snprintf(buf, cap, "span %u token %s %s marker%u tail %s", i, w[i % 16], w[(i / 16) % 16], i * 7919u,
+             w[(i * 7) % 16]);
+}
+
+static int append_n(lcx_store *s, uint32_t from, uint32_t n, const char *path)
+{
+    lcx_chunk *c = calloc(n, sizeof *c);
+    char (*t)[128] = malloc((size_t)n * 128);
+    for (uint32_t i = 0; i < n; i++) {
+        mk_text(t[i], 128, from + i);
+        c[i] = lcx_chunk_init();
+        c[i].text = t[i];
+        c[i].text_len = (uint32_t)strlen(t[i]);
+        c[i].tok_start = (int64_t)(from + i) * 100;
+        c[i].tok_end = c[i].tok_start + 99;
+        c[i].layer = (int32_t)((from + i) % 3);
+        c[i].score = 0.5f;
+        if (path) {
+            c[i].path = path;
+            c[i].path_len = (uint32_t)strlen(path);
+            c[i].line_start = 1;
+            c[i].line_end = 50;
+            c[i].file_type = LCX_FT_CODE;
+        }
+    }
+    int rc = lcx_store_append(s, c, (int)n, NULL);
+    free(c);
+    free(t);
+    return rc;
+}
+
+/* The chunk with marker<i*7919> must be the top hit for that marker. */
+static void expect_found(lcx_store *s, uint32_t i)
+{
+    char q[64];
+    snprintf(q, sizeof q, "marker%u", i * 7919u);
+    lcx_search_opts o = lcx_search_defaults();
+    lcx_hit h[4];
+    int n = lcx_store_search(s, q, strlen(q), &o, h, 4);
+    assert_true(n >= 1);
+    if (h[0].id != i) fail_msg("query %s: top hit %u, want %u", q, h[0].id, i);
+    lcx_chunk c;
+    assert_int_equal(lcx_store_get(s, i, &c), 0);
+    char want[128];
+    mk_text(want, sizeof want, i);
+    assert_int_equal(c.text_len, strlen(want));
+    assert_memory_equal(c.text, want, c.text_len);
+    assert_int_equal(c.tok_start, (int64_t)i * 100);
+}
+
+static void test_basic_persist(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 0);
+    assert_int_equal(append_n(s, 0, 300, NULL), 0);
+    uint32_t first = 0;
+    lcx_chunk one = lcx_chunk_init();
+    char t[128];
+    mk_text(t, sizeof t, 300);
+    one.text = t;
+    one.text_len = (uint32_t)strlen(t);
+    one.tok_start = 30000;
+    one.tok_end = 30099;
+    assert_int_equal(lcx_store_append(s, &one, 1, &first), 0);
+    assert_int_equal(first, 300);
+    assert_int_equal(lcx_store_count(s), 301);
+    expect_found(s, 17);
+    expect_found(s, 300);
+    assert_string_equal(lcx_store_fingerprint(s), lcx_embedder_fingerprint(g_emb));
+    assert_true(lcx_store_mem_bytes(s) > 301 * 512);
+    /* limits and bad input */
+    lcx_chunk bad = lcx_chunk_init();
+    bad.text = NULL;
+    bad.text_len = 3;
+    assert_int_equal(lcx_store_append(s, &bad, 1, NULL), LCX_EINVAL);
+    lcx_chunk c;
+    assert_int_equal(lcx_store_get(s, 5000, &c), LCX_ENOTFOUND);
+    lcx_store_close(s);   /* < 1024 fresh: no snapshot, reopen replays the log */
+
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 301);
+    expect_found(s, 17);
+    expect_found(s, 300);
+    char msg[256];
+    assert_int_equal(lcx_store_validate(dir, msg, sizeof msg), 0);
+    lcx_store_close(s);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+static void test_snapshot_and_tail(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(append_n(s, 0, 2000, "src/a.c"), 0);
+    assert_int_equal(append_n(s, 2000, 500, "src/b.c"), 0);
+    lcx_search_opts o = lcx_search_defaults();
+    lcx_hit before[8], after[8];
+    const char *q = "bravo foxtrot november marker1234";
+    int nb = lcx_store_search(s, q, strlen(q), &o, before, 8);
+    assert_true(nb > 0);
+    assert_int_equal(lcx_store_snapshot(s), 0);
+    /* tail after the snapshot: more appends and a tombstone */
+    assert_int_equal(append_n(s, 2500, 100, "src/c.c"), 0);
+    assert_int_equal(lcx_store_delete_path(s, "src/b.c", 7), 500);
+    assert_int_equal(lcx_store_delete_path(s, "src/none.c", 10), 0);
+    assert_int_equal(lcx_store_count(s), 2100);
+    lcx_chunk c;
+    assert_int_equal(lcx_store_get(s, 2100, &c), LCX_ENOTFOUND);
+    /* deleted chunks are never returned */
+    char q2[64];
+    snprintf(q2, sizeof q2, "marker%u", 2100u * 7919u);
+    lcx_hit h[8];
+    int n = lcx_store_search(s, q2, strlen(q2), &o, h, 8);
+    for (int i = 0; i < n; i++) assert_true(h[i].id < 2000 || h[i].id >= 2500);
+    n = lcx_store_search(s, q, strlen(q), &o, before, 8);
+    assert_true(n > 0);
+    /* simulate a crash: copy the directory state without closing (close would snapshot) */
+    char cmd[4096 + 64];
+    char *dir2 = tu_tmpdir();
+    snprintf(cmd, sizeof cmd, "cp -a %s/. %s/", dir, dir2);
+    assert_int_equal(system(cmd), 0);
+    lcx_store *s2;
+    assert_int_equal(lcx_store_open(dir2, g_emb, NULL, &s2), 0);   /* snapshot + tail replay */
+    assert_int_equal(lcx_store_count(s2), 2100);
+    int n2 = lcx_store_search(s2, q, strlen(q), &o, after, 8);
+    assert_int_equal(n2, n);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(after[i].id, before[i].id);
+        assert_float_equal(after[i].score, before[i].score, 1e-5);
+        assert_float_equal(after[i].dense, before[i].dense, 1e-5);
+        assert_float_equal(after[i].bm25, before[i].bm25, 1e-4);
+    }
+    expect_found(s2, 2550);
+    expect_found(s2, 1999);
+    assert_int_equal(lcx_store_get(s2, 2100, &c), LCX_ENOTFOUND);
+    assert_int_equal(lcx_store_get(s2, 10, &c), 0);
+    assert_int_equal(c.path_len, 7);
+    assert_memory_equal(c.path, "src/a.c", 7);
+    assert_int_equal(c.file_type, LCX_FT_CODE);
+    lcx_store_close(s2);
+    lcx_store_close(s);   /* writes a fresh snapshot (tombstones arrived) */
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 2100);
+    n2 = lcx_store_search(s, q, strlen(q), &o, after, 8);
+    assert_int_equal(n2, n);
+    for (int i = 0; i < n; i++) assert_int_equal(after[i].id, before[i].id);
+    /* appends on top of a mapped snapshot, then reopen again */
+    assert_int_equal(append_n(s, 2600, 10, NULL), 0);
+    expect_found(s, 2605);
+    lcx_store_close(s);
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    expect_found(s, 2605);
+    assert_int_equal(lcx_store_count(s), 2110);
+    lcx_store_close(s);
+    char msg[256];
+    assert_int_equal(lcx_store_validate(dir, msg, sizeof msg), 0);
+    assert_non_null(strstr(msg, "snapshot ok"));
+    tu_rmrf(dir);
+    tu_rmrf(dir2);
+    free(dir);
+    free(dir2);
+}
+
+static void test_fingerprint_mismatch(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(append_n(s, 0, 5, NULL), 0);
+    lcx_store_close(s);
+    lcx_embedder *e2;
+    assert_int_equal(lcx_embedder_hash_new(128, &e2), 0);
+    assert_int_equal(lcx_store_open(dir, e2, NULL, &s), LCX_EMISMATCH);
+    assert_null(s);
+    lcx_embedder_free(e2);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+static long file_size(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static void test_corruption(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    char log[4200];
+    snprintf(log, sizeof log, "%s/chunks.log", dir);
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    for (uint32_t i = 0; i < 10; i++) assert_int_equal(append_n(s, i * 10, 10, NULL), 0);
+    lcx_store_close(s);
+    long sz = file_size(log);
+    assert_true(sz > 1000);
+
+    /* truncated tail (a torn write): recovered, the last batch is gone, the rest intact */
+    char *dir2 = tu_tmpdir();
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cp -a %s/. %s/ && truncate -s %ld %s/chunks.log", dir, dir2, sz - 100, dir2);
+    assert_int_equal(system(cmd), 0);
+    char msg[256];
+    assert_int_equal(lcx_store_validate(dir2, msg, sizeof msg), 0);
+    assert_non_null(strstr(msg, "torn"));
+    assert_int_equal(lcx_store_open(dir2, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 90);
+    expect_found(s, 89);
+    assert_int_equal(append_n(s, 90, 10, NULL), 0);   /* appends continue on a clean boundary */
+    lcx_store_close(s);
+    assert_int_equal(lcx_store_open(dir2, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 100);
+    expect_found(s, 95);
+    lcx_store_close(s);
+    assert_int_equal(lcx_store_validate(dir2, msg, sizeof msg), 0);
+
+    /* zero-filled tail (power loss after the size grew): recovered too */
+    snprintf(cmd, sizeof cmd, "head -c 4096 /dev/zero >> %s/chunks.log", dir2);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(lcx_store_open(dir2, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 100);
+    lcx_store_close(s);
+
+    /* one flipped byte in the middle of the log: reported, never half-loaded */
+    FILE *f = fopen(log, "r+b");
+    assert_non_null(f);
+    fseek(f, sz / 2, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, sz / 2, SEEK_SET);
+    fputc(ch ^ 0x20, f);
+    fclose(f);
+    s = (lcx_store *)1;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), LCX_ECORRUPT);
+    assert_null(s);
+    assert_int_equal(lcx_store_validate(dir, msg, sizeof msg), LCX_ECORRUPT);
+    assert_int_equal(file_size(log), sz);   /* nothing was truncated */
+
+    /* a corrupt header */
+    snprintf(cmd, sizeof cmd, "printf 'XXXX' | dd of=%s/chunks.log bs=1 seek=0 conv=notrunc 2>/dev/null", dir2);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(lcx_store_open(dir2, g_emb, NULL, &s), LCX_ECORRUPT);
+    tu_rmrf(dir);
+    tu_rmrf(dir2);
+    free(dir);
+    free(dir2);
+}
+
+static void test_corrupt_snapshot_falls_back(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(append_n(s, 0, 1500, NULL), 0);
+    lcx_store_close(s);   /* ≥ 1024 fresh: writes index.snap */
+    char sp[4200];
+    snprintf(sp, sizeof sp, "%s/index.snap", dir);
+    long sz = file_size(sp);
+    assert_true(sz > 0);
+    /* damage the DOCS section (verified on open) */
+    FILE *f = fopen(sp, "r+b");
+    fseek(f, 600, SEEK_SET);
+    fputc(0x5a, f);
+    fputc(0xa5, f);
+    fclose(f);
+    char msg[256];
+    assert_int_equal(lcx_store_validate(dir, msg, sizeof msg), LCX_ECORRUPT);
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);   /* ignores it: replays the log */
+    assert_int_equal(lcx_store_count(s), 1500);
+    expect_found(s, 1234);
+    assert_int_equal(lcx_store_snapshot(s), 0);                   /* rewrites a good one */
+    lcx_store_close(s);
+    assert_int_equal(lcx_store_validate(dir, msg, sizeof msg), 0);
+    /* damage a bulk section (BLOB, not checksummed on open): open still maps it, but
+     * get() detects the text by its per-document crc and validate reports it */
+    lcx_snap_hdr h;
+    f = fopen(sp, "r+b");
+    assert_int_equal(fread(&h, sizeof h, 1, f), 1);
+    fseek(f, (long)h.sec[SEC_BLOB].off + 3, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, (long)h.sec[SEC_BLOB].off + 3, SEEK_SET);
+    fputc(ch ^ 1, f);
+    fclose(f);
+    assert_int_equal(lcx_store_validate(dir, msg, sizeof msg), LCX_ECORRUPT);
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    lcx_chunk c;
+    assert_int_equal(lcx_store_get(s, 0, &c), LCX_ECORRUPT);
+    assert_int_equal(lcx_store_get(s, 1, &c), 0);
+    lcx_store_close(s);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+/* ---- crash test */
+static void child_loop(const char *dir, int wfd, uint32_t seed)
+{
+    lcx_embedder *e;
+    lcx_store *s;
+    if (lcx_embedder_hash_new(0, &e) || lcx_store_open(dir, e, NULL, &s)) _exit(3);
+    uint32_t next = 0;
+    lcx_store_get(s, 0, &(lcx_chunk){0});
+    next = lcx_store_count(s);
+    srand(seed);
+    for (uint32_t iter = 0;; iter++) {
+        uint32_t n = 1 + (uint32_t)(rand() % 40);
+        if (append_n(s, next, n, NULL)) _exit(4);
+        uint32_t last = next + n - 1;
+        if (write(wfd, &last, 4) != 4) _exit(5);   /* acknowledged up to `last` */
+        next += n;
+        if (iter % 37 == 36 && lcx_store_snapshot(s)) _exit(6);
+    }
+}
+
+static void test_crash_kill9(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    uint32_t acked = 0;
+    int have = 0;
+    for (int round = 0; round < 6; round++) {
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(p[0]);
+            child_loop(dir, p[1], (uint32_t)round * 7919u + 1);
+        }
+        close(p[1]);
+        /* let it run a random while, reading acks, then kill -9 */
+        int fl = fcntl(p[0], F_GETFL);
+        fcntl(p[0], F_SETFL, fl | O_NONBLOCK);
+        uint64_t until = (uint64_t)(50 + rand() % 250);
+        for (uint64_t waited = 0; waited < until; waited += 5) {
+            uint32_t v;
+            while (read(p[0], &v, 4) == 4) { acked = v; have = 1; }
+            usleep(5000);
+        }
+        kill(pid, SIGKILL);
+        int wst;
+        waitpid(pid, &wst, 0);
+        assert_true(WIFSIGNALED(wst));   /* it was killed, not failing by itself */
+        uint32_t v;
+        fcntl(p[0], F_SETFL, fl);
+        while (read(p[0], &v, 4) == 4) { acked = v; have = 1; }
+        close(p[0]);
+        /* reopen: every acknowledged chunk present and retrievable */
+        lcx_store *s;
+        assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+        if (have) {
+            assert_true(lcx_store_count(s) >= acked + 1);
+            lcx_chunk c;
+            for (uint32_t i = 0; i <= acked; i++) {
+                assert_int_equal(lcx_store_get(s, i, &c), 0);
+                char want[128];
+                mk_text(want, sizeof want, i);
+                if (c.text_len != strlen(want) || memcmp(c.text, want, c.text_len))
+                    fail_msg("round %d chunk %u text differs", round, i);
+            }
+            expect_found(s, acked);
+            expect_found(s, acked / 2);
+        }
+        lcx_store_close(s);
+        char msg[256];
+        int vr = lcx_store_validate(dir, msg, sizeof msg);
+        if (vr) fail_msg("validate: %s", msg);
+    }
+    assert_true(have);
+    fprintf(stderr, "crash test: %u chunks acknowledged over 6 kills\n", acked + 1);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    srand((unsigned)time(NULL));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_basic_persist),
+        cmocka_unit_test(test_snapshot_and_tail),
+        cmocka_unit_test(test_fingerprint_mismatch),
+        cmocka_unit_test(test_corruption),
+        cmocka_unit_test(test_corrupt_snapshot_falls_back),
+        cmocka_unit_test(test_crash_kill9),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

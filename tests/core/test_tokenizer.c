@@ -1,0 +1,142 @@
+/* Tokenizer table tests: each input's full token stream (text + kind) must match exactly. */
+#include "testutil.h"
+#include "longctx/lcx.h"
+#include "text/text.h"
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    char buf[4096];
+    size_t len;
+    int n;
+} sink;
+
+static int collect(const char *t, size_t n, int kind, void *ud)
+{
+    sink *s = ud;
+    static const char kc[] = "WNIP";
+    s->len += (size_t)snprintf(s->buf + s->len, sizeof s->buf - s->len, "%s%c:%.*s", s->n ? " " : "", kc[kind],
+                               (int)n, t);
+    s->n++;
+    return 0;
+}
+
+static const char *toks(const char *in)
+{
+    static sink s;
+    memset(&s, 0, sizeof s);
+    int rc = lcx_tokenize(in, strlen(in), collect, &s);
+    assert_int_equal(rc, 0);
+    return s.buf;
+}
+
+typedef struct {
+    const char *in, *want;
+} tcase;
+
+static const tcase k_cases[] = {
+    {"Hello World", "W:hello W:world"},
+    {"access code 481729.", "W:access W:code N:481729"},
+    {"90210-ALPHA", "I:90210-alpha P:90210 P:alpha"},
+    {"parseHTTPHeader", "I:parsehttpheader P:parse P:http P:header"},
+    {"MAX_TEXT_LEN", "I:max_text_len P:max P:text P:len"},
+    {"snake_case_name()", "I:snake_case_name P:snake P:case P:name"},
+    {"src/index/bm25.c", "I:src/index/bm25.c P:src P:index P:bm P:25 P:c"},
+    {"pi is 3.14, e 2.718", "W:pi W:is N:3.14 W:e N:2.718"},
+    {"1,000 and 1, 2", "N:1,000 W:and N:1 N:2"},
+    {"on 2024-01-15 at 10:30", "W:on N:2024-01-15 P:2024 P:01 P:15 W:at N:10:30 P:10 P:30"},
+    {"deployment. Next", "W:deployment W:next"},
+    {"a.b", "I:a.b P:a P:b"},
+    {"x -- y", "W:x W:y"},
+    {"__init__", "I:__init__ P:init"},
+    {"_", ""},
+    {"iPhone XML", "I:iphone P:i P:phone W:xml"},
+    {"Straße ÉCOLE", "W:strasse W:école"},
+    {"ΑΒΓ δέλτα", "W:αβγ W:δέλτα"},
+    {"東京 tower", "W:東 W:京 W:tower"},
+    {"utf8proc_category", "I:utf8proc_category P:utf P:8 P:proc P:category"},
+    {"  ", ""},
+    {"NOVA's", "W:nova W:s"},
+    {"end-", "W:end"},
+};
+
+static void test_table(void **st)
+{
+    (void)st;
+    int bad = 0;
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        const char *got = toks(k_cases[i].in);
+        if (strcmp(got, k_cases[i].want)) {
+            fprintf(stderr, "case %zu %s\n  want: %s\n  got:  %s\n", i, k_cases[i].in, k_cases[i].want, got);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+static int stop_after_two(const char *t, size_t n, int kind, void *ud)
+{
+    int *c = ud;
+    return ++*c == 2 ? 7 : 0;
+}
+
+static void test_stop_and_errors(void **st)
+{
+    (void)st;
+    int c = 0;
+    assert_int_equal(lcx_tokenize("a b c d", 7, stop_after_two, &c), 7);
+    assert_int_equal(c, 2);
+    assert_int_equal(lcx_tokenize(NULL, 3, stop_after_two, &c), LCX_EINVAL);
+    assert_int_equal(lcx_tokenize("", 0, stop_after_two, &c), 0);
+    /* invalid UTF-8 bytes are separators, never a crash */
+    assert_string_equal(toks("ab\xff\xfe" "cd\xc3"), "W:ab W:cd");
+}
+
+static void test_long_token_cut(void **st)
+{
+    (void)st;
+    char in[400];
+    memset(in, 'a', 300);
+    in[300] = 0;
+    sink s = {0};
+    assert_int_equal(lcx_tokenize(in, 300, collect, &s), 0);
+    assert_int_equal(s.n, 3);   /* 128 + 128 + 44 */
+}
+
+static void test_stopwords(void **st)
+{
+    (void)st;
+    assert_true(lcx__stopword("the", 3));
+    assert_true(lcx__stopword("a", 1));
+    assert_true(lcx__stopword("yours", 5));
+    assert_true(lcx__stopword("with", 4));
+    assert_false(lcx__stopword("nova", 4));
+    assert_false(lcx__stopword("code", 4));
+    assert_false(lcx__stopword("th", 2));
+    assert_false(lcx__stopword("", 0));
+    /* every listed word is found (the binary search needs a sorted list) */
+    const char *all = "a about after all also am an and any are as at be been before being but by can could did "
+                      "do does doing during each few for from had has have having he her here hers him his how i "
+                      "if in into is it its just me more most my of off on once only or other our ours out over "
+                      "own s same she should so some such t than that the their theirs them then there these they "
+                      "this those through to too under until up very was we were what when where which while who "
+                      "whom why will with would you your yours";
+    const char *p = all;
+    while (*p) {
+        const char *e = strchr(p, ' ');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (!lcx__stopword(p, n)) fail_msg("stopword not found: %.*s", (int)n, p);
+        p += n + (e ? 1 : 0);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_stop_and_errors),
+        cmocka_unit_test(test_long_token_cut),
+        cmocka_unit_test(test_stopwords),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
