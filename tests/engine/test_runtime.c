@@ -1,0 +1,445 @@
+/* Engine runtime: architectures without llama.cpp fixtures against an independent numpy
+ * reference (qwen3 q/k norms + explicit head size, llama with linear rope scaling), model
+ * refusal (unknown architecture, missing tensor, bad shape), KV cache cell removal without
+ * RoPE shift, ubatch splitting, batch vs token-by-token, thread-count invariance, context
+ * full, and the sampler. */
+#include "testutil.h"
+#include "longctx/engine.h"
+#include "engine/gguf.h"
+#include "engine/quant.h"
+#include "util/util.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *g_dir;
+
+enum { E = 64, NH = 4, NKV = 2, FF = 96, NV = 128, NL = 2 };
+
+typedef struct {
+    const char *arch;
+    const char *name;        /* tensor to omit (NULL = none) */
+    int hd;                  /* head size (key_length) */
+    float rope_linear;       /* 0 = none */
+    bool bad_shape;
+    int n_layer;             /* 0 = NL */
+} mspec;
+
+static uint64_t g_rng;
+static float rnd(void)
+{
+    g_rng ^= g_rng >> 12; g_rng ^= g_rng << 25; g_rng ^= g_rng >> 27;
+    return (float)((g_rng * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+
+/* Writes a random F32 model; buffers are kept in a pool freed after the write. */
+static void write_model(const char *path, const mspec *s)
+{
+    g_rng = 88172645463325252ull;
+    float *pool[64];
+    int np = 0;
+    eng_gguf_writer *w = eng_gguf_writer_new(32);
+    char k[128];
+#define KEY(x) (snprintf(k, sizeof k, "%s." x, s->arch), k)
+    eng_gguf_w_str(w, "general.architecture", s->arch);
+    eng_gguf_w_u32(w, KEY("embedding_length"), E);
+    const int nl = s->n_layer ? s->n_layer : NL;
+    eng_gguf_w_u32(w, KEY("block_count"), nl);
+    eng_gguf_w_u32(w, KEY("feed_forward_length"), FF);
+    eng_gguf_w_u32(w, KEY("attention.head_count"), NH);
+    eng_gguf_w_u32(w, KEY("attention.head_count_kv"), NKV);
+    eng_gguf_w_u32(w, KEY("context_length"), 256);
+    eng_gguf_w_f32(w, KEY("rope.freq_base"), 10000.0f);
+    eng_gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    const int hd = s->hd ? s->hd : E / NH;
+    if (s->hd) {
+        eng_gguf_w_u32(w, KEY("attention.key_length"), hd);
+        eng_gguf_w_u32(w, KEY("attention.value_length"), hd);
+    }
+    if (s->rope_linear > 0) {
+        eng_gguf_w_str(w, KEY("rope.scaling.type"), "linear");
+        eng_gguf_w_f32(w, KEY("rope.scaling.factor"), s->rope_linear);
+    }
+#undef KEY
+#define T(nm, n0, n1, sc, one)                                                                \
+    do {                                                                                      \
+        if (s->name && !strcmp(s->name, nm)) break;                                           \
+        float *b = malloc(sizeof(float) * (n0) * (n1));                                       \
+        for (int i = 0; i < (n0) * (n1); i++) b[i] = (one ? 1.0f : 0.0f) + rnd() * (sc);      \
+        pool[np++] = b;                                                                       \
+        if ((n1) == 1) eng_gguf_w_tensor(w, nm, ENG_T_F32, 1, (int64_t[]){n0}, b);            \
+        else eng_gguf_w_tensor(w, nm, ENG_T_F32, 2, (int64_t[]){n0, n1}, b);                  \
+    } while (0)
+    T("token_embd.weight", E, NV, 1.0f, 0);
+    T("output_norm.weight", E, 1, 0.2f, 1);
+    for (int l = 0; l < nl; l++) {
+        char nm[64];
+#define N(x) (snprintf(nm, sizeof nm, "blk.%d." x, l), nm)
+        T(N("attn_norm.weight"), E, 1, 0.2f, 1);
+        T(N("attn_q.weight"), E, NH * hd + (s->bad_shape && l == 1), 0.25f, 0);
+        T(N("attn_k.weight"), E, NKV * hd, 0.25f, 0);
+        T(N("attn_v.weight"), E, NKV * hd, 0.25f, 0);
+        if (!strcmp(s->arch, "qwen2")) {
+            T(N("attn_q.bias"), NH * hd, 1, 0.3f, 0);
+            T(N("attn_k.bias"), NKV * hd, 1, 0.3f, 0);
+            T(N("attn_v.bias"), NKV * hd, 1, 0.3f, 0);
+        }
+        if (!strcmp(s->arch, "qwen3")) {
+            T(N("attn_q_norm.weight"), hd, 1, 0.3f, 1);
+            T(N("attn_k_norm.weight"), hd, 1, 0.3f, 1);
+        }
+        T(N("attn_output.weight"), NH * hd, E, 0.25f, 0);
+        T(N("ffn_norm.weight"), E, 1, 0.2f, 1);
+        T(N("ffn_gate.weight"), E, FF, 0.2f, 0);
+        T(N("ffn_up.weight"), E, FF, 0.2f, 0);
+        T(N("ffn_down.weight"), FF, E, 0.2f, 0);
+#undef N
+    }
+    T("output.weight", E, NV, 0.3f, 0);
+#undef T
+    assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL), 0);
+    eng_gguf_writer_free(w);
+    for (int i = 0; i < np; i++) free(pool[i]);
+}
+
+static eng_model *load_ok(const char *path)
+{
+    eng_model *m;
+    char err[256];
+    int rc = eng_model_load(path, &m, err, sizeof err);
+    if (rc) fail_msg("load %s: %s", path, err);
+    return m;
+}
+
+static void compare_numpy(const mspec *s, const char *fname)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, fname);
+    write_model(path, s);
+    eng_model *m = load_ok(path);
+    eng_ctx *c;
+    assert_int_equal(eng_ctx_init(m, NULL, &c), 0);
+    int32_t toks[] = {1, 17, 99, 5, 64, 127, 3, 42, 42, 8, 77};
+    const int n = (int)LCX_ARRAY_LEN(toks);
+    assert_int_equal(eng_decode(c, toks, NULL, n, false), 0);
+    const float *l = eng_logits(c, -1);
+    const char *py = getenv("LCX_PY") ? getenv("LCX_PY") : "/usr/bin/python3";
+    const char *src = getenv("LCX_SRC");
+    if (!src) skip();
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s/tests/engine/ref_forward.py %s 1,17,99,5,64,127,3,42,42,8,77", py, src, path);
+    char *out = NULL;
+    int st = tu_run(cmd, &out);
+    if (st != 0) { free(out); fail_msg("reference failed (%d): %s", st, cmd); }
+    cJSON *j = cJSON_Parse(out);
+    free(out);
+    assert_non_null(j);
+    const cJSON *v;
+    int k = 0;
+    double worst = 0;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(j, "logits"))
+    {
+        double d = fabs(l[k] - v->valuedouble);
+        if (d > worst) worst = d;
+        if (d > 1e-4) fail_msg("%s: logit %d = %.7g, numpy %.7g", s->arch, k, l[k], v->valuedouble);
+        k++;
+    }
+    assert_int_equal(k, NV);
+    print_message("%s: max |diff| vs numpy float64 = %.3g\n", fname, worst);
+    cJSON_Delete(j);
+    eng_ctx_free(c);
+    eng_model_free(m);
+}
+
+static void test_qwen3_numpy(void **st) { compare_numpy(&(mspec){"qwen3", NULL, 32, 0, false, 0}, "qwen3.gguf"); }
+static void test_qwen2_numpy(void **st) { compare_numpy(&(mspec){"qwen2", NULL, 0, 0, false, 0}, "qwen2.gguf"); }
+static void test_llama_linear_rope_numpy(void **st)
+{
+    compare_numpy(&(mspec){"llama", NULL, 0, 4.0f, false, 0}, "llama-lin.gguf");
+}
+
+static void test_refusals(void **st)
+{
+    char path[512], err[256];
+    eng_model *m = NULL;
+    snprintf(path, sizeof path, "%s/gptj.gguf", g_dir);
+    write_model(path, &(mspec){"gptj", NULL, 0, 0, false, 0});
+    assert_int_equal(eng_model_load(path, &m, err, sizeof err), LCX_ENOTSUP);
+    assert_null(m);
+    assert_non_null(strstr(err, "unsupported architecture 'gptj'"));
+    snprintf(path, sizeof path, "%s/missing.gguf", g_dir);
+    write_model(path, &(mspec){"llama", "blk.1.ffn_up.weight", 0, 0, false, 0});
+    assert_int_equal(eng_model_load(path, &m, err, sizeof err), LCX_ECORRUPT);
+    assert_non_null(strstr(err, "blk.1.ffn_up.weight"));
+    snprintf(path, sizeof path, "%s/shape.gguf", g_dir);
+    write_model(path, &(mspec){"llama", NULL, 0, 0, true, 0});
+    assert_int_equal(eng_model_load(path, &m, err, sizeof err), LCX_ECORRUPT);
+    assert_non_null(strstr(err, "blk.1.attn_q.weight"));
+    snprintf(path, sizeof path, "%s/yarn.gguf", g_dir);
+    {
+        eng_gguf_writer *w = eng_gguf_writer_new(32);
+        eng_gguf_w_str(w, "general.architecture", "qwen2");
+        eng_gguf_w_u32(w, "qwen2.embedding_length", 64);
+        eng_gguf_w_u32(w, "qwen2.block_count", 1);
+        eng_gguf_w_u32(w, "qwen2.feed_forward_length", 64);
+        eng_gguf_w_u32(w, "qwen2.attention.head_count", 4);
+        eng_gguf_w_str(w, "qwen2.rope.scaling.type", "yarn");
+        assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL), 0);
+        eng_gguf_writer_free(w);
+    }
+    assert_int_equal(eng_model_load(path, &m, err, sizeof err), LCX_ENOTSUP);
+    assert_non_null(strstr(err, "yarn"));
+    /* a vocab-only GGUF is not a model */
+    assert_true(eng_model_load(tu_fixture("tokenizers/ggml-vocab-gpt-2.gguf"), &m, err, sizeof err) < 0);
+}
+
+static eng_model *fixture_model(void) { return load_ok(tu_fixture("gguf/tiny-qwen2-f32.gguf")); }
+
+/* One layer: every cell's K/V depends only on its token and position, so "remove cells
+ * 6..11" must equal "never had them" exactly. (With more layers later tokens have seen the
+ * removed ones, so no such reference exists; see the remove_pos cross-check below.) */
+static void test_kv_remove_no_shift(void **st)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/one-layer.gguf", g_dir);
+    write_model(path, &(mspec){"qwen2", NULL, 0, 0, false, 1});
+    eng_model *m = load_ok(path);
+    const int nv = eng_model_get_info(m)->n_vocab;
+    eng_ctx *a, *b;
+    eng_ctx_params p = eng_ctx_default_params();
+    p.n_ctx = 64;
+    assert_int_equal(eng_ctx_init(m, &p, &a), 0);
+    assert_int_equal(eng_ctx_init(m, &p, &b), 0);
+    int32_t toks[24];
+    for (int i = 0; i < 24; i++) toks[i] = (i * 37 + 11) % NV;
+    assert_int_equal(eng_decode(a, toks, NULL, 24, false), 0);
+    assert_int_equal(eng_kv_n_used(a), 24);
+    assert_int_equal(eng_kv_max_pos(a), 23);
+    /* keys of survivors, before removal */
+    const int kvd = eng_model_get_info(m)->n_head_kv * eng_model_get_info(m)->head_dim;
+    float before[24][64];
+    for (int i = 0; i < 24; i++) memcpy(before[i], eng_kv_key(a, 0, i), kvd * sizeof(float));
+    /* remove positions 6..11 (and an already-free cell and a duplicate: ignored) */
+    int32_t cells[8];
+    int nc = 0;
+    for (int i = 0; i < eng_kv_size(a); i++)
+        if (eng_kv_cell_pos(a, i) >= 6 && eng_kv_cell_pos(a, i) < 12) cells[nc++] = i;
+    assert_int_equal(nc, 6);
+    cells[nc++] = 40;
+    cells[nc++] = cells[0];
+    assert_int_equal(eng_kv_remove_cells(a, cells, nc), 6);
+    assert_int_equal(eng_kv_n_used(a), 18);
+    assert_int_equal(eng_kv_remove_cells(a, (int32_t[]){64}, 1), LCX_EINVAL);
+    for (int i = 0; i < 24; i++) {
+        if (i >= 6 && i < 12) {
+            assert_int_equal(eng_kv_cell_pos(a, i), -1);
+            assert_null(eng_kv_key(a, 0, i));
+            continue;
+        }
+        assert_int_equal(eng_kv_cell_pos(a, i), i);        /* original position kept */
+        assert_memory_equal(eng_kv_key(a, 0, i), before[i], kvd * sizeof(float));   /* no re-rotation */
+    }
+    int32_t next = 100;
+    assert_int_equal(eng_decode(a, &next, NULL, 1, false), 0);   /* position 24 (max + 1) */
+    assert_int_equal(eng_kv_max_pos(a), 24);
+    assert_int_equal(eng_kv_cell_pos(a, 6), 24);                 /* reuses the first free cell */
+    /* reference: the same surviving tokens written directly at their original positions */
+    int32_t rt[19], rp[19];
+    int n = 0;
+    for (int i = 0; i < 24; i++)
+        if (i < 6 || i >= 12) { rt[n] = toks[i]; rp[n] = i; n++; }
+    rt[n] = next;
+    rp[n] = 24;
+    n++;
+    assert_int_equal(eng_decode(b, rt, rp, n, false), 0);
+    const float *la = eng_logits(a, -1), *lb = eng_logits(b, -1);
+    for (int i = 0; i < nv; i++)
+        if (fabsf(la[i] - lb[i]) > 2e-5f) fail_msg("logit %d: %.7g vs %.7g", i, la[i], lb[i]);
+    /* and it differs from keeping everything (the removal mattered) */
+    eng_kv_clear(b);
+    int32_t full[25];
+    memcpy(full, toks, sizeof toks);
+    full[24] = next;
+    assert_int_equal(eng_decode(b, full, NULL, 25, false), 0);
+    double diff = 0;
+    for (int i = 0; i < nv; i++) diff = fmax(diff, fabs(eng_logits(b, -1)[i] - la[i]));
+    assert_true(diff > 1e-3);
+    /* remove by position range */
+    assert_int_equal(eng_kv_remove_pos(a, 20, -1), 5);   /* 20..24 */
+    assert_int_equal(eng_kv_max_pos(a), 19);
+    eng_kv_clear(a);
+    assert_int_equal(eng_kv_n_used(a), 0);
+    assert_int_equal(eng_kv_max_pos(a), -1);
+    eng_ctx_free(a);
+    eng_ctx_free(b);
+    eng_model_free(m);
+}
+
+
+/* Two layers (fixture): removing cells by index or by position range gives the same state. */
+static void test_kv_remove_paths_agree(void **st)
+{
+    eng_model *m = fixture_model();
+    eng_ctx_params p = eng_ctx_default_params();
+    p.n_ctx = 64;
+    eng_ctx *a, *b;
+    assert_int_equal(eng_ctx_init(m, &p, &a), 0);
+    assert_int_equal(eng_ctx_init(m, &p, &b), 0);
+    int32_t toks[30];
+    for (int i = 0; i < 30; i++) toks[i] = (i * 53 + 3) % 509;
+    assert_int_equal(eng_decode(a, toks, NULL, 30, false), 0);
+    assert_int_equal(eng_decode(b, toks, NULL, 30, false), 0);
+    int32_t cells[10];
+    for (int i = 0; i < 10; i++) cells[i] = 10 + i;
+    assert_int_equal(eng_kv_remove_cells(a, cells, 10), 10);
+    assert_int_equal(eng_kv_remove_pos(b, 10, 20), 10);
+    int32_t nx[3] = {5, 6, 7};
+    assert_int_equal(eng_decode(a, nx, NULL, 3, false), 0);
+    assert_int_equal(eng_decode(b, nx, NULL, 3, false), 0);
+    assert_memory_equal(eng_logits(a, -1), eng_logits(b, -1), 512 * sizeof(float));
+    assert_int_equal(eng_kv_max_pos(a), 32);
+    eng_ctx_free(a);
+    eng_ctx_free(b);
+    eng_model_free(m);
+}
+
+static void test_ubatch_threads_sequential(void **st)
+{
+    eng_model *m = load_ok(tu_fixture("gguf/tiny-llama256-q4_k_m.gguf"));
+    const int nv = eng_model_get_info(m)->n_vocab;
+    int32_t toks[40];
+    for (int i = 0; i < 40; i++) toks[i] = (i * 91 + 7) % 512;
+    eng_ctx_params p = eng_ctx_default_params();
+    p.n_ctx = 64;
+    eng_ctx *ref, *ub, *th, *seq;
+    assert_int_equal(eng_ctx_init(m, &p, &ref), 0);
+    p.n_ubatch = 7;
+    assert_int_equal(eng_ctx_init(m, &p, &ub), 0);
+    p.n_ubatch = 512;
+    p.n_threads = 3;
+    assert_int_equal(eng_ctx_init(m, &p, &th), 0);
+    assert_int_equal(eng_ctx_n_threads(th), 3);
+    p.n_threads = 2;
+    assert_int_equal(eng_ctx_init(m, &p, &seq), 0);
+    assert_int_equal(eng_decode(ref, toks, NULL, 40, true), 0);
+    assert_int_equal(eng_decode(ub, toks, NULL, 40, true), 0);
+    assert_int_equal(eng_decode(th, toks, NULL, 40, true), 0);
+    for (int t = 0; t < 40; t++) {
+        /* splitting rows across threads does not change any row's arithmetic: bit-identical */
+        assert_memory_equal(eng_logits(ref, t), eng_logits(th, t), nv * sizeof(float));
+        for (int i = 0; i < nv; i++)
+            if (fabsf(eng_logits(ref, t)[i] - eng_logits(ub, t)[i]) > 1e-4f)
+                fail_msg("ubatch 7: pos %d logit %d differs", t, i);
+    }
+    for (int t = 0; t < 40; t++) {
+        assert_int_equal(eng_decode(seq, &toks[t], NULL, 1, false), 0);
+        const float *a = eng_logits(seq, -1), *b = eng_logits(ref, t);
+        for (int i = 0; i < nv; i++)
+            if (fabsf(a[i] - b[i]) > 1e-4f) fail_msg("token-by-token: pos %d logit %d %.7g vs %.7g", t, i, a[i], b[i]);
+    }
+    assert_null(eng_logits(seq, 0));     /* only the last is kept without all_logits */
+    eng_ctx_free(ref);
+    eng_ctx_free(ub);
+    eng_ctx_free(th);
+    eng_ctx_free(seq);
+    eng_model_free(m);
+}
+
+static void test_ctx_limits(void **st)
+{
+    eng_model *m = fixture_model();
+    eng_ctx_params p = eng_ctx_default_params();
+    p.n_ctx = 8;
+    eng_ctx *c;
+    assert_int_equal(eng_ctx_init(m, &p, &c), 0);
+    int32_t t[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    assert_int_equal(eng_decode(c, t, NULL, 9, false), LCX_ELIMIT);
+    assert_int_equal(eng_kv_n_used(c), 0);
+    assert_int_equal(eng_decode(c, t, NULL, 8, false), 0);
+    assert_int_equal(eng_decode(c, t, NULL, 1, false), LCX_ELIMIT);
+    assert_int_equal(eng_kv_remove_cells(c, (int32_t[]){3}, 1), 1);
+    assert_int_equal(eng_decode(c, t, NULL, 1, false), 0);
+    assert_int_equal(eng_decode(c, (int32_t[]){512}, NULL, 1, false), LCX_EINVAL);
+    assert_int_equal(eng_decode(c, (int32_t[]){-1}, NULL, 1, false), LCX_EINVAL);
+    assert_int_equal(eng_decode(c, t, (int32_t[]){-5}, 1, false), LCX_EINVAL);
+    assert_int_equal(eng_decode(c, t, NULL, 0, false), LCX_EINVAL);
+    eng_ctx_free(c);
+    eng_ctx_free(NULL);
+    eng_model_free(m);
+    eng_model_free(NULL);
+}
+
+static void test_sampler(void **st)
+{
+    float l[6] = {0.5f, 2.0f, 2.0f, -1.0f, 1.9f, 0.0f};
+    eng_sampler *g = eng_sampler_init(&(eng_sampler_params){.temp = 0});
+    assert_int_equal(eng_sample(g, l, 6), 1);          /* lowest id on ties */
+    eng_sampler_free(g);
+    eng_sampler *k1 = eng_sampler_init(&(eng_sampler_params){.temp = 1.5f, .top_k = 1, .seed = 3});
+    for (int i = 0; i < 50; i++) assert_int_equal(eng_sample(k1, l, 6), 1);
+    eng_sampler_free(k1);
+    /* top-p tiny keeps only the single most likely (ties broken by id) */
+    eng_sampler *p = eng_sampler_init(&(eng_sampler_params){.temp = 1.0f, .top_p = 0.01f, .seed = 5});
+    for (int i = 0; i < 50; i++) assert_int_equal(eng_sample(p, l, 6), 1);
+    eng_sampler_free(p);
+    /* top-k 3 never picks outside {1,2,4} */
+    eng_sampler *k3 = eng_sampler_init(&(eng_sampler_params){.temp = 1.0f, .top_k = 3, .seed = 9});
+    for (int i = 0; i < 500; i++) {
+        int t = eng_sample(k3, l, 6);
+        assert_true(t == 1 || t == 2 || t == 4);
+    }
+    eng_sampler_free(k3);
+    /* distribution: logits [0, ln 3] at T=1 -> P(1) = 0.75 */
+    float two[2] = {0.0f, logf(3.0f)};
+    eng_sampler *s = eng_sampler_init(&(eng_sampler_params){.temp = 1.0f, .seed = 42});
+    int c1 = 0;
+    for (int i = 0; i < 20000; i++) c1 += eng_sample(s, two, 2) == 1;
+    assert_true(c1 > 14700 && c1 < 15300);
+    eng_sampler_free(s);
+    /* temperature 0.25 sharpens: P(1) = 3^4/(1+3^4) = 0.9878 */
+    s = eng_sampler_init(&(eng_sampler_params){.temp = 0.25f, .seed = 43});
+    c1 = 0;
+    for (int i = 0; i < 20000; i++) c1 += eng_sample(s, two, 2) == 1;
+    assert_true(c1 > 19600 && c1 < 19900);
+    eng_sampler_free(s);
+    /* same seed, same sequence; different seed, different sequence */
+    eng_sampler *a = eng_sampler_init(&(eng_sampler_params){.temp = 1.0f, .seed = 7});
+    eng_sampler *b = eng_sampler_init(&(eng_sampler_params){.temp = 1.0f, .seed = 7});
+    eng_sampler *d = eng_sampler_init(&(eng_sampler_params){.temp = 1.0f, .seed = 8});
+    int same = 1, diff = 0;
+    for (int i = 0; i < 200; i++) {
+        int x = eng_sample(a, l, 6), y = eng_sample(b, l, 6), z = eng_sample(d, l, 6);
+        same &= x == y;
+        diff += x != z;
+    }
+    assert_true(same);
+    assert_true(diff > 0);
+    assert_int_equal(eng_sample(a, l, 0), LCX_EINVAL);
+    eng_sampler_free(a);
+    eng_sampler_free(b);
+    eng_sampler_free(d);
+    eng_sampler_free(NULL);
+}
+
+int main(void)
+{
+    g_dir = tu_tmpdir();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qwen3_numpy),
+        cmocka_unit_test(test_qwen2_numpy),
+        cmocka_unit_test(test_llama_linear_rope_numpy),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_kv_remove_no_shift),
+        cmocka_unit_test(test_kv_remove_paths_agree),
+        cmocka_unit_test(test_ubatch_threads_sequential),
+        cmocka_unit_test(test_ctx_limits),
+        cmocka_unit_test(test_sampler),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_rmrf(g_dir);
+    free(g_dir);
+    return rc;
+}
