@@ -128,4 +128,45 @@ void lcx_eval_mean_ci(const double *x, size_t n, double *mean, double *ci95);
 /* Nearest-rank percentile (q in [0,1]); x is copied, not modified. 0 when n == 0. */
 double lcx_eval_percentile(const double *x, size_t n, double q);
 
+/* ---------------------------------------------------------------- runner (mrcr_eval.c) */
+
+struct lcx_embedder;
+
+enum { LCX_MRCR_RECIPE_SELECTOR = 0, LCX_MRCR_RECIPE_PLAIN = 1, LCX_MRCR_RECIPE_MULTIQ = 2 };
+
+typedef struct {
+    int recipe;                       /* LCX_MRCR_RECIPE_* */
+    int top_k;                        /* retrieved turns (default 8) */
+    const struct lcx_embedder *emb;   /* borrowed; needed by plain/multiq (and the selector's
+                                       * fallback); NULL: selector only, no fallback */
+    int ordinal_offset;               /* test hook: a deliberately wrong selector adds this to
+                                       * the requested ordinal (0 in real runs) */
+    const char *upstream;             /* OpenAI-compatible base URL; NULL: det copy, no model */
+    const char *model;                /* "model" field sent upstream (default "default") */
+    size_t budget_tokens;             /* compaction budget for the upstream (default 8192) */
+    long timeout_ms;                  /* per upstream request (default 600000) */
+} lcx_mrcr_eval_opts;
+
+typedef struct {
+    double score;                     /* MRCR grade of response */
+    char *response;                   /* malloc'd */
+    long retrieved[64];               /* assistant message indices, best first */
+    int n_retrieved;
+    int target_hit;                   /* desired_msg_index among retrieved (recall@K) */
+    int fail_closed;                  /* selector could not parse/match (fallback used) */
+    double ms;                        /* recipe + grading wall time */
+} lcx_mrcr_outcome;
+
+/* Runs one record through the recipe (and the upstream when set) and grades it.
+ * Without an upstream the response is a deterministic copy: the Selector's pick, or the
+ * top-1 retrieved reply for plain/multiq, prefixed with the record's hash. */
+int  lcx_mrcr_eval_one(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, lcx_mrcr_outcome *out);
+void lcx_mrcr_outcome_free(lcx_mrcr_outcome *out);
+
+/* Same, when the caller has already obtained the response (e.g. from an upstream model):
+ * grades `response` and fills out (retrieved/recall from the recipe as above). response is
+ * copied. */
+int  lcx_mrcr_eval_with_response(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o,
+                                 const char *response, lcx_mrcr_outcome *out);
+
 #endif

@@ -1,0 +1,339 @@
+/* longctx eval — MRCR v2 runs and data generation.
+ *   longctx eval mrcr-gen --needles 2|4|8 --bins 8k,...,1m --n N --seed S --out FILE.jsonl [--haystack DIR]
+ *   longctx eval mrcr FILE.jsonl [--recipe plain|multiq|selector] [--top-k K] [--upstream URL]
+ *                    [--model M] [--budget TOKENS] [--json] [--responses OUT.jsonl] */
+#include "cmds.h"
+#include "eval/lcx_eval.h"
+#include "longctx/lcx.h"
+#include "longctx/lcx_recipes.h"
+#include "util/util.h"
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UPSTREAM_MAX_BODY ((size_t)64 << 20)
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: longctx eval mrcr-gen --needles 2|4|8 --bins 8k,16k,...,1m --n N --seed S --out FILE.jsonl\n"
+            "                            [--haystack DIR]   (default $LCX_FIXTURES/haystack/paul_graham)\n"
+            "       longctx eval mrcr FILE.jsonl [--recipe selector|plain|multiq] [--top-k 8] [--json]\n"
+            "                            [--responses OUT.jsonl] [--upstream URL [--model M] [--budget TOKENS]]\n"
+            "                            [--ordinal-offset N]   (test hook: deliberately wrong selector)\n");
+}
+
+/* ------------------------------------------------------------------ mrcr-gen */
+
+static int cmd_gen(int argc, char **argv)
+{
+    int needles = 8;
+    long n = 0;
+    uint64_t seed = 0;
+    const char *bins = "8k,16k,32k,64k,128k,256k,512k,1m", *out = NULL, *hay = NULL;
+    char hay_def[4096];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!v) { fprintf(stderr, "longctx eval mrcr-gen: %s needs a value\n", a); return 2; }
+        if (!strcmp(a, "--needles")) needles = atoi(v);
+        else if (!strcmp(a, "--bins")) bins = v;
+        else if (!strcmp(a, "--n")) n = atol(v);
+        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 0);
+        else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--haystack")) hay = v;
+        else { fprintf(stderr, "longctx eval mrcr-gen: unknown flag %s\n", a); return 2; }
+        i++;
+    }
+    if ((needles != 2 && needles != 4 && needles != 8) || n < 1 || n > 100000 || !out) {
+        usage(stderr);
+        return 2;
+    }
+    if (!hay) {
+        const char *fx = getenv("LCX_FIXTURES");
+        if (!fx) { fprintf(stderr, "longctx eval mrcr-gen: set --haystack DIR or LCX_FIXTURES\n"); return 2; }
+        snprintf(hay_def, sizeof hay_def, "%s/haystack/paul_graham", fx);
+        hay = hay_def;
+    }
+    int bl[LCX_MRCR_NBINS], nb = 0;
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", bins);
+    for (char *s = NULL, *t = strtok_r(tmp, ",", &s); t; t = strtok_r(NULL, ",", &s)) {
+        int b = lcx_mrcr_bin_parse(t);
+        if (b < 0 || nb >= LCX_MRCR_NBINS) { fprintf(stderr, "longctx eval mrcr-gen: bad bin '%s'\n", t); return 2; }
+        bl[nb++] = b;
+    }
+    lcx_mrcr_gen *g = NULL;
+    int rc = lcx_mrcr_gen_open(hay, &g);
+    if (rc) { fprintf(stderr, "longctx eval mrcr-gen: haystack %s: %s\n", hay, lcx_strerror(rc)); return 1; }
+    FILE *f = fopen(out, "wb");
+    if (!f) { fprintf(stderr, "longctx eval mrcr-gen: cannot write %s\n", out); lcx_mrcr_gen_close(g); return 1; }
+    for (int b = 0; b < nb && !rc; b++)
+        for (long i = 0; i < n && !rc; i++) {
+            lcx_mrcr_rec r;
+            rc = lcx_mrcr_gen_record(g, seed, needles, bl[b], i, &r);
+            if (!rc) rc = lcx_mrcr_write_line(f, &r);
+            lcx_mrcr_rec_free(&r);
+        }
+    if (fclose(f) && !rc) rc = LCX_EIO;
+    lcx_mrcr_gen_close(g);
+    if (rc) { fprintf(stderr, "longctx eval mrcr-gen: %s\n", lcx_strerror(rc)); return 1; }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ upstream */
+
+typedef struct { lcx_buf b; } sink_t;
+
+static size_t on_body(char *p, size_t sz, size_t nm, void *ud)
+{
+    sink_t *s = ud;
+    return lcx_buf_append(&s->b, p, sz * nm) ? 0 : sz * nm;
+}
+
+/* POST {model, messages, temperature 0} to base/v1/chat/completions; content of choice 0. */
+static int chat_upstream(const char *base, const char *model, const cJSON *messages, long timeout_ms,
+                         char **content, char *err, size_t el)
+{
+    char url[2048];
+    size_t bl = strlen(base);
+    while (bl && base[bl - 1] == '/') bl--;
+    if (bl >= 20 && !strncmp(base + bl - 20, "/v1/chat/completions", 20))
+        snprintf(url, sizeof url, "%.*s", (int)bl, base);
+    else if (bl >= 3 && !strncmp(base + bl - 3, "/v1", 3))
+        snprintf(url, sizeof url, "%.*s/chat/completions", (int)bl, base);
+    else
+        snprintf(url, sizeof url, "%.*s/v1/chat/completions", (int)bl, base);
+    cJSON *req = cJSON_CreateObject();
+    if (!req) return LCX_ENOMEM;
+    cJSON_AddStringToObject(req, "model", model);
+    cJSON_AddItemToObject(req, "messages", cJSON_Duplicate(messages, 1));
+    cJSON_AddNumberToObject(req, "temperature", 0);
+    cJSON_AddBoolToObject(req, "stream", 0);
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    if (!body) return LCX_ENOMEM;
+    CURL *c = curl_easy_init();
+    sink_t s = {.b = {.cap = UPSTREAM_MAX_BODY}};
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    int rc = LCX_ENET;
+    if (c && h) {
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        CURLcode cc = curl_easy_perform(c);
+        long status = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        if (cc != CURLE_OK) snprintf(err, el, "%s", curl_easy_strerror(cc));
+        else if (status != 200) snprintf(err, el, "HTTP %ld: %.200s", status, s.b.data ? s.b.data : "");
+        else {
+            cJSON *r = cJSON_ParseWithLength(s.b.data ? s.b.data : "", s.b.len);
+            cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"), 0);
+            cJSON *ms = cJSON_GetObjectItemCaseSensitive(ch, "message");
+            cJSON *ct = cJSON_GetObjectItemCaseSensitive(ms, "content");
+            if (cJSON_IsString(ct)) {
+                *content = strdup(ct->valuestring);
+                rc = *content ? LCX_OK : LCX_ENOMEM;
+            } else {
+                snprintf(err, el, "no choices[0].message.content in the response");
+                rc = LCX_EINVAL;
+            }
+            cJSON_Delete(r);
+        }
+    }
+    curl_slist_free_all(h);
+    if (c) curl_easy_cleanup(c);
+    lcx_buf_free(&s.b);
+    free(body);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ mrcr */
+
+typedef struct {
+    double *score, *ms;
+    int *hit;
+    size_t n, cap;
+    long fail_closed;
+} binacc_t;
+
+static int acc_push(binacc_t *a, double score, double ms, int hit)
+{
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? a->cap * 2 : 64;
+        double *s = realloc(a->score, nc * sizeof *s);
+        if (!s) return LCX_ENOMEM;
+        a->score = s;
+        double *m = realloc(a->ms, nc * sizeof *m);
+        if (!m) return LCX_ENOMEM;
+        a->ms = m;
+        int *h = realloc(a->hit, nc * sizeof *h);
+        if (!h) return LCX_ENOMEM;
+        a->hit = h;
+        a->cap = nc;
+    }
+    a->score[a->n] = score;
+    a->ms[a->n] = ms;
+    a->hit[a->n] = hit;
+    a->n++;
+    return 0;
+}
+
+static int cmd_mrcr(int argc, char **argv)
+{
+    const char *file = NULL, *responses = NULL, *upstream = NULL, *model = "default";
+    int recipe = LCX_MRCR_RECIPE_SELECTOR, json = 0, top_k = 8, offset = 0;
+    long budget = 8192;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (a[0] != '-') { file = a; continue; }
+        if (!v) { fprintf(stderr, "longctx eval mrcr: %s needs a value\n", a); return 2; }
+        if (!strcmp(a, "--recipe")) {
+            if (!strcmp(v, "selector")) recipe = LCX_MRCR_RECIPE_SELECTOR;
+            else if (!strcmp(v, "plain")) recipe = LCX_MRCR_RECIPE_PLAIN;
+            else if (!strcmp(v, "multiq")) recipe = LCX_MRCR_RECIPE_MULTIQ;
+            else { fprintf(stderr, "longctx eval mrcr: unknown recipe %s\n", v); return 2; }
+        } else if (!strcmp(a, "--responses")) responses = v;
+        else if (!strcmp(a, "--upstream")) upstream = v;
+        else if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--budget")) budget = atol(v);
+        else if (!strcmp(a, "--top-k")) top_k = atoi(v);
+        else if (!strcmp(a, "--ordinal-offset")) offset = atoi(v);
+        else { fprintf(stderr, "longctx eval mrcr: unknown flag %s\n", a); return 2; }
+        i++;
+    }
+    if (!file || top_k < 1 || top_k > 64 || budget < 256) { usage(stderr); return 2; }
+    FILE *in = fopen(file, "rb");
+    if (!in) { fprintf(stderr, "longctx eval mrcr: cannot open %s\n", file); return 1; }
+    FILE *ro = NULL;
+    if (responses && !(ro = fopen(responses, "wb"))) {
+        fprintf(stderr, "longctx eval mrcr: cannot write %s\n", responses);
+        fclose(in);
+        return 1;
+    }
+    lcx_embedder *emb = NULL;
+    int rc = lcx_embedder_hash_new(0, &emb);
+    if (rc) { fprintf(stderr, "longctx eval mrcr: embedder: %s\n", lcx_strerror(rc)); fclose(in); if (ro) fclose(ro); return 1; }
+    if (upstream) curl_global_init(CURL_GLOBAL_DEFAULT);
+    lcx_mrcr_eval_opts eo = {.recipe = recipe, .top_k = top_k, .emb = emb, .ordinal_offset = offset};
+    binacc_t acc[LCX_MRCR_BIN_OTHER + 1] = {0};
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t ln;
+    long lineno = 0, index = 0;
+    int status = 0;
+    while ((ln = getline(&line, &lcap, in)) >= 0) {
+        lineno++;
+        size_t len = (size_t)ln;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        if (!len) continue;
+        lcx_mrcr_rec rec;
+        char err[256] = "";
+        rc = lcx_mrcr_parse_line(line, len, &rec, err, sizeof err);
+        if (rc) { fprintf(stderr, "longctx eval mrcr: %s:%ld: %s\n", file, lineno, err); status = 1; break; }
+        lcx_mrcr_outcome oc;
+        char *up_resp = NULL;
+        if (upstream) {
+            /* the whole conversation, compacted to the budget, through the model */
+            cJSON *msgs = cJSON_CreateArray();
+            for (size_t i = 0; msgs && i < rec.n_msgs; i++) {
+                cJSON *m = cJSON_CreateObject();
+                cJSON_AddStringToObject(m, "role", rec.msgs[i].role);
+                cJSON_AddStringToObject(m, "content", rec.msgs[i].content);
+                cJSON_AddItemToArray(msgs, m);
+            }
+            lcx_compact_opts co = lcx_compact_defaults();
+            co.budget_tokens = (size_t)budget;
+            co.top_k = top_k;
+            char uerr[512] = "";
+            rc = msgs ? lcx_compact_messages(msgs, emb, &co, NULL) : LCX_ENOMEM;
+            if (!rc) rc = chat_upstream(upstream, model, msgs, 600000, &up_resp, uerr, sizeof uerr);
+            cJSON_Delete(msgs);
+            if (rc) {
+                fprintf(stderr, "longctx eval mrcr: record %ld: upstream: %s %s\n", index, lcx_strerror(rc), uerr);
+                up_resp = strdup("");   /* graded 0, counted: never dropped */
+                rc = 0;
+            }
+        }
+        rc = up_resp ? lcx_mrcr_eval_with_response(&rec, &eo, up_resp, &oc) : lcx_mrcr_eval_one(&rec, &eo, &oc);
+        free(up_resp);
+        if (rc) {
+            fprintf(stderr, "longctx eval mrcr: record %ld: %s\n", index, lcx_strerror(rc));
+            lcx_mrcr_rec_free(&rec);
+            status = 1;
+            break;
+        }
+        int bin = lcx_mrcr_bin_of(rec.n_chars);
+        acc_push(&acc[bin], oc.score, oc.ms, oc.target_hit);
+        acc[bin].fail_closed += oc.fail_closed;
+        if (ro) {
+            lcx_buf b = {0};
+            lcx_buf_printf(&b, "{\"index\": %ld, \"response\": ", index);
+            lcx_buf_json_str(&b, oc.response, strlen(oc.response));
+            lcx_buf_puts(&b, ", \"score\": ");
+            lcx_buf_printf(&b, "%.17g", oc.score);
+            lcx_buf_puts(&b, ", \"retrieved_msg_indices\": [");
+            for (int i = 0; i < oc.n_retrieved; i++) lcx_buf_printf(&b, i ? ", %ld" : "%ld", oc.retrieved[i]);
+            lcx_buf_puts(&b, "]}\n");
+            if (!b.data || fwrite(b.data, 1, b.len, ro) != b.len) status = 1;
+            lcx_buf_free(&b);
+        }
+        lcx_mrcr_outcome_free(&oc);
+        lcx_mrcr_rec_free(&rec);
+        index++;
+    }
+    free(line);
+    fclose(in);
+    if (ro && fclose(ro)) status = 1;
+
+    /* report: one row per bin with records, "other" included so nothing is dropped */
+    if (json) printf("[");
+    else
+        printf("%-6s %6s %8s %8s %10s %9s %9s %6s\n", "bin", "n", "mean", "ci95", "recall@k", "p50_ms",
+               "p95_ms", "failc");
+    int first = 1;
+    for (int b = 0; b <= LCX_MRCR_BIN_OTHER; b++) {
+        binacc_t *a = &acc[b];
+        if (!a->n) continue;
+        double mean, ci, hits = 0;
+        lcx_eval_mean_ci(a->score, a->n, &mean, &ci);
+        for (size_t i = 0; i < a->n; i++) hits += a->hit[i];
+        double p50 = lcx_eval_percentile(a->ms, a->n, 0.5), p95 = lcx_eval_percentile(a->ms, a->n, 0.95);
+        if (json)
+            printf("%s{\"bin\": \"%s\", \"n\": %zu, \"mean\": %.6f, \"ci95\": %.6f, \"recall_at_k\": %.6f, "
+                   "\"p50_ms\": %.3f, \"p95_ms\": %.3f, \"fail_closed\": %ld}",
+                   first ? "" : ", ", lcx_mrcr_bin_name(b), a->n, mean, ci, hits / (double)a->n, p50, p95,
+                   a->fail_closed);
+        else
+            printf("%-6s %6zu %8.4f %8.4f %10.4f %9.2f %9.2f %6ld\n", lcx_mrcr_bin_name(b), a->n, mean, ci,
+                   hits / (double)a->n, p50, p95, a->fail_closed);
+        first = 0;
+        free(a->score); free(a->ms); free(a->hit);
+    }
+    if (json) printf("]\n");
+    lcx_embedder_free(emb);
+    if (upstream) curl_global_cleanup();
+    return status;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "mrcr-gen")) return cmd_gen(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "mrcr")) return cmd_mrcr(argc - 1, argv + 1);
+    fprintf(stderr, "longctx eval: unknown subcommand '%s' (mrcr, mrcr-gen)\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
