@@ -202,6 +202,11 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
         }
         total += s->token_lens[i];
     }
+    if (total > (1u << 30)) {       /* all token texts together: 1 GiB cap */
+        set_err(err, errlen, "tokenizer: vocabulary text of %zu bytes is too large", total);
+        rc = LCX_ELIMIT;
+        goto fail;
+    }
     t->blob = malloc(total ? total : 1);
     t->off = malloc(sizeof(uint32_t) * n);
     t->len = malloc(sizeof(uint32_t) * n);
@@ -210,7 +215,6 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
     t->attr = calloc((size_t)n, 1);
     t->eog = calloc((size_t)n, 1);
     if (!t->blob || !t->off || !t->len || !t->score || !t->type || !t->attr || !t->eog) goto fail;
-    if (total > UINT32_MAX) { rc = LCX_ELIMIT; set_err(err, errlen, "tokenizer: vocabulary text too large"); goto fail; }
     size_t o = 0;
     for (int32_t i = 0; i < n; i++) {
         t->off[i] = (uint32_t)o;

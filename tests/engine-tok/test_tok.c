@@ -587,6 +587,59 @@ static void test_bad_metadata(void **st) {
     assert_null(t);
 }
 
+/* Corrupted metadata: random byte flips in the key/value region of real files. Whatever the
+ * GGUF reader accepts, the tokenizer either refuses cleanly or builds something that can
+ * tokenize and detokenize without touching memory it does not own (run under ASan). */
+static void test_mutated_gguf(void **st) {
+    (void)st;
+    static const struct { const char *rel; size_t span; } files[] = {
+        {"gguf/stories260K.gguf", 8000}, {"gguf/tiny-qwen2-f32.gguf", 12000},
+        {"tokenizers/ggml-vocab-bert-bge.gguf", 627000},
+    };
+    uint64_t x = 0x243F6A8885A308D3ull;
+    int built = 0, refused = 0;
+    for (size_t f = 0; f < LCX_ARRAY_LEN(files); f++) {
+        char *orig;
+        size_t len;
+        assert_int_equal(lcx_read_file(tu_fixture(files[f].rel), 8 << 20, &orig, &len), 0);
+        char *buf = malloc(len);
+        for (int it = 0; it < 100; it++) {
+            memcpy(buf, orig, len);
+            for (int k = 0; k < 1 + it % 2; k++) {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                size_t off = 24 + (size_t)(x % (files[f].span < len - 24 ? files[f].span : len - 24));
+                buf[off] = (char)(x >> 40);
+            }
+            eng_gguf *g = NULL;
+            if (eng_gguf_open_mem(buf, len, &g, NULL, 0) < 0) continue;
+            eng_tokenizer *t = NULL;
+            char err[256];
+            if (eng_tokenizer_from_gguf(g, &t, err, sizeof err) < 0) { refused++; eng_gguf_close(g); continue; }
+            built++;
+            static const char *const s = "Hello world <s> [CLS] <|im_start|>\xC3\xA9 12345\n\t \xF0\x9F\xA6\x99";
+            int32_t ids[256];
+            for (int ps = 0; ps < 2; ps++) {
+                int n = eng_tokenize(t, s, strlen(s), true, ps, ids, 256);
+                if (n > 256) n = 256;
+                if (n > 0) {
+                    char out[4096];
+                    (void)eng_detokenize(t, ids, n, out, sizeof out);
+                }
+            }
+            for (int32_t id = 0; id < eng_tokenizer_n_vocab(t); id += 97) {
+                char piece[64];
+                assert_true(eng_token_to_piece(t, id, piece, sizeof piece) >= 0);
+            }
+            eng_tokenizer_free(t);
+            eng_gguf_close(g);
+        }
+        free(buf);
+        free(orig);
+    }
+    fprintf(stderr, "mutated GGUFs: %d tokenizers built, %d refused\n", built, refused);
+    assert_true(built > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_regex_llama3),
@@ -601,6 +654,7 @@ int main(void) {
         cmocka_unit_test(test_chat_apply),
         cmocka_unit_test(test_chat_tokenize),
         cmocka_unit_test(test_bad_metadata),
+        cmocka_unit_test(test_mutated_gguf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
