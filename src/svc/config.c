@@ -136,8 +136,7 @@ static int apply_env(lcx_svc_config *c, FILE *err)
 {
     for (size_t i = 0; i < LCX_ARRAY_LEN(opts); i++) {
         const char *v = getenv(opts[i].env);
-        if (!v) continue;
-        if (opts[i].k != K_STR && opts[i].k != K_BOOL && !*v) continue;
+        if (!v || !*v) continue;   /* an empty variable counts as unset */
         int rc = set_value(c, &opts[i], v, opts[i].env, err);
         if (rc) return rc;
     }

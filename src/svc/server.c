@@ -124,6 +124,11 @@ int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out
         lcx_resp_error(resp, 400, "invalid_utf8", "request body is not valid UTF-8");
         return LCX_EINVAL;
     }
+    /* A raw NUL is never valid JSON, and cJSON would silently cut a string at it. */
+    if (memchr(b, 0, n)) {
+        lcx_resp_error(resp, 400, "bad_json", "NUL byte in the request body");
+        return LCX_EINVAL;
+    }
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(b, n, &end, 0);
     if (!j) {
