@@ -1,0 +1,496 @@
+/* Code retrieval pipeline (SPEC §2 /retrieve, §3): prompt → scope(s) → hits → splice.
+ *
+ *   1. Scopes: explicit_scope (canonicalised, secrets refused) skips detection; a query
+ *      starting with "ws:" searches every scope bound to the session; otherwise the scope
+ *      is detected from the prefill (lcx_scope_detect). No scope → an empty result.
+ *   2. Each scope is made ready (Hot first, Package when Hot is small, promotion when a
+ *      mention lies outside Hot) and searched with the hybrid store search (dense + BM25,
+ *      fused, reranked).
+ *   3. Symbol-aware boosting: identifiers named in the query — snake_case, CamelCase,
+ *      X.y / X::y, `backticked`, name() — are looked up in the scope's symbol table; the
+ *      chunk that contains each definition is pulled in and ranked first (score = the best
+ *      search score, so scores stay in 0..1). A name defined in more than 5 places is
+ *      ambiguous and skipped unless the owner (X in X.y) narrows it down; at most
+ *      max(1, top_k/2) chunks come from symbols so the lexical/dense hits keep room.
+ *   4. Confidence: 1 when a named symbol was found, else the cosine similarity of the best
+ *      hit (an absolute measure; fused scores are normalised per query, so the top one is
+ *      always near 1 and says nothing). Two low turns in a row promote Hot → Package.
+ *   5. Splice: SPEC §2 format within the budget (lcx_code_splice). */
+#include "scope/scopes_int.h"
+#include "util/util.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_IDENTS 8
+#define MAX_DEFS 5
+#define SPLICE_HEADER "## Retrieved code context\n\n"
+#define TRUNC_MARK "\n... [truncated]"
+
+/* ---------------------------------------------------------------- splice */
+
+/* Largest n' ≤ n that does not cut a UTF-8 sequence. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80) n--;
+    return n;
+}
+
+int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, size_t *out_len)
+{
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!budget) budget = LCX_SPLICE_BUDGET;
+    lcx_buf b = {0};
+    int rc = 0;
+    if (n > 0 && budget > strlen(SPLICE_HEADER) + 200) {
+        rc = lcx_buf_puts(&b, SPLICE_HEADER);
+        lcx_buf blk = {0};
+        for (int i = 0; i < n && !rc; i++) {
+            size_t remaining = budget - b.len;
+            if (remaining <= 200) break;
+            blk.len = 0;
+            rc = lcx_buf_printf(&blk, "// %s:%u-%u\n```\n", hits[i].file_path, hits[i].start_line, hits[i].end_line);
+            if (!rc) rc = lcx_buf_puts(&blk, hits[i].text);
+            if (!rc) rc = lcx_buf_puts(&blk, "\n```\n\n");
+            if (rc) break;
+            if (blk.len <= remaining) {
+                rc = lcx_buf_append(&b, blk.data, blk.len);
+                continue;
+            }
+            /* last block: cut to fit, end with the marker */
+            size_t keep = utf8_cut(blk.data, remaining - strlen(TRUNC_MARK));
+            rc = lcx_buf_append(&b, blk.data, keep);
+            if (!rc) rc = lcx_buf_puts(&b, TRUNC_MARK);
+            break;
+        }
+        lcx_buf_free(&blk);
+    }
+    if (rc) { lcx_buf_free(&b); return rc; }
+    if (!b.data && (rc = lcx_buf_puts(&b, ""))) return rc;
+    size_t len;
+    *out = lcx_buf_steal(&b, &len);
+    if (out_len) *out_len = len;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- identifiers */
+
+typedef struct { char name[64]; char owner[64]; } ident;
+
+static bool idc(char c) { return isalnum((unsigned char)c) || c == '_' || c == '$'; }
+
+/* Identifiers the query names (see top). Returns the count. */
+static int query_idents(const char *q, size_t n, ident *out, int max)
+{
+    int k = 0;
+    size_t i = 0;
+    while (i < n && k < max) {
+        bool tick = q[i] == '`';
+        if (tick) i++;
+        if (i >= n || !(idc(q[i]))) { i++; continue; }
+        size_t s = i;
+        while (i < n && (idc(q[i]) || ((q[i] == '.' || q[i] == ':') && i + 1 < n && (idc(q[i + 1]) || q[i + 1] == ':'))))
+            i++;
+        size_t e = i;
+        bool call = i + 1 < n && q[i] == '(' && q[i + 1] == ')';
+        if (tick && i < n && q[i] == '`') i++;
+        /* split owner.name / owner::name at the last separator */
+        size_t sep = e, nb = s;
+        for (size_t j = e; j > s; j--) {
+            if (q[j - 1] == '.' || q[j - 1] == ':') {
+                sep = j - 1;
+                nb = j;
+                while (sep > s && q[sep - 1] == ':') sep--;
+                break;
+            }
+        }
+        const char *name = q + nb;
+        size_t nl = e - nb;
+        if (!nl || nl >= 64 || !(isalpha((unsigned char)name[0]) || name[0] == '_')) continue;
+        bool has_us = memchr(name, '_', nl) != NULL;
+        bool has_lower = false, inner_upper = false;
+        for (size_t j = 0; j < nl; j++) {
+            if (islower((unsigned char)name[j])) has_lower = true;
+            if (j && isupper((unsigned char)name[j])) inner_upper = true;
+        }
+        bool dotted = nb > s;
+        bool camel = has_lower && inner_upper;
+        bool alpha_us = has_us && nl > 1;
+        if (!(tick || call || dotted || camel || alpha_us)) continue;
+        ident *d = &out[k];
+        memset(d, 0, sizeof *d);
+        memcpy(d->name, name, nl);
+        if (dotted) {
+            /* owner = the component right before the name */
+            size_t oe = sep, os = oe;
+            while (os > s && idc(q[os - 1])) os--;
+            if (oe - os < 64) memcpy(d->owner, q + os, oe - os);
+        }
+        bool dup = false;
+        for (int j = 0; j < k && !dup; j++) dup = !strcmp(out[j].name, d->name);
+        if (!dup) k++;
+    }
+    return k;
+}
+
+/* ---------------------------------------------------------------- result building */
+
+typedef struct {
+    lcx_code_hit *v;
+    int n, cap;
+} hitvec;
+
+static int hv_push(hitvec *h, const lcx_scope *s, const lcx_chunk *c, float score, bool sym)
+{
+    if (h->n == h->cap) {
+        int nc = h->cap ? h->cap * 2 : 16;
+        lcx_code_hit *nv = realloc(h->v, (size_t)nc * sizeof *nv);
+        if (!nv) return LCX_ENOMEM;
+        h->v = nv;
+        h->cap = nc;
+    }
+    lcx_code_hit *x = &h->v[h->n];
+    memset(x, 0, sizeof *x);
+    x->text = strndup(c->text ? c->text : "", c->text_len);
+    size_t pl = strlen(s->root) + 1 + c->path_len + 1;
+    x->file_path = malloc(pl);
+    if (!x->text || !x->file_path) {
+        free(x->text);
+        free(x->file_path);
+        return LCX_ENOMEM;
+    }
+    snprintf(x->file_path, pl, "%s/%.*s", s->root, (int)c->path_len, c->path ? c->path : "");
+    x->start_line = c->line_start;
+    x->end_line = c->line_end;
+    x->file_type = c->file_type;
+    x->score = score < 0 ? 0 : score > 1 ? 1 : score;
+    x->symbol_hit = sym;
+    h->n++;
+    return 0;
+}
+
+static bool hv_has(const hitvec *h, const char *path, uint32_t ls, uint32_t le)
+{
+    for (int i = 0; i < h->n; i++)
+        if (h->v[i].start_line == ls && h->v[i].end_line == le && !strcmp(h->v[i].file_path, path)) return true;
+    return false;
+}
+
+/* The chunk of rel that contains line (prefer the one where it sits nearest the top, so
+ * the body after a definition is included). */
+static int chunk_for_line(lcx_scope *s, const char *rel, uint32_t line, uint32_t *id_out)
+{
+    uint32_t first, n;
+    if (lcx_scope__chunk_range(s, rel, &first, &n) < 0 || !n) return LCX_ENOTFOUND;
+    int best = -1;
+    uint32_t best_off = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        lcx_chunk c;
+        if (lcx_store_get(s->store, first + i, &c) < 0) continue;
+        if (line < c.line_start || line > c.line_end) continue;
+        if (line - c.line_start < best_off) { best_off = line - c.line_start; best = (int)i; }
+    }
+    if (best < 0) return LCX_ENOTFOUND;
+    *id_out = first + (uint32_t)best;
+    return 0;
+}
+
+/* Searches one scope; appends hits (symbol pulls first) to h. *conf receives the scope's
+ * confidence. Holds s->mu for the symbol table; the store is thread-safe. */
+static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, const char *skip_rel,
+                        hitvec *h, float *conf, bool *any_sym)
+{
+    lcx_search_opts o = lcx_search_defaults();
+    o.top_k = top_k + (skip_rel ? 16 : 0);
+    lcx_hit hits[96];
+    int nh = lcx_store_search(s->store, q, qlen, &o, hits, o.top_k < 96 ? o.top_k : 96);
+    if (nh < 0) return nh;
+    float top = nh ? hits[0].score : 0.5f;
+    float best_dense = 0;
+    for (int i = 0; i < nh; i++) if (hits[i].dense > best_dense) best_dense = hits[i].dense;
+    *conf = best_dense < 0 ? 0 : best_dense > 1 ? 1 : best_dense;
+    int base = h->n, rc = 0;
+    pthread_mutex_lock(&s->mu);
+    ident ids[MAX_IDENTS];
+    int ni = query_idents(q, qlen, ids, MAX_IDENTS);
+    int max_sym = top_k / 2 > 1 ? top_k / 2 : 1, nsym = 0;
+    for (int i = 0; i < ni && nsym < max_sym && !rc; i++) {
+        const lcx_symbol *sy[MAX_DEFS + 1];
+        const char *paths[MAX_DEFS + 1];
+        int nd = lcx_scope__symbol_lookup(s, ids[i].name, sy, paths, MAX_DEFS);
+        bool ambiguous = nd > MAX_DEFS;
+        if (nd > MAX_DEFS) nd = MAX_DEFS;
+        if (ids[i].owner[0]) {
+            /* X.y: keep definitions whose owner is X (or in a file that defines X) */
+            int k = 0;
+            for (int j = 0; j < nd; j++) {
+                bool ok = !strcmp(sy[j]->owner, ids[i].owner);
+                if (!ok) {
+                    const lcx_symbol *oy[2];
+                    const char *op[2];
+                    int no = lcx_scope__symbol_lookup(s, ids[i].owner, oy, op, 1);
+                    for (int t = 0; t < no && t < 1; t++) ok = !strcmp(op[t], paths[j]);
+                }
+                if (ok) { sy[k] = sy[j]; paths[k] = paths[j]; k++; }
+            }
+            if (k) { nd = k; ambiguous = false; }
+        }
+        if (ambiguous) continue;
+        for (int j = 0; j < nd && nsym < max_sym && !rc; j++) {
+            if (skip_rel && !strcmp(paths[j], skip_rel)) continue;
+            uint32_t cid;
+            if (chunk_for_line(s, paths[j], sy[j]->line, &cid) < 0) continue;
+            lcx_chunk c;
+            if (lcx_store_get(s->store, cid, &c) < 0) continue;
+            char full[LCX_SCOPE_PATH_MAX * 2];
+            snprintf(full, sizeof full, "%s/%s", s->root, paths[j]);
+            if (hv_has(h, full, c.line_start, c.line_end)) continue;
+            rc = hv_push(h, s, &c, top, true);
+            nsym++;
+            *any_sym = true;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc) return rc;
+    if (nsym) *conf = 1.0f;
+    for (int i = 0; i < nh && !rc; i++) {
+        lcx_chunk c;
+        if (lcx_store_get(s->store, hits[i].id, &c) < 0) continue;
+        if (skip_rel && c.path_len == strlen(skip_rel) && !memcmp(c.path, skip_rel, c.path_len)) continue;
+        char full[LCX_SCOPE_PATH_MAX * 2];
+        snprintf(full, sizeof full, "%s/%.*s", s->root, (int)c.path_len, c.path);
+        if (hv_has(h, full, c.line_start, c.line_end)) continue;
+        rc = hv_push(h, s, &c, hits[i].score, false);
+    }
+    (void)base;
+    return rc;
+}
+
+static int cmp_hits(const void *a, const void *b)
+{
+    const lcx_code_hit *x = a, *y = b;
+    if (x->symbol_hit != y->symbol_hit) return x->symbol_hit ? -1 : 1;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return 0;
+}
+
+static void hits_free(lcx_code_hit *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(v[i].text);
+        free(v[i].file_path);
+    }
+    free(v);
+}
+
+void lcx_code_result_free(lcx_code_result *r)
+{
+    if (!r) return;
+    hits_free(r->hits, r->n_hits);
+    free(r->splice);
+    memset(r, 0, sizeof *r);
+}
+
+static int fail(lcx_code_result *res, int rc, const char *code, const char *fmt, const char *arg)
+{
+    res->err_code = code;
+    snprintf(res->err_msg, sizeof res->err_msg, fmt, arg ? arg : "");
+    return rc;
+}
+
+static int finish(lcx_code_result *res, hitvec *h, int top_k, size_t budget)
+{
+    /* stable order: symbol pulls, then by score (insertion order breaks ties) */
+    for (int i = 1; i < h->n; i++) {
+        lcx_code_hit t = h->v[i];
+        int j = i - 1;
+        while (j >= 0 && cmp_hits(&h->v[j], &t) > 0) { h->v[j + 1] = h->v[j]; j--; }
+        h->v[j + 1] = t;
+    }
+    if (h->n > top_k) {
+        for (int i = top_k; i < h->n; i++) { free(h->v[i].text); free(h->v[i].file_path); }
+        h->n = top_k;
+    }
+    res->hits = h->v;
+    res->n_hits = h->n;
+    free(res->splice);
+    res->splice = NULL;
+    return lcx_code_splice(res->hits, res->n_hits, budget, &res->splice, &res->splice_len);
+}
+
+int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->used_rerank = true;
+    if (!(res->splice = strdup(""))) return LCX_ENOMEM;
+    if (!m || !rq) return fail(res, LCX_EINVAL, "bad_request", "no request%s", NULL);
+    const char *q = rq->query;
+    size_t qlen = rq->query_len;
+    while (q && qlen && isspace((unsigned char)*q)) q++, qlen--;
+    if (!q || !qlen) return fail(res, LCX_EINVAL, "bad_request", "missing query%s", NULL);
+    if (!lcx_utf8_valid(q, qlen)) return fail(res, LCX_EINVAL, "bad_request", "query is not valid UTF-8%s", NULL);
+    if (rq->prefill && !lcx_utf8_valid(rq->prefill, rq->prefill_len))
+        return fail(res, LCX_EINVAL, "bad_request", "prefill_text is not valid UTF-8%s", NULL);
+    int top_k = rq->top_k ? rq->top_k : 8;
+    if (top_k < 1 || top_k > 64) return fail(res, LCX_EINVAL, "bad_request", "top_k must be 1..64%s", NULL);
+    bool ws = qlen >= 3 && !strncasecmp(q, "ws:", 3);
+    if (ws) {
+        q += 3, qlen -= 3;
+        while (qlen && isspace((unsigned char)*q)) q++, qlen--;
+        if (!qlen) return fail(res, LCX_EINVAL, "bad_request", "missing query after ws:%s", NULL);
+    }
+
+    /* which scopes */
+    char (*roots)[LCX_SCOPE_PATH_MAX] = calloc(LCX_MAX_BOUND, sizeof *roots);
+    if (!roots) return LCX_ENOMEM;
+    int nr = 0, rc = 0;
+    lcx_scope_detection det = {0};
+    bool have_det = false;
+    if (ws && rq->session_id) nr = lcx_scopes_session(m, rq->session_id, roots, LCX_MAX_BOUND);
+    if (!nr && rq->explicit_scope && *rq->explicit_scope) {
+        const char *why = NULL;
+        rc = lcx_scope_canonical(rq->explicit_scope, roots[0], LCX_SCOPE_PATH_MAX, &why);
+        if (rc) {
+            free(roots);
+            return fail(res, rc, why ? why : "bad_scope", "explicit_scope %s is not a usable directory", rq->explicit_scope);
+        }
+        nr = 1;
+        /* mentions still steer the Hot set when they lie inside the explicit scope */
+        if (lcx_scope_detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, roots[0], &det) == 0) have_det = true;
+    } else if (!nr) {
+        if (rq->default_scope && *rq->default_scope) {
+            char tmp[LCX_SCOPE_PATH_MAX];
+            const char *why = NULL;
+            rc = lcx_scope_canonical(rq->default_scope, tmp, sizeof tmp, &why);
+            if (rc) {
+                free(roots);
+                return fail(res, rc, why ? why : "bad_scope", "default_scope %s is not a usable directory", rq->default_scope);
+            }
+        }
+        rc = lcx_scope_detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, rq->default_scope, &det);
+        if (rc) { free(roots); return fail(res, rc, "internal", "scope detection failed%s", NULL); }
+        have_det = true;
+        if (det.scope_path) snprintf(roots[nr++], LCX_SCOPE_PATH_MAX, "%s", det.scope_path);
+    }
+    if (!nr) {   /* nothing to search: an empty, successful answer */
+        lcx_scope_detection_free(&det);
+        free(roots);
+        snprintf(res->scope.status, sizeof res->scope.status, "none");
+        return 0;
+    }
+
+    hitvec h = {0};
+    float conf0 = 0;
+    bool any_sym = false;
+    lcx_scope *primary = NULL;
+    for (int i = 0; i < nr && !rc; i++) {
+        lcx_scope *s;
+        const char *const *ments = NULL;
+        int nm = 0;
+        if (have_det && det.scope_path && !strcmp(det.scope_path, roots[i])) {
+            ments = (const char *const *)det.mentions;
+            nm = det.n_mentions;
+        }
+        rc = lcx_scopes__acquire(m, roots[i], ments, nm, false, NULL, NULL, &s);
+        if (rc) { fail(res, rc, "internal", "indexing the scope failed: %s", lcx_strerror(rc)); break; }
+        float conf = 0;
+        rc = search_scope(s, q, qlen, top_k, NULL, &h, &conf, &any_sym);
+        if (rc) fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc));
+        if (i == 0) {
+            pthread_mutex_lock(&s->mu);
+            lcx_scope__fill_info(s, &res->scope);
+            pthread_mutex_unlock(&s->mu);
+            conf0 = conf;
+            primary = s;
+        } else {
+            if (conf > conf0) conf0 = conf;
+            lcx_scopes__release(m, s);
+        }
+    }
+    res->n_scopes = nr;
+    lcx_scope_detection_free(&det);
+    if (rc) {
+        hits_free(h.v, h.n);
+        if (primary) lcx_scopes__release(m, primary);
+        free(roots);
+        return rc;
+    }
+    res->confidence = any_sym ? 1.0f : conf0;
+    if (!ws && rq->session_id && *rq->session_id) lcx_scopes__bind(m, rq->session_id, roots[0]);
+    if (primary) {
+        lcx_scopes__note_turn(m, primary, res->confidence);
+        lcx_scopes__release(m, primary);
+    }
+    free(roots);
+    return finish(res, &h, top_k, rq->budget);
+}
+
+int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->used_rerank = true;
+    if (!(res->splice = strdup(""))) return LCX_ENOMEM;
+    if (!top_k) top_k = 8;
+    if (top_k < 1 || top_k > 64) return fail(res, LCX_EINVAL, "bad_request", "top_k must be 1..64%s", NULL);
+    if (!file_path || file_path[0] != '/') return fail(res, LCX_EINVAL, "bad_request", "file path must be absolute%s", NULL);
+    if (lcx_scope_is_secret(file_path)) return fail(res, LCX_EINVAL, "forbidden", "%s is a secret file", file_path);
+    lcx_scope_detection det;
+    int rc = lcx_scope_detect(file_path, strlen(file_path), NULL, &det);
+    if (rc) return fail(res, rc, "internal", "scope detection failed%s", NULL);
+    if (!det.scope_path || !det.n_mentions) {
+        lcx_scope_detection_free(&det);
+        return fail(res, LCX_ENOTFOUND, "not_found", "no project found for %s", file_path);
+    }
+    lcx_scope *s;
+    rc = lcx_scopes__acquire(m, det.scope_path, (const char *const *)det.mentions, det.n_mentions, false, NULL, NULL, &s);
+    if (rc) {
+        lcx_scope_detection_free(&det);
+        return fail(res, rc, "internal", "indexing failed: %s", lcx_strerror(rc));
+    }
+    const char *rel = det.mentions[0] + strlen(s->root);
+    if (*rel == '/') rel++;
+    /* query = the file's symbol names + its first chunk */
+    lcx_buf qb = {.cap = 8192};
+    pthread_mutex_lock(&s->mu);
+    int fi = lcx_scope__find_file(s, rel);
+    if (fi >= 0) {
+        const lcx_file_ent *f = &s->files[fi];
+        for (int i = 0; i < f->n_syms && i < 64; i++) lcx_buf_printf(&qb, "%s ", f->syms[i].name);
+        if (f->n_chunks) {
+            lcx_chunk c;
+            if (lcx_store_get(s->store, f->first_id, &c) == 0)
+                lcx_buf_append(&qb, c.text, LCX_MIN((size_t)c.text_len, (size_t)4096));
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!qb.len) {
+        lcx_buf_free(&qb);
+        lcx_scopes__release(m, s);
+        lcx_scope_detection_free(&det);
+        return fail(res, LCX_ENOTFOUND, "not_found", "%s is not indexed", file_path);
+    }
+    /* the query text came from a file: keep it valid UTF-8 after the byte cap */
+    size_t ql = qb.len;
+    while (ql && !lcx_utf8_valid(qb.data, ql)) ql--;
+    hitvec h = {0};
+    float conf = 0;
+    bool any_sym = false;
+    char *relcopy = strdup(rel);
+    rc = relcopy ? search_scope(s, qb.data, ql, top_k, relcopy, &h, &conf, &any_sym) : LCX_ENOMEM;
+    free(relcopy);
+    lcx_buf_free(&qb);
+    pthread_mutex_lock(&s->mu);
+    lcx_scope__fill_info(s, &res->scope);
+    pthread_mutex_unlock(&s->mu);
+    lcx_scopes__release(m, s);
+    lcx_scope_detection_free(&det);
+    if (rc) { hits_free(h.v, h.n); return fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc)); }
+    res->n_scopes = 1;
+    res->confidence = conf;
+    /* related = by similarity: symbol pulls of the file's own names are not "related" */
+    for (int i = 0; i < h.n; i++) h.v[i].symbol_hit = false;
+    return finish(res, &h, top_k, 0);
+}

@@ -1,0 +1,1190 @@
+/* Scope manager: loaded scopes, their stores and manifests, Hot → Package promotion, the
+ * session → scopes binding table. The inotify watcher lives in watch.c.
+ *
+ * On disk, per scope: data_dir/scopes/<scope_hash>/
+ *   store/     an lcx_store (chunk texts, vectors, BM25; crash-safe, fingerprint-checked)
+ *   manifest   what is indexed, written by manifest_write() below (atomic replace):
+ *     1. "LCXSCOPE 1\n"
+ *     2. "root <canonical root>\n", "fingerprint <embedder fingerprint>\n",
+ *        "status hot|package\n"
+ *     3. per Hot walk root: "H <0|1 recursive> <scope-relative dir>\n" (Hot scopes only)
+ *     4. per file: "F <size> <mtime_ns> <content hash64 hex> <first chunk id> <n chunks>
+ *        <file type> <n symbols> <scope-relative path>\n" followed by n symbol lines
+ *        "S <line> <kind> <name> <owner or ->\n"
+ *     5. "END <crc32c hex of every byte before this line>\n"
+ *   A manifest that fails any check (magic, crc, root, fingerprint, bounds) or a store
+ *   made by another embedder makes the scope be rebuilt from scratch (the scope store is
+ *   a cache of the source tree; it is reported in the log, never half-used).
+ *
+ * Consistency with the store: a file's chunks are appended (durable) before the manifest
+ * names them; a re-indexed file's old chunks are tombstoned by path first. After a crash
+ * between the two, the manifest lacks the file, so the next refresh re-indexes it (and
+ * tombstones the orphan chunks by path). Files are therefore never double-counted.
+ *
+ * Reload without re-indexing: a refresh walks the scope and stats every file; a file
+ * whose size and mtime match the manifest is not opened; one whose bytes hash to the
+ * manifest's hash only gets its mtime updated. */
+#define _GNU_SOURCE 1   /* nftw flags */
+#include "scope/scope_int.h"
+#include "scope/scopes_int.h"
+#include "util/util.h"
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BATCH_CHUNKS 4096
+#define BATCH_BYTES (16u << 20)
+#define MANIFEST_MAX (512u << 20)
+
+lcx_scopes_opts lcx_scopes_defaults(void)
+{
+    lcx_scopes_opts o = {0};
+    o.hot_cap = 1000;
+    o.hot_min = 50;
+    o.package_cap = 50000;
+    o.max_loaded = 32;
+    o.max_file_bytes = 5u << 20;
+    o.watch = true;
+    o.debounce_ms = 100;
+    o.low_confidence = 0.35f;
+    return o;
+}
+
+/* ---------------------------------------------------------------- file table */
+
+static uint64_t str_hash(const char *s) { return lcx_hash64(s, strlen(s), 0x5c0be); }
+
+static void fmap_rebuild(lcx_scope *s)
+{
+    uint32_t cap = 64;
+    while (cap < s->n_files * 2 + 16) cap *= 2;
+    uint32_t *m = calloc(cap, sizeof *m);
+    if (!m) { s->fmap_cap = 0; free(s->fmap); s->fmap = NULL; return; }   /* linear fallback */
+    for (uint32_t i = 0; i < s->n_files; i++) {
+        if (!s->files[i].rel) continue;
+        uint32_t h = (uint32_t)str_hash(s->files[i].rel) & (cap - 1);
+        while (m[h]) h = (h + 1) & (cap - 1);
+        m[h] = i + 1;
+    }
+    free(s->fmap);
+    s->fmap = m;
+    s->fmap_cap = cap;
+}
+
+int lcx_scope__find_file(const lcx_scope *s, const char *rel)
+{
+    if (!s->fmap) {
+        for (uint32_t i = 0; i < s->n_files; i++)
+            if (s->files[i].rel && !strcmp(s->files[i].rel, rel)) return (int)i;
+        return -1;
+    }
+    uint32_t h = (uint32_t)str_hash(rel) & (s->fmap_cap - 1);
+    while (s->fmap[h]) {
+        uint32_t i = s->fmap[h] - 1;
+        if (s->files[i].rel && !strcmp(s->files[i].rel, rel)) return (int)i;
+        h = (h + 1) & (s->fmap_cap - 1);
+    }
+    return -1;
+}
+
+static void file_clear(lcx_file_ent *f)
+{
+    free(f->rel);
+    free(f->syms);
+    memset(f, 0, sizeof *f);
+}
+
+/* New or existing entry for rel (the map is rebuilt when it gets full). */
+static lcx_file_ent *file_get(lcx_scope *s, const char *rel, bool create)
+{
+    int i = lcx_scope__find_file(s, rel);
+    if (i >= 0) return &s->files[i];
+    if (!create) return NULL;
+    if (s->n_files == s->cap_files) {
+        uint32_t nc = s->cap_files ? s->cap_files * 2 : 64;
+        lcx_file_ent *nf = realloc(s->files, nc * sizeof *nf);
+        if (!nf) return NULL;
+        s->files = nf;
+        s->cap_files = nc;
+    }
+    lcx_file_ent *f = &s->files[s->n_files];
+    memset(f, 0, sizeof *f);
+    if (!(f->rel = strdup(rel))) return NULL;
+    s->n_files++;
+    if (!s->fmap || s->n_files * 2 > s->fmap_cap) {
+        fmap_rebuild(s);
+    } else {
+        uint32_t h = (uint32_t)str_hash(rel) & (s->fmap_cap - 1);
+        while (s->fmap[h]) h = (h + 1) & (s->fmap_cap - 1);
+        s->fmap[h] = s->n_files;
+    }
+    s->live_files++;
+    s->sym_dirty = true;
+    return f;
+}
+
+/* Removes rel from the table (tombstoning its chunks). The slot stays (rel NULL) until
+ * the next compaction so indices held by the map stay valid. */
+static int file_remove(lcx_scope *s, lcx_file_ent *f)
+{
+    if (f->n_chunks) {
+        int rc = lcx_store_delete_path(s->store, f->rel, strlen(f->rel));
+        if (rc < 0) return rc;
+    }
+    s->bytes -= f->size;
+    file_clear(f);
+    s->live_files--;
+    s->sym_dirty = true;
+    s->manifest_dirty = true;
+    return 0;
+}
+
+static void files_compact(lcx_scope *s)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < s->n_files; i++)
+        if (s->files[i].rel) s->files[k++] = s->files[i];
+    s->n_files = k;
+    fmap_rebuild(s);
+}
+
+/* ---------------------------------------------------------------- symbol index */
+
+static void symidx_rebuild(lcx_scope *s)
+{
+    free(s->symidx);
+    s->symidx = NULL;
+    s->symidx_cap = 0;
+    s->n_syms = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->n_files; i++) n += s->files[i].rel ? (uint32_t)s->files[i].n_syms : 0;
+    s->n_syms = n;
+    s->sym_dirty = false;
+    if (!n) return;
+    uint32_t cap = 64;
+    while (cap < n * 2) cap *= 2;
+    lcx_symref *t = calloc(cap, sizeof *t);
+    if (!t) return;   /* no boosting rather than failure */
+    for (uint32_t i = 0; i < s->n_files; i++) {
+        lcx_file_ent *f = &s->files[i];
+        if (!f->rel) continue;
+        for (int j = 0; j < f->n_syms; j++) {
+            uint64_t h = str_hash(f->syms[j].name);
+            uint32_t b = (uint32_t)h & (cap - 1);
+            while (t[b].file) b = (b + 1) & (cap - 1);
+            t[b] = (lcx_symref){.hash = h, .file = i + 1, .sym = (uint32_t)j};
+        }
+    }
+    s->symidx = t;
+    s->symidx_cap = cap;
+}
+
+int lcx_scope__symbol_lookup(lcx_scope *s, const char *name, const lcx_symbol **syms,
+                             const char **paths, int max)
+{
+    if (s->sym_dirty) symidx_rebuild(s);
+    if (!s->symidx) return 0;
+    uint64_t h = str_hash(name);
+    uint32_t b = (uint32_t)h & (s->symidx_cap - 1);
+    int n = 0;
+    while (s->symidx[b].file) {
+        const lcx_symref *r = &s->symidx[b];
+        if (r->hash == h) {
+            const lcx_file_ent *f = &s->files[r->file - 1];
+            if (f->rel && r->sym < (uint32_t)f->n_syms && !strcmp(f->syms[r->sym].name, name)) {
+                if (n >= max) return n + 1;   /* "more than max" */
+                syms[n] = &f->syms[r->sym];
+                paths[n] = f->rel;
+                n++;
+            }
+        }
+        b = (b + 1) & (s->symidx_cap - 1);
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- manifest */
+
+static int manifest_path(const lcx_scope *s, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s/manifest", s->dir);
+    return n > 0 && (size_t)n < cap ? 0 : LCX_ELIMIT;
+}
+
+static int manifest_write(lcx_scope *s)
+{
+    lcx_buf b = {.cap = MANIFEST_MAX};
+    int rc = lcx_buf_printf(&b, "LCXSCOPE 1\nroot %s\nfingerprint %s\nstatus %s\n", s->root,
+                            lcx_store_fingerprint(s->store), s->package ? "package" : "hot");
+    for (int i = 0; i < s->n_hot && !rc; i++)
+        rc = lcx_buf_printf(&b, "H %d %s\n", s->hot[i].recursive ? 1 : 0, s->hot[i].rel);
+    for (uint32_t i = 0; i < s->n_files && !rc; i++) {
+        const lcx_file_ent *f = &s->files[i];
+        if (!f->rel) continue;
+        rc = lcx_buf_printf(&b, "F %llu %lld %016llx %u %u %d %d %s\n", (unsigned long long)f->size,
+                            (long long)f->mtime_ns, (unsigned long long)f->hash, f->first_id, f->n_chunks,
+                            (int)f->ft, f->n_syms, f->rel);
+        for (int j = 0; j < f->n_syms && !rc; j++)
+            rc = lcx_buf_printf(&b, "S %u %d %s %s\n", f->syms[j].line, f->syms[j].kind, f->syms[j].name,
+                                f->syms[j].owner[0] ? f->syms[j].owner : "-");
+    }
+    if (!rc) rc = lcx_buf_printf(&b, "END %08x\n", lcx_crc32c(0, b.data, b.len));
+    char p[PATH_MAX];
+    if (!rc) rc = manifest_path(s, p, sizeof p);
+    if (!rc) rc = lcx_write_file_atomic(p, b.data, b.len);
+    lcx_buf_free(&b);
+    if (!rc) s->manifest_dirty = false;
+    return rc;
+}
+
+/* Parses the manifest into s (files, hot roots, status). LCX_ENOTFOUND when absent,
+ * LCX_ECORRUPT / LCX_EMISMATCH when it cannot be trusted. */
+static int manifest_read(lcx_scope *s)
+{
+    char p[PATH_MAX];
+    int rc = manifest_path(s, p, sizeof p);
+    if (rc) return rc;
+    char *t;
+    size_t n;
+    rc = lcx_read_file(p, MANIFEST_MAX, &t, &n);
+    if (rc < 0) return rc == LCX_ENOTFOUND ? rc : LCX_ECORRUPT;
+    rc = LCX_ECORRUPT;
+    /* END line */
+    if (n < 14 || t[n - 1] != '\n') goto out;
+    char *end = t + n - 1;
+    while (end > t && end[-1] != '\n') end--;
+    unsigned crc;
+    if (sscanf(end, "END %8x", &crc) != 1 || crc != lcx_crc32c(0, t, (size_t)(end - t))) goto out;
+    *end = 0;
+    char *save = NULL;
+    char *line = strtok_r(t, "\n", &save);
+    if (!line || strcmp(line, "LCXSCOPE 1")) goto out;
+    lcx_file_ent *cur = NULL;
+    int sym_i = 0;
+    uint32_t store_n = lcx_store_count(s->store);
+    (void)store_n;
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        if (!strncmp(line, "root ", 5)) {
+            if (strcmp(line + 5, s->root)) goto out;
+        } else if (!strncmp(line, "fingerprint ", 12)) {
+            if (strcmp(line + 12, lcx_store_fingerprint(s->store))) { rc = LCX_EMISMATCH; goto out; }
+        } else if (!strncmp(line, "status ", 7)) {
+            s->package = !strcmp(line + 7, "package");
+        } else if (line[0] == 'H' && line[1] == ' ') {
+            int r, off = 0;
+            if (sscanf(line, "H %d %n", &r, &off) != 1 || !off || s->n_hot >= LCX_MAX_HOT) goto out;
+            s->hot[s->n_hot].recursive = r != 0;
+            snprintf(s->hot[s->n_hot].rel, sizeof s->hot[s->n_hot].rel, "%s", line + off);
+            s->n_hot++;
+        } else if (line[0] == 'F' && line[1] == ' ') {
+            if (cur && sym_i != cur->n_syms) goto out;
+            unsigned long long size, hash;
+            long long mt;
+            unsigned first, nch;
+            int ft, ns, off = 0;
+            if (sscanf(line, "F %llu %lld %llx %u %u %d %d %n", &size, &mt, &hash, &first, &nch, &ft, &ns, &off) != 7 ||
+                !off || ns < 0 || ns > 1000000 || ft < 0 || ft > 3 || !line[off])
+                goto out;
+            cur = file_get(s, line + off, true);
+            if (!cur) { rc = LCX_ENOMEM; goto out; }
+            cur->size = size;
+            cur->mtime_ns = mt;
+            cur->hash = hash;
+            cur->first_id = first;
+            cur->n_chunks = nch;
+            cur->ft = (uint8_t)ft;
+            cur->n_syms = 0;
+            sym_i = 0;
+            if (ns) {
+                cur->syms = calloc((size_t)ns, sizeof *cur->syms);
+                if (!cur->syms) { rc = LCX_ENOMEM; goto out; }
+            }
+            cur->n_syms = ns;
+            s->bytes += size;
+        } else if (line[0] == 'S' && line[1] == ' ') {
+            if (!cur || sym_i >= cur->n_syms) goto out;
+            lcx_symbol *y = &cur->syms[sym_i++];
+            unsigned ln;
+            int kind;
+            char name[64], owner[64];
+            if (sscanf(line, "S %u %d %63s %63s", &ln, &kind, name, owner) != 4) goto out;
+            y->line = ln;
+            y->kind = (uint8_t)kind;
+            snprintf(y->name, sizeof y->name, "%s", name);
+            snprintf(y->owner, sizeof y->owner, "%s", strcmp(owner, "-") ? owner : "");
+        } else {
+            goto out;
+        }
+    }
+    if (cur && sym_i != cur->n_syms) goto out;
+    rc = 0;
+out:
+    free(t);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- indexing */
+
+typedef struct {
+    lcx_scope *s;
+    lcx_scopes *m;
+    /* pending batch */
+    lcx_chunk *ch;
+    int n_ch, cap_ch;
+    size_t bytes;
+    char **bufs;             /* file texts the chunks point into */
+    int n_bufs, cap_bufs;
+    struct pend { uint32_t file; uint32_t n; } *pend;
+    int n_pend, cap_pend;
+    /* progress */
+    lcx_scope_progress cb;
+    void *ud;
+    uint64_t done, found, read_bytes;
+    uint32_t cap;            /* file cap for this walk */
+    bool capped;
+    int err;
+} builder;
+
+static int flush(builder *b)
+{
+    if (!b->n_pend) return 0;
+    uint32_t first = 0;
+    int rc = b->n_ch ? lcx_store_append(b->s->store, b->ch, b->n_ch, &first) : 0;
+    if (rc == 0) {
+        uint32_t id = first;
+        for (int i = 0; i < b->n_pend; i++) {
+            lcx_file_ent *f = &b->s->files[b->pend[i].file];
+            f->first_id = b->pend[i].n ? id : 0;
+            f->n_chunks = b->pend[i].n;
+            id += b->pend[i].n;
+        }
+    } else {
+        /* the batch is not in the store: forget these files so a refresh retries them */
+        for (int i = 0; i < b->n_pend; i++) {
+            lcx_file_ent *f = &b->s->files[b->pend[i].file];
+            if (f->rel) { b->s->bytes -= f->size; file_clear(f); b->s->live_files--; }
+        }
+    }
+    for (int i = 0; i < b->n_bufs; i++) free(b->bufs[i]);
+    b->n_bufs = b->n_ch = b->n_pend = 0;
+    b->bytes = 0;
+    b->s->manifest_dirty = true;
+    return rc;
+}
+
+static void builder_free(builder *b)
+{
+    for (int i = 0; i < b->n_bufs; i++) free(b->bufs[i]);
+    free(b->bufs);
+    free(b->ch);
+    free(b->pend);
+}
+
+#define GROW(arr, n, cap, init)                                                   \
+    do {                                                                          \
+        if ((n) == (cap)) {                                                       \
+            int nc_ = (cap) ? (cap) * 2 : (init);                                 \
+            void *np_ = realloc((arr), (size_t)nc_ * sizeof *(arr));              \
+            if (!np_) return LCX_ENOMEM;                                          \
+            (arr) = np_;                                                          \
+            (cap) = nc_;                                                          \
+        }                                                                         \
+    } while (0)
+
+/* (Re)indexes one file whose stat is st. Unchanged files (size+mtime, else content hash)
+ * are left alone. Read failures are counted, never fatal. */
+static int index_file(builder *b, const char *rel, const struct stat *st)
+{
+    lcx_scope *s = b->s;
+    if (strchr(rel, '\n')) { s->stats.skipped_other++; return 0; }
+    int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+    lcx_file_ent *f = file_get(s, rel, false);
+    if (f && f->size == (uint64_t)st->st_size && f->mtime_ns == mt) { f->seen = true; return 0; }
+    char abs[PATH_MAX * 2];
+    snprintf(abs, sizeof abs, "%s/%s", s->root, rel);
+    char *text;
+    size_t len;
+    int rc = lcx_scope_read_file(abs, b->m->o.max_file_bytes, &text, &len);
+    if (rc < 0) {
+        if (rc == LCX_ENOMEM) return rc;
+        if (rc == LCX_ENOTSUP) s->stats.skipped_binary++;
+        else if (rc == LCX_ELIMIT) s->stats.skipped_large++;
+        else if (rc != LCX_ENOTFOUND) s->stats.skipped_unreadable++;
+        if (f) return file_remove(s, f);
+        return 0;
+    }
+    b->read_bytes += len;
+    s->stats.files_read++;
+    uint64_t h = lcx_hash64(text, len, 0x11);
+    if (f && f->hash == h && f->size == len) {   /* touched, not changed */
+        f->mtime_ns = mt;
+        f->seen = true;
+        s->manifest_dirty = true;
+        free(text);
+        return 0;
+    }
+    if (f && f->n_chunks) {
+        rc = lcx_store_delete_path(s->store, rel, strlen(rel));
+        if (rc < 0) { free(text); return rc; }
+    }
+    if (!f) {
+        f = file_get(s, rel, true);
+        if (!f) { free(text); return LCX_ENOMEM; }
+    } else {
+        s->bytes -= f->size;
+        free(f->syms);
+        f->syms = NULL;
+        f->n_syms = 0;
+    }
+    f->size = len;
+    f->mtime_ns = mt;
+    f->hash = h;
+    f->n_chunks = 0;
+    f->first_id = 0;
+    f->seen = true;
+    lcx_file_type ft = lcx_file_type_of(rel);
+    f->ft = (uint8_t)ft;
+    s->bytes += len;
+    s->sym_dirty = true;
+    lcx_symbol *syms = NULL;
+    int ns = lcx_symbols_extract(rel, text, len, &syms);
+    if (ns > 0) { f->syms = syms; f->n_syms = ns; }
+    lcx_span *sp;
+    int n;
+    rc = lcx_chunk_text(text, len, ft, &sp, &n);
+    if (rc < 0) { free(text); return rc; }
+    uint32_t fidx = (uint32_t)(f - s->files);
+    GROW(b->pend, b->n_pend, b->cap_pend, 64);
+    b->pend[b->n_pend++] = (struct pend){fidx, (uint32_t)n};
+    GROW(b->bufs, b->n_bufs, b->cap_bufs, 64);
+    b->bufs[b->n_bufs++] = text;
+    const char *prel = f->rel;   /* stable: f->rel is not freed before the flush */
+    for (int i = 0; i < n; i++) {
+        if (b->n_ch == b->cap_ch) {
+            int nc = b->cap_ch ? b->cap_ch * 2 : 256;
+            lcx_chunk *nch = realloc(b->ch, (size_t)nc * sizeof *nch);
+            if (!nch) { free(sp); return LCX_ENOMEM; }
+            b->ch = nch;
+            b->cap_ch = nc;
+        }
+        lcx_chunk c = lcx_chunk_init();
+        c.text = text + sp[i].off;
+        c.text_len = (uint32_t)sp[i].len;
+        c.path = prel;
+        c.path_len = (uint32_t)strlen(prel);
+        c.line_start = sp[i].line_start;
+        c.line_end = sp[i].line_end;
+        c.file_type = ft;
+        b->ch[b->n_ch++] = c;
+        b->bytes += sp[i].len;
+    }
+    free(sp);
+    s->manifest_dirty = true;
+    if (b->n_ch >= BATCH_CHUNKS || b->bytes >= BATCH_BYTES) return flush(b);
+    return 0;
+}
+
+static int walk_file_cb(const char *rel, const struct stat *st, void *ud)
+{
+    builder *b = ud;
+    if (b->found >= b->cap) { b->capped = true; return 1; }
+    b->found++;
+    int rc = index_file(b, rel, st);
+    if (rc < 0) { b->err = rc; return rc; }
+    b->done++;
+    if (b->cb && (b->done & 1023) == 0 && b->cb(b->done, b->found, b->read_bytes, b->ud)) {
+        b->err = LCX_ESTATE;
+        return LCX_ESTATE;
+    }
+    return 0;
+}
+
+static int walk_dir_cb(const char *rel, void *ud)
+{
+    builder *b = ud;
+    lcx_scope__watch_dir(b->m, b->s, rel);
+    return 0;
+}
+
+static void stats_from_walk(lcx_scope *s, const lcx_walk_stats *ws)
+{
+    s->stats.skipped_secret += ws->skipped_secret;
+    s->stats.skipped_large += ws->skipped_large;
+    s->stats.skipped_unreadable += ws->skipped_unreadable;
+    s->stats.skipped_other += ws->skipped_special + ws->skipped_symlink + ws->skipped_lock;
+}
+
+/* Walks the Hot roots (or the whole package) and indexes/refreshes; files of the table
+ * not seen by the walk are removed. Caller holds s->mu. */
+static int build(lcx_scopes *m, lcx_scope *s, lcx_scope_progress cb, void *ud)
+{
+    double t0 = lcx_now_ms();
+    memset(&s->stats, 0, sizeof s->stats);
+    for (uint32_t i = 0; i < s->n_files; i++) s->files[i].seen = false;
+    builder b = {.s = s, .m = m, .cb = cb, .ud = ud};
+    b.cap = s->package ? m->o.package_cap : m->o.hot_cap;
+    lcx_walk_opts wo = {.max_file_bytes = m->o.max_file_bytes};
+    lcx_walk_stats ws = {0};
+    int rc = 0;
+    if (s->package) {
+        wo.recursive = true;
+        rc = lcx_walk(s->root, "", &wo, walk_file_cb, walk_dir_cb, &b, &ws);
+    } else {
+        for (int i = 0; i < s->n_hot && rc >= 0 && !b.capped; i++) {
+            wo.recursive = s->hot[i].recursive;
+            rc = lcx_walk(s->root, s->hot[i].rel, &wo, walk_file_cb, walk_dir_cb, &b, &ws);
+        }
+    }
+    if (rc > 0) rc = 0;   /* stopped by the cap */
+    if (b.err) rc = b.err;
+    int frc = flush(&b);
+    if (!rc) rc = frc;
+    builder_free(&b);
+    stats_from_walk(s, &ws);
+    s->truncated = b.capped;
+    if (rc == 0) {
+        /* files that vanished (or became ignored) since the manifest was written */
+        for (uint32_t i = 0; i < s->n_files && rc == 0; i++)
+            if (s->files[i].rel && !s->files[i].seen) rc = file_remove(s, &s->files[i]);
+        files_compact(s);
+    }
+    if (rc == 0 && s->manifest_dirty) rc = manifest_write(s);
+    if (cb) cb(b.done, b.found, b.read_bytes, ud);
+    s->build_ms = lcx_now_ms() - t0;
+    s->last_refresh_ms = lcx_now_ms();
+    return rc;
+}
+
+/* Hot roots: root files, src/ recursive, the directory of every mention. */
+static void hot_add(lcx_scope *s, const char *rel, bool recursive)
+{
+    for (int i = 0; i < s->n_hot; i++) {
+        if (!strcmp(s->hot[i].rel, rel)) {
+            s->hot[i].recursive |= recursive;
+            return;
+        }
+        /* already covered by a recursive root above it */
+        size_t l = strlen(s->hot[i].rel);
+        if (s->hot[i].recursive && (!l || (!strncmp(rel, s->hot[i].rel, l) && rel[l] == '/'))) return;
+    }
+    if (s->n_hot >= LCX_MAX_HOT) return;
+    snprintf(s->hot[s->n_hot].rel, sizeof s->hot[s->n_hot].rel, "%s", rel);
+    s->hot[s->n_hot].recursive = recursive;
+    s->n_hot++;
+}
+
+/* Scope-relative form of an absolute canonical path under the root; NULL when outside. */
+static const char *rel_of(const lcx_scope *s, const char *abs)
+{
+    size_t rl = strlen(s->root);
+    if (strncmp(abs, s->root, rl)) return NULL;
+    if (abs[rl] == 0) return "";
+    if (abs[rl] != '/') return NULL;
+    return abs + rl + 1;
+}
+
+static bool in_hot(const lcx_scope *s, const char *rel_dir)
+{
+    for (int i = 0; i < s->n_hot; i++) {
+        size_t l = strlen(s->hot[i].rel);
+        if (!strcmp(s->hot[i].rel, rel_dir)) return true;
+        if (s->hot[i].recursive && (!l || (!strncmp(rel_dir, s->hot[i].rel, l) && rel_dir[l] == '/'))) return true;
+    }
+    return false;
+}
+
+bool lcx_scope__covers(const lcx_scope *s, const char *rel)
+{
+    if (s->package) return true;
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s", rel);
+    char *sl = strrchr(d, '/');
+    if (sl) *sl = 0;
+    else d[0] = 0;
+    return in_hot(s, d);
+}
+
+/* Mentions: directories of mentioned files (or mentioned dirs) as Hot roots. Returns
+ * true when one of them was not covered yet (→ promotion for a built scope). */
+static bool hot_from_mentions(lcx_scope *s, const char *const *mentions, int n, bool add)
+{
+    bool outside = false;
+    for (int i = 0; i < n; i++) {
+        const char *r = rel_of(s, mentions[i]);
+        if (!r || lcx_scope_is_secret(r)) continue;
+        struct stat st;
+        char d[PATH_MAX];
+        snprintf(d, sizeof d, "%s", r);
+        if (stat(mentions[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            /* a directory mention */
+        } else {
+            char *sl = strrchr(d, '/');
+            if (sl) *sl = 0;
+            else d[0] = 0;
+        }
+        if (!in_hot(s, d)) {
+            outside = true;
+            if (add) hot_add(s, d, false);
+        }
+    }
+    return outside;
+}
+
+static int rmrf_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    remove(p);
+    return 0;
+}
+
+static int open_store(lcx_scopes *m, lcx_scope *s)
+{
+    char sd[PATH_MAX + 128];
+    snprintf(sd, sizeof sd, "%s/store", s->dir);
+    int rc = lcx_mkdirs(s->dir);
+    if (rc) return rc;
+    lcx_store_opts so = m->o.store;
+    rc = lcx_store_open(sd, m->emb, &so, &s->store);
+    if (rc == LCX_EMISMATCH || rc == LCX_ECORRUPT) {
+        fprintf(stderr, "longctx: scope %s: store %s (%s), rebuilding\n", s->root,
+                rc == LCX_EMISMATCH ? "made by another embedder" : "failed validation", lcx_strerror(rc));
+        nftw(s->dir, rmrf_cb, 16, FTW_DEPTH | FTW_PHYS);
+        if ((rc = lcx_mkdirs(s->dir))) return rc;
+        rc = lcx_store_open(sd, m->emb, &so, &s->store);
+        s->rebuilt = true;
+    }
+    return rc;
+}
+
+static void scope_reset_tables(lcx_scope *s)
+{
+    for (uint32_t i = 0; i < s->n_files; i++) file_clear(&s->files[i]);
+    s->n_files = s->live_files = 0;
+    s->bytes = 0;
+    s->n_hot = 0;
+    fmap_rebuild(s);
+    s->sym_dirty = true;
+}
+
+/* First use of a scope in this process: reload (store + manifest, then a refresh that
+ * only re-reads changed files) or build Hot (→ Package when Hot is small). */
+static int scope_load(lcx_scopes *m, lcx_scope *s, const char *const *mentions, int n_mentions,
+                      bool want_package, lcx_scope_progress cb, void *ud)
+{
+    int rc = open_store(m, s);
+    if (rc) return rc;
+    rc = manifest_read(s);
+    if (rc == LCX_ECORRUPT || rc == LCX_EMISMATCH) {
+        fprintf(stderr, "longctx: scope %s: manifest unusable (%s), rebuilding\n", s->root, lcx_strerror(rc));
+        lcx_store_close(s->store);
+        s->store = NULL;
+        scope_reset_tables(s);
+        nftw(s->dir, rmrf_cb, 16, FTW_DEPTH | FTW_PHYS);
+        if ((rc = open_store(m, s))) return rc;
+        rc = LCX_ENOTFOUND;
+    }
+    bool fresh = rc == LCX_ENOTFOUND;
+    if (rc && !fresh) return rc;
+    if (fresh && lcx_store_count(s->store)) {
+        /* chunks without a manifest (crash before the first manifest write): start over */
+        lcx_store_close(s->store);
+        s->store = NULL;
+        nftw(s->dir, rmrf_cb, 16, FTW_DEPTH | FTW_PHYS);
+        if ((rc = open_store(m, s))) return rc;
+    }
+    s->loaded_from_disk = !fresh;
+    if (want_package) s->package = true;
+    if (!s->package) {
+        hot_add(s, "", false);
+        char src[PATH_MAX * 2];
+        snprintf(src, sizeof src, "%s/src", s->root);
+        struct stat st;
+        if (lstat(src, &st) == 0 && S_ISDIR(st.st_mode)) hot_add(s, "src", true);
+        hot_from_mentions(s, mentions, n_mentions, true);
+    }
+    rc = build(m, s, cb, ud);
+    if (rc) return rc;
+    if (!s->package && (s->live_files < m->o.hot_min)) {
+        /* Hot is small: the whole package costs little more and misses nothing */
+        s->package = true;
+        s->n_hot = 0;
+        rc = build(m, s, cb, ud);
+    }
+    s->ready = rc == 0;
+    return rc;
+}
+
+int lcx_scope__promote(lcx_scopes *m, lcx_scope *s)
+{
+    if (s->package) return 0;
+    s->package = true;
+    s->n_hot = 0;
+    s->low_turns = 0;
+    s->manifest_dirty = true;
+    return build(m, s, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------- manager */
+
+static void scope_free(lcx_scopes *m, lcx_scope *s)
+{
+    lcx_scope__unwatch(m, s);
+    if (s->store) {
+        if (s->manifest_dirty) manifest_write(s);
+        lcx_store_close(s->store);
+    }
+    for (uint32_t i = 0; i < s->n_files; i++) file_clear(&s->files[i]);
+    free(s->files);
+    free(s->fmap);
+    free(s->symidx);
+    lcx_scope__pending_free(s);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int lcx_scopes_open(const lcx_scopes_opts *o, const lcx_embedder *emb, lcx_scopes **out)
+{
+    *out = NULL;
+    if (!o || !o->data_dir || !*o->data_dir || !emb) return LCX_EINVAL;
+    lcx_scopes *m = calloc(1, sizeof *m);
+    if (!m) return LCX_ENOMEM;
+    m->o = *o;
+    lcx_scopes_opts d = lcx_scopes_defaults();
+    if (!m->o.hot_cap) m->o.hot_cap = d.hot_cap;
+    if (!m->o.package_cap) m->o.package_cap = d.package_cap;
+    if (!m->o.max_loaded) m->o.max_loaded = d.max_loaded;
+    if (!m->o.max_file_bytes) m->o.max_file_bytes = d.max_file_bytes;
+    if (m->o.low_confidence <= 0) m->o.low_confidence = d.low_confidence;
+    snprintf(m->data_dir, sizeof m->data_dir, "%s", o->data_dir);
+    m->o.data_dir = m->data_dir;
+    m->emb = emb;
+    pthread_mutex_init(&m->mu, NULL);
+    char sd[PATH_MAX + 16];
+    snprintf(sd, sizeof sd, "%s/scopes", m->data_dir);
+    int rc = lcx_mkdirs(sd);
+    if (rc == 0 && m->o.watch) rc = lcx_scope__watcher_start(m);
+    if (rc) {
+        pthread_mutex_destroy(&m->mu);
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void lcx_scopes_close(lcx_scopes *m)
+{
+    if (!m) return;
+    lcx_scope__watcher_stop(m);
+    lcx_scope *s = m->head;
+    while (s) {
+        lcx_scope *n = s->next;
+        scope_free(m, s);
+        s = n;
+    }
+    for (int i = 0; i < m->n_bind; i++) free(m->bind[i].session);
+    free(m->bind);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+/* Unlinks and frees unused scopes beyond max_loaded (LRU = list tail). m->mu held. */
+static void evict_locked(lcx_scopes *m)
+{
+    while (m->n_loaded > m->o.max_loaded) {
+        lcx_scope *victim = NULL, **pv = NULL;
+        for (lcx_scope **pp = &m->head; *pp; pp = &(*pp)->next)
+            if ((*pp)->refs == 0) { victim = *pp; pv = pp; }
+        if (!victim) return;
+        *pv = victim->next;
+        m->n_loaded--;
+        m->gen++;
+        scope_free(m, victim);
+    }
+}
+
+int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
+                        bool package, lcx_scope_progress cb, void *ud, lcx_scope **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&m->mu);
+    lcx_scope *s = NULL, **pp;
+    for (pp = &m->head; *pp; pp = &(*pp)->next)
+        if (!strcmp((*pp)->root, root)) { s = *pp; break; }
+    if (s) {
+        *pp = s->next;   /* move to front (most recent) */
+    } else {
+        s = calloc(1, sizeof *s);
+        if (!s) { pthread_mutex_unlock(&m->mu); return LCX_ENOMEM; }
+        snprintf(s->root, sizeof s->root, "%s", root);
+        lcx_scope_hash(root, s->hash);
+        const char *sen = lcx_scope_sentinel_at(root);
+        snprintf(s->sentinel, sizeof s->sentinel, "%s", sen ? sen : "");
+        snprintf(s->dir, sizeof s->dir, "%s/scopes/%s", m->data_dir, s->hash);
+        s->inotify_fd = -1;
+        pthread_mutex_init(&s->mu, NULL);
+        m->n_loaded++;
+        m->gen++;
+    }
+    s->next = m->head;
+    m->head = s;
+    s->refs++;
+    evict_locked(m);
+    pthread_mutex_unlock(&m->mu);
+
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    if (!s->ready) {
+        rc = scope_load(m, s, mentions, n_mentions, package, cb, ud);
+        lcx_scope__watcher_kick(m);
+    } else if (package && !s->package) {
+        rc = lcx_scope__promote(m, s);
+    } else if (!s->package && hot_from_mentions(s, mentions, n_mentions, false)) {
+        /* SPEC §3: a mentioned path outside Hot promotes to the whole Package */
+        rc = lcx_scope__promote(m, s);
+    } else if (!m->o.watch && lcx_now_ms() - s->last_refresh_ms > 2000) {
+        rc = build(m, s, NULL, NULL);   /* no watcher: poll the tree at most every 2 s */
+    } else if (package && cb) {
+        rc = build(m, s, cb, ud);       /* explicit /index: refresh now */
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        lcx_scopes__release(m, s);
+        if (!s->ready) lcx_scopes_unload(m, root);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void lcx_scopes__release(lcx_scopes *m, lcx_scope *s)
+{
+    if (!s) return;
+    pthread_mutex_lock(&m->mu);
+    s->refs--;
+    bool free_it = s->refs == 0 && s->dead;
+    pthread_mutex_unlock(&m->mu);
+    if (free_it) scope_free(m, s);
+}
+
+int lcx_scopes_unload(lcx_scopes *m, const char *path)
+{
+    char canon[PATH_MAX];
+    if (!realpath(path, canon)) snprintf(canon, sizeof canon, "%s", path);
+    pthread_mutex_lock(&m->mu);
+    lcx_scope *s = NULL, **pp;
+    for (pp = &m->head; *pp; pp = &(*pp)->next)
+        if (!strcmp((*pp)->root, canon)) { s = *pp; break; }
+    if (!s) { pthread_mutex_unlock(&m->mu); return LCX_ENOTFOUND; }
+    *pp = s->next;
+    m->n_loaded--;
+    m->gen++;
+    bool free_now = s->refs == 0;
+    s->dead = true;
+    pthread_mutex_unlock(&m->mu);
+    lcx_scope__watcher_kick(m);
+    if (free_now) scope_free(m, s);
+    return 0;
+}
+
+void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info)
+{
+    memset(info, 0, sizeof *info);
+    snprintf(info->scope_path, sizeof info->scope_path, "%s", s->root);
+    memcpy(info->scope_hash, s->hash, 17);
+    snprintf(info->sentinel, sizeof info->sentinel, "%s", s->sentinel);
+    snprintf(info->status, sizeof info->status, "%s", !s->ready ? "none" : s->package ? "package" : "hot");
+    info->files = s->live_files;
+    info->chunks = s->store ? lcx_store_count(s->store) : 0;
+    if (s->sym_dirty) symidx_rebuild(s);
+    info->symbols = s->n_syms;
+    info->bytes = s->bytes;
+    info->skipped_binary = s->stats.skipped_binary;
+    info->skipped_large = s->stats.skipped_large;
+    info->skipped_unreadable = s->stats.skipped_unreadable;
+    info->skipped_secret = s->stats.skipped_secret;
+    info->skipped_other = s->stats.skipped_other;
+    info->files_read_last = s->stats.files_read;
+    info->watched_dirs = (uint32_t)s->n_wd;
+    info->truncated = s->truncated;
+    info->build_ms = s->build_ms;
+}
+
+int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, void *ud,
+                     lcx_scope_info *info, const char **err_code)
+{
+    char canon[PATH_MAX];
+    const char *why = NULL;
+    int rc = lcx_scope_canonical(path, canon, sizeof canon, &why);
+    if (err_code) *err_code = why;
+    if (rc) return rc;
+    lcx_scope *s;
+    rc = lcx_scopes__acquire(m, canon, NULL, 0, true, cb ? cb : NULL, ud, &s);
+    if (rc) {
+        if (err_code) *err_code = "internal";
+        return rc;
+    }
+    if (!cb) {
+        /* explicit /index without progress: make sure it is fresh */
+        pthread_mutex_lock(&s->mu);
+        if (s->loaded_from_disk && s->last_refresh_ms + 50 < lcx_now_ms()) rc = build(m, s, NULL, NULL);
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (info) {
+        pthread_mutex_lock(&s->mu);
+        lcx_scope__fill_info(s, info);
+        pthread_mutex_unlock(&s->mu);
+    }
+    lcx_scopes__release(m, s);
+    if (rc && err_code) *err_code = "internal";
+    return rc;
+}
+
+int lcx_scopes_info(lcx_scopes *m, const char *path, lcx_scope_info *info)
+{
+    char canon[PATH_MAX];
+    if (!realpath(path, canon)) return LCX_ENOTFOUND;
+    pthread_mutex_lock(&m->mu);
+    lcx_scope *s = m->head;
+    while (s && strcmp(s->root, canon)) s = s->next;
+    if (s) s->refs++;
+    pthread_mutex_unlock(&m->mu);
+    if (s) {
+        pthread_mutex_lock(&s->mu);
+        lcx_scope__fill_info(s, info);
+        pthread_mutex_unlock(&s->mu);
+        lcx_scopes__release(m, s);
+        return 0;
+    }
+    /* persisted but not loaded: report from the manifest header */
+    char h[17], p[PATH_MAX + 64];
+    lcx_scope_hash(canon, h);
+    snprintf(p, sizeof p, "%s/scopes/%s/manifest", m->data_dir, h);
+    struct stat st;
+    if (stat(p, &st) != 0) return LCX_ENOTFOUND;
+    memset(info, 0, sizeof *info);
+    snprintf(info->scope_path, sizeof info->scope_path, "%s", canon);
+    memcpy(info->scope_hash, h, 17);
+    snprintf(info->status, sizeof info->status, "none");   /* on disk, not loaded */
+    const char *sen = lcx_scope_sentinel_at(canon);
+    snprintf(info->sentinel, sizeof info->sentinel, "%s", sen ? sen : "");
+    return 0;
+}
+
+int lcx_scopes_list(lcx_scopes *m, lcx_scope_info *out, int max)
+{
+    lcx_scope *v[256];
+    int n = 0;
+    pthread_mutex_lock(&m->mu);
+    for (lcx_scope *s = m->head; s && n < max && n < 256; s = s->next) {
+        s->refs++;
+        v[n++] = s;
+    }
+    pthread_mutex_unlock(&m->mu);
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&v[i]->mu);
+        lcx_scope__fill_info(v[i], &out[i]);
+        pthread_mutex_unlock(&v[i]->mu);
+        lcx_scopes__release(m, v[i]);
+    }
+    return n;
+}
+
+uint32_t lcx_scopes_loaded(lcx_scopes *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint32_t n = m->n_loaded;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+uint64_t lcx_scopes_mem_bytes(lcx_scopes *m)
+{
+    uint64_t t = 0;
+    pthread_mutex_lock(&m->mu);
+    for (lcx_scope *s = m->head; s; s = s->next) {
+        t += sizeof *s + (uint64_t)s->cap_files * sizeof(lcx_file_ent) + (uint64_t)s->fmap_cap * 4 +
+             (uint64_t)s->symidx_cap * sizeof(lcx_symref);
+        if (s->store) t += lcx_store_mem_bytes(s->store);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return t;
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+#define MAX_BINDINGS 4096
+
+void lcx_scopes__bind(lcx_scopes *m, const char *session, const char *root)
+{
+    if (!session || !*session) return;
+    pthread_mutex_lock(&m->mu);
+    m->tick++;
+    lcx_binding *b = NULL;
+    for (int i = 0; i < m->n_bind; i++)
+        if (!strcmp(m->bind[i].session, session)) { b = &m->bind[i]; break; }
+    if (!b) {
+        if (m->n_bind == m->cap_bind && m->cap_bind < MAX_BINDINGS) {
+            int nc = m->cap_bind ? m->cap_bind * 2 : 16;
+            lcx_binding *nb = realloc(m->bind, (size_t)nc * sizeof *nb);
+            if (nb) { m->bind = nb; m->cap_bind = nc; }
+        }
+        if (m->n_bind < m->cap_bind) {
+            b = &m->bind[m->n_bind++];
+        } else {   /* full: reuse the least recently used binding */
+            b = &m->bind[0];
+            for (int i = 1; i < m->n_bind; i++)
+                if (m->bind[i].used < b->used) b = &m->bind[i];
+            free(b->session);
+        }
+        memset(b, 0, sizeof *b);
+        b->session = strdup(session);
+        if (!b->session) { m->n_bind--; pthread_mutex_unlock(&m->mu); return; }
+    }
+    b->used = m->tick;
+    int k;
+    for (k = 0; k < b->n; k++)
+        if (!strcmp(b->roots[k], root)) break;
+    if (k == b->n) {
+        if (b->n < LCX_MAX_BOUND) b->n++;
+        k = b->n - 1;   /* the oldest binding falls off when full */
+    }
+    /* move to front */
+    for (int j = k; j > 0; j--) memcpy(b->roots[j], b->roots[j - 1], sizeof b->roots[0]);
+    snprintf(b->roots[0], sizeof b->roots[0], "%s", root);
+    pthread_mutex_unlock(&m->mu);
+}
+
+int lcx_scopes_session(lcx_scopes *m, const char *session_id, char (*out)[LCX_SCOPE_PATH_MAX], int max)
+{
+    if (!session_id) return 0;
+    int n = 0;
+    pthread_mutex_lock(&m->mu);
+    for (int i = 0; i < m->n_bind; i++) {
+        if (strcmp(m->bind[i].session, session_id)) continue;
+        for (int k = 0; k < m->bind[i].n && n < max; k++) snprintf(out[n++], LCX_SCOPE_PATH_MAX, "%s", m->bind[i].roots[k]);
+        break;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+/* ---------------------------------------------------------------- low-confidence turns */
+
+void lcx_scopes__note_turn(lcx_scopes *m, lcx_scope *s, float confidence)
+{
+    pthread_mutex_lock(&s->mu);
+    if (confidence < m->o.low_confidence) s->low_turns++;
+    else s->low_turns = 0;
+    if (!s->package && s->low_turns >= 2) lcx_scope__promote(m, s);   /* SPEC §3: 2 low turns */
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---------------------------------------------------------------- status */
+
+int lcx_scopes_status_text(lcx_scopes *m, char **out)
+{
+    lcx_scope_info inf[32];
+    int n = lcx_scopes_list(m, inf, 32);
+    lcx_buf b = {0};
+    int rc = 0;
+    if (!n) rc = lcx_buf_puts(&b, "[longctx] scope: none\n");
+    for (int i = 0; i < n && !rc; i++)
+        rc = lcx_buf_printf(&b, "[longctx] scope: %s (%s)\n[longctx] indexed: %u files, %u chunks, status %s\n",
+                            inf[i].scope_path, inf[i].scope_hash, inf[i].files, inf[i].chunks, inf[i].status);
+    if (rc) { lcx_buf_free(&b); return rc; }
+    if (!b.data) lcx_buf_puts(&b, "");
+    size_t len;
+    *out = lcx_buf_steal(&b, &len);
+    return (int)len;
+}
+
+int lcx_scopes_status_json(lcx_scopes *m, char **out)
+{
+    lcx_scope_info inf[32];
+    int n = lcx_scopes_list(m, inf, 32);
+    lcx_buf b = {0};
+    int rc = lcx_buf_puts(&b, "[");
+    for (int i = 0; i < n && !rc; i++) {
+        rc = lcx_buf_puts(&b, i ? ",{\"scope_path\":" : "{\"scope_path\":");
+        if (!rc) rc = lcx_buf_json_str(&b, inf[i].scope_path, strlen(inf[i].scope_path));
+        if (!rc)
+            rc = lcx_buf_printf(&b, ",\"scope_hash\":\"%s\",\"sentinel\":\"%s\",\"status\":\"%s\",\"files\":%u,"
+                                    "\"chunks\":%u,\"symbols\":%u,\"bytes\":%llu,\"watched_dirs\":%u}",
+                                inf[i].scope_hash, inf[i].sentinel, inf[i].status, inf[i].files, inf[i].chunks,
+                                inf[i].symbols, (unsigned long long)inf[i].bytes, inf[i].watched_dirs);
+    }
+    if (!rc) rc = lcx_buf_puts(&b, "]");
+    if (rc) { lcx_buf_free(&b); return rc; }
+    size_t len;
+    *out = lcx_buf_steal(&b, &len);
+    return (int)len;
+}
+
+/* ---------------------------------------------------------------- watcher apply hooks */
+
+int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel)
+{
+    /* caller holds s->mu */
+    char abs[PATH_MAX * 2];
+    snprintf(abs, sizeof abs, "%s/%s", s->root, rel);
+    struct stat st;
+    bool exists = lstat(abs, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
+        /* new (or moved-in) directory: walk it when the scope covers it */
+        bool covered = s->package || in_hot(s, rel);
+        if (!covered || lcx_walk_path_ignored(s->root, rel, true)) return 0;
+        builder b = {.s = s, .m = m, .cap = s->package ? m->o.package_cap : m->o.hot_cap};
+        b.found = s->live_files;
+        lcx_walk_opts wo = {.max_file_bytes = m->o.max_file_bytes, .recursive = s->package || true};
+        lcx_walk_stats ws = {0};
+        int rc = lcx_walk(s->root, rel, &wo, walk_file_cb, walk_dir_cb, &b, &ws);
+        if (rc > 0) rc = 0;
+        int frc = flush(&b);
+        builder_free(&b);
+        return rc ? rc : frc;
+    }
+    lcx_file_ent *f = file_get(s, rel, false);
+    if (!exists || !S_ISREG(st.st_mode) || !lcx_scope__covers(s, rel) ||
+        lcx_walk_path_ignored(s->root, rel, false) || (uint64_t)st.st_size > m->o.max_file_bytes) {
+        int rc = 0;
+        if (f) rc = file_remove(s, f);
+        if (!exists) {
+            /* a directory that went away: drop everything below it */
+            size_t l = strlen(rel);
+            for (uint32_t i = 0; i < s->n_files && !rc; i++)
+                if (s->files[i].rel && !strncmp(s->files[i].rel, rel, l) && s->files[i].rel[l] == '/')
+                    rc = file_remove(s, &s->files[i]);
+        }
+        return rc;
+    }
+    builder b = {.s = s, .m = m, .cap = UINT32_MAX};
+    int rc = index_file(&b, rel, &st);
+    int frc = flush(&b);
+    builder_free(&b);
+    return rc ? rc : frc;
+}
+
+int lcx_scope__rescan(lcx_scopes *m, lcx_scope *s)
+{
+    return build(m, s, NULL, NULL);
+}
+
+int lcx_scope__save(lcx_scope *s)
+{
+    return s->manifest_dirty ? manifest_write(s) : 0;
+}
+
+int lcx_scope__chunk_range(lcx_scope *s, const char *rel, uint32_t *first, uint32_t *n)
+{
+    lcx_file_ent *f = file_get(s, rel, false);
+    if (!f) return LCX_ENOTFOUND;
+    *first = f->first_id;
+    *n = f->n_chunks;
+    return 0;
+}

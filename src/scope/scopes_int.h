@@ -1,0 +1,127 @@
+/* Internal state of the scope manager (scopes.c), the watcher (watch.c) and the code
+ * retrieval pipeline (src/retrieve/code.c). Not a public contract. */
+#ifndef LCX_SCOPES_INT_H
+#define LCX_SCOPES_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "scope/scope_int.h"
+
+#define LCX_MAX_HOT 64        /* Hot walk roots per scope */
+#define LCX_MAX_BOUND 16      /* scopes remembered per session */
+#define LCX_MAX_PENDING 8192  /* watcher paths queued per scope before falling back to a rescan */
+
+typedef struct {
+    char *rel;                /* scope-relative path (NULL = removed slot) */
+    uint64_t size;
+    int64_t mtime_ns;
+    uint64_t hash;            /* lcx_hash64 of the bytes */
+    uint32_t first_id, n_chunks;   /* chunk ids [first_id, first_id + n_chunks) in the store */
+    uint8_t ft;
+    bool seen;                /* marked by the current walk */
+    lcx_symbol *syms;
+    int n_syms;
+} lcx_file_ent;
+
+typedef struct {
+    uint64_t hash;
+    uint32_t file;            /* index + 1 into files (0 = empty bucket) */
+    uint32_t sym;
+} lcx_symref;
+
+typedef struct { char rel[512]; bool recursive; } lcx_hot_root;
+
+typedef struct lcx_scope lcx_scope;
+struct lcx_scope {
+    lcx_scope *next;          /* manager list, most recently used first */
+    int refs;                 /* users (requests, watcher); freed at 0 once dead */
+    bool dead;                /* unlinked from the manager */
+    char root[PATH_MAX];
+    char hash[17];
+    char sentinel[24];
+    char dir[PATH_MAX + 64];  /* data_dir/scopes/<hash> */
+
+    pthread_mutex_t mu;       /* guards everything below */
+    bool ready, package, loaded_from_disk, rebuilt, truncated;
+    lcx_store *store;
+    lcx_file_ent *files;
+    uint32_t n_files, cap_files, live_files;
+    uint32_t *fmap, fmap_cap; /* open addressing: file index + 1 */
+    lcx_symref *symidx;
+    uint32_t symidx_cap, n_syms;
+    bool sym_dirty, manifest_dirty;
+    uint64_t bytes;
+    lcx_hot_root hot[LCX_MAX_HOT];
+    int n_hot;
+    int low_turns;
+    struct {
+        uint32_t skipped_binary, skipped_large, skipped_unreadable, skipped_secret, skipped_other;
+        uint32_t files_read;
+    } stats;
+    double build_ms, last_refresh_ms;
+
+    /* watcher (watch.c); wd table guarded by mu */
+    int inotify_fd;
+    int *wd;                  /* watch descriptors */
+    char **wd_rel;            /* their scope-relative directories */
+    int n_wd, cap_wd;
+    char **pending;           /* changed scope-relative paths waiting for the debounce */
+    int n_pending;
+    bool pending_rescan;
+    double last_event_ms, first_event_ms;
+};
+
+typedef struct {
+    char *session;
+    uint64_t used;
+    char roots[LCX_MAX_BOUND][LCX_SCOPE_PATH_MAX];
+    int n;
+} lcx_binding;
+
+struct lcx_scopes {
+    lcx_scopes_opts o;
+    char data_dir[PATH_MAX];
+    const lcx_embedder *emb;
+    pthread_mutex_t mu;       /* list, counts, bindings */
+    lcx_scope *head;
+    uint32_t n_loaded;
+    uint64_t gen;             /* bumped when the list changes (the watcher re-polls) */
+    lcx_binding *bind;
+    int n_bind, cap_bind;
+    uint64_t tick;
+    /* watcher thread */
+    pthread_t wth;
+    bool wth_running, stopping;
+    int wake[2];              /* pipe: wakes the watcher when scopes come and go */
+};
+
+/* scopes.c */
+int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
+                        bool package, lcx_scope_progress cb, void *ud, lcx_scope **out);
+void lcx_scopes__release(lcx_scopes *m, lcx_scope *s);
+void lcx_scopes__bind(lcx_scopes *m, const char *session, const char *root);
+void lcx_scopes__note_turn(lcx_scopes *m, lcx_scope *s, float confidence);
+void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info);          /* s->mu held */
+int lcx_scope__find_file(const lcx_scope *s, const char *rel);
+/* Definitions named `name`: up to max symbols and their file paths; returns the count,
+ * or max + 1 when there are more (s->mu held). */
+int lcx_scope__symbol_lookup(lcx_scope *s, const char *name, const lcx_symbol **syms,
+                             const char **paths, int max);
+int lcx_scope__chunk_range(lcx_scope *s, const char *rel, uint32_t *first, uint32_t *n);
+bool lcx_scope__covers(const lcx_scope *s, const char *rel);
+int lcx_scope__promote(lcx_scopes *m, lcx_scope *s);
+int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */
+int lcx_scope__rescan(lcx_scopes *m, lcx_scope *s);                        /* s->mu held */
+int lcx_scope__save(lcx_scope *s);                                         /* s->mu held */
+
+/* watch.c */
+int lcx_scope__watcher_start(lcx_scopes *m);
+void lcx_scope__watcher_stop(lcx_scopes *m);
+void lcx_scope__watcher_kick(lcx_scopes *m);
+void lcx_scope__watch_dir(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */
+void lcx_scope__unwatch(lcx_scopes *m, lcx_scope *s);
+void lcx_scope__pending_free(lcx_scope *s);
+
+#endif

@@ -1,0 +1,544 @@
+/* Scope manager + code retrieval: indexing, splice format and budget, symbol boosting,
+ * Hot → Package promotion, persistence across processes (unchanged files not re-read),
+ * fingerprint change, the inotify watcher (edit / delete / rename), ws: queries, secrets. */
+#include "testutil.h"
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "longctx/lcx_scope.h"
+#include "util/util.h"
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void wr(const char *dir, const char *rel, const char *text)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    assert_int_equal(tu_write(p, text, strlen(text)), 0);
+}
+
+/* A small C/Python project: ~20 files, one definition buried deep in a long file, and a
+ * file that calls it many times (so plain BM25 prefers the caller). */
+static char *make_project(void)
+{
+    char *d0 = tu_tmpdir();
+    char *d = realpath(d0, NULL);
+    free(d0);
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/.git/HEAD", d);
+    assert_int_equal(tu_write(p, "ref: x\n", 7), 0);
+    wr(d, "README.md", "# Demo project\n\nA tiny HTTP server used by the tests.\n\nIt parses headers.\n");
+    wr(d, "config.json", "{\n  \"port\": 8080,\n  \"workers\": 4\n}\n");
+    lcx_buf b = {0};
+    for (int i = 0; i < 200; i++) lcx_buf_printf(&b, "static int filler_%d(int x) { return x * %d; }\n", i, i);
+    lcx_buf_puts(&b, "int parse_header(const char *line, struct hdr *out)\n{\n    /* split name: value */\n"
+                     "    const char *colon = strchr(line, ':');\n    if (!colon) return -1;\n    return 0;\n}\n");
+    for (int i = 0; i < 100; i++) lcx_buf_printf(&b, "static int tail_%d(void) { return %d; }\n", i, i);
+    wr(d, "src/http.c", b.data);
+    lcx_buf_free(&b);
+    for (int i = 0; i < 30; i++) lcx_buf_printf(&b, "    if (parse_header(lines[%d], &h) < 0) return -1; /* parse header line */\n", i);
+    char *calls = lcx_buf_steal(&b, NULL);
+    char txt[8192];
+    snprintf(txt, sizeof txt, "#include \"http.h\"\nint handle_request(char **lines)\n{\n    struct hdr h;\n%s    return 0;\n}\n", calls);
+    free(calls);
+    wr(d, "src/server.c", txt);
+    wr(d, "src/http.h", "struct hdr { char name[64]; char value[256]; };\nint parse_header(const char *line, struct hdr *out);\n");
+    wr(d, "tools/cache.py", "class TokenCache:\n    def get_token(self, key):\n        return self.store.get(key)\n\n"
+                            "    def refresh_tokens(self):\n        self.store.clear()\n");
+    for (int i = 0; i < 14; i++) {
+        snprintf(p, sizeof p, "src/mod%02d.c", i);
+        snprintf(txt, sizeof txt, "/* module %d */\nint module_%d_init(void)\n{\n    return %d;\n}\n", i, i, i * 7);
+        wr(d, p, txt);
+    }
+    /* skipped and counted */
+    wr(d, ".env", "API_KEY=SECRET_TOKEN_XYZ\n");
+    wr(d, "secrets/prod.txt", "SECRET_TOKEN_XYZ\n");
+    snprintf(p, sizeof p, "%s/blob.bin", d);
+    assert_int_equal(tu_write(p, "SECRET\0binary", 13), 0);
+    return d;
+}
+
+static lcx_embedder *g_emb;
+
+static lcx_scopes *open_mgr(const char *data, bool watch)
+{
+    lcx_scopes_opts o = lcx_scopes_defaults();
+    o.data_dir = data;
+    o.watch = watch;
+    o.debounce_ms = 50;
+    lcx_scopes *m;
+    assert_int_equal(lcx_scopes_open(&o, g_emb, &m), 0);
+    return m;
+}
+
+static int retrieve(lcx_scopes *m, const char *prefill, const char *query, int k, const char *session,
+                    lcx_code_result *r)
+{
+    lcx_code_request rq = lcx_code_request_init();
+    rq.prefill = prefill;
+    rq.prefill_len = prefill ? strlen(prefill) : 0;
+    rq.query = query;
+    rq.query_len = query ? strlen(query) : 0;
+    rq.top_k = k;
+    rq.session_id = session;
+    return lcx_code_retrieve(m, &rq, r);
+}
+
+static bool any_hit_contains(const lcx_code_result *r, const char *needle)
+{
+    for (int i = 0; i < r->n_hits; i++)
+        if (strstr(r->hits[i].text, needle)) return true;
+    return false;
+}
+
+static bool any_hit_path(const lcx_code_result *r, const char *suffix)
+{
+    size_t n = strlen(suffix);
+    for (int i = 0; i < r->n_hits; i++) {
+        size_t l = strlen(r->hits[i].file_path);
+        if (l >= n && !strcmp(r->hits[i].file_path + l - n, suffix)) return true;
+    }
+    return false;
+}
+
+static void test_splice_format(void **st)
+{
+    lcx_code_hit h[2] = {{.text = "int a;", .file_path = "/p/a.c", .start_line = 1, .end_line = 1},
+                         {.text = "x", .file_path = "/p/b.md", .start_line = 3, .end_line = 9}};
+    char *s;
+    size_t n;
+    assert_int_equal(lcx_code_splice(h, 2, 0, &s, &n), 0);
+    assert_string_equal(s, "## Retrieved code context\n\n// /p/a.c:1-1\n```\nint a;\n```\n\n// /p/b.md:3-9\n```\nx\n```\n\n");
+    assert_int_equal(n, strlen(s));
+    free(s);
+    assert_int_equal(lcx_code_splice(h, 0, 0, &s, &n), 0);
+    assert_string_equal(s, "");
+    free(s);
+    /* budget: a 20,000-char chunk is cut, total ≤ 16384, ends with the marker */
+    char *big = malloc(20001);
+    memset(big, 'x', 20000);
+    big[20000] = 0;
+    lcx_code_hit hb[2] = {{.text = big, .file_path = "/p/big.c", .start_line = 1, .end_line = 50}, h[0]};
+    assert_int_equal(lcx_code_splice(hb, 2, 0, &s, &n), 0);
+    assert_true(n <= 16384);
+    assert_true(n > 16000);
+    const char *mark = "\n... [truncated]";
+    assert_string_equal(s + n - strlen(mark), mark);
+    assert_null(strstr(s, "/p/a.c"));   /* nothing after the truncated block */
+    free(s);
+    /* stop rule: when ≤ 200 chars remain, the next block is not started */
+    size_t first_len = strlen("## Retrieved code context\n\n") + strlen("// /p/big.c:1-50\n```\n") + strlen("\n```\n\n");
+    size_t fill = 16384 - 150 - first_len;   /* leaves 150 */
+    big[fill] = 0;
+    assert_int_equal(lcx_code_splice(hb, 2, 0, &s, &n), 0);
+    assert_int_equal(n, 16384 - 150);
+    assert_null(strstr(s, "truncated"));
+    free(s);
+    /* with 300 left, the second block (too long for 300) is truncated instead */
+    big[fill] = 'x';
+    fill = 16384 - 300 - first_len;
+    big[fill] = 0;
+    char *t2 = malloc(1000);
+    memset(t2, 'y', 999);
+    t2[999] = 0;
+    lcx_code_hit hc[2] = {{.text = big, .file_path = "/p/big.c", .start_line = 1, .end_line = 50},
+                          {.text = t2, .file_path = "/p/c.c", .start_line = 2, .end_line = 4}};
+    assert_int_equal(lcx_code_splice(hc, 2, 0, &s, &n), 0);
+    assert_int_equal(n, 16384);
+    assert_non_null(strstr(s, "// /p/c.c:2-4\n```\nyyy"));
+    assert_string_equal(s + n - strlen(mark), mark);
+    free(s);
+    /* UTF-8 is never cut inside a character */
+    char *u = malloc(30001);
+    for (int i = 0; i < 10000; i++) memcpy(u + 3 * i, "\xe2\x82\xac", 3);
+    u[30000] = 0;
+    lcx_code_hit hu = {.text = u, .file_path = "/p/u.txt", .start_line = 1, .end_line = 1};
+    assert_int_equal(lcx_code_splice(&hu, 1, 0, &s, &n), 0);
+    assert_true(lcx_utf8_valid(s, n));
+    assert_true(n <= 16384);
+    free(s);
+    free(u);
+    free(t2);
+    free(big);
+}
+
+static void test_retrieve_basic(void **st)
+{
+    char *proj = make_project();
+    char *data = tu_tmpdir();
+    lcx_scopes *m = open_mgr(data, false);
+    char prefill[PATH_MAX + 100];
+    snprintf(prefill, sizeof prefill, "I am looking at %s/src/server.c.", proj);
+    lcx_code_result r;
+    assert_int_equal(retrieve(m, prefill, "how does parse_header split the line", 4, "sess1", &r), 0);
+    assert_string_equal(r.scope.scope_path, proj);
+    assert_string_equal(r.scope.sentinel, ".git");
+    assert_string_equal(r.scope.status, "package");   /* < 50 files: the whole package */
+    assert_int_equal(r.scope.files, 20);
+    assert_int_equal(r.scope.skipped_binary, 1);
+    assert_true(r.scope.skipped_secret >= 2);
+    assert_true(r.n_hits >= 1 && r.n_hits <= 4);
+    /* symbol-aware boosting: the DEFINITION comes first (not the caller that repeats it) */
+    assert_true(r.hits[0].symbol_hit);
+    assert_true(any_hit_path(&r, "/src/http.c"));
+    assert_non_null(strstr(r.hits[0].text, "int parse_header(const char *line, struct hdr *out)\n{"));
+    assert_true(r.hits[0].start_line <= 201 && r.hits[0].end_line >= 201);
+    char want[PATH_MAX];
+    snprintf(want, sizeof want, "%s/src/http.c", proj);
+    assert_string_equal(r.hits[0].file_path, want);
+    assert_float_equal(r.confidence, 1.0, 1e-6);
+    snprintf(want, sizeof want, "## Retrieved code context\n\n// %s/src/http.c:%u-%u\n```\n", proj, r.hits[0].start_line,
+             r.hits[0].end_line);
+    assert_int_equal(strncmp(r.splice, want, strlen(want)), 0);
+    assert_false(any_hit_contains(&r, "SECRET_TOKEN_XYZ"));
+    lcx_code_result_free(&r);
+    /* X.y form and Python methods */
+    assert_int_equal(retrieve(m, prefill, "what does TokenCache.refresh_tokens do", 3, NULL, &r), 0);
+    assert_true(r.hits[0].symbol_hit);
+    assert_non_null(strstr(r.hits[0].text, "def refresh_tokens"));
+    lcx_code_result_free(&r);
+    /* secrets are never indexed, whatever is asked */
+    assert_int_equal(retrieve(m, prefill, "SECRET_TOKEN_XYZ API_KEY", 8, NULL, &r), 0);
+    assert_false(any_hit_contains(&r, "SECRET_TOKEN_XYZ"));
+    lcx_code_result_free(&r);
+    /* session binding */
+    char roots[4][LCX_SCOPE_PATH_MAX];
+    assert_int_equal(lcx_scopes_session(m, "sess1", roots, 4), 1);
+    assert_string_equal(roots[0], proj);
+    /* bad input */
+    assert_int_equal(retrieve(m, prefill, "", 4, NULL, &r), LCX_EINVAL);
+    assert_string_equal(r.err_code, "bad_request");
+    lcx_code_result_free(&r);
+    assert_int_equal(retrieve(m, prefill, "x", 65, NULL, &r), LCX_EINVAL);
+    lcx_code_result_free(&r);
+    assert_int_equal(retrieve(m, prefill, "x", -1, NULL, &r), LCX_EINVAL);
+    lcx_code_result_free(&r);
+    lcx_code_request rq = lcx_code_request_init();
+    rq.query = "x";
+    rq.query_len = 1;
+    char ex[PATH_MAX];
+    snprintf(ex, sizeof ex, "%s/secrets", proj);
+    rq.explicit_scope = ex;
+    assert_int_equal(lcx_code_retrieve(m, &rq, &r), LCX_EINVAL);
+    assert_string_equal(r.err_code, "forbidden");
+    lcx_code_result_free(&r);
+    rq.explicit_scope = "relative/path";
+    assert_int_equal(lcx_code_retrieve(m, &rq, &r), LCX_EINVAL);
+    assert_string_equal(r.err_code, "bad_scope");
+    lcx_code_result_free(&r);
+    snprintf(ex, sizeof ex, "%s/nope", proj);
+    rq.explicit_scope = ex;
+    assert_int_equal(lcx_code_retrieve(m, &rq, &r), LCX_ENOTFOUND);
+    assert_string_equal(r.err_code, "not_found");
+    lcx_code_result_free(&r);
+    /* explicit scope works without any path in the prompt */
+    rq.explicit_scope = proj;
+    rq.query = "module_7_init";
+    rq.query_len = strlen(rq.query);
+    assert_int_equal(lcx_code_retrieve(m, &rq, &r), 0);
+    assert_true(r.n_hits >= 1);
+    assert_non_null(strstr(r.hits[0].text, "module_7_init"));
+    lcx_code_result_free(&r);
+    /* no scope at all: success, nothing */
+    assert_int_equal(retrieve(m, "no paths here", "anything", 4, NULL, &r), 0);
+    assert_int_equal(r.n_hits, 0);
+    assert_int_equal(r.n_scopes, 0);
+    assert_string_equal(r.splice, "");
+    lcx_code_result_free(&r);
+    /* related chunks of a file exclude the file itself */
+    snprintf(ex, sizeof ex, "%s/src/server.c", proj);
+    assert_int_equal(lcx_code_related(m, ex, 3, &r), 0);
+    assert_true(r.n_hits >= 1);
+    assert_false(any_hit_path(&r, "/src/server.c"));
+    lcx_code_result_free(&r);
+    /* status text */
+    char *txt;
+    assert_true(lcx_scopes_status_text(m, &txt) > 0);
+    snprintf(want, sizeof want, "[longctx] scope: %s (", proj);
+    assert_non_null(strstr(txt, want));
+    assert_non_null(strstr(txt, "[longctx] indexed: 20 files, "));
+    free(txt);
+    lcx_scopes_close(m);
+    tu_rmrf(data);
+    tu_rmrf(proj);
+    free(data);
+    free(proj);
+}
+
+/* Runs lcx_scopes_index in a child process; returns files_read_last (or -1). */
+static int index_in_child(const char *data, const char *proj, int dim, uint32_t *chunks)
+{
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        lcx_embedder *e;
+        if (lcx_embedder_hash_new(dim, &e) < 0) _exit(2);
+        lcx_scopes_opts o = lcx_scopes_defaults();
+        o.data_dir = data;
+        o.watch = false;
+        lcx_scopes *m;
+        if (lcx_scopes_open(&o, e, &m) < 0) _exit(3);
+        lcx_scope_info inf;
+        if (lcx_scopes_index(m, proj, NULL, NULL, &inf, NULL) < 0) _exit(4);
+        uint32_t v[2] = {inf.files_read_last, inf.chunks};
+        if (write(fd[1], v, sizeof v) != sizeof v) _exit(5);
+        lcx_scopes_close(m);
+        lcx_embedder_free(e);
+        _exit(0);
+    }
+    close(fd[1]);
+    uint32_t v[2] = {UINT32_MAX, 0};
+    ssize_t n = read(fd[0], v, sizeof v);
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(n, sizeof v);
+    if (chunks) *chunks = v[1];
+    return (int)v[0];
+}
+
+static void test_persistence(void **st)
+{
+    char *proj = make_project();
+    char *data = tu_tmpdir();
+    uint32_t c1, c2;
+    assert_int_equal(index_in_child(data, proj, 0, &c1), 20);   /* cold: every file read */
+    assert_int_equal(index_in_child(data, proj, 0, &c2), 0);    /* fresh process: nothing re-read */
+    assert_int_equal(c1, c2);
+    /* one changed file is re-read (and only it) */
+    wr(proj, "src/mod03.c", "/* module 3 */\nint module_3_init(void) { return 42; } /* giraffe_marker */\n");
+    assert_int_equal(index_in_child(data, proj, 0, &c2), 1);
+    assert_int_equal(c2, c1);
+    /* touched but identical: read once to compare hashes, chunks untouched */
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/src/mod04.c", proj);
+    struct timespec ts[2] = {{0, UTIME_NOW}, {time(NULL) + 5, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+    assert_int_equal(index_in_child(data, proj, 0, &c2), 1);
+    assert_int_equal(index_in_child(data, proj, 0, &c2), 0);
+    /* a new file and a deleted one */
+    wr(proj, "src/new.c", "int brand_new_function(void) { return 1; }\n");
+    snprintf(p, sizeof p, "%s/src/mod05.c", proj);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(index_in_child(data, proj, 0, &c2), 1);
+    /* the reloaded index has the new content and not the deleted file */
+    lcx_scopes *m = open_mgr(data, false);
+    lcx_code_result r;
+    char prefill[PATH_MAX + 64];
+    snprintf(prefill, sizeof prefill, "see %s/src/http.c", proj);
+    assert_int_equal(retrieve(m, prefill, "giraffe_marker module 3", 3, NULL, &r), 0);
+    assert_true(any_hit_contains(&r, "giraffe_marker"));
+    lcx_code_result_free(&r);
+    assert_int_equal(retrieve(m, prefill, "module_5_init", 8, NULL, &r), 0);
+    assert_false(any_hit_contains(&r, "module_5_init"));
+    lcx_code_result_free(&r);
+    assert_int_equal(retrieve(m, prefill, "brand_new_function", 2, NULL, &r), 0);
+    assert_true(any_hit_contains(&r, "brand_new_function"));
+    lcx_code_result_free(&r);
+    lcx_scopes_close(m);
+    /* another embedder (dim 128): fingerprint mismatch → rebuilt from scratch, still correct */
+    assert_int_equal(index_in_child(data, proj, 128, &c2), 20);
+    assert_int_equal(index_in_child(data, proj, 128, &c2), 0);
+    /* a corrupted manifest is detected (crc) and the scope rebuilt */
+    char h[17], mp[PATH_MAX];
+    lcx_scope_hash(proj, h);
+    snprintf(mp, sizeof mp, "%s/scopes/%s/manifest", data, h);
+    FILE *f = fopen(mp, "r+");
+    assert_non_null(f);
+    fseek(f, 20, SEEK_SET);
+    fputc('#', f);
+    fclose(f);
+    assert_int_equal(index_in_child(data, proj, 128, &c2), 20);
+    tu_rmrf(data);
+    tu_rmrf(proj);
+    free(data);
+    free(proj);
+}
+
+/* Polls retrieve until pred holds or 10 s pass (the watcher is asynchronous). */
+typedef bool (*pred_fn)(const lcx_code_result *r, const void *arg);
+static bool poll_until(lcx_scopes *m, const char *prefill, const char *query, pred_fn pred, const void *arg)
+{
+    double t0 = lcx_now_ms();
+    while (lcx_now_ms() - t0 < 10000) {
+        lcx_code_result r;
+        int rc = retrieve(m, prefill, query, 8, NULL, &r);
+        bool ok = rc == 0 && pred(&r, arg);
+        lcx_code_result_free(&r);
+        if (ok) return true;
+        usleep(20000);
+    }
+    return false;
+}
+static bool has_text(const lcx_code_result *r, const void *a) { return any_hit_contains(r, a); }
+static bool lacks_text(const lcx_code_result *r, const void *a) { return !any_hit_contains(r, a); }
+static bool has_path(const lcx_code_result *r, const void *a) { return any_hit_path(r, a); }
+
+static void test_watcher(void **st)
+{
+    char *proj = make_project();
+    char *data = tu_tmpdir();
+    lcx_scopes *m = open_mgr(data, true);
+    char prefill[PATH_MAX + 64];
+    snprintf(prefill, sizeof prefill, "see %s/src/http.c", proj);
+    lcx_code_result r;
+    assert_int_equal(retrieve(m, prefill, "module_2_init", 4, NULL, &r), 0);
+    assert_true(r.scope.watched_dirs >= 3);
+    lcx_code_result_free(&r);
+    /* edit */
+    wr(proj, "src/mod02.c", "int module_2_init(void) { return zebra_unicorn_value; }\n");
+    assert_true(poll_until(m, prefill, "zebra_unicorn_value", has_text, "zebra_unicorn_value"));
+    /* new file in a new directory */
+    wr(proj, "src/sub/deep.c", "int okapi_function(void) { return 3; }\n");
+    assert_true(poll_until(m, prefill, "okapi_function", has_text, "okapi_function"));
+    /* delete */
+    char p[PATH_MAX], q[PATH_MAX];
+    snprintf(p, sizeof p, "%s/src/mod02.c", proj);
+    assert_int_equal(unlink(p), 0);
+    assert_true(poll_until(m, prefill, "zebra_unicorn_value", lacks_text, "zebra_unicorn_value"));
+    /* rename */
+    snprintf(p, sizeof p, "%s/src/mod09.c", proj);
+    snprintf(q, sizeof q, "%s/src/renamed.c", proj);
+    assert_int_equal(rename(p, q), 0);
+    assert_true(poll_until(m, prefill, "module_9_init", has_path, "/src/renamed.c"));
+    assert_int_equal(retrieve(m, prefill, "module_9_init", 8, NULL, &r), 0);
+    assert_false(any_hit_path(&r, "/src/mod09.c"));
+    lcx_code_result_free(&r);
+    /* a file that becomes ignored disappears */
+    wr(proj, ".gitignore", "tools/\n");
+    assert_true(poll_until(m, prefill, "refresh_tokens TokenCache", lacks_text, "def refresh_tokens"));
+    /* unloading releases the watches; the scope reloads from disk on the next use */
+    assert_int_equal(lcx_scopes_unload(m, proj), 0);
+    assert_int_equal(lcx_scopes_loaded(m), 0);
+    assert_int_equal(retrieve(m, prefill, "okapi_function", 4, NULL, &r), 0);
+    assert_true(any_hit_contains(&r, "okapi_function"));
+    assert_int_equal(r.scope.files_read_last, 0);   /* reloaded, nothing re-read */
+    lcx_code_result_free(&r);
+    lcx_scopes_close(m);
+    tu_rmrf(data);
+    tu_rmrf(proj);
+    free(data);
+    free(proj);
+}
+
+static void test_hot_promotion(void **st)
+{
+    char *d0 = tu_tmpdir();
+    char *proj = realpath(d0, NULL);
+    free(d0);
+    wr(proj, "package.json", "{}\n");
+    char p[256], t[256];
+    for (int i = 0; i < 60; i++) {
+        snprintf(p, sizeof p, "src/s%02d.js", i);
+        snprintf(t, sizeof t, "export function srcFunc%d() { return %d; }\n", i, i);
+        wr(proj, p, t);
+    }
+    for (int i = 0; i < 30; i++) {
+        snprintf(p, sizeof p, "lib/l%02d.js", i);
+        snprintf(t, sizeof t, "export function libFunc%d() { return 'capybara %d'; }\n", i, i);
+        wr(proj, p, t);
+    }
+    char *data = tu_tmpdir();
+    lcx_scopes *m = open_mgr(data, false);
+    char prefill[PATH_MAX + 64];
+    snprintf(prefill, sizeof prefill, "see %s/src/s01.js", proj);
+    lcx_code_result r;
+    assert_int_equal(retrieve(m, prefill, "srcFunc1", 4, "s", &r), 0);
+    assert_string_equal(r.scope.status, "hot");
+    assert_int_equal(r.scope.files, 61);   /* src/ + root files */
+    lcx_code_result_free(&r);
+    /* a mention outside Hot promotes to the whole package */
+    snprintf(prefill, sizeof prefill, "and %s/lib/l03.js", proj);
+    assert_int_equal(retrieve(m, prefill, "libFunc3", 4, "s", &r), 0);
+    assert_string_equal(r.scope.status, "package");
+    assert_int_equal(r.scope.files, 91);
+    assert_true(any_hit_contains(&r, "capybara 3"));
+    lcx_code_result_free(&r);
+    lcx_scopes_close(m);
+    tu_rmrf(data);
+    free(data);
+    /* low confidence twice in a row also promotes */
+    data = tu_tmpdir();
+    m = open_mgr(data, false);
+    snprintf(prefill, sizeof prefill, "see %s/src/s01.js", proj);
+    assert_int_equal(retrieve(m, prefill, "qqqq zzzz wwww", 4, NULL, &r), 0);
+    assert_string_equal(r.scope.status, "hot");
+    assert_true(r.confidence < 0.35f);
+    lcx_code_result_free(&r);
+    assert_int_equal(retrieve(m, prefill, "qqqq zzzz wwww", 4, NULL, &r), 0);
+    lcx_code_result_free(&r);
+    assert_int_equal(retrieve(m, prefill, "capybara", 4, NULL, &r), 0);
+    assert_string_equal(r.scope.status, "package");
+    assert_true(any_hit_contains(&r, "capybara"));
+    lcx_code_result_free(&r);
+    lcx_scopes_close(m);
+    tu_rmrf(data);
+    free(data);
+    tu_rmrf(proj);
+    free(proj);
+}
+
+static void test_ws_sessions(void **st)
+{
+    char *a = make_project();
+    char *d0 = tu_tmpdir();
+    char *b = realpath(d0, NULL);
+    free(d0);
+    wr(b, "go.mod", "module x\n");
+    wr(b, "main.go", "package main\nfunc ServeWombat() {\n}\n");
+    char *data = tu_tmpdir();
+    lcx_scopes *m = open_mgr(data, false);
+    char pa[PATH_MAX + 16], pb[PATH_MAX + 16];
+    snprintf(pa, sizeof pa, "%s/src/http.c", a);
+    snprintf(pb, sizeof pb, "%s/main.go", b);
+    lcx_code_result r;
+    assert_int_equal(retrieve(m, pa, "parse_header", 4, "ws-sess", &r), 0);
+    lcx_code_result_free(&r);
+    assert_int_equal(retrieve(m, pb, "ServeWombat", 4, "ws-sess", &r), 0);
+    lcx_code_result_free(&r);
+    assert_int_equal(retrieve(m, NULL, "ws: ServeWombat parse_header", 8, "ws-sess", &r), 0);
+    assert_int_equal(r.n_scopes, 2);
+    assert_true(any_hit_path(&r, "/main.go"));
+    assert_true(any_hit_path(&r, "/src/http.c"));
+    lcx_code_result_free(&r);
+    /* another session sees nothing bound */
+    assert_int_equal(retrieve(m, NULL, "ws: ServeWombat", 8, "other", &r), 0);
+    assert_int_equal(r.n_scopes, 0);
+    lcx_code_result_free(&r);
+    lcx_scopes_close(m);
+    tu_rmrf(data);
+    tu_rmrf(a);
+    tu_rmrf(b);
+    free(data);
+    free(a);
+    free(b);
+}
+
+static int setup(void **st)
+{
+    return lcx_embedder_hash_new(0, &g_emb) < 0 ? -1 : 0;
+}
+static int teardown(void **st)
+{
+    lcx_embedder_free(g_emb);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_splice_format), cmocka_unit_test(test_retrieve_basic),
+        cmocka_unit_test(test_persistence),   cmocka_unit_test(test_watcher),
+        cmocka_unit_test(test_hot_promotion), cmocka_unit_test(test_ws_sessions),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
