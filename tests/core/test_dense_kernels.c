@@ -1,3 +1,145 @@
+/* Dense kernels: every SIMD kernel against the scalar reference; f16 conversion against
+ * the hardware (F16C) conversion bit for bit; top-k against a sort. AVX-512 kernels are
+ * compared only when the CPU has AVX-512 (else the comparison is skipped, with a note). */
 #include "testutil.h"
-static void t(void **s){(void)s;}
-int main(void){const struct CMUnitTest tests[]={cmocka_unit_test(t)};return cmocka_run_group_tests(tests,NULL,NULL);}
+#include "embed/embed.h"
+#include "index/index.h"
+#include "util/util.h"
+#include <immintrin.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rs = 0x1234567;
+static float frand(void)
+{
+    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+    return (float)((double)(rs >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+static void test_f16_conversion(void **st)
+{
+    (void)st;
+    /* specials and edges, then random values over many magnitudes */
+    float sp[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f, 1e6f, 6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-9f,
+                  0.333333f, INFINITY, -INFINITY, 3.0e-5f, 2049.0f, 2051.0f};
+    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++) {
+        uint16_t a = lcx__f32_to_f16_scalar(sp[i]), b = _cvtss_sh(sp[i], _MM_FROUND_TO_NEAREST_INT);
+        if (a != b) fail_msg("f32→f16(%g): scalar %04x, F16C %04x", (double)sp[i], a, b);
+    }
+    for (int i = 0; i < 200000; i++) {
+        float f = frand() * powf(2.0f, (float)(i % 40 - 26));
+        uint16_t a = lcx__f32_to_f16_scalar(f), b = _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+        if (a != b) fail_msg("f32→f16(%a): scalar %04x, F16C %04x", (double)f, a, b);
+    }
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = lcx__f16_to_f32_scalar((uint16_t)h), b = _cvtsh_ss((uint16_t)h);
+        if (isnan(a) != isnan(b) || (!isnan(a) && memcmp(&a, &b, 4))) fail_msg("f16→f32(%04x) differs", h);
+    }
+    float in[1003];
+    uint16_t out[1003];
+    for (int i = 0; i < 1003; i++) in[i] = frand();
+    lcx__f32_to_f16(in, out, 1003);
+    for (int i = 0; i < 1003; i++) assert_int_equal(out[i], lcx__f32_to_f16_scalar(in[i]));
+}
+
+static void check_f32(float (*k)(const float *, const float *, size_t), const char *name)
+{
+    static float a[1100], b[1100];
+    for (int i = 0; i < 1100; i++) { a[i] = frand(); b[i] = frand(); }
+    size_t ns[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 255, 256, 257, 384, 1024, 1100};
+    for (size_t t = 0; t < sizeof ns / sizeof *ns; t++) {
+        float r = lcx__dot_f32_scalar(a + 1, b + 3, ns[t] > 1097 ? 1097 : ns[t]);  /* unaligned */
+        float g = k(a + 1, b + 3, ns[t] > 1097 ? 1097 : ns[t]);
+        if (fabsf(r - g) > 1e-4f * (1 + sqrtf((float)ns[t]))) fail_msg("%s n=%zu: %g vs %g", name, ns[t], g, r);
+    }
+}
+
+static void check_f16(void (*k)(const float *, const uint16_t *, size_t, size_t, float *), const char *name)
+{
+    size_t dims[] = {8, 16, 24, 100, 256, 384, 768, 13};
+    for (size_t t = 0; t < sizeof dims / sizeof *dims; t++) {
+        size_t dim = dims[t], rows = 37;
+        float *q = malloc(dim * 4), *ref = malloc(rows * 4), *got = malloc(rows * 4);
+        uint16_t *v = malloc(rows * dim * 2);
+        for (size_t i = 0; i < dim; i++) q[i] = frand();
+        for (size_t i = 0; i < rows * dim; i++) v[i] = lcx__f32_to_f16_scalar(frand());
+        lcx__dot_f16_rows_scalar(q, v, rows, dim, ref);
+        k(q, v, rows, dim, got);
+        for (size_t r = 0; r < rows; r++)
+            if (fabsf(ref[r] - got[r]) > 1e-4f * (1 + sqrtf((float)dim)))
+                fail_msg("%s dim=%zu row %zu: %g vs %g", name, dim, r, got[r], ref[r]);
+        free(q); free(ref); free(got); free(v);
+    }
+}
+
+static void test_avx2(void **st)
+{
+    (void)st;
+    check_f32(lcx__dot_f32_avx2, "dot_f32_avx2");
+    check_f16(lcx__dot_f16_rows_avx2, "dot_f16_rows_avx2");
+    check_f32(lcx_dot_f32, "lcx_dot_f32 (dispatched)");
+    check_f16(lcx__dot_f16_rows, "dot_f16_rows (dispatched)");
+}
+
+static void test_avx512(void **st)
+{
+    (void)st;
+    if (!lcx_cpu_has_avx512()) {
+        fprintf(stderr, "SKIPPED: AVX-512 kernels vs scalar (this CPU has no AVX-512)\n");
+        skip();
+    }
+    check_f32(lcx__dot_f32_avx512, "dot_f32_avx512");
+    check_f16(lcx__dot_f16_rows_avx512, "dot_f16_rows_avx512");
+}
+
+static int cmp_ref(const void *a, const void *b)
+{
+    const float *x = a, *y = b;   /* pairs (score, id) */
+    if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static void test_topk(void **st)
+{
+    (void)st;
+    enum { N = 5000 };
+    static float s[N], pairs[N][2];
+    uint64_t skip[N / 64 + 1];
+    memset(skip, 0, sizeof skip);
+    for (int i = 0; i < N; i++) {
+        s[i] = (float)((int)(frand() * 50)) / 10.0f;   /* many ties */
+        if (i % 11 == 0) skip[i / 64] |= 1ull << (i % 64);
+    }
+    int m = 0;
+    for (int i = 0; i < N; i++)
+        if (!(skip[i / 64] >> (i % 64) & 1)) { pairs[m][0] = s[i]; pairs[m][1] = (float)i; m++; }
+    qsort(pairs, (size_t)m, sizeof pairs[0], cmp_ref);
+    int ks[] = {1, 2, 8, 32, 100};
+    for (size_t t = 0; t < sizeof ks / sizeof *ks; t++) {
+        uint32_t ids[100];
+        float vals[100];
+        int n = lcx__topk(s, N, skip, ks[t], ids, vals);
+        assert_int_equal(n, ks[t]);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(ids[i], (uint32_t)pairs[i][1]);
+            assert_true(vals[i] == pairs[i][0]);
+        }
+    }
+    uint32_t ids[10];
+    float vals[10];
+    assert_int_equal(lcx__topk(s, 3, NULL, 10, ids, vals), 3);
+    assert_int_equal(lcx__topk(s, 0, NULL, 10, ids, vals), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_conversion),
+        cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_topk),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

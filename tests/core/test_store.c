@@ -29,6 +29,7 @@ static int teardown(void **st)
 
 static void mk_text(char *buf, size_t cap, uint32_t i)
 {
+    if (cap < 128) { buf[0] = 0; return; }
     static const char *w[] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
                               "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"};
     snprintf(buf, cap, "span %u token %s %s marker%u tail %s", i, w[i % 16], w[(i / 16) % 16], i * 7919u,
