@@ -209,6 +209,36 @@ static void test_cli(void **st)
     }
     assert_int_equal(lines, 6);
     free(resp);
+
+    /* independent re-grade with CPython's difflib: the CLI's scores must match to 1e-12 */
+    const char *py = getenv("LCX_PY") ? getenv("LCX_PY") : "/usr/bin/python3";
+    const char *script =
+        "import json, sys\n"
+        "from difflib import SequenceMatcher\n"
+        "def grade(resp, ans, h):\n"
+        "    if not resp.startswith(h): return 0.0\n"
+        "    return float(SequenceMatcher(None, resp.removeprefix(h), ans.removeprefix(h)).ratio())\n"
+        "recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]\n"
+        "for path in sys.argv[2:]:\n"
+        "    out = [json.loads(l) for l in open(path) if l.strip()]\n"
+        "    assert len(out) == len(recs)\n"
+        "    for i, (r, o) in enumerate(zip(recs, out)):\n"
+        "        assert o['index'] == i\n"
+        "        g = grade(o['response'], r['answer'], r['random_string_to_prepend'])\n"
+        "        assert abs(g - o['score']) <= 1e-12, (path, i, g, o['score'])\n"
+        "print('ok')\n";
+    snprintf(p, sizeof p, "%s/regrade.py", dir);
+    assert_int_equal(tu_write(p, script, strlen(script)), 0);
+    snprintf(cmd, sizeof cmd,
+             "'%s' eval mrcr '%s/a.jsonl' --recipe plain --responses '%s/p.jsonl' >/dev/null && "
+             "'%s' eval mrcr '%s/a.jsonl' --recipe selector --ordinal-offset 1 --responses '%s/w.jsonl' >/dev/null && "
+             "'%s' '%s' '%s/a.jsonl' '%s/r.jsonl' '%s/p.jsonl' '%s/w.jsonl'",
+             exe, dir, dir, exe, dir, dir, py, p, dir, dir, dir, dir);
+    out = NULL;
+    rc = tu_run(cmd, &out);
+    if (rc) fprintf(stderr, "regrade: %s\n", out ? out : "");
+    assert_int_equal(rc, 0);
+    free(out);
     tu_rmrf(dir);
     free(dir);
 }
