@@ -304,6 +304,7 @@ typedef struct {
     int n_tokens;        /* stream length (default 4096) */
     int n_planted;       /* planted keys (default 32) */
     double noise;        /* query noise relative to the centre (default 1.0) */
+    double align;        /* cosine of a planted key with the ideal aligned key (default 0.6) */
 } triatt_sim_params;
 
 typedef struct {

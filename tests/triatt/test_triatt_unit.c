@@ -639,6 +639,26 @@ static void test_driver_round(void **st)
     free_world(&w);
 }
 
+/* ---- simulator: the evidence behind the default direction ---- */
+static void test_simulator_direction(void **st)
+{
+    triatt_sim_params p = {.n_seeds = 12, .seed0 = 100, .n_tokens = 2048, .n_planted = 24, .noise = 1.0, .align = 0.6};
+    triatt_sim_result r;
+    assert_int_equal(triatt_simulate(&p, &r), 0);
+    assert_int_equal(r.n_seeds, 12);
+    for (int b = 0; b < 2; b++) {
+        fprintf(stderr, "budget %s: keep_high %.3f evict_high %.3f random %.3f recency %.3f\n", b ? "70%" : "90%",
+                r.survive[b][0], r.survive[b][1], r.survive[b][2], r.survive[b][3]);
+        /* planted keys aligned with the future query centre: keeping high scores keeps them */
+        assert_true(r.survive[b][0] > r.survive[b][2] + 0.04);
+        assert_true(r.survive[b][1] < r.survive[b][2] - 0.3);
+        /* the random control keeps about the budget share of the evictable range */
+        assert_true(r.survive[b][2] > (b ? 0.55 : 0.8) && r.survive[b][2] < (b ? 0.9 : 1.0));
+    }
+    p.align = 1.5;
+    assert_int_equal(triatt_simulate(&p, &r), LCX_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -651,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_geometry_scaling),
         cmocka_unit_test(test_config_env),
         cmocka_unit_test(test_driver_round),
+        cmocka_unit_test(test_simulator_direction),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }

@@ -10,7 +10,7 @@ int cmd_triatt(int argc, char **argv);
 static void usage(FILE *f)
 {
     fprintf(f, "usage: longctx triatt replay FILE.json\n"
-               "       longctx triatt simulate [--seeds N] [--tokens N] [--planted N] [--noise X] [--json]\n"
+               "       longctx triatt simulate [--seeds N] [--tokens N] [--planted N] [--noise X] [--align C] [--json]\n"
                "replay: selection.json-shaped → evicted positions per case (v1/v2/v3);\n"
                "        scoring.json-shaped → collapsed and block-mean scores.\n"
                "simulate: planted-key survival at 90%%/70%% budget for keep_high, evict_high,\n"
@@ -33,7 +33,7 @@ static int do_replay(const char *path)
 
 static int do_simulate(int argc, char **argv)
 {
-    triatt_sim_params p = {.n_seeds = 200, .seed0 = 1, .n_tokens = 4096, .n_planted = 32, .noise = 1.0};
+    triatt_sim_params p = {.n_seeds = 200, .seed0 = 1, .n_tokens = 4096, .n_planted = 32, .noise = 1.0, .align = 0.6};
     int json = 0;
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
@@ -43,6 +43,7 @@ static int do_simulate(int argc, char **argv)
         else if (!strcmp(argv[i], "--tokens")) p.n_tokens = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(argv[i], "--planted")) p.n_planted = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(argv[i], "--noise")) p.noise = strtod(argv[++i], &end);
+        else if (!strcmp(argv[i], "--align")) p.align = strtod(argv[++i], &end);
         else if (!strcmp(argv[i], "--seed")) p.seed0 = strtoull(argv[++i], &end, 10);
         else { usage(stderr); return 2; }
         if (!end || *end) { fprintf(stderr, "longctx triatt: bad value for %s\n", argv[i - 1]); return 2; }
@@ -63,8 +64,8 @@ static int do_simulate(int argc, char **argv)
         printf("}}\n");
         return 0;
     }
-    printf("planted-key survival over %d seeds (%d tokens, %d planted, V3, 8 segments)\n", r.n_seeds,
-           p.n_tokens, p.n_planted);
+    printf("planted-key survival over %d seeds (%d tokens, %d planted, noise %.2f, align %.2f; V3, 8 segments)\n",
+           r.n_seeds, p.n_tokens, p.n_planted, p.noise, p.align);
     printf("%-8s %-12s %-12s %-12s %-12s\n", "budget", pol[0], pol[1], pol[2], pol[3]);
     for (int b = 0; b < 2; b++) {
         printf("%-8s", bud[b]);
