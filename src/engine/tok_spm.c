@@ -18,16 +18,22 @@ typedef struct {
     uint32_t start, n;      /* bytes in the escaped buffer; n = 0 once merged away */
 } sym;
 
+/* Candidate merge. key orders the max-heap in one integer compare: the score's bits made
+ * monotonic (IEEE-754 trick) in the high half, the inverted left index in the low half, so
+ * higher score first and, on equal scores, the leftmost pair. */
 typedef struct {
-    float score;
-    int left, right;
+    uint64_t key;
+    int right;
     uint32_t size;
 } bigram;
 
-/* max-heap: higher score first, then smaller left index (leftmost) */
-static inline bool bg_before(const bigram *a, const bigram *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
+static inline uint64_t bg_key(float score, int left) {
+    uint32_t u;
+    memcpy(&u, &score, 4);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((uint64_t)u << 32) | (uint32_t)(INT32_MAX - left);
 }
+static inline int bg_left(uint64_t key) { return INT32_MAX - (int)(uint32_t)key; }
 
 typedef struct {
     bigram *v;
@@ -45,7 +51,7 @@ static int heap_push(heap *h, bigram b) {
     size_t i = h->n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!bg_before(&b, &h->v[p])) break;
+        if (b.key <= h->v[p].key) break;
         h->v[i] = h->v[p];
         i = p;
     }
@@ -58,9 +64,9 @@ static bigram heap_pop(heap *h) {
     size_t i = 0;
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        const bigram *best = &last;
-        if (l < h->n && bg_before(&h->v[l], best)) { m = l; best = &h->v[l]; }
-        if (r < h->n && bg_before(&h->v[r], best)) { m = r; }
+        uint64_t best = last.key;
+        if (l < h->n && h->v[l].key > best) { m = l; best = h->v[l].key; }
+        if (r < h->n && h->v[r].key > best) m = r;
         if (m == i) break;
         h->v[i] = h->v[m];
         i = m;
@@ -74,7 +80,7 @@ static int try_pair(const eng_tokenizer *t, const char *buf, const sym *s, int l
     uint32_t size = s[l].n + s[r].n;
     int32_t id = eng_tok_map_get(t, buf + s[l].start, size);
     if (id < 0) return 0;
-    return heap_push(h, (bigram){t->score[id], l, r, size});
+    return heap_push(h, (bigram){bg_key(t->score[id], l), r, size});
 }
 
 int eng_spm_encode(const eng_tokenizer *t, const char *text, size_t len, bool prefix_space,
@@ -119,14 +125,15 @@ int eng_spm_encode(const eng_tokenizer *t, const char *text, size_t len, bool pr
     /* hot loop: one heap pop per candidate merge */
     while (h.n) {
         bigram b = heap_pop(&h);
-        sym *L = &s[b.left], *R = &s[b.right];
+        int left = bg_left(b.key);
+        sym *L = &s[left], *R = &s[b.right];
         if (L->n == 0 || R->n == 0 || L->next != b.right || L->n + R->n != b.size) continue;
         L->n += R->n;
         R->n = 0;
         L->next = R->next;
-        if (R->next >= 0) s[R->next].prev = b.left;
-        if ((rc = try_pair(t, buf, s, L->prev, b.left, &h)) < 0) goto out;
-        if ((rc = try_pair(t, buf, s, b.left, L->next, &h)) < 0) goto out;
+        if (R->next >= 0) s[R->next].prev = left;
+        if ((rc = try_pair(t, buf, s, L->prev, left, &h)) < 0) goto out;
+        if ((rc = try_pair(t, buf, s, left, L->next, &h)) < 0) goto out;
     }
     for (int i = 0; i != -1; i = s[i].next) {
         int32_t id = eng_tok_map_get(t, buf + s[i].start, s[i].n);

@@ -173,6 +173,36 @@ static void test_bpe_merges(void **st) {
     eng_tokenizer_free(t);
 }
 
+/* SPM: highest score first, leftmost on equal scores, byte fallback, UNK without bytes. */
+static void test_spm_synthetic(void **st) {
+    (void)st;
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "a", "b", "aa", "ab", "\xE2\x96\x81", "\xE2\x96\x81" "b", "<0x63>"};
+    static const float scores[] = {0, 0, 0, -1, -1, -2, -3, -1, -5, 0};
+    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 6};
+    size_t lens[10];
+    for (int i = 0; i < 10; i++) lens[i] = strlen(toks[i]);
+    eng_tok_spec s;
+    eng_tok_spec_init(&s);
+    s.kind = ENG_TOK_SPM;
+    s.n_tokens = 10; s.tokens = toks; s.token_lens = lens; s.scores = scores; s.token_types = types;
+    eng_tokenizer *t = NULL;
+    assert_int_equal(eng_tokenizer_from_spec(&s, &t, NULL, 0), 0);
+    int32_t ids[16];
+    /* "▁aaa": aa+aa tie -> leftmost "a a" merges first */
+    assert_int_equal(eng_tokenize(t, "aaa", 3, false, false, ids, 16), 3);
+    assert_int_equal(ids[0], 7); assert_int_equal(ids[1], 5); assert_int_equal(ids[2], 3);
+    /* "▁aab": aa (-2) beats ab (-3) */
+    assert_int_equal(eng_tokenize(t, "aab", 3, true, false, ids, 16), 4);
+    assert_int_equal(ids[0], 1); assert_int_equal(ids[1], 7); assert_int_equal(ids[2], 5); assert_int_equal(ids[3], 4);
+    /* "▁b" is a token; 'c' falls back to <0x63>; 'd' has no byte token -> <unk> */
+    assert_int_equal(eng_tokenize(t, "bcd", 3, false, false, ids, 16), 3);
+    assert_int_equal(ids[0], 8); assert_int_equal(ids[1], 9); assert_int_equal(ids[2], 0);
+    char out[16];
+    assert_int_equal(eng_detokenize(t, ids, 3, out, sizeof out), 2);    /* <unk> prints nothing */
+    assert_string_equal(out, "bc");
+    eng_tokenizer_free(t);
+}
+
 /* Any byte string survives encode -> decode with a byte-level vocabulary, invalid UTF-8
  * included. */
 static void test_bpe_bytes_roundtrip(void **st) {
@@ -645,6 +675,7 @@ int main(void) {
         cmocka_unit_test(test_regex_llama3),
         cmocka_unit_test(test_regex_qwen2_gpt2),
         cmocka_unit_test(test_bpe_merges),
+        cmocka_unit_test(test_spm_synthetic),
         cmocka_unit_test(test_bpe_bytes_roundtrip),
         cmocka_unit_test(test_specials_phi3),
         cmocka_unit_test(test_specials_gpt2_bert),
