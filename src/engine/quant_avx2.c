@@ -74,44 +74,133 @@ AI size_t q80fam_bytes(eng_type wt)
     return wt == ENG_T_Q4_0 ? sizeof(eng_block_q4_0) : wt == ENG_T_Q5_0 ? sizeof(eng_block_q5_0) : sizeof(eng_block_q8_0);
 }
 
-/* hot: R weight rows x T tokens, all nb blocks. */
+/* Q8_0 activation scales of tokens [0,T) x blocks [0,nb) as floats, block-major:
+ * dxf[b*PP_T + t], so one 8-float load gives a block's scales for the whole token tile. */
+#define ENG_SEG 512 /* blocks per column segment (16384 elements): bounds the stack buffers */
+#ifndef PF_DIST
+#define PF_DIST 4096
+#endif
+#define PP_T 8      /* token tile for prompt processing (Q8_0 family) */
+
+AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf)
+{
+    for (int t = 0; t < T; t++) {
+        const uint8_t *xb = X + t * xrb;
+        for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = ldh(xb + b * sizeof(eng_block_q8_0));
+    }
+    if (T > 1) /* the tile reads all PP_T lanes: keep the unused ones defined */
+        for (int t = T; t < PP_T; t++)
+            for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = 0.f;
+}
+
+/* hot: R weight rows x T tokens over nb blocks; y[t*ldy + r] (+)= dot. dxf from load_dx_q8_0.
+ * Per block product: sign, maddubs, madd, cvt, mul (d_w*d_x), fma. d_w is broadcast as
+ * fp16 and widened in-vector (no scalar round trip); d_x comes from the float table. */
 AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X,
-                    size_t xrb, int64_t nb, float *y, int64_t ldy)
+                    size_t xrb, int64_t nb, const float *dxf, bool add, float *y, int64_t ldy)
 {
     const size_t bs = q80fam_bytes(wt);
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4][4];
+    __m256 acc[4][PP_T];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i aw[4], sw[4];
         __m256 dw[4];
+        float sc[PP_T]; /* R == 1: d_w * d_x for the T tokens, one vector multiply per block */
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const uint8_t *blk = W + r * wrb + b * bs;
+            if (T == 1 && PF_DIST) _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0); /* generation: stream ahead */
             sw[r] = q80fam_unpack(wt, blk);
             aw[r] = _mm256_sign_epi8(sw[r], sw[r]);
-            dw[r] = _mm256_set1_ps(ldh(blk));
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            dw[r] = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
         }
-#pragma GCC unroll 4
+        if (R == 1 && T > 1) _mm256_storeu_ps(sc, _mm256_mul_ps(dw[0], _mm256_loadu_ps(dxf + b * PP_T)));
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
             const __m256i x = _mm256_loadu_si256((const __m256i *)(xb + 2));
-            const __m256 dx = _mm256_set1_ps(ldh(xb));
+            const __m256 dx = _mm256_broadcast_ss(dxf + b * PP_T + t);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 __m256i p = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(x, sw[r]));
                 __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                acc[r][t] = _mm256_fmadd_ps(pf, _mm256_mul_ps(dw[r], dx), acc[r][t]);
+                const __m256 d = (R == 1 && T > 1) ? _mm256_broadcast_ss(sc + t) : _mm256_mul_ps(dw[r], dx);
+                acc[r][t] = _mm256_fmadd_ps(pf, d, acc[r][t]);
             }
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum8(acc[r][t]);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            if (add) y[t * ldy + r] += hsum8(acc[r][t]);
+            else y[t * ldy + r] = hsum8(acc[r][t]);
+        }
+}
+
+#define Q80_CASES(WT)                                                                                   \
+    switch (R * 16 + T) {                                                                               \
+    case 4 * 16 + 1: q80fam_tile(WT, 4, 1, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
+    case 1 * 16 + 8: q80fam_tile(WT, 1, 8, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
+    case 1 * 16 + 7: q80fam_tile(WT, 1, 7, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
+    case 1 * 16 + 6: q80fam_tile(WT, 1, 6, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
+    case 1 * 16 + 5: q80fam_tile(WT, 1, 5, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
+    case 1 * 16 + 4: q80fam_tile(WT, 1, 4, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
+    case 1 * 16 + 3: q80fam_tile(WT, 1, 3, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
+    case 1 * 16 + 2: q80fam_tile(WT, 1, 2, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
+    default: q80fam_tile(WT, 1, 1, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                        \
+    }
+
+#define DEF_Q80_TILE(NAME, WT)                                                                          \
+    static void NAME(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb, \
+                     const float *dxf, bool add, float *y, int64_t ldy)                                 \
+    {                                                                                                   \
+        Q80_CASES(WT)                                                                                   \
+    }
+DEF_Q80_TILE(q80_tile_q8_0, ENG_T_Q8_0)
+DEF_Q80_TILE(q80_tile_q4_0, ENG_T_Q4_0)
+DEF_Q80_TILE(q80_tile_q5_0, ENG_T_Q5_0)
+
+typedef void (*q80_tile_fn)(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb,
+                            const float *dxf, bool add, float *y, int64_t ldy);
+
+/* Q4_0/Q5_0/Q8_0 x Q8_0 driver: column segments of ENG_SEG blocks (d_x table on the
+ * stack), row chunks that stay in L2, token tiles of PP_T, one weight row per tile for
+ * prompts (the weight block is unpacked once for PP_T tokens), four rows for generation. */
+static void q80fam_matmul(q80_tile_fn fn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in, int64_t r0,
+                          int64_t r1, const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
+{
+    float dxf[PP_T * ENG_SEG];
+    const int64_t nb_all = n_in / 32;
+    int64_t chunk = (int64_t)((96 * 1024) / (wrb ? wrb : 1));
+    chunk = chunk < 4 ? 4 : chunk;
+    for (int64_t s0 = 0; s0 < nb_all; s0 += ENG_SEG) {
+        const int64_t nb = nb_all - s0 < ENG_SEG ? nb_all - s0 : ENG_SEG;
+        const bool add = s0 > 0;
+        const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
+        if (n_tok == 1) {
+            load_dx_q8_0(Xs, xrb, 1, nb, dxf);
+            int64_t r = r0;
+            for (; r + 4 <= r1; r += 4) fn(4, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, add, y + r, ldy);
+            for (; r < r1; r++) fn(1, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, add, y + r, ldy);
+            continue;
+        }
+        for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+            const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+            for (int64_t t = 0; t < n_tok; t += PP_T) {
+                const int T = n_tok - t < PP_T ? (int)(n_tok - t) : PP_T;
+                load_dx_q8_0(Xs + t * xrb, xrb, T, nb, dxf);
+                for (int64_t r = c0; r < c1; r++)
+                    fn(1, T, Ws + r * wrb, wrb, Xs + t * xrb, xrb, nb, dxf, add, y + t * ldy + r, ldy);
+            }
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ K family */
@@ -347,9 +436,6 @@ AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t 
         TILE_SWITCH(BODY)                                                                            \
     }
 
-#define C_Q8(r, t) q80fam_tile(ENG_T_Q8_0, r, t, W, wrb, X, xrb, n / 32, y, ldy)
-#define C_Q4(r, t) q80fam_tile(ENG_T_Q4_0, r, t, W, wrb, X, xrb, n / 32, y, ldy)
-#define C_Q5(r, t) q80fam_tile(ENG_T_Q5_0, r, t, W, wrb, X, xrb, n / 32, y, ldy)
 #define C_Q4K(r, t) k45_tile(ENG_T_Q4_K, r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
 #define C_Q5K(r, t) k45_tile(ENG_T_Q5_K, r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
 #define C_Q6K(r, t) q6k_tile(r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
@@ -357,9 +443,6 @@ AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t 
 #define C_F16(r, t) fl_tile(ENG_T_F16, r, t, W, wrb, X, xrb, n, y, ldy)
 #define C_BF16(r, t) fl_tile(ENG_T_BF16, r, t, W, wrb, X, xrb, n, y, ldy)
 
-DEF_TILE_FN(tile_q8_0, C_Q8)
-DEF_TILE_FN(tile_q4_0, C_Q4)
-DEF_TILE_FN(tile_q5_0, C_Q5)
 DEF_TILE_FN(tile_q4_K, C_Q4K)
 DEF_TILE_FN(tile_q5_K, C_Q5K)
 DEF_TILE_FN(tile_q6_K, C_Q6K)
@@ -375,9 +458,15 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
 {
     tile_fn fn;
     switch (wt) {
-    case ENG_T_Q8_0: fn = tile_q8_0; break;
-    case ENG_T_Q4_0: fn = tile_q4_0; break;
-    case ENG_T_Q5_0: fn = tile_q5_0; break;
+    case ENG_T_Q8_0:
+        q80fam_matmul(q80_tile_q8_0, sizeof(eng_block_q8_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        return true;
+    case ENG_T_Q4_0:
+        q80fam_matmul(q80_tile_q4_0, sizeof(eng_block_q4_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        return true;
+    case ENG_T_Q5_0:
+        q80fam_matmul(q80_tile_q5_0, sizeof(eng_block_q5_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        return true;
     case ENG_T_Q4_K: fn = tile_q4_K; break;
     case ENG_T_Q5_K: fn = tile_q5_K; break;
     case ENG_T_Q6_K: fn = tile_q6_K; break;
