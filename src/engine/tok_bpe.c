@@ -44,6 +44,8 @@ int eng_bpe_cp_to_byte(uint32_t cp) {
  * PCRE2 handles (?i:...) and \p{..} natively. */
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define RE_LLAMA3 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Mistral's Tekken: case-aware words (camelCase splits), single digits */
+#define RE_TEKKEN "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 static const struct {
@@ -58,6 +60,8 @@ static const struct {
     {"llama3", ENG_PRE_LLAMA3}, {"llama-v3", ENG_PRE_LLAMA3}, {"llama-bpe", ENG_PRE_LLAMA3},
     {"falcon3", ENG_PRE_LLAMA3}, {"dbrx", ENG_PRE_LLAMA3}, {"smaug-bpe", ENG_PRE_LLAMA3},
     {"qwen2", ENG_PRE_QWEN2}, {"stablelm2", ENG_PRE_QWEN2}, {"megrez", ENG_PRE_QWEN2},
+    {"deepseek-r1-qwen", ENG_PRE_QWEN2},
+    {"tekken", ENG_PRE_TEKKEN},
     {"falcon", ENG_PRE_FALCON},
     {"starcoder", ENG_PRE_STARCODER}, {"refact", ENG_PRE_STARCODER}, {"command-r", ENG_PRE_STARCODER},
     {"smollm", ENG_PRE_STARCODER}, {"codeshell", ENG_PRE_STARCODER}, {"exaone", ENG_PRE_STARCODER},
@@ -78,6 +82,7 @@ static int compile_res(eng_tokenizer *t, char *err, size_t errlen) {
     case ENG_PRE_GPT2: re[n++] = RE_GPT2; break;
     case ENG_PRE_LLAMA3: re[n++] = RE_LLAMA3; break;
     case ENG_PRE_QWEN2: re[n++] = RE_QWEN2; break;
+    case ENG_PRE_TEKKEN: re[n++] = RE_TEKKEN; break;
     case ENG_PRE_FALCON:
         /* HF: Punctuation(contiguous) -> ByteLevel regex -> 3-digit groups */
         re[n++] = "[\\p{P}\\$\\+<=>\\^~\\|`]+";

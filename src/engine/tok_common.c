@@ -242,7 +242,7 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
             rc = LCX_ENOTSUP;
             goto fail;
         }
-        if (t->pre == ENG_PRE_LLAMA3) { d_add_bos = true; t->ignore_merges = true; }
+        if (t->pre == ENG_PRE_LLAMA3 || t->pre == ENG_PRE_TEKKEN) { d_add_bos = true; t->ignore_merges = true; }
     }
     if ((rc = resolve_id(s->bos, d_bos, n, &t->bos, "BOS", err, errlen)) < 0) goto fail;
     if ((rc = resolve_id(s->eos, d_eos, n, &t->eos, "EOS", err, errlen)) < 0) goto fail;

@@ -13,7 +13,7 @@
 /* Pre-tokenizer families for byte-level BPE (tokenizer.ggml.pre). */
 enum {
     ENG_PRE_DEFAULT = 0, ENG_PRE_GPT2, ENG_PRE_LLAMA3, ENG_PRE_QWEN2, ENG_PRE_FALCON,
-    ENG_PRE_STARCODER
+    ENG_PRE_STARCODER, ENG_PRE_TEKKEN
 };
 
 /* Per-token attribute bits (besides the GGUF type). */

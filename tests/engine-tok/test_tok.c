@@ -146,6 +146,11 @@ static void test_regex_qwen2_gpt2(void **st) {
     SPLIT(g, "12345 x", "12345", " x");
     SPLIT(g, "a\tb", "a", "\t", "b");
     eng_tokenizer_free(g);
+    eng_tokenizer *k = synth_bpe("tekken", NULL, NULL, 0, NULL, 0);
+    SPLIT(k, "HelloWorld helloWORLD ABCdef", "Hello", "World", " hello", "WORLD", " ABCdef");
+    SPLIT(k, "x12 a/b\n", "x", "1", "2", " a", "/b", "\n");
+    assert_true(eng_tokenizer_add_bos(k));
+    eng_tokenizer_free(k);
     eng_tokenizer *f = synth_bpe("falcon", NULL, NULL, 0, NULL, 0);
     SPLIT(f, "1234567", "123", "456", "7");                 /* 3-digit groups */
     SPLIT(f, "a+=b", "a", "+=", "b");                       /* punctuation runs split first */
