@@ -1,0 +1,178 @@
+/* longctx-engine CLI end to end: convert-llama2c + run reproduces llama2.c run.c's stdout
+ * byte for byte (text and --ids), logits JSON vs the llama.cpp golden, tokenize, bench, and
+ * clean failures. Skipped when the binary was not built. */
+#include "testutil.h"
+#include "util/util.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *g_dir;
+static char g_model[512];
+
+static const char *bin(void)
+{
+    const char *b = tu_bin("longctx-engine");
+    if (access(b, X_OK) != 0) {
+        print_message("longctx-engine binary not built: skipped\n");
+        skip();
+    }
+    return b;
+}
+
+static cJSON *expected(void)
+{
+    char *s;
+    size_t n;
+    assert_int_equal(lcx_read_file(tu_fixture("llama2c/expected.json"), 0, &s, &n), 0);
+    cJSON *j = cJSON_Parse(s);
+    free(s);
+    assert_non_null(j);
+    return j;
+}
+
+static void convert(void)
+{
+    if (g_model[0]) return;
+    char cmd[2048], *out = NULL;
+    snprintf(g_model, sizeof g_model, "%s/s.gguf", g_dir);
+    snprintf(cmd, sizeof cmd, "'%s' convert-llama2c '%s' '%s' '%s' 2>&1", bin(), tu_fixture("llama2c/stories260K.bin"),
+             tu_fixture("llama2c/tok512.bin"), g_model);
+    int st = tu_run(cmd, &out);
+    if (st != 0) fail_msg("convert failed: %s", out);
+    free(out);
+}
+
+static void test_run_matches_runc(void **st)
+{
+    convert();
+    cJSON *j = expected();
+    const cJSON *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "cases"))
+    {
+        const cJSON *pr = cJSON_GetObjectItem(e, "prompt");
+        const char *prompt = cJSON_IsString(pr) ? pr->valuestring : "";
+        const char *want = cJSON_GetObjectItem(e, "stdout")->valuestring;
+        const cJSON *gen = cJSON_GetObjectItem(e, "generated_ids");
+        int ng = cJSON_GetArraySize(gen);
+        /* run.c stops before printing a sampled BOS; our -n counts printed tokens */
+        int last = (int)cJSON_GetArrayItem(gen, ng - 1)->valuedouble;
+        int steps = last == 1 ? ng - 1 : ng;
+        if (steps > 150 && n > 0) continue;   /* the long ones once is enough (time) */
+        char cmd[4096], *out = NULL;
+        snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s' -n %d", bin(), g_model, prompt, steps);
+        assert_int_equal(tu_run(cmd, &out), 0);
+        size_t pl = strlen(prompt), wl = strlen(want);
+        assert_true(wl >= pl + 1);
+        assert_memory_equal(want, prompt, pl);
+        if (strlen(out) != wl - pl - 1 || memcmp(out, want + pl, wl - pl - 1))
+            fail_msg("run output differs for '%s':\n--- ours\n%s\n--- run.c\n%s", prompt, out, want);
+        free(out);
+        /* --ids */
+        snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s' -n %d --ids", bin(), g_model, prompt, steps);
+        assert_int_equal(tu_run(cmd, &out), 0);
+        lcx_buf b = {0};
+        for (int i = 0; i < steps; i++)
+            lcx_buf_printf(&b, i ? " %d" : "%d", (int)cJSON_GetArrayItem(gen, i)->valuedouble);
+        lcx_buf_puts(&b, "\n");
+        assert_string_equal(out, b.data);
+        lcx_buf_free(&b);
+        free(out);
+        n++;
+    }
+    assert_true(n >= 5);
+    cJSON_Delete(j);
+}
+
+static void test_sampling_seeded(void **st)
+{
+    convert();
+    char cmd[2048], *a = NULL, *b = NULL, *c = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Once' -n 40 --temp 0.9 --top-k 40 --top-p 0.95 --seed 7 -t 2 --ids", bin(), g_model);
+    assert_int_equal(tu_run(cmd, &a), 0);
+    assert_int_equal(tu_run(cmd, &b), 0);
+    assert_string_equal(a, b);
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Once' -n 40 --temp 0.9 --seed 8 --ids", bin(), g_model);
+    assert_int_equal(tu_run(cmd, &c), 0);
+    assert_string_not_equal(a, c);
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_logits_json(void **st)
+{
+    char cmd[2048], *out = NULL, *gs;
+    size_t gn;
+    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 1,15,27,300,4 -t 2", bin(), tu_fixture("gguf/tiny-qwen2-q8_0.gguf"));
+    assert_int_equal(tu_run(cmd, &out), 0);
+    cJSON *j = cJSON_Parse(out);
+    free(out);
+    assert_non_null(j);
+    assert_int_equal(lcx_read_file(tu_fixture("gguf/tiny-qwen2-q8_0.gguf.golden.json"), 0, &gs, &gn), 0);
+    cJSON *g = cJSON_Parse(gs);
+    free(gs);
+    const cJSON *ref = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "sequences"), 1), "logits_last");
+    const cJSON *got = cJSON_GetObjectItem(j, "logits");
+    assert_int_equal(cJSON_GetArraySize(got), 512);
+    assert_int_equal(cJSON_GetArraySize(ref), 512);
+    for (int i = 0; i < 512; i++) {
+        double d = fabs(cJSON_GetArrayItem(got, i)->valuedouble - cJSON_GetArrayItem(ref, i)->valuedouble);
+        if (d > 2e-3) fail_msg("logit %d differs by %g", i, d);
+    }
+    cJSON_Delete(j);
+    cJSON_Delete(g);
+}
+
+static void test_tokenize_bench_errors(void **st)
+{
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' tokenize -m '%s' -p 'Hello world' --no-bos", bin(), tu_fixture("tokenizers/ggml-vocab-gpt-2.gguf"));
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_string_equal(out, "15496 995\n");
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -p 8 -n 4 -r 1 -t 2 2>/dev/null", bin(), tu_fixture("gguf/tiny-llama-q4_0.gguf"));
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_non_null(strstr(out, "pp8: "));
+    assert_non_null(strstr(out, "tg4: "));
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' run -m /nonexistent.gguf -p x -n 1 2>&1", bin());
+    assert_int_equal(tu_run(cmd, &out), 1);
+    assert_non_null(strstr(out, "cannot open"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 1,999 2>&1", bin(), tu_fixture("gguf/tiny-llama-f32.gguf"));
+    assert_int_equal(tu_run(cmd, &out), 1);
+    assert_non_null(strstr(out, "out of range"));
+    free(out);
+    /* truncated checkpoint */
+    char trunc[512];
+    snprintf(trunc, sizeof trunc, "%s/trunc.bin", g_dir);
+    snprintf(cmd, sizeof cmd, "head -c 100000 '%s' > '%s' && '%s' convert-llama2c '%s' '%s' '%s/x.gguf' 2>&1",
+             tu_fixture("llama2c/stories260K.bin"), trunc, bin(), trunc, tu_fixture("llama2c/tok512.bin"), g_dir);
+    assert_int_equal(tu_run(cmd, &out), 1);
+    assert_non_null(strstr(out, "header implies"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' frobnicate 2>&1", bin());
+    assert_int_equal(tu_run(cmd, &out), 2);
+    free(out);
+}
+
+int main(void)
+{
+    g_dir = tu_tmpdir();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_matches_runc),
+        cmocka_unit_test(test_sampling_seeded),
+        cmocka_unit_test(test_logits_json),
+        cmocka_unit_test(test_tokenize_bench_errors),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_rmrf(g_dir);
+    free(g_dir);
+    return rc;
+}
