@@ -337,6 +337,11 @@ typedef struct {
     void *detok_ud;
 } triatt_rescue_config;
 
+/* Fills the defaults above (endpoint, session and detok NULL). triatt_rescue_init takes the
+ * values as given, except: widen < 0, queue_cap/timeout/top_k/max_chars/prepopulate_span <= 0
+ * and score_floor outside [0, 1] fall back to the defaults; top_k is clamped to 64. */
+void triatt_rescue_config_default(triatt_rescue_config *cfg);
+
 typedef struct { int32_t a, b; } triatt_span;   /* token range [a, b) (half-open) */
 
 typedef struct {
