@@ -128,6 +128,7 @@ typedef struct {
     size_t keep_recent;     /* trailing messages always kept (default 4; includes the question) */
     int top_k;              /* retrieved turns spliced in place of the middle (default 8) */
     double chars_per_token; /* token estimate when no tokenizer is given (default 4.0) */
+    bool use_selector;      /* try the Selector before retrieval (default true) */
 } lcx_compact_opts;
 
 lcx_compact_opts lcx_compact_defaults(void);

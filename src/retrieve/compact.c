@@ -19,7 +19,7 @@
 lcx_compact_opts lcx_compact_defaults(void)
 {
     lcx_compact_opts o = {.budget_tokens = 8192, .keep_first = 1, .keep_recent = 4, .top_k = 8,
-                          .chars_per_token = 4.0};
+                          .chars_per_token = 4.0, .use_selector = true};
     return o;
 }
 
@@ -112,14 +112,16 @@ int lcx_compact_messages(void *msgs_v, const lcx_embedder *emb, const lcx_compac
     /* pick turns: Selector first, then MultiQ */
     long pick[64];
     int np = 0;
-    lcx_select_result sr;
-    rc = lcx_select(v, (size_t)qi + 1, v[qi].content, v[qi].len, &sr);
-    if (rc) goto out;
-    if (sr.status == LCX_SEL_OK) {
-        r.used_selector = true;
-        pick[np++] = sr.reply_index;
+    if (o.use_selector) {
+        lcx_select_result sr;
+        rc = lcx_select(v, (size_t)qi + 1, v[qi].content, v[qi].len, &sr);
+        if (rc) goto out;
+        if (sr.status == LCX_SEL_OK) {
+            r.used_selector = true;
+            pick[np++] = sr.reply_index;
+        }
+        lcx_select_result_free(&sr);
     }
-    lcx_select_result_free(&sr);
     if (!np && emb) {
         int k = lcx_recipe_multiq(emb, v, (size_t)qi + 1, v[qi].content, v[qi].len, o.top_k, pick, NULL);
         if (k < 0) { rc = k; goto out; }

@@ -254,6 +254,7 @@ static int cmd_mrcr(int argc, char **argv)
             lcx_compact_opts co = lcx_compact_defaults();
             co.budget_tokens = (size_t)budget;
             co.top_k = top_k;
+            co.use_selector = recipe == LCX_MRCR_RECIPE_SELECTOR;
             char uerr[512] = "";
             rc = msgs ? lcx_compact_messages(msgs, emb, &co, NULL) : LCX_ENOMEM;
             if (!rc) rc = chat_upstream(upstream, model, msgs, 600000, &up_resp, uerr, sizeof uerr);
