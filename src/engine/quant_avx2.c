@@ -102,7 +102,7 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
     const size_t bs = q80fam_bytes(wt);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4][PP_T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
@@ -110,7 +110,7 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
         __m256i aw[4], sw[4];
         __m256 dw[4];
         float sc[PP_T]; /* R == 1: d_w * d_x for the T tokens, one vector multiply per block */
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const uint8_t *blk = W + r * wrb + b * bs;
             if (T == 1 && PF_DIST) _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0); /* generation: stream ahead */
@@ -126,7 +126,7 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
             const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
             const __m256i x = _mm256_loadu_si256((const __m256i *)(xb + 2));
             const __m256 dx = _mm256_broadcast_ss(dxf + b * PP_T + t);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 __m256i p = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(x, sw[r]));
                 __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
@@ -135,7 +135,7 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
@@ -226,14 +226,14 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
 {
     const size_t bs = wt == ENG_T_Q4_K ? sizeof(eng_block_q4_K) : sizeof(eng_block_q5_K);
     const __m256i m4 = _mm256_set1_epi8(0xF);
-    float acc[4][4] = {{0}};
+    float acc[4][8] = {{0}};
     for (int64_t i = 0; i < nb; i++) {
-        __m256i isum[4][4], msum[4][4];
+        __m256i isum[4][8], msum[4][8];
         float dw[4], dmw[4];
-        const uint8_t *xbs[4];
-#pragma GCC unroll 4
+        const uint8_t *xbs[8];
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) xbs[t] = X + t * xrb + i * sizeof(eng_block_q8_K);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const uint8_t *blk = W + r * wrb + i * bs;
             uint8_t sc[8], mn[8];
@@ -243,7 +243,7 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
             /* mins duplicated per 16-group: bsums are per 16 quants, mins per 32 */
             const __m256i mins16 = _mm256_cvtepu8_epi16(
                 _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)mn), _mm_loadl_epi64((const __m128i *)mn)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const eng_block_q8_K *xb = (const eng_block_q8_K *)xbs[t];
                 msum[r][t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), mins16);
@@ -252,7 +252,7 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
             const uint8_t *qs = blk + (wt == ENG_T_Q4_K ? 16 : 48);
             __m256i qh = _mm256_setzero_si256();
             if (wt == ENG_T_Q5_K) qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int j = 0; j < 4; j++) {
                 const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
                 __m256i lo = _mm256_and_si256(q, m4);
@@ -263,7 +263,7 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
                     hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
                 }
                 const __m256i s0 = _mm256_set1_epi16(sc[2 * j]), s1 = _mm256_set1_epi16(sc[2 * j + 1]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
                     const int8_t *xq = ((const eng_block_q8_K *)xbs[t])->qs + 64 * j;
                     __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xq));
@@ -274,9 +274,9 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
             }
         }
         /* per super-block: d_w*d_x*Σ sc*q*x - dmin_w*d_x*Σ m*bsum, ints reduced exactly */
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const float dx = ((const eng_block_q8_K *)xbs[t])->d;
                 __m256i v = isum[r][t], m = msum[r][t];
@@ -287,9 +287,9 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
                 acc[r][t] += dw[r] * dx * (float)iv - dmw[r] * dx * (float)im;
             }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) y[t * ldy + r] = acc[r][t];
 }
 
@@ -299,18 +299,18 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
                  int64_t nb, float *y, int64_t ldy)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
-    float acc[4][4] = {{0}};
+    float acc[4][8] = {{0}};
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *xbs[4];
-#pragma GCC unroll 4
+        const uint8_t *xbs[8];
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) xbs[t] = X + t * xrb + i * sizeof(eng_block_q8_K);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const eng_block_q6_K *b = (const eng_block_q6_K *)(W + r * wrb + i * sizeof(eng_block_q6_K));
             const __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
             const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-            __m256i isum[4];
-#pragma GCC unroll 4
+            __m256i isum[8];
+#pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const eng_block_q8_K *xb = (const eng_block_q8_K *)xbs[t];
                 /* -32 * Σ sc_j * bsum_j */
@@ -330,11 +330,11 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
                                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
                 q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int g = 0; g < 4; g++) {
                     const int s = 8 * n + 2 * g; /* scales of elements [128n+32g, +16) and [+16, +32) */
                     const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(b->scales[s + 1]), _mm_set1_epi16(b->scales[s]));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int t = 0; t < T; t++) {
                         const int8_t *xq = ((const eng_block_q8_K *)xbs[t])->qs + 128 * n + 32 * g;
                         __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)xq));
@@ -343,7 +343,7 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
                 }
             }
             const float d = ldh(&b->d);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 __m128i s = _mm_add_epi32(_mm256_castsi256_si128(isum[t]), _mm256_extracti128_si256(isum[t], 1));
                 s = _mm_hadd_epi32(s, s);
@@ -352,9 +352,9 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) y[t * ldy + r] = acc[r][t];
 }
 
@@ -372,26 +372,26 @@ AI __m256 fl_load(eng_type wt, const uint8_t *row, int64_t k)
 AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb,
                 int64_t n, float *y, int64_t ldy)
 {
-    __m256 acc[4][4];
-#pragma GCC unroll 4
+    __m256 acc[4][8];
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 8 <= n; k += 8) {
         __m256 w[4];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) w[r] = fl_load(wt, W + r * wrb, k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const __m256 x = fl_load(wt, X + t * xrb, k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(w[r], x, acc[r][t]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             float s = hsum8(acc[r][t]);
             for (int64_t j = k; j < n; j++) {
@@ -417,15 +417,19 @@ AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t 
 /* One tile, (R, T) picked from a fixed menu so every kernel above is instantiated with
  * compile-time sizes (fully unrolled, accumulators in registers). */
 #define TILE_SWITCH(CALL)                                                     \
-    switch (R * 8 + T) {                                                      \
-    case 4 * 8 + 1: CALL(4, 1); break;                                        \
-    case 2 * 8 + 4: CALL(2, 4); break;                                        \
-    case 2 * 8 + 3: CALL(2, 3); break;                                        \
-    case 2 * 8 + 2: CALL(2, 2); break;                                        \
-    case 2 * 8 + 1: CALL(2, 1); break;                                        \
-    case 1 * 8 + 4: CALL(1, 4); break;                                        \
-    case 1 * 8 + 3: CALL(1, 3); break;                                        \
-    case 1 * 8 + 2: CALL(1, 2); break;                                        \
+    switch (R * 16 + T) {                                                     \
+    case 4 * 16 + 1: CALL(4, 1); break;                                        \
+    case 2 * 16 + 4: CALL(2, 4); break;                                        \
+    case 2 * 16 + 3: CALL(2, 3); break;                                        \
+    case 2 * 16 + 2: CALL(2, 2); break;                                        \
+    case 2 * 16 + 1: CALL(2, 1); break;                                        \
+    case 1 * 16 + 8: CALL(1, 8); break;                                        \
+    case 1 * 16 + 7: CALL(1, 7); break;                                        \
+    case 1 * 16 + 6: CALL(1, 6); break;                                        \
+    case 1 * 16 + 5: CALL(1, 5); break;                                        \
+    case 1 * 16 + 4: CALL(1, 4); break;                                        \
+    case 1 * 16 + 3: CALL(1, 3); break;                                        \
+    case 1 * 16 + 2: CALL(1, 2); break;                                        \
     default: CALL(1, 1); break;                                               \
     }
 
@@ -483,15 +487,20 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
         for (; r < r1; r++) fn(1, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
         return true;
     }
-    /* prompt: chunks of rows that stay in L2 while every token tile passes over them */
+    /* prompt: chunks of rows that stay in L2 while every token tile passes over them.
+     * K-quants: 1 row x 8 tokens (the unpacked 256-quant super-block is reused 8 times);
+     * floats: 2 rows x 4 tokens (each F16/BF16 load is a conversion, so share both ways). */
+    const bool kq = wt == ENG_T_Q4_K || wt == ENG_T_Q5_K || wt == ENG_T_Q6_K;
+    const int TT = kq ? 8 : 4, RR = kq ? 1 : 2;
     int64_t chunk = (int64_t)((128 * 1024) / (wrb ? wrb : 1));
     chunk = chunk < 4 ? 4 : chunk & ~(int64_t)1;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-        for (int64_t t = 0; t < n_tok; t += 4) {
-            const int T = n_tok - t < 4 ? (int)(n_tok - t) : 4;
+        for (int64_t t = 0; t < n_tok; t += TT) {
+            const int T = n_tok - t < TT ? (int)(n_tok - t) : TT;
             int64_t r = c0;
-            for (; r + 2 <= c1; r += 2) fn(2, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy);
+            if (RR == 2)
+                for (; r + 2 <= c1; r += 2) fn(2, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy);
             for (; r < c1; r++) fn(1, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy);
         }
     }
