@@ -32,6 +32,13 @@ const char *eng_chat_tmpl_name(eng_chat_tmpl k) {
     return "unknown";
 }
 
+int eng_chat_tmpl_from_name(const char *name) {
+    if (!name) return LCX_EINVAL;
+    for (int k = ENG_CHAT_CHATML; k <= ENG_CHAT_MISTRAL; k++)
+        if (!strcmp(name, eng_chat_tmpl_name((eng_chat_tmpl)k))) return k;
+    return LCX_ENOTFOUND;
+}
+
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 int eng_chat_format(eng_chat_tmpl k, const char *eos_text, const eng_chat_msg *m, int n,

@@ -560,6 +560,26 @@ done:
 
 /* ---- pieces and detokenization ---------------------------------------------------- */
 
+size_t eng_utf8_stream_cut(const char *buf, size_t n) {
+    if (!buf || !n) return 0;
+    /* look back at most 3 bytes for the lead byte of the last sequence */
+    size_t i = n, back = 0;
+    while (i > 0 && back < 3 && ((unsigned char)buf[i - 1] & 0xC0) == 0x80) { i--; back++; }
+    if (i == 0) return n;                                   /* only continuation bytes */
+    unsigned char lead = (unsigned char)buf[i - 1];
+    int need = eng_utf8_len(lead);
+    if (lead < 0xC2 || lead > 0xF4 || need == 1) return n;  /* ASCII or malformed: emit */
+    size_t have = back + 1;
+    if (have >= (size_t)need) return n;                     /* complete */
+    /* incomplete: hold it back only if the bytes so far could still form a valid sequence */
+    if (have >= 2) {
+        unsigned char c1 = (unsigned char)buf[i];
+        if ((lead == 0xE0 && c1 < 0xA0) || (lead == 0xED && c1 > 0x9F) ||
+            (lead == 0xF0 && c1 < 0x90) || (lead == 0xF4 && c1 > 0x8F)) return n;
+    }
+    return i - 1;
+}
+
 int eng_token_to_piece(const eng_tokenizer *t, int32_t id, char *buf, size_t n) {
     if (!t || id < 0 || id >= t->n || (!buf && n)) return LCX_EINVAL;
     size_t l = t->plen[id];

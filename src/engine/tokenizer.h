@@ -117,6 +117,12 @@ int32_t eng_token_lookup(const eng_tokenizer *t, const char *text, size_t len);
  * applied, so byte-level and SPM text round-trips exactly. */
 int  eng_detokenize(const eng_tokenizer *t, const int32_t *ids, int n, char *buf, size_t cap);
 
+/* Streaming helper: pieces of byte-fallback / byte-level tokens can split a UTF-8 character.
+ * Returns how many leading bytes of buf[0..n) are safe to emit now: all of them, except a
+ * trailing incomplete (but so far well-formed) UTF-8 sequence of up to 3 bytes, which the
+ * caller keeps and prepends to the next piece. Malformed bytes are never held back. */
+size_t eng_utf8_stream_cut(const char *buf, size_t n);
+
 int32_t eng_token_bos(const eng_tokenizer *t);      /* ENG_TOKEN_NONE when the model has none */
 int32_t eng_token_eos(const eng_tokenizer *t);
 int32_t eng_token_unk(const eng_tokenizer *t);
@@ -150,6 +156,8 @@ typedef enum { ENG_CHAT_CHATML = 0, ENG_CHAT_LLAMA3 = 1, ENG_CHAT_MISTRAL = 2 } 
  * no known marker was found (result ENG_CHAT_CHATML). */
 eng_chat_tmpl eng_chat_detect(const char *tmpl, size_t len, bool *fell_back);
 const char   *eng_chat_tmpl_name(eng_chat_tmpl k);
+/* "chatml", "llama3", "mistral" (e.g. a --chat-template flag) -> template; LCX_ENOTFOUND. */
+int           eng_chat_tmpl_from_name(const char *name);
 /* Renders m[0..n) with template k. eos_text is used by Mistral after assistant turns (NULL
  * = "</s>"). *out is malloc'd, NUL-terminated, owned by the caller. Returns the length or
  * LCX_EINVAL (NULL role/content, unknown k), LCX_ELIMIT (over ENG_CHAT_MAX_OUT), LCX_ENOMEM. */

@@ -421,6 +421,42 @@ static void test_long_inputs(void **st) {
     lcx_buf_free(&b);
 }
 
+/* Streaming: emitting token pieces with eng_utf8_stream_cut never splits a character. */
+static void test_utf8_stream(void **st) {
+    (void)st;
+    assert_int_equal(eng_utf8_stream_cut("abc", 3), 3);
+    assert_int_equal(eng_utf8_stream_cut("a\xC3", 2), 1);
+    assert_int_equal(eng_utf8_stream_cut("a\xC3\xA9", 3), 3);
+    assert_int_equal(eng_utf8_stream_cut("\xF0\x9F\xA6", 3), 0);
+    assert_int_equal(eng_utf8_stream_cut("\xF0\x9F\xA6\x99", 4), 4);
+    assert_int_equal(eng_utf8_stream_cut("x\xE0\x80", 3), 3);     /* overlong prefix: not held */
+    assert_int_equal(eng_utf8_stream_cut("x\xFF", 2), 2);          /* malformed: emitted */
+    assert_int_equal(eng_utf8_stream_cut("\x80\x80", 2), 2);
+    /* phi-3 encodes CJK/emoji as byte tokens: stream them piece by piece */
+    eng_tokenizer *t = load_gguf("tokenizers/ggml-vocab-phi-3.gguf");
+    const char *s = "caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE1\x9E\x80\xE1\x9E\xB6 done";
+    int32_t ids[64];
+    int n = eng_tokenize(t, s, strlen(s), false, false, ids, 64);
+    assert_true(n > 0);
+    char hold[8192], out[256];
+    size_t hl = 0, ol = 0;
+    for (int i = 0; i < n; i++) {
+        int pl = eng_token_to_piece(t, ids[i], hold + hl, sizeof hold - hl);
+        assert_true(pl >= 0);
+        hl += (size_t)pl;
+        size_t cut = eng_utf8_stream_cut(hold, hl);
+        assert_true(lcx_utf8_valid(hold, cut));
+        memcpy(out + ol, hold, cut);
+        ol += cut;
+        memmove(hold, hold + cut, hl - cut);
+        hl -= cut;
+    }
+    assert_int_equal(hl, 0);
+    out[ol] = 0;
+    assert_string_equal(out + 1, s);           /* the dummy-prefix space comes first */
+    eng_tokenizer_free(t);
+}
+
 /* ---- chat templates -------------------------------------------------------------------- */
 
 static const eng_chat_msg conv[] = {
@@ -477,6 +513,9 @@ static void test_chat_format(void **st) {
     assert_int_equal(eng_chat_detect(NULL, 0, &fb), ENG_CHAT_CHATML);
     assert_true(fb);
     assert_string_equal(eng_chat_tmpl_name(ENG_CHAT_MISTRAL), "mistral");
+    assert_int_equal(eng_chat_tmpl_from_name("llama3"), ENG_CHAT_LLAMA3);
+    assert_int_equal(eng_chat_tmpl_from_name("chatml"), ENG_CHAT_CHATML);
+    assert_int_equal(eng_chat_tmpl_from_name("jinja"), LCX_ENOTFOUND);
 }
 
 /* Writes a vocab-only GGUF (tokens as given, model gpt2-free "llama") with a template. */
@@ -686,6 +725,7 @@ int main(void) {
         cmocka_unit_test(test_specials_gpt2_bert),
         cmocka_unit_test(test_user_defined_mpt),
         cmocka_unit_test(test_long_inputs),
+        cmocka_unit_test(test_utf8_stream),
         cmocka_unit_test(test_chat_format),
         cmocka_unit_test(test_chat_apply),
         cmocka_unit_test(test_chat_tokenize),
