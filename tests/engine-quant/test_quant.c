@@ -547,11 +547,13 @@ static void test_ref_dot_vs_float(void **state)
 /* eng_matmul_isa(isa) vs scalar over shapes that hit every tile size and remainder. */
 static void check_isa(eng_isa isa)
 {
-    const int64_t n_ins[] = {256, 512, 768};
+    /* 19200 = 600 Q8_0 blocks: rows longer than one column segment (512 blocks) */
+    const int64_t n_ins[] = {256, 512, 768, 19200};
     const int64_t rows = 13, ntoks[] = {1, 2, 3, 4, 5, 7, 9};
     for (size_t k = 0; k < LCX_ARRAY_LEN(k_wtypes); k++) {
         eng_type t = k_wtypes[k], vt = eng_vec_dot_type(t);
         for (size_t a = 0; a < LCX_ARRAY_LEN(n_ins); a++) {
+            if (n_ins[a] > 1024 && t != ENG_T_Q8_0 && t != ENG_T_Q4_0 && t != ENG_T_Q5_0) continue;
             int64_t n = n_ins[a] + ((t == ENG_T_F32 || t == ENG_T_F16 || t == ENG_T_BF16) ? 5 : 0);
             const size_t wrb = eng_row_bytes(t, n), xrb = eng_row_bytes(vt, n) + 16; /* padded stride */
             uint8_t *W = xmalloc(wrb * rows), *X = xmalloc(xrb * 9);
