@@ -113,6 +113,13 @@ int  eng_kv_remove_cells(eng_ctx *c, const int32_t *cells, int n);
 int  eng_kv_remove_pos(eng_ctx *c, int32_t p0, int32_t p1);
 void eng_kv_clear(eng_ctx *c);
 
+/* Query observer (TriAttention calibration): called from eng_decode on the caller's thread,
+ * once per (layer il, token) in layer order, with the token's position and its pre-RoPE
+ * query q (n_head*head_dim floats, head-major; after bias / q-norm). q is only valid during
+ * the call. fn = NULL removes the hook. The hook must not call back into this context. */
+typedef void (*eng_q_hook)(void *ud, int il, int32_t pos, const float *q);
+void eng_ctx_set_q_hook(eng_ctx *c, eng_q_hook fn, void *ud);
+
 /* ---- sampler ----------------------------------------------------------------------- */
 typedef struct {
     float temp;        /* <= 0: greedy (argmax, lowest id on ties) */

@@ -42,7 +42,15 @@ struct eng_ctx {
     float *logits;            /* (n_logits_cap, n_vocab) */
     int logits_cap, n_logits, logits_base_all;
     bool logits_all;
+    eng_q_hook q_hook;
+    void *q_hook_ud;
 };
+
+void eng_ctx_set_q_hook(eng_ctx *c, eng_q_hook fn, void *ud)
+{
+    c->q_hook = fn;
+    c->q_hook_ud = ud;
+}
 
 eng_ctx_params eng_ctx_default_params(void)
 {
@@ -391,10 +399,11 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
             if (L->bk) for (size_t i = 0; i < kvd; i++) k[i] += L->bk[i];
             if (L->bv) for (size_t i = 0; i < kvd; i++) v[i] += L->bv[i];
             const float *cs = c->rope_cs + (size_t)t * I->n_rot;
-            for (int h = 0; h < nh; h++) {
-                if (L->q_norm) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, I->rms_eps);
-                rope_apply(q + h * hd, cs, I->n_rot, I->rope_type);
-            }
+            if (L->q_norm)
+                for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, I->rms_eps);
+            /* pre-RoPE queries for TriAttention calibration */
+            if (c->q_hook) c->q_hook(c->q_hook_ud, il, c->ub_pos[t], q);
+            for (int h = 0; h < nh; h++) rope_apply(q + h * hd, cs, I->n_rot, I->rope_type);
             for (int h = 0; h < nkv; h++) {
                 if (L->k_norm) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, I->rms_eps);
                 rope_apply(k + h * hd, cs, I->n_rot, I->rope_type);

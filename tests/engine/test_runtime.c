@@ -348,6 +348,46 @@ static void test_ubatch_threads_sequential(void **st)
     eng_model_free(m);
 }
 
+
+typedef struct { int calls, layer_calls[4]; int32_t max_pos; double sum0; } hook_st;
+static void q_hook(void *ud, int il, int32_t pos, const float *q)
+{
+    hook_st *h = ud;
+    h->calls++;
+    if (il >= 0 && il < 4) h->layer_calls[il]++;
+    if (pos > h->max_pos) h->max_pos = pos;
+    if (il == 0 && pos == 3) h->sum0 = q[0];
+}
+
+/* The pre-RoPE query hook: once per (layer, token), pre-RoPE values (position-independent:
+ * the same token at two positions gives the same layer-0 query). */
+static void test_q_hook(void **st)
+{
+    eng_model *m = fixture_model();
+    eng_ctx *c;
+    assert_int_equal(eng_ctx_init(m, NULL, &c), 0);
+    hook_st h = {0};
+    h.max_pos = -1;
+    eng_ctx_set_q_hook(c, q_hook, &h);
+    int32_t t[6] = {7, 8, 9, 10, 11, 12};
+    assert_int_equal(eng_decode(c, t, NULL, 6, false), 0);
+    assert_int_equal(h.calls, 12);
+    assert_int_equal(h.layer_calls[0], 6);
+    assert_int_equal(h.layer_calls[1], 6);
+    assert_int_equal(h.max_pos, 5);
+    double q_at3 = h.sum0;
+    eng_kv_clear(c);
+    int32_t t3[4] = {3, 3, 3, 10};   /* token 10 again at position 3 */
+    h.sum0 = 0;
+    assert_int_equal(eng_decode(c, t3, NULL, 4, false), 0);
+    assert_true(h.sum0 == q_at3);     /* layer 0, same token, pre-RoPE: identical */
+    eng_ctx_set_q_hook(c, NULL, NULL);
+    assert_int_equal(eng_decode(c, t, NULL, 1, false), 0);
+    assert_int_equal(h.calls, 12 + 8);
+    eng_ctx_free(c);
+    eng_model_free(m);
+}
+
 static void test_ctx_limits(void **st)
 {
     eng_model *m = fixture_model();
@@ -435,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_kv_remove_no_shift),
         cmocka_unit_test(test_kv_remove_paths_agree),
         cmocka_unit_test(test_ubatch_threads_sequential),
+        cmocka_unit_test(test_q_hook),
         cmocka_unit_test(test_ctx_limits),
         cmocka_unit_test(test_sampler),
     };
