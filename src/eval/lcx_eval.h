@@ -169,4 +169,16 @@ void lcx_mrcr_outcome_free(lcx_mrcr_outcome *out);
 int  lcx_mrcr_eval_with_response(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o,
                                  const char *response, lcx_mrcr_outcome *out);
 
+/* ---------------------------------------------------------------- NIAH strict (niah.c) */
+
+enum { LCX_NIAH_PASS = 1, LCX_NIAH_PARTIAL_WORD = 2, LCX_NIAH_PARTIAL_NUMBER = 3, LCX_NIAH_FAIL = 4 };
+/* Grades generated text against the needle's answer phrase (e.g. "PURPLE ELEPHANT 7742"):
+ * PASS = the exact phrase, case-sensitive, on token boundaries (trailing '.' of the answer
+ * ignored); PARTIAL_WORD = every word token present but not the phrase; PARTIAL_NUMBER =
+ * every number token present but not all words; FAIL otherwise. When generated starts with
+ * prompt (an echo), that prefix is ignored. Returns the grade, or LCX_EINVAL/LCX_ELIMIT
+ * (answer ≥ 512 bytes). */
+int lcx_niah_grade(const char *generated, const char *prompt, const char *answer);
+const char *lcx_niah_grade_name(int grade);
+
 #endif
