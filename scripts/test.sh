@@ -14,6 +14,8 @@ status=0
 echo "== Release build =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
+echo "== npm clients for the client tests (tests/js) =="
+(cd tests/js && npm ci --no-audit --no-fund --loglevel=error) || status=1
 echo "== Release tests =="
 (cd build && ctest --output-on-failure -j"$jobs" "$@") || status=1
 

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef enum { K_STR, K_INT, K_U32, K_U64, K_MB, K_DBL, K_BOOL } kind;
 
@@ -53,6 +55,12 @@ static const opt opts[] = {
      "dimension of the weight-free embedder (default 0 = its default; changing it makes old sessions unresumable)"},
     {"--upstream", "LONGCTX_UPSTREAM", K_STR, F(upstream), 0, 0,
      "OpenAI-compatible engine for /v1/* (unset = proxy disabled, 503)"},
+    {"--upstream-timeout-s", "LONGCTX_UPSTREAM_TIMEOUT_S", K_DBL, F(upstream_timeout_s), 0.1, 86400,
+     "an upstream silent this long gets 504 (default 600)"},
+    {"--compact-tokens", "LONGCTX_COMPACT_TOKENS", K_U64, F(compact_tokens), 0, 1e12,
+     "proxy: compact chat histories larger than this many tokens (default 0 = off)"},
+    {"--parent-pid", "LONGCTX_PARENT_PID", K_INT, F(parent_pid), 0, 2147483647.0,
+     "exit cleanly when this process dies (sidecar mode; default 0 = none)"},
     {"--quiet", "LONGCTX_QUIET", K_BOOL, F(quiet), 0, 0, "no start-up banner or janitor log lines"},
 };
 
@@ -76,6 +84,7 @@ void lcx_svc_config_defaults(lcx_svc_config *c)
     c->idle_hibernate_s = 1800;
     c->janitor_interval_s = 0;   /* derived below unless set */
     c->embed_dim = 0;
+    c->upstream_timeout_s = 600;
 }
 
 static int set_value(lcx_svc_config *c, const opt *o, const char *v, const char *src, FILE *err)
@@ -184,6 +193,24 @@ int lcx_svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err)
     return 0;
 }
 
+/* --parent-pid: polls the parent every 250 ms; when it is gone (or we were re-parented)
+ * it sends SIGTERM to this process, which the sigwait() below turns into a clean stop. */
+static void *parent_watch(void *ud)
+{
+    pid_t ppid = (pid_t)(intptr_t)ud;
+    bool was_parent = getppid() == ppid;
+    for (;;) {
+        struct timespec ts = {0, 250 * 1000000L};
+        nanosleep(&ts, NULL);
+        bool gone = (kill(ppid, 0) < 0 && errno == ESRCH) || (was_parent && getppid() != ppid);
+        if (gone) {
+            fprintf(stderr, "longctx-svc: parent process %d exited, shutting down\n", (int)ppid);
+            kill(getpid(), SIGTERM);
+            return NULL;
+        }
+    }
+}
+
 int lcx_svc_serve_main(int argc, char **argv)
 {
     lcx_svc_config cfg;
@@ -211,6 +238,10 @@ int lcx_svc_serve_main(int argc, char **argv)
     if (!cfg.quiet)
         fprintf(stderr, "longctx-svc %s: listening on http://%s:%d (data dir %s, %d threads, embedder %s)\n",
                 LCX_VERSION, cfg.host, svc->bound_port, cfg.data_dir, cfg.threads, lcx_embedder_fingerprint(svc->emb));
+    if (cfg.parent_pid > 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, parent_watch, (void *)(intptr_t)cfg.parent_pid) == 0) pthread_detach(t);
+    }
     int sig = 0;
     while (sigwait(&set, &sig) != 0) {}
     if (!cfg.quiet) fprintf(stderr, "longctx-svc: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -9,10 +9,18 @@
  * /sessions/{id}/... (use ids without '/', or the /evict/... routes which take the id in
  * the body or query string). A trailing '/' is ignored ("/healthz/" = "/healthz"). */
 #include "svc/svc.h"
+#include "svc/proxy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* routes_code.c */
+int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_code_init(lcx_svc *svc);
+void lcx_svc_code_fini(lcx_svc *svc);
+void lcx_svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
 
 const lcx_route lcx_svc_routes[] = {
     {"GET", "/healthz", lcx_svc_h_healthz},
@@ -24,16 +32,20 @@ const lcx_route lcx_svc_routes[] = {
     {"POST", "/sessions/{id}/hibernate", lcx_svc_h_session_hibernate},
     {"POST", "/sessions/{id}/resume", lcx_svc_h_session_resume},
     {"GET", "/sessions/{id}/hibernation-status", lcx_svc_h_session_status},
-    /* code-aware retrieval: POST /index, POST /retrieve go here (routes_code.c) */
-    /* OpenAI proxy: 503 proxy_disabled until the proxy handlers replace these lines */
-    {"POST", "/v1/chat/completions", lcx_svc_h_proxy_disabled},
-    {"POST", "/v1/completions", lcx_svc_h_proxy_disabled},
-    {"GET", "/v1/models", lcx_svc_h_proxy_disabled},
+    /* code-aware retrieval (routes_code.c) */
+    {"POST", "/index", lcx_svc_h_index},
+    {"POST", "/retrieve", lcx_svc_h_retrieve},
+    /* OpenAI proxy (proxy.c): 503 proxy_disabled without --upstream */
+    {"POST", "/v1/chat/completions", lcx_svc_h_proxy_chat},
+    {"POST", "/v1/completions", lcx_svc_h_proxy_completions},
+    {"GET", "/v1/models", lcx_svc_h_proxy_models},
     {NULL, NULL, NULL},
 };
 
 /* Modules with server-held state (init/fini/status hooks). */
 const lcx_svc_module lcx_svc_modules[] = {
+    {"proxy", lcx_proxy_init, lcx_proxy_fini, lcx_proxy_status},
+    {"code", lcx_svc_code_init, lcx_svc_code_fini, lcx_svc_code_status},
     {NULL, NULL, NULL, NULL},
 };
 

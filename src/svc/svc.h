@@ -84,6 +84,9 @@ typedef struct {
     double janitor_interval_s;      /* --janitor-interval-s / LONGCTX_JANITOR_INTERVAL_S (min(60, idle/4), ≥ 0.05) */
     int embed_dim;                  /* --embed-dim / LONGCTX_EMBED_DIM (0 = embedder default) */
     char upstream[2048];            /* --upstream / LONGCTX_UPSTREAM ("" = proxy disabled) */
+    double upstream_timeout_s;      /* --upstream-timeout-s / LONGCTX_UPSTREAM_TIMEOUT_S (600): silent upstream → 504 */
+    uint64_t compact_tokens;        /* --compact-tokens / LONGCTX_COMPACT_TOKENS (0 = off): long-history compaction budget */
+    int parent_pid;                 /* --parent-pid / LONGCTX_PARENT_PID (0 = none): exit when that process dies */
     bool quiet;                     /* --quiet / LONGCTX_QUIET: no per-start banner */
 } lcx_svc_config;
 

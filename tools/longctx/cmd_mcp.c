@@ -1,0 +1,48 @@
+/* longctx mcp — MCP server over stdio (see src/svc/mcp.c). */
+#include <stdio.h>
+#include <string.h>
+#include "cmds.h"
+#include "longctx/lcx_scope.h"
+#include "svc/mcp.h"
+#include "svc/svc.h"
+
+int cmd_mcp(int argc, char **argv)
+{
+    lcx_svc_config cfg;
+    lcx_svc_config_defaults(&cfg);
+    bool watch = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--data-dir") && i + 1 < argc) {
+            snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", argv[++i]);
+        } else if (!strcmp(argv[i], "--no-watch")) {
+            watch = false;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: longctx mcp [--data-dir DIR] [--no-watch]\n\n"
+                   "Model Context Protocol server on stdin/stdout (newline-delimited JSON-RPC).\n"
+                   "Tools: search_codebase, list_projects, index_status, find_related, add_project.\n"
+                   "Indexes persist under DIR/scopes (default: the longctx-svc data dir).\n"
+                   "Register it with an agent, e.g.: {\"command\": \"longctx\", \"args\": [\"mcp\"]}\n");
+            return 0;
+        } else {
+            fprintf(stderr, "longctx mcp: unknown argument '%s' (try --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    lcx_embedder *emb = NULL;
+    lcx_scopes *scopes = NULL;
+    int rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
+    lcx_scopes_opts so = lcx_scopes_defaults();
+    so.data_dir = cfg.data_dir;
+    so.watch = watch;
+    if (!rc) rc = lcx_scopes_open(&so, emb, &scopes);
+    if (rc) {
+        fprintf(stderr, "longctx mcp: cannot open the index under %s: %s\n", cfg.data_dir, lcx_strerror(rc));
+        lcx_embedder_free(emb);
+        return 1;
+    }
+    lcx_mcp m = {.scopes = scopes};
+    lcx_mcp_serve(&m, stdin, stdout);
+    lcx_scopes_close(scopes);
+    lcx_embedder_free(emb);
+    return 0;
+}
