@@ -225,35 +225,35 @@ typedef struct {
 typedef struct {
     mm_job j[3];
     int nj, n_tok;
+    long rows_per_chunk[3];
+    long first_chunk[4];      /* chunk index where job k starts; first_chunk[nj] = total */
 } mm_sec;
 
-/* Row chunks are multiples of 16 so kernels that tile rows keep full tiles. */
-static void mm_task(void *arg, int ith, int nth)
+/* One chunk = a run of rows of one matrix; rows are multiples of 16 so kernels that tile
+ * rows keep full tiles. */
+static void mm_task(void *arg, long chunk, int ith)
 {
     mm_sec *s = arg;
-    for (int k = 0; k < s->nj; k++) {
-        const mm_job *j = &s->j[k];
-        const long nrow = (long)j->w->n_out;
-        const long nch = (nrow + 15) / 16;
-        long a, b;
-        eng_split(nch, ith, nth, &a, &b);
-        long r0 = a * 16, r1 = LCX_MIN(b * 16, nrow);
-        if (r0 >= r1) continue;
-        eng_matmul(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, r0, r1, j->X, j->xrb, s->n_tok,
-                   j->y, j->ldy);
-    }
+    int k = 0;
+    while (chunk >= s->first_chunk[k + 1]) k++;
+    const mm_job *j = &s->j[k];
+    const long r0 = (chunk - s->first_chunk[k]) * s->rows_per_chunk[k];
+    const long r1 = LCX_MIN(r0 + s->rows_per_chunk[k], (long)j->w->n_out);
+    eng_matmul(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, r0, r1, j->X, j->xrb, s->n_tok, j->y, j->ldy);
+    (void)ith;
 }
 
 typedef struct { eng_ctx *c; const float *x; int n_in, n_tok, slot; } qz_task_arg;
-static void qz_task(void *arg, int ith, int nth)
+#define QZ_ROWS 8
+static void qz_task(void *arg, long chunk, int ith)
 {
     qz_task_arg *q = arg;
     eng_type vt = q->c->act_type[q->slot];
     size_t rb = eng_row_bytes(vt, q->n_in);
-    long a, b;
-    eng_split(q->n_tok, ith, nth, &a, &b);
+    const long a = chunk * QZ_ROWS, b = LCX_MIN(a + QZ_ROWS, (long)q->n_tok);
     for (long t = a; t < b; t++)
         eng_quantize_row(vt, q->x + (size_t)t * q->n_in, q->c->act[q->slot] + rb * t, q->n_in);
+    (void)ith;
 }
 
 /* Makes sure x (n_tok rows of n_in) is available in format vt; returns the buffer. Reuses
@@ -270,8 +270,7 @@ static const void *act_for(eng_ctx *c, const float *x, int n_in, int n_tok, eng_
     c->act_src[slot] = x;
     c->act_rows[slot] = n_tok;
     qz_task_arg a = {c, x, n_in, n_tok, slot};
-    if (n_tok > 1) eng_pool_run(c->pool, qz_task, &a);
-    else qz_task(&a, 0, 1);
+    eng_pool_run(c->pool, qz_task, &a, (n_tok + QZ_ROWS - 1) / QZ_ROWS);
     return c->act[slot];
 }
 
@@ -281,12 +280,21 @@ static void act_invalidate(eng_ctx *c) { c->act_src[0] = c->act_src[1] = NULL; }
 static void matmul_multi(eng_ctx *c, const float *x, int n_in, int n_tok, const eng_wmat **w, float **y, int nj)
 {
     mm_sec s = {.nj = nj, .n_tok = n_tok};
+    long total = 0;
     for (int k = 0; k < nj; k++) {
         size_t xrb;
         const void *X = act_for(c, x, n_in, n_tok, eng_vec_dot_type(w[k]->type), &xrb);
         s.j[k] = (mm_job){w[k], X, xrb, y[k], w[k]->n_out};
+        /* ~4 chunks per thread per matrix: balance without too many claims */
+        const long nrow = (long)w[k]->n_out;
+        long rpc = (nrow + 4L * c->nth - 1) / (4L * c->nth);
+        rpc = LCX_MAX(16, (rpc + 15) / 16 * 16);
+        s.rows_per_chunk[k] = rpc;
+        s.first_chunk[k] = total;
+        total += (nrow + rpc - 1) / rpc;
     }
-    eng_pool_run(c->pool, mm_task, &s);
+    s.first_chunk[nj] = total;
+    eng_pool_run(c->pool, mm_task, &s, total);
 }
 
 /* ---------------------------------------------------------------- attention section */
@@ -297,7 +305,8 @@ typedef struct {
 } att_sec;
 
 /* hot: for each (token, head): softmax(q.K^T * scale) over visible cells, then . V */
-static void att_task(void *arg, int ith, int nth)
+#define ATT_PAIRS 4   /* (token, head) pairs per chunk */
+static void att_task(void *arg, long chunk, int ith)
 {
     att_sec *s = arg;
     eng_ctx *c = s->c;
@@ -308,8 +317,7 @@ static void att_task(void *arg, int ith, int nth)
     const float *V = c->vc + (size_t)s->il * c->n_ctx * kvd;
     const float scale = 1.0f / sqrtf((float)hd);
     float *sc = c->scores + (size_t)ith * c->n_ctx;
-    long a, b;
-    eng_split((long)s->n_tok * nh, ith, nth, &a, &b);
+    const long a = chunk * ATT_PAIRS, b = LCX_MIN(a + ATT_PAIRS, (long)s->n_tok * nh);
     for (long p = a; p < b; p++) {
         const int t = (int)(p / nh), h = (int)(p % nh), kh = h / gqa;
         const int32_t pos = c->ub_pos[t];
@@ -339,11 +347,12 @@ static void att_task(void *arg, int ith, int nth)
 /* ---------------------------------------------------------------- ffn activation */
 
 typedef struct { float *g; const float *u; size_t n; } swiglu_arg;
-static void swiglu_task(void *arg, int ith, int nth)
+#define SWIGLU_CHUNK 8192
+static void swiglu_task(void *arg, long chunk, int ith)
 {
     swiglu_arg *s = arg;
-    long a, b;
-    eng_split((long)s->n, ith, nth, &a, &b);
+    const long a = chunk * SWIGLU_CHUNK, b = LCX_MIN(a + SWIGLU_CHUNK, (long)s->n);
+    (void)ith;
     for (long i = a; i < b; i++) {
         const float g = s->g[i];
         s->g[i] = (g / (1.0f + expf(-g))) * s->u[i];
@@ -413,7 +422,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
             memcpy(c->vc + off, v, kvd * sizeof(float));
         }
         att_sec as = {c, il, n};
-        eng_pool_run(c->pool, att_task, &as);
+        eng_pool_run(c->pool, att_task, &as, ((long)n * nh + ATT_PAIRS - 1) / ATT_PAIRS);
         act_invalidate(c);
         {
             const eng_wmat *w[1] = {&L->wo};
@@ -429,8 +438,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
             matmul_multi(c, c->xn, E, n, w, y, 2);
         }
         swiglu_arg sa = {c->gate, c->up, (size_t)n * F};
-        if ((size_t)n * F >= 4096) eng_pool_run(c->pool, swiglu_task, &sa);
-        else swiglu_task(&sa, 0, 1);
+        eng_pool_run(c->pool, swiglu_task, &sa, ((long)n * F + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK);
         act_invalidate(c);
         {
             const eng_wmat *w[1] = {&L->wd};
