@@ -36,7 +36,8 @@ struct eng_ctx {
     const float *act_src[2];  /* what act[i] currently holds (pointer + rows) */
     int act_rows[2];
     size_t act_cap;           /* bytes per buffer */
-    float *scores;            /* (nth, n_ctx) */
+    float *scores;            /* (nth, gqa, n_ctx) */
+    int32_t *vis;             /* (nth, n_ctx) visible cells of one token */
     float *rope_cs;           /* (n_ub, n_rot) cos,sin pairs */
     int32_t *ub_pos, *ub_cell;
     float *logits;            /* (n_logits_cap, n_vocab) */
@@ -65,7 +66,7 @@ void eng_ctx_free(eng_ctx *c)
     free(c->kc); free(c->vc); free(c->cell_pos);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att);
     free(c->gate); free(c->up); free(c->act[0]); free(c->act[1]);
-    free(c->scores); free(c->rope_cs); free(c->ub_pos); free(c->ub_cell);
+    free(c->scores); free(c->vis); free(c->rope_cs); free(c->ub_pos); free(c->ub_cell);
     free(c->logits);
     free(c);
 }
@@ -116,14 +117,15 @@ int eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out)
     c->act_cap = ar * ub;
     c->act[0] = malloc(c->act_cap);
     c->act[1] = malloc(c->act_cap);
-    c->scores = malloc((size_t)c->nth * c->n_ctx * sizeof(float));
+    c->scores = malloc((size_t)c->nth * (I->n_head / I->n_head_kv) * c->n_ctx * sizeof(float));
+    c->vis = malloc((size_t)c->nth * c->n_ctx * sizeof(int32_t));
     c->rope_cs = malloc(ub * I->n_rot * sizeof(float));
     c->ub_pos = malloc(ub * sizeof(int32_t));
     c->ub_cell = malloc(ub * sizeof(int32_t));
     c->logits_cap = 1;
     c->logits = malloc((size_t)I->n_vocab * sizeof(float));
     if (!c->kc || !c->vc || !c->cell_pos || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att ||
-        !c->gate || !c->up || !c->act[0] || !c->act[1] || !c->scores || !c->rope_cs || !c->ub_pos ||
+        !c->gate || !c->up || !c->act[0] || !c->act[1] || !c->scores || !c->vis || !c->rope_cs || !c->ub_pos ||
         !c->ub_cell || !c->logits) {
         eng_ctx_free(c);
         return LCX_ENOMEM;
@@ -304,8 +306,10 @@ typedef struct {
     int il, n_tok;
 } att_sec;
 
-/* hot: for each (token, head): softmax(q.K^T * scale) over visible cells, then . V */
-#define ATT_PAIRS 4   /* (token, head) pairs per chunk */
+/* hot: for each (token, KV head): the GQA group of query heads together, so each K and V
+ * row is loaded once for all of them. softmax(q.K^T * scale) over the visible cells (position
+ * <= the token's), then . V. Per-thread scratch: visible-cell list (n_ctx ints) and scores
+ * (gqa, n_ctx). */
 static void att_task(void *arg, long chunk, int ith)
 {
     att_sec *s = arg;
@@ -316,31 +320,42 @@ static void att_task(void *arg, long chunk, int ith)
     const float *K = c->kc + (size_t)s->il * c->n_ctx * kvd;
     const float *V = c->vc + (size_t)s->il * c->n_ctx * kvd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = c->scores + (size_t)ith * c->n_ctx;
-    const long a = chunk * ATT_PAIRS, b = LCX_MIN(a + ATT_PAIRS, (long)s->n_tok * nh);
-    for (long p = a; p < b; p++) {
-        const int t = (int)(p / nh), h = (int)(p % nh), kh = h / gqa;
-        const int32_t pos = c->ub_pos[t];
-        const float *q = c->q + ((size_t)t * nh + h) * hd;
-        float *o = c->att + ((size_t)t * nh + h) * hd;
-        float mx = -INFINITY;
-        for (int i = 0; i < c->hi; i++) {
-            const int32_t cp = c->cell_pos[i];
-            if (cp < 0 || cp > pos) { sc[i] = -INFINITY; continue; }
-            const float v = dot_f32(q, K + (size_t)i * kvd + (size_t)kh * hd, hd) * scale;
-            sc[i] = v;
-            if (v > mx) mx = v;
+    float *sc = c->scores + (size_t)ith * c->n_ctx * gqa;     /* (gqa, n_ctx) */
+    int32_t *vis = c->vis + (size_t)ith * c->n_ctx;
+    const int t = (int)(chunk / nkv), kh = (int)(chunk % nkv);
+    const int32_t pos = c->ub_pos[t];
+    int nvis = 0;
+    for (int i = 0; i < c->hi; i++) {
+        const int32_t cp = c->cell_pos[i];
+        if (cp >= 0 && cp <= pos) vis[nvis++] = i;
+    }
+    const float *q0 = c->q + ((size_t)t * nh + (size_t)kh * gqa) * hd;
+    float *o0 = c->att + ((size_t)t * nh + (size_t)kh * gqa) * hd;
+    float mx[64];
+    for (int g = 0; g < gqa; g++) mx[g] = -INFINITY;
+    for (int j = 0; j < nvis; j++) {
+        const float *k = K + (size_t)vis[j] * kvd + (size_t)kh * hd;
+        for (int g = 0; g < gqa; g++) {
+            const float v = dot_f32(q0 + (size_t)g * hd, k, hd) * scale;
+            sc[(size_t)g * c->n_ctx + j] = v;
+            if (v > mx[g]) mx[g] = v;
         }
+    }
+    float inv[64];
+    for (int g = 0; g < gqa; g++) {
+        float *sg = sc + (size_t)g * c->n_ctx;
         double sum = 0;
-        for (int i = 0; i < c->hi; i++) {
-            const float e = sc[i] == -INFINITY ? 0.0f : expf(sc[i] - mx);
-            sc[i] = e;
+        for (int j = 0; j < nvis; j++) {
+            const float e = expf(sg[j] - mx[g]);
+            sg[j] = e;
             sum += (double)e;
         }
-        const float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
-        memset(o, 0, hd * sizeof(float));
-        for (int i = 0; i < c->hi; i++)
-            if (sc[i] != 0.0f) axpy_f32(o, sc[i] * inv, V + (size_t)i * kvd + (size_t)kh * hd, hd);
+        inv[g] = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+    }
+    memset(o0, 0, (size_t)gqa * hd * sizeof(float));
+    for (int j = 0; j < nvis; j++) {
+        const float *v = V + (size_t)vis[j] * kvd + (size_t)kh * hd;
+        for (int g = 0; g < gqa; g++) axpy_f32(o0 + (size_t)g * hd, sc[(size_t)g * c->n_ctx + j] * inv[g], v, hd);
     }
 }
 
@@ -422,7 +437,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
             memcpy(c->vc + off, v, kvd * sizeof(float));
         }
         att_sec as = {c, il, n};
-        eng_pool_run(c->pool, att_task, &as, ((long)n * nh + ATT_PAIRS - 1) / ATT_PAIRS);
+        eng_pool_run(c->pool, att_task, &as, (long)n * nkv);
         act_invalidate(c);
         {
             const eng_wmat *w[1] = {&L->wo};

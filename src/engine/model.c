@@ -168,6 +168,8 @@ static int load(loader *L)
         return errf(L->err, L->errlen, LCX_ECORRUPT,
                     "model: bad hyper-parameters (n_embd %u, n_layer %u, n_head %u, n_head_kv %u, n_ff %u, ctx %u)",
                     n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx);
+    if (n_head / n_head_kv > 64)   /* attention keeps per-group state on the stack */
+        return errf(L->err, L->errlen, LCX_ENOTSUP, "model: %u query heads per KV head (max 64)", n_head / n_head_kv);
     uint32_t hd_def = n_embd / n_head;
     if ((rc = get_u32_key(L, "attention.key_length", &hd_k, false, hd_def))) return rc;
     if ((rc = get_u32_key(L, "attention.value_length", &hd_v, false, hd_k))) return rc;
