@@ -849,8 +849,6 @@ int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *ment
         rc = lcx_scope__promote(m, s);
     } else if (!m->o.watch && lcx_now_ms() - s->last_refresh_ms > 2000) {
         rc = build(m, s, NULL, NULL);   /* no watcher: poll the tree at most every 2 s */
-    } else if (package && cb) {
-        rc = build(m, s, cb, ud);       /* explicit /index: refresh now */
     }
     pthread_mutex_unlock(&s->mu);
     if (rc) {
@@ -924,17 +922,17 @@ int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, voi
     if (err_code) *err_code = why;
     if (rc) return rc;
     lcx_scope *s;
-    rc = lcx_scopes__acquire(m, canon, NULL, 0, true, cb ? cb : NULL, ud, &s);
+    double t0 = lcx_now_ms();
+    rc = lcx_scopes__acquire(m, canon, NULL, 0, true, cb, ud, &s);
     if (rc) {
         if (err_code) *err_code = "internal";
         return rc;
     }
-    if (!cb) {
-        /* explicit /index without progress: make sure it is fresh */
-        pthread_mutex_lock(&s->mu);
-        if (s->loaded_from_disk && s->last_refresh_ms + 50 < lcx_now_ms()) rc = build(m, s, NULL, NULL);
-        pthread_mutex_unlock(&s->mu);
-    }
+    /* an explicit index request always leaves the scope fresh: when it was already loaded
+     * (nothing walked by acquire), refresh now — only changed files are read */
+    pthread_mutex_lock(&s->mu);
+    if (s->last_refresh_ms < t0) rc = build(m, s, cb, ud);
+    pthread_mutex_unlock(&s->mu);
     if (info) {
         pthread_mutex_lock(&s->mu);
         lcx_scope__fill_info(s, info);

@@ -200,7 +200,7 @@ static int walk_dir(walker *w, bool recurse)
         names[n++] = s;
     }
     closedir(d);
-    if (rc == 0) qsort(names, n, sizeof *names, cmp_str);
+    if (rc == 0 && n > 1) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const char *name = names[i];
         size_t L = strlen(name);

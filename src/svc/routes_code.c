@@ -1,0 +1,318 @@
+/* longctx-svc: code-aware retrieval routes (SPEC §2) and the "code" module.
+ *
+ *   POST /index?scope=PATH      (or JSON body {"scope": PATH})
+ *     → {"scope_path","scope_hash","files","chunks","status", "symbols", "bytes",
+ *        "skipped":{"binary","large","unreadable","secret","other"}, "build_ms"}
+ *   POST /retrieve?scope=PATH&query=TEXT&top_k=K
+ *     → text/plain: the SPEC §2 splice ("## Retrieved code context…"), "" when nothing
+ *   POST /retrieve  JSON {"session_id"?, "prefill_text"?, "query", "top_k": 8 (1..64),
+ *                         "explicit_scope"?, "default_scope"?}
+ *     → {"chunks":[{"text","file_path","start_line","end_line","file_type","score"}],
+ *        "scope_path","scope_hash","scope_status","scope_sentinel","session_id",
+ *        "used_rerank","paraphrases_count","confidence","system_message"}
+ *   Both /retrieve forms set x-longctx-session, x-longctx-scope (the scope path,
+ *   percent-encoded outside printable ASCII), x-longctx-chunks-used,
+ *   x-longctx-scope-status (hot | package | none), x-longctx-confidence (0..1, 3 decimals).
+ * Session id: body session_id → header x-session-affinity → x-session-id; none →
+ * an ephemeral id ("ephemeral-…", returned but never bound).
+ * Errors (4xx JSON): bad_request (missing query, top_k out of range, bad types),
+ * bad_scope (relative / not a directory) 400, not_found 404, forbidden (secrets, /proc,
+ * /sys, /dev, "/") 403, unreadable 403.
+ *
+ * The module's state is an lcx_scopes (include/longctx/lcx_scope.h) in svc->code; the
+ * proxy and the MCP server call lcx_code_retrieve(svc->code, …) directly. */
+#include "svc/svc.h"
+#include "longctx/lcx_scope.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx_svc_code_init(lcx_svc *svc);
+void lcx_svc_code_fini(lcx_svc *svc);
+void lcx_svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
+
+#define MAX_QUERY_BYTES (64u << 10)
+
+int lcx_svc_code_init(lcx_svc *svc)
+{
+    lcx_scopes_opts o = lcx_scopes_defaults();
+    o.data_dir = svc->cfg.data_dir;
+    const char *w = getenv("LONGCTX_WATCH");
+    if (w && (!strcmp(w, "0") || !strcmp(w, "false") || !strcmp(w, "off"))) o.watch = false;
+    lcx_scopes *m;
+    int rc = lcx_scopes_open(&o, svc->emb, &m);
+    if (rc < 0) {
+        fprintf(stderr, "longctx-svc: code scopes: %s\n", lcx_strerror(rc));
+        return rc;
+    }
+    svc->code = m;
+    return 0;
+}
+
+void lcx_svc_code_fini(lcx_svc *svc)
+{
+    lcx_scopes_close(svc->code);
+    svc->code = NULL;
+}
+
+void lcx_svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
+{
+    lcx_scopes *m = svc->code;
+    if (!m) return;
+    if (text) {
+        char *t = NULL;
+        if (lcx_scopes_status_text(m, &t) >= 0 && t) lcx_buf_puts(text, t);
+        free(t);
+        lcx_buf_printf(text, "[longctx] scopes: %u loaded, %.1f MB\n", lcx_scopes_loaded(m),
+                       (double)lcx_scopes_mem_bytes(m) / (1024.0 * 1024.0));
+        return;
+    }
+    char *arr = NULL;
+    if (lcx_scopes_status_json(m, &arr) >= 0 && arr) {
+        cJSON *a = cJSON_Parse(arr);
+        if (a) cJSON_ReplaceItemInObjectCaseSensitive(json, "scopes", a);
+    }
+    free(arr);
+    cJSON *n = cJSON_CreateNumber(lcx_scopes_loaded(m));
+    if (n) cJSON_ReplaceItemInObjectCaseSensitive(json, "scopes_loaded", n);
+    cJSON_AddNumberToObject(json, "scopes_memory_mb",
+                            (double)(long long)((double)lcx_scopes_mem_bytes(m) / (1024.0 * 1024.0) * 10) / 10);
+}
+
+static int err_status(const char *code)
+{
+    if (!code) return 500;
+    if (!strcmp(code, "bad_request") || !strcmp(code, "bad_scope")) return 400;
+    if (!strcmp(code, "not_found")) return 404;
+    if (!strcmp(code, "forbidden") || !strcmp(code, "unreadable")) return 403;
+    return 500;
+}
+
+static const char *ft_name(lcx_file_type t)
+{
+    switch (t) {
+    case LCX_FT_CODE: return "code";
+    case LCX_FT_PROSE: return "prose";
+    case LCX_FT_CONFIG: return "config";
+    default: return "none";
+    }
+}
+
+/* Header-safe copy: bytes outside printable ASCII (and '%') percent-encoded. */
+static void header_safe(const char *s, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (; *s && k + 4 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c > 0x7e || c == '%') k += (size_t)snprintf(out + k, cap - k, "%%%02X", c);
+        else out[k++] = (char)c;
+    }
+    out[k] = 0;
+}
+
+static void set_headers(lcx_resp *resp, const lcx_code_result *r, const char *session)
+{
+    char v[LCX_SCOPE_PATH_MAX * 3 + 8];
+    header_safe(session, v, sizeof v);
+    lcx_resp_header(resp, "x-longctx-session", v);
+    header_safe(r->scope.scope_path[0] ? r->scope.scope_path : "none", v, sizeof v);
+    lcx_resp_header(resp, "x-longctx-scope", v);
+    snprintf(v, sizeof v, "%d", r->n_hits);
+    lcx_resp_header(resp, "x-longctx-chunks-used", v);
+    lcx_resp_header(resp, "x-longctx-scope-status", r->scope.status[0] ? r->scope.status : "none");
+    snprintf(v, sizeof v, "%.3f", (double)r->confidence);
+    lcx_resp_header(resp, "x-longctx-confidence", v);
+}
+
+int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    lcx_scopes *m = svc->code;
+    if (!m) { lcx_resp_error(resp, 503, "unavailable", "code scopes are not initialised"); return 0; }
+    const char *scope = lcx_req_query(req, "scope");
+    cJSON *body = NULL;
+    if (!scope) {
+        if (lcx_req_json(req, resp, true, &body) < 0) return 0;
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "scope");
+        if (!s) s = cJSON_GetObjectItemCaseSensitive(body, "scope_path");
+        if (s && !cJSON_IsString(s)) {
+            cJSON_Delete(body);
+            lcx_resp_error(resp, 400, "bad_request", "'scope' must be a string");
+            return 0;
+        }
+        scope = s ? s->valuestring : NULL;
+    }
+    if (!scope || !*scope) {
+        cJSON_Delete(body);
+        lcx_resp_error(resp, 400, "bad_request", "missing scope: POST /index?scope=/absolute/project/path");
+        return 0;
+    }
+    lcx_scope_info inf;
+    const char *why = NULL;
+    int rc = lcx_scopes_index(m, scope, NULL, NULL, &inf, &why);
+    if (rc < 0) {
+        int st = err_status(why);
+        lcx_resp_error(resp, st, why ? why : "internal", "cannot index %s: %s", scope,
+                       why && !strcmp(why, "forbidden") ? "secrets and system directories are never indexed"
+                                                        : lcx_strerror(rc));
+        cJSON_Delete(body);
+        return 0;
+    }
+    cJSON_Delete(body);
+    lcx_buf *b = lcx_resp_json_buf(resp, 200);
+    lcx_buf_puts(b, "{\"scope_path\":");
+    lcx_buf_json_str(b, inf.scope_path, strlen(inf.scope_path));
+    lcx_buf_printf(b, ",\"scope_hash\":\"%s\",\"scope_sentinel\":\"%s\",\"files\":%u,\"chunks\":%u,\"status\":\"%s\","
+                      "\"symbols\":%u,\"bytes\":%llu,\"files_read\":%u,\"truncated\":%s,"
+                      "\"skipped\":{\"binary\":%u,\"large\":%u,\"unreadable\":%u,\"secret\":%u,\"other\":%u},"
+                      "\"build_ms\":",
+                   inf.scope_hash, inf.sentinel, inf.files, inf.chunks, inf.status, inf.symbols,
+                   (unsigned long long)inf.bytes, inf.files_read_last, inf.truncated ? "true" : "false",
+                   inf.skipped_binary, inf.skipped_large, inf.skipped_unreadable, inf.skipped_secret,
+                   inf.skipped_other);
+    lcx_buf_json_num(b, (double)(long long)(inf.build_ms * 1000) / 1000);
+    lcx_buf_puts(b, "}");
+    return 0;
+}
+
+/* strict base-10 integer */
+static bool parse_int(const char *s, long *v)
+{
+    if (!s || !*s) return false;
+    char *e;
+    long x = strtol(s, &e, 10);
+    if (*e) return false;
+    *v = x;
+    return true;
+}
+
+int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    lcx_scopes *m = svc->code;
+    if (!m) { lcx_resp_error(resp, 503, "unavailable", "code scopes are not initialised"); return 0; }
+    lcx_code_request rq = lcx_code_request_init();
+    const char *qs_query = lcx_req_query(req, "query");
+    const char *qs_scope = lcx_req_query(req, "scope");
+    bool text_form = qs_query || qs_scope;
+    cJSON *body = NULL;
+    char session[300];
+    session[0] = 0;
+    if (text_form) {
+        if (!qs_query || !*qs_query) { lcx_resp_error(resp, 400, "bad_request", "missing query"); return 0; }
+        if (!qs_scope || !*qs_scope) { lcx_resp_error(resp, 400, "bad_request", "missing scope"); return 0; }
+        const char *tk = lcx_req_query(req, "top_k");
+        long k = 8;
+        if (tk && (!parse_int(tk, &k) || k < 1 || k > 64)) {
+            lcx_resp_error(resp, 400, "bad_request", "top_k must be an integer in 1..64");
+            return 0;
+        }
+        rq.top_k = (int)k;
+        rq.query = qs_query;
+        rq.query_len = strlen(qs_query);
+        rq.explicit_scope = qs_scope;
+    } else {
+        if (lcx_req_json(req, resp, false, &body) < 0) return 0;
+        const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "query");
+        if (!q || cJSON_IsNull(q) || (cJSON_IsString(q) && !q->valuestring[0])) {
+            lcx_resp_error(resp, 400, "bad_request", "missing query");
+            goto out;
+        }
+        static const char *const strs[] = {"query", "prefill_text", "explicit_scope", "default_scope", "session_id"};
+        for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(body, strs[i]);
+            if (x && !cJSON_IsNull(x) && !cJSON_IsString(x)) {
+                lcx_resp_error(resp, 400, "bad_request", "'%s' must be a string", strs[i]);
+                goto out;
+            }
+        }
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(body, "top_k");
+        if (tk && !cJSON_IsNull(tk)) {
+            if (!cJSON_IsNumber(tk) || !isfinite(tk->valuedouble) || tk->valuedouble != floor(tk->valuedouble) ||
+                tk->valuedouble < 1 || tk->valuedouble > 64) {
+                lcx_resp_error(resp, 400, "bad_request", "top_k must be an integer in 1..64");
+                goto out;
+            }
+            rq.top_k = (int)tk->valuedouble;
+        }
+        rq.query = q->valuestring;
+        rq.query_len = strlen(q->valuestring);
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(body, "prefill_text");
+        if (cJSON_IsString(x)) { rq.prefill = x->valuestring; rq.prefill_len = strlen(x->valuestring); }
+        x = cJSON_GetObjectItemCaseSensitive(body, "explicit_scope");
+        if (cJSON_IsString(x) && x->valuestring[0]) rq.explicit_scope = x->valuestring;
+        x = cJSON_GetObjectItemCaseSensitive(body, "default_scope");
+        if (cJSON_IsString(x) && x->valuestring[0]) rq.default_scope = x->valuestring;
+        x = cJSON_GetObjectItemCaseSensitive(body, "session_id");
+        if (cJSON_IsString(x) && x->valuestring[0]) snprintf(session, sizeof session, "%s", x->valuestring);
+    }
+    if (rq.query_len > MAX_QUERY_BYTES) {
+        lcx_resp_error(resp, 400, "bad_request", "query longer than %u bytes", MAX_QUERY_BYTES);
+        goto out;
+    }
+    if (!session[0]) {
+        const char *h = lcx_req_header(req, "x-session-affinity");
+        if (!h || !*h) h = lcx_req_header(req, "x-session-id");
+        if (h && *h) snprintf(session, sizeof session, "%s", h);
+    }
+    bool ephemeral = !session[0];
+    if (!ephemeral && !lcx_svc_session_id_ok(session)) {
+        lcx_resp_error(resp, 400, "bad_request", "invalid session id");
+        goto out;
+    }
+    if (ephemeral) {
+        uint64_t r = lcx_hash64(&rq, sizeof rq, lcx_now_ns());
+        snprintf(session, sizeof session, "ephemeral-%016llx", (unsigned long long)r);
+    } else {
+        rq.session_id = session;
+    }
+    lcx_code_result res;
+    int rc = lcx_code_retrieve(m, &rq, &res);
+    if (rc < 0) {
+        lcx_resp_error(resp, err_status(res.err_code), res.err_code ? res.err_code : "internal", "%s",
+                       res.err_msg[0] ? res.err_msg : lcx_strerror(rc));
+        lcx_code_result_free(&res);
+        goto out;
+    }
+    set_headers(resp, &res, session);
+    if (text_form) {
+        lcx_resp_text(resp, 200, "text/plain; charset=utf-8", res.splice, res.splice_len);
+        lcx_code_result_free(&res);
+        goto out;
+    }
+    lcx_buf *b = lcx_resp_json_buf(resp, 200);
+    lcx_buf_puts(b, "{\"chunks\":[");
+    for (int i = 0; i < res.n_hits; i++) {
+        const lcx_code_hit *h = &res.hits[i];
+        lcx_buf_puts(b, i ? ",{\"text\":" : "{\"text\":");
+        lcx_buf_json_str(b, h->text, strlen(h->text));
+        lcx_buf_puts(b, ",\"file_path\":");
+        lcx_buf_json_str(b, h->file_path, strlen(h->file_path));
+        lcx_buf_printf(b, ",\"start_line\":%u,\"end_line\":%u,\"file_type\":\"%s\",\"score\":", h->start_line,
+                       h->end_line, ft_name(h->file_type));
+        lcx_buf_json_num(b, h->score);
+        lcx_buf_printf(b, ",\"symbol_hit\":%s}", h->symbol_hit ? "true" : "false");
+    }
+    lcx_buf_puts(b, "],\"scope_path\":");
+    if (res.scope.scope_path[0]) lcx_buf_json_str(b, res.scope.scope_path, strlen(res.scope.scope_path));
+    else lcx_buf_puts(b, "null");
+    if (res.scope.scope_hash[0]) lcx_buf_printf(b, ",\"scope_hash\":\"%s\"", res.scope.scope_hash);
+    else lcx_buf_puts(b, ",\"scope_hash\":null");
+    lcx_buf_printf(b, ",\"scope_status\":\"%s\",\"scope_sentinel\":", res.scope.status[0] ? res.scope.status : "none");
+    if (res.scope.scope_path[0]) lcx_buf_json_str(b, res.scope.sentinel, strlen(res.scope.sentinel));
+    else lcx_buf_puts(b, "null");
+    lcx_buf_puts(b, ",\"session_id\":");
+    lcx_buf_json_str(b, session, strlen(session));
+    lcx_buf_printf(b, ",\"ephemeral\":%s,\"used_rerank\":%s,\"paraphrases_count\":%d,\"scopes_searched\":%d,\"confidence\":",
+                   ephemeral ? "true" : "false", res.used_rerank ? "true" : "false", res.paraphrases_count, res.n_scopes);
+    lcx_buf_json_num(b, (double)(long long)(res.confidence * 1000 + 0.5) / 1000);
+    lcx_buf_puts(b, ",\"system_message\":");
+    lcx_buf_json_str(b, res.splice, res.splice_len);
+    lcx_buf_puts(b, "}");
+    lcx_code_result_free(&res);
+out:
+    cJSON_Delete(body);
+    return 0;
+}
