@@ -6,6 +6,7 @@
  *
  *   bench_engine_quant [--reps N] [--types q8_0,q4_0,...] [--isa scalar|avx2|avx512] [--no-vocab-pp]
  *                      [--cpu]   (thread CPU time instead of wall time)
+ *                      [--shape I] (only shape I of the table below, 0-based)
  */
 #include <math.h>
 #include <stdio.h>
@@ -118,6 +119,7 @@ int main(int argc, char **argv)
 {
     int reps = 5;
     bool vocab_pp = true;
+    int only_shape = -1;
     eng_isa isa = eng_isa_best();
     const char *types = "q8_0,q4_0,q5_0,q4_K,q5_K,q6_K,f16,bf16,f32";
     for (int i = 1; i < argc; i++) {
@@ -125,11 +127,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--no-vocab-pp")) vocab_pp = false;
         else if (!strcmp(argv[i], "--cpu")) g_cpu_time = true;
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
             const char *v = argv[++i];
             isa = !strcmp(v, "scalar") ? ENG_ISA_SCALAR : !strcmp(v, "avx2") ? ENG_ISA_AVX2 : ENG_ISA_AVX512;
         } else {
-            fprintf(stderr, "usage: %s [--reps N] [--types a,b] [--isa scalar|avx2|avx512] [--no-vocab-pp] [--cpu]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps N] [--types a,b] [--isa scalar|avx2|avx512] [--no-vocab-pp] [--cpu] [--shape INDEX]\n", argv[0]);
             return 2;
         }
     }
@@ -161,6 +164,10 @@ int main(int argc, char **argv)
         bool complete = true;
         for (size_t k = 0; k < LCX_ARRAY_LEN(k_shapes); k++) {
             const shape *s = &k_shapes[k];
+            if (only_shape >= 0 && (size_t)only_shape != k) {
+                complete = false;
+                continue;
+            }
             if (s->n_in % eng_type_block_elems(wt)) {
                 printf("%-6s %-22s %10s\n", tok, s->name, "n/a (row not a multiple of the block)");
                 complete = false;
