@@ -125,6 +125,13 @@ static void *serve_conn(void *ud)
                        "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n");
         send_chunk(fd, "data: [DONE]\n\n");
         send_str(fd, "0\r\n\r\n");
+    } else if (!strcmp(mode, "sse")) {
+        /* an immediate short stream (benchmarks: time to first byte) */
+        send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                     "Connection: close\r\n\r\n");
+        send_chunk(fd, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n");
+        send_chunk(fd, "data: [DONE]\n\n");
+        send_str(fd, "0\r\n\r\n");
     } else if (!strcmp(mode, "endless")) {
         send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                      "Connection: close\r\n\r\n");

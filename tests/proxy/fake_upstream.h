@@ -5,6 +5,7 @@
  *   "stream"      → SSE: chunk 1, then WAITS until the test calls fu_release() (or 10 s),
  *                   then chunk 2 + [DONE]. Records whether it was released (incremental
  *                   delivery reached the client) or timed out (the proxy buffered).
+ *   "sse"         → SSE: one chunk + [DONE] at once (benchmarks).
  *   "endless"     → SSE chunk every 50 ms until a write fails; records that the peer
  *                   went away (disconnect propagated upstream).
  *   "hang"        → reads the request, never answers (timeout mapping).
