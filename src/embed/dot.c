@@ -4,6 +4,7 @@
 #include "embed/embed.h"
 #include "util/util.h"
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 /* ---- f16 conversion, pure C reference (no F16C) */
@@ -158,4 +159,93 @@ void lcx__dot_f16_rows(const float *q, const uint16_t *rows, size_t n_rows, size
 {
     if (lcx_cpu_has_avx512()) lcx__dot_f16_rows_avx512(q, rows, n_rows, dim, out);
     else lcx__dot_f16_rows_avx2(q, rows, n_rows, dim, out);
+}
+
+/* ---- 8-bit rows · 8-bit query */
+void lcx__quant_row_u8(const uint16_t *row, size_t dim, uint8_t *out, float *scale)
+{
+    float mx = 0;
+    for (size_t i = 0; i < dim; i++) {
+        float a = fabsf(_cvtsh_ss(row[i]));
+        if (a > mx) mx = a;
+    }
+    if (!(mx > 0) || !isfinite(mx)) {
+        memset(out, 128, dim);
+        *scale = 0;
+        return;
+    }
+    float inv = 127.0f / mx;
+    for (size_t i = 0; i < dim; i++) out[i] = (uint8_t)(lrintf(_cvtsh_ss(row[i]) * inv) + 128);
+    *scale = mx / 127.0f;
+}
+
+float lcx__quant_query_i8(const float *q, size_t dim, int8_t *out)
+{
+    float mx = 0;
+    for (size_t i = 0; i < dim; i++)
+        if (fabsf(q[i]) > mx) mx = fabsf(q[i]);
+    if (!(mx > 0) || !isfinite(mx)) {
+        memset(out, 0, dim);
+        return 0;
+    }
+    float inv = 63.0f / mx;
+    for (size_t i = 0; i < dim; i++) out[i] = (int8_t)lrintf(q[i] * inv);
+    return mx / 63.0f;
+}
+
+void lcx__dot_u8_rows_scalar(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)
+{
+    for (size_t r = 0; r < n_rows; r++) {
+        const uint8_t *v = rows + r * dim;
+        int64_t s = 0;
+        for (size_t i = 0; i < dim; i++) s += (int32_t)q[i] * ((int32_t)v[i] - 128);
+        out[r] = (int32_t)s;
+    }
+}
+
+static inline int32_t hsum_epi32(__m256i v)
+{
+    __m128i a = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0x4e));
+    a = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0xb1));
+    return _mm_cvtsi128_si32(a);
+}
+
+/* hot: the first stage of every dense search (one pass over all rows). Per 32 dims:
+ * vpmaddubsw (u8 row × s8 query → 16 int16 pair sums, never saturating, see embed.h),
+ * vpmaddwd with ones (→ 8 int32), add. Σ q·u − 128·Σ q = Σ q·(u − 128). Two rows per
+ * iteration share the query loads. */
+void lcx__dot_u8_rows_avx2(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)
+{
+    size_t d32 = dim & ~(size_t)31;
+    int32_t qsum = 0;
+    for (size_t i = 0; i < dim; i++) qsum += q[i];
+    const __m256i ones = _mm256_set1_epi16(1);
+    size_t r = 0;
+    for (; r + 2 <= n_rows; r += 2) {
+        const uint8_t *v0 = rows + r * dim, *v1 = v0 + dim;
+        __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+        size_t i = 0;
+        for (; i < d32; i += 32) {
+            __m256i qv = _mm256_loadu_si256((const __m256i *)(q + i));
+            __m256i p0 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v0 + i)), qv);
+            __m256i p1 = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v1 + i)), qv);
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(p0, ones));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, ones));
+        }
+        int32_t s0 = hsum_epi32(a0), s1 = hsum_epi32(a1);
+        for (; i < dim; i++) {
+            s0 += (int32_t)q[i] * v0[i];
+            s1 += (int32_t)q[i] * v1[i];
+        }
+        out[r] = s0 - 128 * qsum;
+        out[r + 1] = s1 - 128 * qsum;
+    }
+    for (; r < n_rows; r++) lcx__dot_u8_rows_scalar(q, rows + r * dim, 1, dim, out + r);
+}
+
+void lcx__dot_u8_rows(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)
+{
+    if (lcx_cpu_has_avx512()) lcx__dot_u8_rows_avx512(q, rows, n_rows, dim, out);
+    else lcx__dot_u8_rows_avx2(q, rows, n_rows, dim, out);
 }

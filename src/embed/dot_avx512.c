@@ -43,3 +43,28 @@ void lcx__dot_f16_rows_avx512(const float *q, const uint16_t *rows, size_t n_row
         out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
     }
 }
+
+/* hot: see lcx__dot_u8_rows_avx2; 64 dims per step, masked tail. */
+void lcx__dot_u8_rows_avx512(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)
+{
+    size_t d64 = dim & ~(size_t)63;
+    int32_t qsum = 0;
+    for (size_t i = 0; i < dim; i++) qsum += q[i];
+    const __m512i ones = _mm512_set1_epi16(1);
+    __mmask64 tm = dim - d64 ? (__mmask64)((1ull << (dim - d64)) - 1) : 0;
+    for (size_t r = 0; r < n_rows; r++) {
+        const uint8_t *v = rows + r * dim;
+        __m512i acc = _mm512_setzero_si512();
+        size_t i = 0;
+        for (; i < d64; i += 64) {
+            __m512i p = _mm512_maddubs_epi16(_mm512_loadu_si512((const void *)(v + i)),
+                                             _mm512_loadu_si512((const void *)(q + i)));
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(p, ones));
+        }
+        if (tm) {   /* masked-off lanes load 0 from both: product 0 */
+            __m512i p = _mm512_maddubs_epi16(_mm512_maskz_loadu_epi8(tm, v + i), _mm512_maskz_loadu_epi8(tm, q + i));
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(p, ones));
+        }
+        out[r] = _mm512_reduce_add_epi32(acc) - 128 * qsum;
+    }
+}

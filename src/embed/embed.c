@@ -13,6 +13,7 @@
  *   identifier part ("parse", "header")        0.6     partial symbol match, camel/snake
  *   bigram of consecutive whole tokens          0.7     phrase / word order ("project nova")
  *   char 3-grams of words ≥ 4 bytes             0.5/√n  morphology ("codes" ~ "code"), typos
+ *   (all token kinds share one hash space: the query word "parse" meets the part "parse")
  *     (with < > boundary marks, n = 3-grams in the word; numbers get none: 481728 ≠ 481729)
  *
  * Each feature hash h (64-bit) picks bucket ((h>>32)·dim)>>32 and sign ±1 from bit 0, so
@@ -34,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define K_VERSION 1
+#define K_VERSION 2
 #define W_WORD 1.0f
 #define W_NUMBER 2.0f
 #define W_IDENT 1.5f
@@ -88,13 +89,7 @@ typedef struct {
     int dim;
 } hash_emb;
 
-typedef struct {
-    float *acc;          /* (dim) accumulator */
-    uint32_t dim;
-    uint64_t prev;       /* hash of the previous whole token, 0 = none */
-} feat_ctx;
-
-static inline void add_feat(feat_ctx *c, uint64_t h, float w)
+static inline void add_feat(lcx__hfeat *c, uint64_t h, float w)
 {
     uint32_t b = (uint32_t)(((h >> 32) * (uint64_t)c->dim) >> 32);
     c->acc[b] += (h & 1) ? -w : w;
@@ -110,30 +105,51 @@ static inline uint64_t mix64(uint64_t x)
     return x;
 }
 
-/* hot: called for every token of every embedded text */
-static int on_token(const char *t, size_t n, int kind, void *ud)
+/* hot: called for every non-stopword token of every embedded text. The token hash h is
+ * shared with BM25 (lcx_hash64(tok, n, 0)); words, numbers, identifiers and parts share
+ * one feature space (so the query word "parse" meets the part "parse" of parseHeader),
+ * only their weights differ. */
+void lcx__hfeat_token(lcx__hfeat *c, const char *t, size_t n, int kind, uint64_t h)
 {
-    feat_ctx *c = ud;
-    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
-    uint64_t h = lcx_hash64(t, n, SEED_WORD + (uint64_t)(kind == LCX_TOK_PART));
     float w = kind == LCX_TOK_WORD ? W_WORD : kind == LCX_TOK_NUMBER ? W_NUMBER
             : kind == LCX_TOK_IDENT ? W_IDENT : W_PART;
-    add_feat(c, h, w);
+    uint64_t fh = mix64(h ^ SEED_WORD);
+    add_feat(c, fh, w);
     if (kind != LCX_TOK_PART) {
-        if (c->prev) add_feat(c, mix64(c->prev * 31 + h), W_BIGRAM);
-        c->prev = h;
+        if (c->prev) add_feat(c, mix64(c->prev * 31 + fh), W_BIGRAM);
+        c->prev = fh;
     }
     if (kind != LCX_TOK_NUMBER && n >= 4) {
-        /* char 3-grams over "<token>" : n of them */
+        /* char 3-grams over "<token>": n of them, one multiply each (the high bits of a
+         * 64-bit odd-constant product are well mixed; bucket and sign come from them) */
         float wc = W_CHAR / sqrtf((float)n);
         const unsigned char *s = (const unsigned char *)t;
+        uint32_t a = '<', b = s[0];
         for (size_t i = 0; i < n; i++) {
-            uint32_t a = i == 0 ? '<' : s[i - 1];
-            uint32_t b = s[i];
             uint32_t d = i + 1 < n ? s[i + 1] : '>';
-            add_feat(c, mix64(SEED_CHAR ^ (a | b << 8 | d << 16)), wc);
+            uint64_t g = ((uint64_t)(a | b << 8 | d << 16) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
+            uint32_t bk = (uint32_t)(((g >> 32) * (uint64_t)c->dim) >> 32);
+            c->acc[bk] += (g >> 31 & 1) ? -wc : wc;
+            a = b;
+            b = d;
         }
     }
+}
+
+void lcx__l2_normalise(float *v, uint32_t dim)
+{
+    double ss = 0;
+    for (uint32_t k = 0; k < dim; k++) ss += (double)v[k] * v[k];
+    if (ss > 0) {
+        float inv = (float)(1.0 / sqrt(ss));
+        for (uint32_t k = 0; k < dim; k++) v[k] *= inv;
+    }
+}
+
+static int on_token(const char *t, size_t n, int kind, void *ud)
+{
+    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    lcx__hfeat_token(ud, t, n, kind, lcx_hash64(t, n, 0));
     return 0;
 }
 
@@ -145,22 +161,19 @@ static int hash_embed(void *self, const char *const *texts, const size_t *lens, 
         float *v = out + (size_t)i * dim;   /* (dim) */
         memset(v, 0, dim * sizeof *v);
         if (!texts[i] && lens[i]) return LCX_EINVAL;
-        feat_ctx c = {v, dim, 0};
+        lcx__hfeat c = {v, dim, 0};
         if (lens[i]) {
             int rc = lcx_tokenize(texts[i], lens[i], on_token, &c);
             if (rc < 0) return rc;
         }
-        double ss = 0;
-        for (uint32_t k = 0; k < dim; k++) ss += (double)v[k] * v[k];
-        if (ss > 0) {
-            float inv = (float)(1.0 / sqrt(ss));
-            for (uint32_t k = 0; k < dim; k++) v[k] *= inv;
-        }
+        lcx__l2_normalise(v, dim);
     }
     return 0;
 }
 
 static void hash_destroy(void *self) { free(self); }
+
+int lcx__is_hash_embedder(const lcx_embedder *e) { return e && e->ops.embed == hash_embed; }
 
 int lcx_embedder_hash_new(int dim, lcx_embedder **out)
 {

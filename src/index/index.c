@@ -77,11 +77,9 @@ static int prep_grow_tab(lcx__prep *p, uint32_t cap)
     return 0;
 }
 
-static int prep_tok(const char *tok, size_t n, int kind, void *ud)
+/* hot: one call per indexed token of every ingested span */
+static int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h)
 {
-    lcx__prep *p = ud;
-    if (kind == LCX_TOK_WORD && lcx__stopword(tok, n)) return 0;
-    uint64_t h = lcx_hash64(tok, n, 0);
     p->dl++;
     uint32_t j = (uint32_t)h & (p->tab_cap - 1);
     for (;;) {
@@ -110,24 +108,66 @@ static int prep_tok(const char *tok, size_t n, int kind, void *ud)
         p->pool_cap = nc;
     }
     memcpy(p->pool + p->pool_len, tok, n);
-    p->t[p->nt] = (lcx__pterm){h, (uint32_t)p->pool_len, (uint16_t)n, 1};
+    p->t[p->nt] = (lcx__pterm){h, (uint32_t)p->pool_len, (uint16_t)n, 1, UINT32_MAX, 0};
     p->pool_len += n;
     p->tab[j] = ++p->nt;
     if (p->nt * 2 > p->tab_cap) return prep_grow_tab(p, p->tab_cap * 2);
     return 0;
 }
 
-int lcx__prep_text(lcx__prep *p, const char *text, size_t len)
+static int prep_tok(const char *tok, size_t n, int kind, void *ud)
+{
+    if (kind == LCX_TOK_WORD && lcx__stopword(tok, n)) return 0;
+    return prep_add(ud, tok, n, lcx_hash64(tok, n, 0));
+}
+
+typedef struct {
+    lcx__prep *p;
+    lcx__hfeat f;
+} pe_ctx;
+
+static int prep_embed_tok(const char *tok, size_t n, int kind, void *ud)
+{
+    pe_ctx *c = ud;
+    if (kind == LCX_TOK_WORD && lcx__stopword(tok, n)) return 0;
+    uint64_t h = lcx_hash64(tok, n, 0);
+    lcx__hfeat_token(&c->f, tok, n, kind, h);
+    return prep_add(c->p, tok, n, h);
+}
+
+static int prep_reset(lcx__prep *p)
 {
     p->nt = 0;
     p->pool_len = 0;
     p->dl = 0;
-    if (p->tab_cap < 512) {
-        int rc = prep_grow_tab(p, 512);
-        if (rc) return rc;
-    } else {
-        memset(p->tab, 0, p->tab_cap * sizeof *p->tab);
+    if (p->tab_cap < 512) return prep_grow_tab(p, 512);
+    memset(p->tab, 0, p->tab_cap * sizeof *p->tab);
+    return 0;
+}
+
+int lcx__prep_embed(lcx__prep *p, const lcx_embedder *emb, const char *text, size_t len, float *vec)
+{
+    if (!lcx__is_hash_embedder(emb)) {
+        int rc = lcx__prep_text(p, text, len);
+        if (rc < 0) return rc;
+        const char *t = text ? text : "";
+        rc = lcx_embed(emb, &t, &len, 1, vec);
+        return rc < 0 ? rc : 0;
     }
+    int rc = prep_reset(p);
+    if (rc) return rc;
+    uint32_t dim = (uint32_t)lcx_embedder_dim(emb);
+    memset(vec, 0, dim * sizeof *vec);
+    pe_ctx c = {p, {vec, dim, 0}};
+    if (len && (rc = lcx_tokenize(text, len, prep_embed_tok, &c)) < 0) return rc;
+    lcx__l2_normalise(vec, dim);
+    return 0;
+}
+
+int lcx__prep_text(lcx__prep *p, const char *text, size_t len)
+{
+    int rc = prep_reset(p);
+    if (rc) return rc;
     return len ? lcx_tokenize(text, len, prep_tok, p) : 0;
 }
 
@@ -167,6 +207,8 @@ void lcx_index_free(lcx_index *ix)
     free(ix->text_len);
     free(ix->del);
     free(ix->vec);
+    free(ix->vec8);
+    free(ix->vsc);
     free(ix->tab);
     free(ix->otstr);
     free(ix->otlen);
@@ -232,8 +274,14 @@ int lcx__index_reserve(lcx_index *ix, uint32_t n)
         while (nc < rows) nc = nc > UINT32_MAX / 2 ? rows : nc * 2;
         uint16_t *v = realloc(ix->vec, (size_t)nc * ix->dim * sizeof *v);
         if (!v) return LCX_ENOMEM;
-        ix->own_bytes += (size_t)(nc - ix->vec_cap) * ix->dim * 2;
         ix->vec = v;
+        uint8_t *v8 = realloc(ix->vec8, (size_t)nc * ix->dim);
+        if (!v8) return LCX_ENOMEM;
+        ix->vec8 = v8;
+        float *sc = realloc(ix->vsc, (size_t)nc * sizeof *sc);
+        if (!sc) return LCX_ENOMEM;
+        ix->vsc = sc;
+        ix->own_bytes += (size_t)(nc - ix->vec_cap) * (ix->dim * 3 + 4);
         ix->vec_cap = nc;
     }
     return 0;
@@ -366,6 +414,14 @@ static int plist_push(lcx_index *ix, lcx__plist *p, uint32_t doc, uint8_t tf)
     return 0;
 }
 
+void lcx__index_resolve(const lcx_index *ix, lcx__doc_terms *dt)
+{
+    for (uint32_t i = 0; i < dt->nt; i++) {
+        lcx__pterm *t = &dt->t[i];
+        t->tid = term_find(ix, dt->pool + t->off, t->len, t->hash, NULL);
+    }
+}
+
 int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint16_t *vec,
                       const lcx__doc_terms *dt, uint32_t *id_out)
 {
@@ -384,13 +440,15 @@ int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_te
      * point at id, which is harmless: id is only ever reused by the next commit) */
     for (uint32_t i = 0; i < dt->nt; i++) {
         const lcx__pterm *t = &dt->t[i];
-        int64_t tid = term_get(ix, dt->pool + t->off, t->len, t->hash);
+        int64_t tid = t->tid < ix->n_terms ? (int64_t)t->tid : term_get(ix, dt->pool + t->off, t->len, t->hash);
         if (tid < 0) return (int)tid;
         lcx__plist *p = &ix->pl[tid];
         if (p->n && p->doc[p->n - 1] == id) continue;   /* retried commit */
         if ((rc = plist_push(ix, p, id, t->tf > 255 ? 255 : (uint8_t)t->tf))) return rc;
     }
-    memcpy(ix->vec + (size_t)(id - ix->base.vn) * ix->dim, vec, (size_t)ix->dim * 2);
+    size_t row = (size_t)(id - ix->base.vn);
+    memcpy(ix->vec + row * ix->dim, vec, (size_t)ix->dim * 2);
+    lcx__quant_row_u8(vec, ix->dim, ix->vec8 + row * ix->dim, &ix->vsc[row]);
     ix->dl[id] = dt->dl;
     ix->text[id] = tp;
     ix->text_len[id] = len;
@@ -595,12 +653,25 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     lcx_rerank_query *rq = NULL;
     if (!dense || !acc || !ids || !vals || !c) goto out;
 
-    /* dense: exact inner product with every row */
-    if (ix->base.vn) lcx__dot_f16_rows(qv, ix->base.vec, ix->base.vn, ix->dim, dense);
-    if (n > ix->base.vn) lcx__dot_f16_rows(qv, ix->vec, n - ix->base.vn, ix->dim, dense + ix->base.vn);
+    /* dense, stage 1: 8-bit scan of every row (approximate scores, embed.h) */
+    int8_t q8[LCX_DIM_MAX];                                   /* (dim) */
+    float qs = lcx__quant_query_i8(qv, ix->dim, q8);
+    int32_t *s32 = (int32_t *)dense;                          /* same buffer, converted in place */
+    uint32_t bv = ix->base.vn;
+    if (bv) lcx__dot_u8_rows(q8, ix->base.vec8, bv, ix->dim, s32);
+    if (n > bv) lcx__dot_u8_rows(q8, ix->vec8, n - bv, ix->dim, s32 + bv);
+    for (uint32_t i = 0; i < bv; i++) dense[i] = (float)s32[i] * qs * ix->base.vsc[i];
+    for (uint32_t i = bv; i < n; i++) dense[i] = (float)s32[i] * qs * ix->vsc[i - bv];
     int nd = lcx__topk(dense, n, ix->del, pf, ids, vals);
+    /* stage 2: exact f16 cosine for the candidates, ranked by it */
     int nc = 0;
-    for (int i = 0; i < nd; i++) c[nc++] = (lcx__cand){ids[i], vals[i], 0, i + 1, 0, 0};
+    for (int i = 0; i < nd; i++) {
+        float e;
+        lcx__dot_f16_rows(qv, lcx__index_vec(ix, ids[i]), 1, ix->dim, &e);
+        c[nc++] = (lcx__cand){ids[i], e, 0, 0, 0, e};
+    }
+    lcx__cand_sort(c, nc);
+    for (int i = 0; i < nc; i++) c[i].rank_d = i + 1;
 
     /* lexical */
     qterms qt = {0};
@@ -628,7 +699,11 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
         for (int i = 0; i < nb; i++) {
             int j = 0;
             while (j < nc && c[j].id != bc[i].id) j++;
-            if (j == nc) c[nc++] = (lcx__cand){bc[i].id, dense[bc[i].id], 0, 0, 0, 0};
+            if (j == nc) {
+                float e;
+                lcx__dot_f16_rows(qv, lcx__index_vec(ix, bc[i].id), 1, ix->dim, &e);
+                c[nc++] = (lcx__cand){bc[i].id, e, 0, 0, 0, 0};
+            }
             c[j].rank_b = i + 1;
         }
         free(bc);

@@ -18,10 +18,12 @@
 
 /* ---- a document's terms, prepared off-lock (pure function of the text) */
 typedef struct {
-    uint64_t hash;
+    uint64_t hash;       /* lcx_hash64(term, len, 0) */
     uint32_t off;        /* into pool */
     uint16_t len;
     uint16_t tf;         /* saturates at 65535 (stored as ≤ 255 in postings) */
+    uint32_t tid;        /* term id when already known (lcx__index_resolve), else UINT32_MAX */
+    uint32_t pad;
 } lcx__pterm;
 
 typedef struct {
@@ -42,6 +44,9 @@ typedef struct {
 void lcx__prep_free(lcx__prep *p);
 /* Tokenizes text into p (BM25 view: stopwords dropped, whole tokens and parts kept). */
 int lcx__prep_text(lcx__prep *p, const char *text, size_t len);
+/* Both at once with one tokenization when emb is the hash embedder (else prep + embed):
+ * vec receives the L2-normalised embedding (dim floats). */
+int lcx__prep_embed(lcx__prep *p, const lcx_embedder *emb, const char *text, size_t len, float *vec);
 /* Copies p's result into one malloc'd block (*out; free() it). */
 int lcx__prep_finish(const lcx__prep *p, lcx__doc_terms **out);
 
@@ -66,7 +71,9 @@ typedef struct {
     const uint64_t *poff;  const uint32_t *pdoc; const uint8_t *ptf; uint64_t np; /* poff: (nt+1) */
     /* borrowed vectors of the first vn documents */
     uint32_t vn;
-    const uint16_t *vec;                         /* (vn, dim) f16 */
+    const uint16_t *vec;                         /* (vn, dim) f16, exact */
+    const uint8_t *vec8;                         /* (vn, dim) offset-binary u8 scan copy */
+    const float *vsc;                            /* (vn) int8 row scales */
 } lcx__index_base;
 
 struct lcx_index {
@@ -81,6 +88,8 @@ struct lcx_index {
     uint64_t *del;                   /* (docs_cap/64) deleted bitmap */
     /* vectors: rows of docs < base.vn are borrowed; the rest are own */
     uint16_t *vec;                   /* (vec_cap, dim) f16, row r = doc base.vn + r */
+    uint8_t *vec8;                   /* (vec_cap, dim) u8 scan copy of vec (embed.h) */
+    float *vsc;                      /* (vec_cap) its per-row scales */
     uint32_t vec_cap;
     /* terms */
     lcx__index_base base;
@@ -93,6 +102,9 @@ struct lcx_index {
     size_t own_bytes;                /* bytes malloc'd (for lcx_store_mem_bytes) */
 };
 
+/* Looks up the ids of dt's terms that the index already knows (read-only: callable under
+ * a shared lock, off the writer's critical path). */
+void lcx__index_resolve(const lcx_index *ix, lcx__doc_terms *dt);
 /* Makes room for n more documents (arrays and vector rows) so that committing them cannot
  * fail on those allocations. */
 int lcx__index_reserve(lcx_index *ix, uint32_t n);

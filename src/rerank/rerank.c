@@ -28,13 +28,37 @@
 #define MAX_QTERMS 64
 #define MAX_QBI 64
 
+#define QTAB 256   /* open-addressing sets over the ≤ 64 terms / bigrams (≤ 25% full) */
+
 struct lcx_rerank_query {
     int nt, nb;
     uint64_t term[MAX_QTERMS];
     float w[MAX_QTERMS];
     float wsum;
     uint64_t bi[MAX_QBI];
+    uint8_t ttab[QTAB];   /* term index + 1 */
+    uint8_t btab[QTAB];   /* bigram index + 1 */
 };
+
+static void tab_put(uint8_t *tab, const uint64_t *keys, uint64_t k, int idx)
+{
+    uint32_t j = (uint32_t)(k >> 40) & (QTAB - 1);
+    while (tab[j]) {
+        if (keys[tab[j] - 1] == k) return;   /* duplicate key: the first index stays */
+        j = (j + 1) & (QTAB - 1);
+    }
+    tab[j] = (uint8_t)(idx + 1);
+}
+
+static int tab_get(const uint8_t *tab, const uint64_t *keys, uint64_t k)
+{
+    uint32_t j = (uint32_t)(k >> 40) & (QTAB - 1);
+    while (tab[j]) {
+        if (keys[tab[j] - 1] == k) return tab[j] - 1;
+        j = (j + 1) & (QTAB - 1);
+    }
+    return -1;
+}
 
 typedef struct {
     lcx_rerank_query *q;
@@ -76,6 +100,8 @@ int lcx_rerank_prepare(const char *q, size_t qlen, lcx_rerank_query **out)
         free(rq);
         return rc < 0 ? rc : 0;
     }
+    for (int i = 0; i < rq->nt; i++) tab_put(rq->ttab, rq->term, rq->term[i], i);
+    for (int i = 0; i < rq->nb; i++) tab_put(rq->btab, rq->bi, rq->bi[i], i);
     *out = rq;
     return 0;
 }
@@ -96,13 +122,12 @@ static int on_dtok(const char *t, size_t n, int kind, void *ud)
     if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
     uint64_t h = tok_hash(t, n);
     const lcx_rerank_query *q = c->q;
-    for (int i = 0; i < q->nt; i++)
-        if (q->term[i] == h) { c->seen |= 1ull << i; break; }
+    int i = tab_get(q->ttab, q->term, h);
+    if (i >= 0) c->seen |= 1ull << i;
     if (kind != LCX_TOK_PART) {
         if (c->prev && q->nb) {
-            uint64_t b = bi_hash(c->prev, h);
-            for (int i = 0; i < q->nb; i++)
-                if (q->bi[i] == b) c->bseen |= 1ull << i;
+            int j = tab_get(q->btab, q->bi, bi_hash(c->prev, h));
+            if (j >= 0) c->bseen |= 1ull << j;
         }
         c->prev = h;
     }
@@ -119,7 +144,10 @@ float lcx_rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len)
         if (c.seen >> i & 1) cov += rq->w[i];
     cov /= rq->wsum;
     float ph = 0;
-    if (rq->nb) ph = (float)__builtin_popcountll(c.bseen) / (float)rq->nb;
+    /* duplicate bigrams in the query count once in the table: count distinct ones */
+    int nbd = 0;
+    for (int i = 0; i < QTAB; i++) nbd += rq->btab[i] != 0;
+    if (rq->nb) ph = (float)__builtin_popcountll(c.bseen) / (float)nbd;
     else ph = cov;   /* one-term query: phrase = coverage */
     return 0.75f * cov + 0.25f * ph;
 }

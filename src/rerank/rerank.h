@@ -18,6 +18,6 @@ float lcx_rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len);
  * final = (1 − LCX_RERANK_WEIGHT)·fused + LCX_RERANK_WEIGHT·rerank. */
 #define LCX_RERANK_WEIGHT 0.3f
 /* Only the best this-many fused candidates are re-scored (each costs one tokenization). */
-#define LCX_RERANK_DEPTH 32
+#define LCX_RERANK_DEPTH 16
 
 #endif

@@ -32,22 +32,24 @@
  * DIR/index.snap — written by lcx_store_snapshot (and by close when ≥ 1024 chunks or any
  * tombstone arrived since the last one), via DIR/index.snap.tmp + fsync + rename + fsync
  * of DIR, so a crash leaves either the old or the new snapshot:
- *  7. Header, 512 bytes: magic "LCXSNAP1"; u32 version = 1; u32 header size = 512; u32
- *     dim; u32 vector format; u64 uuid (= the log's); u64 log bytes covered; u64 offset
- *     and u32 crc of the last covered log record; u32 documents; u32 terms; u32 term
- *     table capacity; u64 postings; u32 section count (9); u32 pad; 9 section entries
- *     { u64 offset, u64 length, u32 crc32c, u32 flags }; u32 fingerprint length; 200
- *     bytes fingerprint; 8 reserved; u32 crc32c of bytes [0, 508).
+ *  7. Header, 1024 bytes: magic "LCXSNAP1"; u32 version = 1; u32 header size = 1024;
+ *     u32 dim; u32 vector format; u64 uuid (= the log's); u64 log bytes covered; u64
+ *     offset of the last covered log record; u32 its crc; u32 documents; u32 terms; u32
+ *     term table capacity; u64 postings; u32 section count (11); u32 pad; 11 section
+ *     entries { u64 offset, u64 length, u32 crc32c, u32 flags (1 = checked on open) };
+ *     u32 fingerprint length; 200 bytes fingerprint; 472 reserved; u32 crc32c of bytes
+ *     [0, 1020).
  *  8. Sections (each at a 64-byte aligned offset): 0 DOCS n × 80-byte records (metadata,
  *     BM25 length, text/path offsets into BLOB, crc32c of the text, deleted flag);
  *     1 BLOB texts and paths; 2 VEC n × dim binary16; 3 TTAB term hash table (capacity ×
  *     {u64 hash, u32 id+1, u32 length}, linear probing); 4 TOFF (terms+1) × u64 offsets
  *     into 5 TSTR term bytes; 6 POFF (terms+1) × u64 offsets into 7 PDOC u32 doc ids and
- *     8 PTF u8 term frequencies.
+ *     8 PTF u8 term frequencies (saturated at 255); 9 VEC8 n × dim offset-binary u8
+ *     scan copy of VEC; 10 VSC n × f32 scales of VEC8 rows.
  *  9. Open maps the file read-only and verifies the header, the section bounds, the
  *     crc32c of DOCS, TTAB, TOFF and POFF, and that (uuid, last record offset + crc, log
  *     bytes) match the log; then replays only the log records after the covered bytes.
- *     BLOB, VEC, TSTR, PDOC and PTF are NOT checksummed on open (that would cost ~30 ms
+ *     BLOB, VEC, TSTR, PDOC, PTF, VEC8 and VSC are NOT checksummed on open (that would cost ~30 ms
  *     per 100k chunks): every offset and doc id read from them is bounds-checked at use,
  *     texts are checked against their per-document crc32c by lcx_store_get, and
  *     lcx_store_validate verifies every section. Any snapshot problem makes open ignore
@@ -401,7 +403,7 @@ static int snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64
     lcx_snap_hdr h;
     memcpy(&h, b, sizeof h);
     int rc = LCX_ECORRUPT;
-    if (memcmp(h.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &h, 508) != h.crc) goto bad;
+    if (memcmp(h.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN) != h.crc) goto bad;
     if (h.version != LCX_SNAP_VERSION || h.hdr_size != sizeof h || h.n_sec != SEC_N) goto bad;
     if (h.dim != s->dim || h.vec_format != LCX_VEC_F16 || h.fp_len != strlen(s->fp) ||
         memcmp(h.fp, s->fp, h.fp_len) || h.uuid != s->uuid)
@@ -417,7 +419,8 @@ static int snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64
     if (h.tab_cap & (h.tab_cap - 1) || h.tab_cap < 2 || h.n_terms >= h.tab_cap) goto bad;
     uint64_t want[SEC_N] = {(uint64_t)h.n_docs * sizeof(lcx_snap_doc), 0, (uint64_t)h.n_docs * h.dim * 2,
                             (uint64_t)h.tab_cap * sizeof(lcx__tslot), ((uint64_t)h.n_terms + 1) * 8, 0,
-                            ((uint64_t)h.n_terms + 1) * 8, h.n_post * 4, h.n_post};
+                            ((uint64_t)h.n_terms + 1) * 8, h.n_post * 4, h.n_post, (uint64_t)h.n_docs * h.dim,
+                            (uint64_t)h.n_docs * 4};
     for (int i = 0; i < SEC_N; i++) {
         const lcx_snap_sec *sc = &h.sec[i];
         if (sc->off % 64 || sc->off < sizeof h || sc->off > flen || sc->len > flen - sc->off) goto bad;
@@ -449,7 +452,8 @@ static int snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64
         .toff = toff, .tstr = b + h.sec[SEC_TSTR].off, .tstr_len = h.sec[SEC_TSTR].len,
         .poff = poff, .pdoc = (const uint32_t *)(b + h.sec[SEC_PDOC].off),
         .ptf = (const uint8_t *)(b + h.sec[SEC_PTF].off), .np = h.n_post,
-        .vn = h.n_docs, .vec = (const uint16_t *)(b + h.sec[SEC_VEC].off)};
+        .vn = h.n_docs, .vec = (const uint16_t *)(b + h.sec[SEC_VEC].off),
+        .vec8 = (const uint8_t *)(b + h.sec[SEC_VEC8].off), .vsc = (const float *)(b + h.sec[SEC_VSC].off)};
     if ((rc = lcx__index_attach_base(s->ix, &base, h.n_docs))) goto bad_rc;
     if ((rc = meta_reserve(s, h.n_docs))) goto bad_rc;
     const char *blob = b + h.sec[SEC_BLOB].off;
@@ -631,23 +635,19 @@ static void *work_run(void *arg)
 {
     work *w = arg;
     uint32_t dim = w->s->dim;
-    float *tmp = malloc((size_t)dim * 16 * sizeof *tmp);   /* (16, dim) */
+    float *tmp = malloc((size_t)dim * sizeof *tmp);   /* (dim) */
     lcx__prep p = {0};
     if (!tmp) { w->rc = LCX_ENOMEM; return NULL; }
-    for (int i = w->a; i < w->b && !w->rc; i += 16) {
-        int m = w->b - i < 16 ? w->b - i : 16;
-        const char *tx[16];
-        size_t ln[16];
-        for (int j = 0; j < m; j++) {
-            tx[j] = w->c[i + j].text ? w->c[i + j].text : "";
-            ln[j] = w->c[i + j].text_len;
-        }
-        int rc = lcx_embed(w->s->emb, tx, ln, m, tmp);
-        if (rc < 0) { w->rc = rc; break; }
-        for (int j = 0; j < m && !w->rc; j++) {
-            lcx__f32_to_f16(tmp + (size_t)j * dim, w->vec + (size_t)(i + j) * dim, dim);
-            if ((rc = lcx__prep_text(&p, tx[j], ln[j])) < 0 || (rc = lcx__prep_finish(&p, &w->dt[i + j])))
-                w->rc = rc < 0 ? rc : LCX_ENOMEM;
+    for (int i = w->a; i < w->b && !w->rc; i++) {
+        const char *tx = w->c[i].text ? w->c[i].text : "";
+        int rc = lcx__prep_embed(&p, w->s->emb, tx, w->c[i].text_len, tmp);
+        if (rc < 0 || (rc = lcx__prep_finish(&p, &w->dt[i]))) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
+        lcx__f32_to_f16(tmp, w->vec + (size_t)i * dim, dim);
+        /* resolve known term ids now, so the exclusive commit only appends postings */
+        if ((i - w->a) % 32 == 31 || i + 1 == w->b) {
+            lock_r(w->s);
+            for (int j = i - (i - w->a) % 32; j <= i; j++) lcx__index_resolve(w->s->ix, w->dt[j]);
+            unlock_rw(w->s);
         }
     }
     lcx__prep_free(&p);
@@ -1085,6 +1085,15 @@ static int snapshot_locked(lcx_store *s)
         }
         sec_end(&w, &h, sec, 0);
     }
+    /* 9 VEC8, 10 VSC: the int8 scan copy, so reopening never re-quantizes */
+    sec_begin(&w, &h, SEC_VEC8);
+    if (ix->base.vn) wr_put(&w, ix->base.vec8, (size_t)ix->base.vn * s->dim);
+    if (nd > ix->base.vn) wr_put(&w, ix->vec8, (size_t)(nd - ix->base.vn) * s->dim);
+    sec_end(&w, &h, SEC_VEC8, 0);
+    sec_begin(&w, &h, SEC_VSC);
+    if (ix->base.vn) wr_put(&w, ix->base.vsc, (size_t)ix->base.vn * 4);
+    if (nd > ix->base.vn) wr_put(&w, ix->vsc, (size_t)(nd - ix->base.vn) * 4);
+    sec_end(&w, &h, SEC_VSC, 0);
     /* header */
     memcpy(h.magic, LCX_SNAP_MAGIC, 8);
     h.version = LCX_SNAP_VERSION;
@@ -1102,7 +1111,7 @@ static int snapshot_locked(lcx_store *s)
     h.n_sec = SEC_N;
     h.fp_len = (uint32_t)strlen(s->fp);
     memcpy(h.fp, s->fp, h.fp_len);
-    h.crc = lcx_crc32c(0, &h, 508);
+    h.crc = lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN);
     if (w.err || fflush(f) || fseek(f, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, f) != 1 || fflush(f) ||
         fsync(fileno(f)) < 0)
         goto out;
@@ -1187,7 +1196,7 @@ int lcx_store_validate(const char *dir, char *msg, size_t msg_len)
             lcx_snap_hdr sh;
             memcpy(&sh, map, sizeof sh);
             uint64_t fl = (uint64_t)ss.st_size;
-            if (memcmp(sh.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &sh, 508) != sh.crc || sh.n_sec != SEC_N) {
+            if (memcmp(sh.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &sh, LCX_SNAP_CRC_LEN) != sh.crc || sh.n_sec != SEC_N) {
                 snap_note = "snapshot header bad (ignored on open)";
                 rc = LCX_ECORRUPT;
             } else if (sh.uuid != h.uuid || sh.log_off > r.good_end) {

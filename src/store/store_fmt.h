@@ -60,7 +60,8 @@ typedef struct {
 } lcx_rec_chunk;          /* followed by text, path, dim × f16 */
 static_assert(sizeof(lcx_rec_chunk) == 56, "record chunk is 56 bytes");
 
-enum { SEC_DOCS = 0, SEC_BLOB, SEC_VEC, SEC_TTAB, SEC_TOFF, SEC_TSTR, SEC_POFF, SEC_PDOC, SEC_PTF, SEC_N };
+enum { SEC_DOCS = 0, SEC_BLOB, SEC_VEC, SEC_TTAB, SEC_TOFF, SEC_TSTR, SEC_POFF, SEC_PDOC, SEC_PTF, SEC_VEC8, SEC_VSC,
+       SEC_N };
 
 typedef struct {
     uint64_t off, len;
@@ -71,7 +72,7 @@ typedef struct {
 typedef struct {
     char magic[8];        /* "LCXSNAP1" */
     uint32_t version;     /* 1 */
-    uint32_t hdr_size;    /* 512 */
+    uint32_t hdr_size;    /* 1024 */
     uint32_t dim;
     uint32_t vec_format;
     uint64_t uuid;        /* = the log's */
@@ -87,10 +88,11 @@ typedef struct {
     lcx_snap_sec sec[SEC_N];
     uint32_t fp_len;
     char fp[LCX_FMT_FP_MAX];
-    uint8_t reserved[512 - 80 - 24 * SEC_N - 4 - LCX_FMT_FP_MAX - 4];
-    uint32_t crc;         /* crc32c of bytes [0, 508) */
+    uint8_t reserved[1024 - 80 - 24 * SEC_N - 4 - LCX_FMT_FP_MAX - 4];
+    uint32_t crc;         /* crc32c of bytes [0, 1020) */
 } lcx_snap_hdr;
-static_assert(sizeof(lcx_snap_hdr) == 512, "snapshot header is 512 bytes");
+static_assert(sizeof(lcx_snap_hdr) == 1024, "snapshot header is 1024 bytes");
+#define LCX_SNAP_CRC_LEN 1020
 
 typedef struct {
     int64_t tok_start, tok_end;

@@ -15,5 +15,6 @@
  * and dot-product noise while carrying almost no signal for "which span holds the fact".
  * Only plain WORD tokens are checked (never identifiers or numbers). */
 bool lcx__stopword(const char *tok, size_t len);
+bool lcx__stopword_ref(const char *tok, size_t len);  /* linear reference (tests) */
 
 #endif

@@ -33,17 +33,13 @@ enum { C_SEP = 0, C_LOWER, C_UPPER, C_DIGIT, C_UNDER, C_JOIN, C_COMMA, C_CJK };
 #define MAX_CP 128          /* codepoints per raw token piece */
 #define MAX_PARTS 32
 
-/* ASCII class table: letters, digits, '_', joiners. */
-static unsigned char ascii_class(unsigned char c)
-{
-    if (c >= 'a' && c <= 'z') return C_LOWER;
-    if (c >= 'A' && c <= 'Z') return C_UPPER;
-    if (c >= '0' && c <= '9') return C_DIGIT;
-    if (c == '_') return C_UNDER;
-    if (c == '-' || c == '.' || c == ':' || c == '/') return C_JOIN;
-    if (c == ',') return C_COMMA;
-    return C_SEP;
-}
+/* ASCII class table: letters, digits, '_', joiners (GNU range designators). */
+static const unsigned char k_ascii[128] = {
+    ['a' ... 'z'] = C_LOWER, ['A' ... 'Z'] = C_UPPER, ['0' ... '9'] = C_DIGIT, ['_'] = C_UNDER,
+    ['-'] = C_JOIN, ['.'] = C_JOIN, [':'] = C_JOIN, ['/'] = C_JOIN, [','] = C_COMMA,
+};
+
+static inline unsigned char ascii_class(unsigned char c) { return k_ascii[c & 0x7f]; }
 
 static int is_cjk(int32_t cp)
 {
@@ -93,7 +89,11 @@ typedef struct {
     int ncp;
     unsigned char cls[MAX_CP];      /* class per codepoint */
     unsigned short off[MAX_CP + 1]; /* folded byte offset per codepoint */
+    unsigned mask;                  /* 1 << class, over the codepoints pushed */
+    int nupper;
 } piece;
+
+#define PIECE_RESET(pc) ((pc).len = (pc).ncp = 0, (pc).mask = 0, (pc).nupper = 0)
 
 /* Appends codepoint cp (class k) folded; false when the piece is full. */
 static int piece_push(piece *pc, int32_t cp, unsigned char k)
@@ -115,6 +115,8 @@ static int piece_push(piece *pc, int32_t cp, unsigned char k)
     }
     if (pc->len + tl > LCX_TOK_MAX) return 0;
     pc->cls[pc->ncp] = k;
+    pc->mask |= 1u << k;
+    pc->nupper += k == C_UPPER;
     pc->off[pc->ncp] = (unsigned short)pc->len;
     memcpy(pc->buf + pc->len, tmp, (size_t)tl);
     pc->len += tl;
@@ -127,7 +129,11 @@ static int piece_push(piece *pc, int32_t cp, unsigned char k)
 static int emit_piece(piece *pc, lcx_token_cb cb, void *ud)
 {
     if (pc->ncp == 0) return 0;
-    /* trim leading/trailing underscores from the classification view */
+    /* common cases first: a plain (or Capitalised) word, a plain number */
+    if (pc->mask == 1u << C_LOWER || (pc->mask == (1u << C_LOWER | 1u << C_UPPER) && pc->nupper == 1 &&
+                                      pc->cls[0] == C_UPPER) || (pc->mask == 1u << C_UPPER && pc->ncp == 1))
+        return cb(pc->buf, (size_t)pc->len, LCX_TOK_WORD, ud);
+    if (pc->mask == 1u << C_DIGIT) return cb(pc->buf, (size_t)pc->len, LCX_TOK_NUMBER, ud);
     int has_alpha = 0, has_digit = 0, has_join = 0, has_under = 0, has_split_join = 0, has_case_break = 0;
     for (int i = 0; i < pc->ncp; i++) {
         unsigned char k = pc->cls[i];
@@ -193,9 +199,26 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
     const unsigned char *p = (const unsigned char *)text;
     size_t i = 0;
     piece pc;
-    pc.len = pc.ncp = 0;
+    PIECE_RESET(pc);
     unsigned char prev = C_SEP;  /* class of the last codepoint pushed into the piece */
     while (i < len) {
+        unsigned char b0 = p[i];
+        if (b0 < 0x80) {                         /* ASCII fast path */
+            unsigned char k0 = k_ascii[b0];
+            if (k0 == C_SEP && pc.ncp == 0) { i++; continue; }
+            if ((k0 == C_LOWER || k0 == C_UPPER || k0 == C_DIGIT || k0 == C_UNDER) && pc.ncp < MAX_CP &&
+                pc.len < LCX_TOK_MAX) {
+                pc.cls[pc.ncp] = k0;
+                pc.mask |= 1u << k0;
+                pc.nupper += k0 == C_UPPER;
+                pc.off[pc.ncp] = (unsigned short)pc.len;
+                pc.buf[pc.len++] = (char)(k0 == C_UPPER ? b0 | 0x20 : b0);
+                pc.off[++pc.ncp] = (unsigned short)pc.len;
+                prev = k0;
+                i++;
+                continue;
+            }
+        }
         int32_t cp;
         int adv = next_cp(p + i, len - i, &cp);
         unsigned char k = cp < 0 ? C_SEP : uni_class(cp);
@@ -203,7 +226,7 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
             if (!piece_push(&pc, cp, k)) {          /* piece full: emit and start a new one */
                 int rc = emit_piece(&pc, cb, ud);
                 if (rc) return rc;
-                pc.len = pc.ncp = 0;
+                PIECE_RESET(pc);
                 piece_push(&pc, cp, k);
             }
             prev = k;
@@ -249,14 +272,14 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
         if (pc.ncp) {
             int rc = emit_piece(&pc, cb, ud);
             if (rc) return rc;
-            pc.len = pc.ncp = 0;
+            PIECE_RESET(pc);
         }
         prev = C_SEP;
         if (k == C_CJK) {
             piece_push(&pc, cp, C_LOWER);
             int rc = cb(pc.buf, (size_t)pc.len, LCX_TOK_WORD, ud);
             if (rc) return rc;
-            pc.len = pc.ncp = 0;
+            PIECE_RESET(pc);
         }
         i += (size_t)adv;
     }

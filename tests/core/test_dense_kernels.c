@@ -74,11 +74,68 @@ static void check_f16(void (*k)(const float *, const uint16_t *, size_t, size_t,
     }
 }
 
+static void check_u8(void (*k)(const int8_t *, const uint8_t *, size_t, size_t, int32_t *), const char *name)
+{
+    size_t dims[] = {32, 64, 256, 384, 100, 13, 768};
+    for (size_t t = 0; t < sizeof dims / sizeof *dims; t++) {
+        size_t dim = dims[t], rows = 41;
+        int8_t *q = malloc(dim);
+        uint8_t *v = malloc(rows * dim);
+        int32_t *ref = malloc(rows * 4), *got = malloc(rows * 4);
+        for (size_t i = 0; i < dim; i++) q[i] = (int8_t)(frand() * 63.99f);
+        for (size_t i = 0; i < rows * dim; i++) v[i] = (uint8_t)(1 + (int)((frand() + 1) * 127));
+        for (size_t i = 0; i < dim; i++) { v[i] = 255; q[i] = i & 1 ? 63 : -63; }  /* extremes in row 0 */
+        lcx__dot_u8_rows_scalar(q, v, rows, dim, ref);
+        k(q, v, rows, dim, got);
+        for (size_t r = 0; r < rows; r++)
+            if (ref[r] != got[r]) fail_msg("%s dim=%zu row %zu: %d vs %d", name, dim, r, got[r], ref[r]);
+        free(q); free(v); free(ref); free(got);
+    }
+}
+
+/* the 8-bit scan approximates the f16 cosine closely (it only preselects candidates) */
+static void test_quantized_scores(void **st)
+{
+    (void)st;
+    size_t dim = 256, rows = 200;
+    float q[256], row[256];
+    for (size_t i = 0; i < dim; i++) q[i] = frand();
+    float qn = sqrtf(lcx__dot_f32_scalar(q, q, dim));
+    for (size_t i = 0; i < dim; i++) q[i] /= qn;
+    int8_t q8[256];
+    float qs = lcx__quant_query_i8(q, dim, q8);
+    double maxerr = 0;
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t i = 0; i < dim; i++) row[i] = frand() + (r % 7 == 0 ? q[i] * 8 : 0);
+        float rn = sqrtf(lcx__dot_f32_scalar(row, row, dim));
+        uint16_t h[256];
+        for (size_t i = 0; i < dim; i++) h[i] = lcx__f32_to_f16_scalar(row[i] / rn);
+        float exact;
+        lcx__dot_f16_rows_scalar(q, h, 1, dim, &exact);
+        uint8_t u[256];
+        float sc;
+        lcx__quant_row_u8(h, dim, u, &sc);
+        int32_t s;
+        lcx__dot_u8_rows(q8, u, 1, dim, &s);
+        double err = fabs((double)s * qs * sc - exact);
+        if (err > maxerr) maxerr = err;
+    }
+    fprintf(stderr, "8-bit scan: max |approx − exact| = %.4f\n", maxerr);
+    assert_true(maxerr < 0.02);
+    uint16_t zero[16] = {0};
+    uint8_t u[16];
+    float sc = 1;
+    lcx__quant_row_u8(zero, 16, u, &sc);
+    assert_true(sc == 0 && u[3] == 128);
+}
+
 static void test_avx2(void **st)
 {
     (void)st;
     check_f32(lcx__dot_f32_avx2, "dot_f32_avx2");
     check_f16(lcx__dot_f16_rows_avx2, "dot_f16_rows_avx2");
+    check_u8(lcx__dot_u8_rows_avx2, "dot_u8_rows_avx2");
+    check_u8(lcx__dot_u8_rows, "dot_u8_rows (dispatched)");
     check_f32(lcx_dot_f32, "lcx_dot_f32 (dispatched)");
     check_f16(lcx__dot_f16_rows, "dot_f16_rows (dispatched)");
 }
@@ -92,6 +149,7 @@ static void test_avx512(void **st)
     }
     check_f32(lcx__dot_f32_avx512, "dot_f32_avx512");
     check_f16(lcx__dot_f16_rows_avx512, "dot_f16_rows_avx512");
+    check_u8(lcx__dot_u8_rows_avx512, "dot_u8_rows_avx512");
 }
 
 static int cmp_ref(const void *a, const void *b)
@@ -138,6 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_conversion),
         cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_quantized_scores),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_topk),
     };

@@ -128,6 +128,32 @@ static void test_stopwords(void **st)
         if (!lcx__stopword(p, n)) fail_msg("stopword not found: %.*s", (int)n, p);
         p += n + (e ? 1 : 0);
     }
+    /* the hashed table agrees with the readable list on every string of ≤ 3 letters and
+     * on near misses of the listed words */
+    char w[8];
+    for (int a = 'a'; a <= 'z'; a++)
+        for (int b = 0; b <= 26; b++)
+            for (int c = 0; c <= 26; c++) {
+                int n = 1;
+                w[0] = (char)a;
+                if (b) { w[n++] = (char)('a' + b - 1); if (c) w[n++] = (char)('a' + c - 1); }
+                if (lcx__stopword(w, (size_t)n) != lcx__stopword_ref(w, (size_t)n)) fail_msg("disagree on %.*s", n, w);
+            }
+    p = all;
+    while (*p) {
+        const char *e = strchr(p, ' ');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        memcpy(w, p, n);
+        for (size_t i = 0; i < n; i++) {
+            char keep = w[i];
+            w[i] = (char)(keep == 'z' ? 'a' : keep + 1);
+            if (lcx__stopword(w, n) != lcx__stopword_ref(w, n)) fail_msg("disagree on %.*s", (int)n, w);
+            w[i] = keep;
+        }
+        w[n] = 'x';
+        assert_false(lcx__stopword(w, n + 1) != lcx__stopword_ref(w, n + 1));
+        p += n + (e ? 1 : 0);
+    }
 }
 
 int main(void)

@@ -1,0 +1,263 @@
+/* Retrieval-core benchmark: prints medians / percentiles, never asserts.
+ *
+ *   bench_core [N]            N spans (default 100000) of ~256 LLM tokens (~180 words,
+ *                             ~1.1 KB) cut from the Paul Graham essays, each with a unique
+ *                             number, ingested in batches of 1000 (one fsync per batch).
+ *   Reports: in-process ingest spans/s; search p50/p95/p99 at 20k and N spans (defaults:
+ *   top_k 8, hybrid linear α 0.5, rerank on); reopen time of the N-span store in a fresh
+ *   process (exec of this binary) with and without the snapshot; RSS. */
+#include "longctx/lcx.h"
+#include "embed/embed.h"
+#include "util/util.h"
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) v = atol(line + 6);
+    if (f) fclose(f);
+    return v;
+}
+
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double pct(double *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, cmpd);
+    int i = (int)(p * (n - 1) + 0.5);
+    return v[i];
+}
+
+static int cmps(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static char *load_corpus(size_t *len)
+{
+    const char *fx = getenv("LCX_FIXTURES");
+    char root[4096];
+    snprintf(root, sizeof root, "%s/haystack/paul_graham", fx ? fx : "../shared/fixtures");
+    DIR *d = opendir(root);
+    if (!d) {
+        fprintf(stderr, "cannot open %s (set LCX_FIXTURES)\n", root);
+        exit(2);
+    }
+    char *names[256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256)
+        if (strstr(e->d_name, ".txt")) names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmps);
+    lcx_buf b = {0};
+    for (int i = 0; i < n; i++) {
+        char p[8192], *data;
+        size_t l;
+        snprintf(p, sizeof p, "%s/%s", root, names[i]);
+        if (lcx_read_file(p, 0, &data, &l) == 0) {
+            for (size_t k = 0; k < l; k++)
+                if (data[k] == '\n') data[k] = ' ';
+            lcx_buf_append(&b, data, l);
+            lcx_buf_append(&b, " ", 1);
+            free(data);
+        }
+        free(names[i]);
+    }
+    *len = b.len;
+    return b.data;
+}
+
+/* span i: 180 words starting at a pseudo-random word boundary, plus a unique number */
+static size_t make_span(const char *c, size_t clen, uint32_t i, char *out, size_t cap)
+{
+    size_t s = (size_t)(((uint64_t)i * 2654435761u) % (clen - 4000));
+    while (s < clen && c[s] != ' ') s++;
+    size_t e = s + 1, w = 0;
+    while (e < clen && w < 180) {
+        if (c[e] == ' ') w++;
+        e++;
+    }
+    int h = snprintf(out, cap, "[span %u ref %u] ", i, i * 7919u + 13u);
+    size_t n = e - s - 1;
+    if (n > cap - (size_t)h - 1) n = cap - (size_t)h - 1;
+    memcpy(out + h, c + s + 1, n);
+    out[h + n] = 0;
+    return (size_t)h + n;
+}
+
+static int reopen_child(const char *dir)
+{
+    lcx_embedder *emb;
+    lcx_embedder_hash_new(0, &emb);
+    double t0 = lcx_now_ms();
+    lcx_store *s;
+    int rc = lcx_store_open(dir, emb, NULL, &s);
+    double t1 = lcx_now_ms();
+    if (rc) {
+        fprintf(stderr, "open: %s\n", lcx_strerror(rc));
+        return 1;
+    }
+    lcx_search_opts o = lcx_search_defaults();
+    lcx_hit h[8];
+    const char *q = "what did the founders learn about startups and investors";
+    double t2 = lcx_now_ms();
+    lcx_store_search(s, q, strlen(q), &o, h, 8);
+    double t3 = lcx_now_ms();
+    printf("%.3f %.3f %ld %u\n", t1 - t0, t3 - t2, rss_kb(), lcx_store_count(s));
+    lcx_store_close(s);
+    lcx_embedder_free(emb);
+    return 0;
+}
+
+static void reopen_bench(const char *self, const char *dir, const char *label)
+{
+    double ms[5], first_q[5];
+    long rss = 0;
+    unsigned cnt = 0;
+    for (int r = 0; r < 5; r++) {
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "%s --reopen %s", self, dir);
+        FILE *p = popen(cmd, "r");
+        if (!p || fscanf(p, "%lf %lf %ld %u", &ms[r], &first_q[r], &rss, &cnt) != 4) {
+            fprintf(stderr, "reopen child failed\n");
+            if (p) pclose(p);
+            return;
+        }
+        pclose(p);
+    }
+    printf("reopen %-18s %u spans: open median %.2f ms (min %.2f, max %.2f); first search %.2f ms; child RSS %.1f MiB\n",
+           label, cnt, pct(ms, 5, 0.5), pct(ms, 5, 0), pct(ms, 5, 1), pct(first_q, 5, 0.5), rss / 1024.0);
+}
+
+static void search_bench(lcx_store *s, const char *c, size_t clen, uint32_t n_spans, int nq)
+{
+    lcx_search_opts o = lcx_search_defaults();
+    lcx_hit h[8];
+    double *lat = malloc(sizeof(double) * (size_t)nq);
+    char q[512];
+    int hits_ok = 0;
+    for (int i = 0; i < nq; i++) {
+        /* a question made of 6 words of a random span plus its unique number */
+        uint32_t id = (uint32_t)((uint64_t)i * 40503u % n_spans);
+        char span[4096];
+        make_span(c, clen, id, span, sizeof span);
+        const char *p = span;
+        for (int k = 0; k < 20 && *p; k++) { p = strchr(p + 1, ' '); if (!p) { p = span; break; } }
+        int ql = snprintf(q, sizeof q, "what about ref %u and %.60s", id * 7919u + 13u, p);
+        double t0 = lcx_now_ms();
+        int n = lcx_store_search(s, q, (size_t)ql, &o, h, 8);
+        lat[i] = lcx_now_ms() - t0;
+        if (n > 0 && h[0].id == id) hits_ok++;
+    }
+    double p50 = pct(lat, nq, 0.5), p95 = pct(lat, nq, 0.95), p99 = pct(lat, nq, 0.99);
+    printf("search %6u spans: p50 %.3f ms  p95 %.3f ms  p99 %.3f ms  (%d queries, top-1 correct %d%%)\n", n_spans,
+           p50, p95, p99, nq, hits_ok * 100 / nq);
+    free(lat);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--reopen")) return reopen_child(argv[2]);
+    uint32_t N = argc > 1 ? (uint32_t)atol(argv[1]) : 100000;
+    if (N < 20000) N = 20000;
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) return 1;
+    self[sl] = 0;
+    size_t clen;
+    char *corpus = load_corpus(&clen);
+    lcx_embedder *emb;
+    lcx_embedder_hash_new(0, &emb);
+    printf("machine: %ld CPUs online, AVX-512 %s\n", sysconf(_SC_NPROCESSORS_ONLN), lcx_cpu_has_avx512() ? "yes" : "no");
+
+    /* prepare all span texts first (not timed) */
+    enum { B = 1000 };
+    char *texts = malloc((size_t)N * 1400);
+    uint32_t *lens = malloc((size_t)N * 4);
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        lens[i] = (uint32_t)make_span(corpus, clen, i, texts + (size_t)i * 1400, 1400);
+        bytes += lens[i];
+    }
+    printf("spans: %u, mean %.0f bytes\n", N, (double)bytes / N);
+
+    /* component throughput: tokenize+embed only */
+    {
+        float *v = malloc(256 * 4 * 64);
+        double t0 = lcx_now_ms();
+        uint32_t m = 20000;
+        for (uint32_t i = 0; i < m; i += 64) {
+            const char *tx[64];
+            size_t ln[64];
+            for (int j = 0; j < 64; j++) { tx[j] = texts + (size_t)(i + j) * 1400; ln[j] = lens[i + j]; }
+            lcx_embed(emb, tx, ln, 64, v);
+        }
+        double dt = lcx_now_ms() - t0;
+        printf("hash embed (1 thread): %.0f spans/s, %.1f MB/s\n", m / (dt / 1000), bytes / (double)N * m / (dt / 1000) / 1e6);
+        free(v);
+    }
+
+    char tmpl[] = "/tmp/lcxbench.XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    long rss0 = rss_kb();
+    lcx_store *s;
+    if (lcx_store_open(dir, emb, NULL, &s)) return 1;
+    lcx_chunk *c = malloc(sizeof *c * B);
+    double t_ingest = 0, t20 = 0;
+    for (uint32_t base = 0; base < N; base += B) {
+        uint32_t m = N - base < B ? N - base : B;
+        for (uint32_t j = 0; j < m; j++) {
+            c[j] = lcx_chunk_init();
+            c[j].text = texts + (size_t)(base + j) * 1400;
+            c[j].text_len = lens[base + j];
+            c[j].tok_start = (int64_t)(base + j) * 256;
+            c[j].tok_end = c[j].tok_start + 255;
+            c[j].layer = 0;
+        }
+        double t0 = lcx_now_ms();
+        if (lcx_store_append(s, c, (int)m, NULL)) { fprintf(stderr, "append failed\n"); return 1; }
+        t_ingest += lcx_now_ms() - t0;
+        if (base + m == 20000) {
+            t20 = t_ingest;
+            search_bench(s, corpus, clen, 20000, 400);
+        }
+    }
+    long rss1 = rss_kb();
+    printf("ingest %u spans (batches of %d, fsync each): %.0f spans/s (%.1f MB/s); first 20k: %.0f spans/s\n", N, B,
+           N / (t_ingest / 1000), bytes / (t_ingest / 1000) / 1e6, 20000 / (t20 / 1000));
+    printf("RSS growth for %u spans: %.1f MiB (%.1f MiB per 100k); store mem_bytes %.1f MiB\n", N,
+           (rss1 - rss0) / 1024.0, (rss1 - rss0) / 1024.0 * 100000.0 / N, lcx_store_mem_bytes(s) / 1048576.0);
+    search_bench(s, corpus, clen, N, 400);
+    lcx_store_close(s);   /* writes the snapshot */
+    reopen_bench(self, dir, "(snapshot)");
+    {
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "du -sh %s/chunks.log %s/index.snap | tr '\\n' ' '", dir, dir);
+        printf("on disk: ");
+        fflush(stdout);
+        if (system(cmd) != 0) printf("?");
+        printf("\n");
+        snprintf(cmd, sizeof cmd, "%s/index.snap", dir);
+        rename(cmd, (snprintf(self + 2048, 2048, "%s/index.snap.off", dir), self + 2048));
+    }
+    self[sl] = 0;
+    reopen_bench(self, dir, "(log replay only)");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+    free(c);
+    free(texts);
+    free(lens);
+    free(corpus);
+    lcx_embedder_free(emb);
+    return 0;
+}
