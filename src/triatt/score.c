@@ -67,6 +67,7 @@ struct triatt_scorer {
     uint64_t *feat_gen;          /* (n_slots) calibration generation the row was built with */
     int n_slots;
     size_t fstride;
+    int set_c0, set_c1;          /* cells of the fast_set_cells job in progress */
 };
 
 static void *worker_main(void *arg)
@@ -359,27 +360,23 @@ int triatt_fast_reserve(triatt_scorer *s, int n_slots)
     return LCX_OK;
 }
 
-int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
-                          int cell0, int n)
+/* Fast-path entry for the cells [s->fc0, s->fc1) split over the threads by cell range, so
+ * every thread owns its rows (no accumulators to merge). */
+static void job_fast_set(triatt_scorer *s, worker *w)
 {
-    if (!s || !cal || !keys || (!keys->get && !keys->get16) || cell0 < 0 || n < 0) return LCX_EINVAL;
-    if (s->o.aggregation != TRIATT_AGG_BLOCKMEAN) return LCX_ENOTSUP;
-    if ((int64_t)cell0 + n > s->n_slots) return LCX_ELIMIT;
-    if (!triatt_calib_ready(cal)) return LCX_ESTATE;
     const int fc = s->fc;
     const bool use_trig = s->o.terms != TRIATT_TERMS_EXTRA_ONLY;
     const bool use_extra = s->o.terms != TRIATT_TERMS_TRIG_ONLY;
-    collect_blocks(s, s->o.skip_layers);
-    const float inv = 1.0f / (float)s->n_blocks;
-    worker *w = &s->wk[0];
-    for (int c = cell0; c < cell0 + n; c++) memset(s->feat + (size_t)c * s->fstride, 0, s->fstride * sizeof(float));
+    const int total = s->set_c1 - s->set_c0, per = (total + s->nt - 1) / s->nt;
+    const int c_lo = s->set_c0 + w->tid * per, c_hi = LCX_MIN(s->set_c1, c_lo + per);
+    if (c_hi <= c_lo) return;
+    for (int c = c_lo; c < c_hi; c++) memset(s->feat + (size_t)c * s->fstride, 0, s->fstride * sizeof(float));
     for (int i = 0; i < s->n_blocks; i++) {
         int l = s->blocks[i] / s->KV, g = s->blocks[i] % s->KV;
         const float *cr, *ci, *cabs;
-        int rc = triatt_calib_block(cal, l, g, &cr, &ci, &cabs);
-        if (rc < 0) return rc;
+        if (triatt_calib_block(s->cal, l, g, &cr, &ci, &cabs) < 0) { w->rc = LCX_ESTATE; return; }
         triatt_kparams kp = {.m = w->m, .m_il = w->m_il, .n_rot = s->n_rot, .fc = fc, .pairing = s->pairing,
-                             .use_trig = false, .use_extra = use_extra, .f16 = keys->get16 != NULL,
+                             .use_trig = false, .use_extra = use_extra, .f16 = s->keys->get16 != NULL,
                              .eps = (float)s->o.eps};
         for (int f = 0; f < fc; f++) {
             double m = s->o.terms == TRIATT_TERMS_NO_MLR
@@ -388,11 +385,11 @@ int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triat
             w->m[f] = (float)m;
             w->m_il[2 * f] = w->m_il[2 * f + 1] = (float)(m * 0.5);
         }
-        for (int c0 = cell0; c0 < cell0 + n; c0 += CHUNK) {
-            int k = LCX_MIN(CHUNK, cell0 + n - c0);
+        for (int c0 = c_lo; c0 < c_hi; c0 += CHUNK) {
+            int k = LCX_MIN(CHUNK, c_hi - c0);
             size_t stride = s->hd;
-            const void *kr0 = fetch(keys, l, g, c0, k, w->scratch, &stride);
-            if (!kr0) return LCX_EIO;
+            const void *kr0 = fetch(s->keys, l, g, c0, k, w->scratch, &stride);
+            if (!kr0) { w->rc = LCX_EIO; return; }
             float *rows = s->feat + (size_t)c0 * s->fstride;
             if (use_trig) triatt__fast_accum(cr, ci, kr0, stride, k, kp.f16, s->pairing, fc, rows, s->fstride);
             if (use_extra) {
@@ -403,12 +400,34 @@ int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triat
             }
         }
     }
-    uint64_t gen = triatt_calib_generation(cal);
-    for (int c = cell0; c < cell0 + n; c++) {
+    const float inv = 1.0f / (float)s->n_blocks;
+    for (int c = c_lo; c < c_hi; c++) {
         float *row = s->feat + (size_t)c * s->fstride;
         for (int j = 0; j <= 2 * fc; j++) row[j] *= inv;
-        s->feat_gen[c] = gen;
     }
+}
+
+int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
+                          int cell0, int n)
+{
+    if (!s || !cal || !keys || (!keys->get && !keys->get16) || cell0 < 0 || n < 0) return LCX_EINVAL;
+    if (s->o.aggregation != TRIATT_AGG_BLOCKMEAN) return LCX_ENOTSUP;
+    if ((int64_t)cell0 + n > s->n_slots) return LCX_ELIMIT;
+    if (!triatt_calib_ready(cal)) return LCX_ESTATE;
+    if (!n) return LCX_OK;
+    collect_blocks(s, s->o.skip_layers);
+    s->cal = cal;
+    s->keys = keys;
+    s->set_c0 = cell0;
+    s->set_c1 = cell0 + n;
+    pool_run(s, job_fast_set);
+    for (int t = 0; t < s->nt; t++)
+        if (s->wk[t].rc < 0) {
+            for (int c = cell0; c < cell0 + n; c++) s->feat_gen[c] = UINT64_MAX;
+            return s->wk[t].rc;
+        }
+    uint64_t gen = triatt_calib_generation(cal);
+    for (int c = cell0; c < cell0 + n; c++) s->feat_gen[c] = gen;
     return LCX_OK;
 }
 
