@@ -371,7 +371,7 @@ int triatt_msgs_insert_rescue(triatt_msg *msgs, int n, int cap, const char *text
 typedef struct triatt_rescue triatt_rescue;
 /* Starts the sender thread. NULL on bad config (no endpoint/session/detok) or OOM. */
 triatt_rescue *triatt_rescue_init(const triatt_rescue_config *cfg);
-/* Stops the sender (waits for the request in flight, at most timeout_ms) and frees. */
+/* Stops the sender (aborts a request in flight; queued rounds are discarded) and frees. */
 void triatt_rescue_free(triatt_rescue *r);
 /* Tier 2: one round's evicted positions + the original token ids (n_tokens, index = position)
  * → spans → decoded text → one queued POST /evict/write. scores (may be NULL) are the

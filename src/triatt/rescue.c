@@ -157,6 +157,14 @@ static size_t on_body(char *d, size_t sz, size_t nm, void *ud)
     return sz * nm;
 }
 
+/* libcurl progress callback: aborts the transfer once triatt_rescue_free asked to stop, so
+ * freeing the client never waits out a hung request's timeout. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    const triatt_rescue *r = ud;
+    return __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE) ? 1 : 0;
+}
+
 /* One POST; returns HTTP status (0 = transport failure). resp may be NULL. */
 static long post_json(const triatt_rescue *r, const char *route, const char *body, size_t len, lcx_buf *resp)
 {
@@ -176,6 +184,9 @@ static long post_json(const triatt_rescue *r, const char *route, const char *bod
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp ? resp : &dummy);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)r);
     long status = 0;
     if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hd);
@@ -279,7 +290,7 @@ void triatt_rescue_free(triatt_rescue *r)
 {
     if (!r) return;
     pthread_mutex_lock(&r->mu);
-    r->stop = true;
+    __atomic_store_n(&r->stop, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->th, NULL);
