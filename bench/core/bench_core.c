@@ -27,6 +27,14 @@ static long rss_kb(void)
     return v;
 }
 
+#include <time.h>
+static double cpu_ms(clockid_t c)
+{
+    struct timespec t;
+    clock_gettime(c, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 static int cmpd(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -98,10 +106,10 @@ static int reopen_child(const char *dir)
 {
     lcx_embedder *emb;
     lcx_embedder_hash_new(0, &emb);
-    double t0 = lcx_now_ms();
+    double t0 = lcx_now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
     lcx_store *s;
     int rc = lcx_store_open(dir, emb, NULL, &s);
-    double t1 = lcx_now_ms();
+    double t1 = lcx_now_ms(), c1 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
     if (rc) {
         fprintf(stderr, "open: %s\n", lcx_strerror(rc));
         return 1;
@@ -112,37 +120,41 @@ static int reopen_child(const char *dir)
     double t2 = lcx_now_ms();
     lcx_store_search(s, q, strlen(q), &o, h, 8);
     double t3 = lcx_now_ms();
-    printf("%.3f %.3f %ld %u\n", t1 - t0, t3 - t2, rss_kb(), lcx_store_count(s));
+    printf("%.3f %.3f %ld %u %.3f\n", t1 - t0, t3 - t2, rss_kb(), lcx_store_count(s), c1 - c0);
+    fflush(stdout);
+    if (getenv("LCX_BENCH_NOSNAP")) _exit(0);   /* keep the directory as it is (no close-time snapshot) */
     lcx_store_close(s);
     lcx_embedder_free(emb);
     return 0;
 }
 
-static void reopen_bench(const char *self, const char *dir, const char *label)
+static void reopen_bench(const char *self, const char *dir, const char *label, int runs, int nosnap)
 {
-    double ms[5], first_q[5];
+    double ms[8], cms[8], first_q[8];
     long rss = 0;
     unsigned cnt = 0;
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < runs; r++) {
         char cmd[8192];
-        snprintf(cmd, sizeof cmd, "%s --reopen %s", self, dir);
+        snprintf(cmd, sizeof cmd, "%s%s --reopen %s", nosnap ? "LCX_BENCH_NOSNAP=1 " : "", self, dir);
         FILE *p = popen(cmd, "r");
-        if (!p || fscanf(p, "%lf %lf %ld %u", &ms[r], &first_q[r], &rss, &cnt) != 4) {
+        if (!p || fscanf(p, "%lf %lf %ld %u %lf", &ms[r], &first_q[r], &rss, &cnt, &cms[r]) != 5) {
             fprintf(stderr, "reopen child failed\n");
             if (p) pclose(p);
             return;
         }
         pclose(p);
     }
-    printf("reopen %-18s %u spans: open median %.2f ms (min %.2f, max %.2f); first search %.2f ms; child RSS %.1f MiB\n",
-           label, cnt, pct(ms, 5, 0.5), pct(ms, 5, 0), pct(ms, 5, 1), pct(first_q, 5, 0.5), rss / 1024.0);
+    printf("reopen %-18s %u spans: open median %.2f ms wall (min %.2f, max %.2f), %.2f ms CPU; first search %.2f ms; "
+           "child RSS %.1f MiB\n",
+           label, cnt, pct(ms, runs, 0.5), pct(ms, runs, 0), pct(ms, runs, 1), pct(cms, runs, 0.5),
+           pct(first_q, runs, 0.5), rss / 1024.0);
 }
 
 static void search_bench(lcx_store *s, const char *c, size_t clen, uint32_t n_spans, int nq)
 {
     lcx_search_opts o = lcx_search_defaults();
     lcx_hit h[8];
-    double *lat = malloc(sizeof(double) * (size_t)nq);
+    double *lat = malloc(sizeof(double) * (size_t)nq), *clat = malloc(sizeof(double) * (size_t)nq);
     char q[512];
     int hits_ok = 0;
     for (int i = 0; i < nq; i++) {
@@ -153,15 +165,19 @@ static void search_bench(lcx_store *s, const char *c, size_t clen, uint32_t n_sp
         const char *p = span;
         for (int k = 0; k < 20 && *p; k++) { p = strchr(p + 1, ' '); if (!p) { p = span; break; } }
         int ql = snprintf(q, sizeof q, "what about ref %u and %.60s", id * 7919u + 13u, p);
-        double t0 = lcx_now_ms();
+        double t0 = lcx_now_ms(), c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
         int n = lcx_store_search(s, q, (size_t)ql, &o, h, 8);
         lat[i] = lcx_now_ms() - t0;
+        clat[i] = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
         if (n > 0 && h[0].id == id) hits_ok++;
     }
     double p50 = pct(lat, nq, 0.5), p95 = pct(lat, nq, 0.95), p99 = pct(lat, nq, 0.99);
-    printf("search %6u spans: p50 %.3f ms  p95 %.3f ms  p99 %.3f ms  (%d queries, top-1 correct %d%%)\n", n_spans,
-           p50, p95, p99, nq, hits_ok * 100 / nq);
+    printf("search %6u spans: wall p50 %.3f ms  p95 %.3f ms  p99 %.3f ms | CPU p50 %.3f p95 %.3f p99 %.3f ms  (%d "
+           "queries, top-1 correct %d%%)\n",
+           n_spans, p50, p95, p99, pct(clat, nq, 0.5), pct(clat, nq, 0.95), pct(clat, nq, 0.99), nq,
+           hits_ok * 100 / nq);
     free(lat);
+    free(clat);
 }
 
 int main(int argc, char **argv)
@@ -212,7 +228,7 @@ int main(int argc, char **argv)
     lcx_store *s;
     if (lcx_store_open(dir, emb, NULL, &s)) return 1;
     lcx_chunk *c = malloc(sizeof *c * B);
-    double t_ingest = 0, t20 = 0;
+    double t_ingest = 0, t20 = 0, c_ingest0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), c_search = 0;
     for (uint32_t base = 0; base < N; base += B) {
         uint32_t m = N - base < B ? N - base : B;
         for (uint32_t j = 0; j < m; j++) {
@@ -228,17 +244,21 @@ int main(int argc, char **argv)
         t_ingest += lcx_now_ms() - t0;
         if (base + m == 20000) {
             t20 = t_ingest;
+            double cs = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
             search_bench(s, corpus, clen, 20000, 400);
+            c_search += cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - cs;
         }
     }
     long rss1 = rss_kb();
-    printf("ingest %u spans (batches of %d, fsync each): %.0f spans/s (%.1f MB/s); first 20k: %.0f spans/s\n", N, B,
-           N / (t_ingest / 1000), bytes / (t_ingest / 1000) / 1e6, 20000 / (t20 / 1000));
+    double c_ingest = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - c_ingest0 - c_search;
+    printf("ingest %u spans (batches of %d, fsync each): %.0f spans/s wall (%.1f MB/s); first 20k: %.0f spans/s; "
+           "CPU: %.1f us/span over all threads\n",
+           N, B, N / (t_ingest / 1000), bytes / (t_ingest / 1000) / 1e6, 20000 / (t20 / 1000), c_ingest * 1000 / N);
     printf("RSS growth for %u spans: %.1f MiB (%.1f MiB per 100k); store mem_bytes %.1f MiB\n", N,
            (rss1 - rss0) / 1024.0, (rss1 - rss0) / 1024.0 * 100000.0 / N, lcx_store_mem_bytes(s) / 1048576.0);
     search_bench(s, corpus, clen, N, 400);
     lcx_store_close(s);   /* writes the snapshot */
-    reopen_bench(self, dir, "(snapshot)");
+    reopen_bench(self, dir, "(snapshot)", 5, 0);
     {
         char cmd[8192];
         snprintf(cmd, sizeof cmd, "du -sh %s/chunks.log %s/index.snap | tr '\\n' ' '", dir, dir);
@@ -250,10 +270,11 @@ int main(int argc, char **argv)
         rename(cmd, (snprintf(self + 2048, 2048, "%s/index.snap.off", dir), self + 2048));
     }
     self[sl] = 0;
-    reopen_bench(self, dir, "(log replay only)");
+    reopen_bench(self, dir, "(log replay only)", 2, 1);
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+    if (getenv("LCX_BENCH_KEEP")) printf("kept %s\n", dir);
+    else if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
     free(c);
     free(texts);
     free(lens);

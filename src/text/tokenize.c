@@ -206,6 +206,40 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
         if (b0 < 0x80) {                         /* ASCII fast path */
             unsigned char k0 = k_ascii[b0];
             if (k0 == C_SEP && pc.ncp == 0) { i++; continue; }
+            if (pc.ncp == 0 && (k0 == C_LOWER || k0 == C_UPPER || k0 == C_DIGIT)) {
+                /* whole simple token in one scan: letters only (lower case, or one leading
+                 * capital) or digits only, ended by an ASCII separator. Anything else
+                 * (joiners, '_', inner capitals, non-ASCII) falls through to the general
+                 * path from the same position. */
+                size_t j = i;
+                unsigned mask = 0;
+                int nup = 0;
+                char fold[LCX_TOK_MAX];
+                while (j < len && j - i < LCX_TOK_MAX) {
+                    unsigned char b = p[j];
+                    if (b >= 0x80) break;
+                    unsigned char k = k_ascii[b];
+                    if (k != C_LOWER && k != C_UPPER && k != C_DIGIT) break;
+                    mask |= 1u << k;
+                    nup += k == C_UPPER;
+                    fold[j - i] = (char)(k == C_UPPER ? b | 0x20 : b);
+                    j++;
+                }
+                unsigned char kn = j < len ? (p[j] < 0x80 ? k_ascii[p[j]] : C_JOIN) : C_SEP;
+                int simple_word = mask == 1u << C_LOWER ||
+                                  (mask == (1u << C_LOWER | 1u << C_UPPER) && nup == 1 && k0 == C_UPPER) ||
+                                  (mask == 1u << C_UPPER && j - i == 1);
+                int simple_num = mask == 1u << C_DIGIT;
+                if ((simple_word || simple_num) && j - i < LCX_TOK_MAX &&
+                    (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
+                                     (j + 1 >= len || (p[j + 1] < 0x80 && k_ascii[p[j + 1]] == C_SEP))))) {
+                    /* a joiner followed by a separator (e.g. "end." or "x, ") ends the token */
+                    int rc = cb(fold, j - i, simple_num ? LCX_TOK_NUMBER : LCX_TOK_WORD, ud);
+                    if (rc) return rc;
+                    i = j;
+                    continue;
+                }
+            }
             if ((k0 == C_LOWER || k0 == C_UPPER || k0 == C_DIGIT || k0 == C_UNDER) && pc.ncp < MAX_CP &&
                 pc.len < LCX_TOK_MAX) {
                 pc.cls[pc.ncp] = k0;

@@ -58,6 +58,9 @@ static const tcase k_cases[] = {
     {"  ", ""},
     {"NOVA's", "W:nova W:s"},
     {"end-", "W:end"},
+    {"ABC Abc aBc", "W:abc W:abc I:abc P:a P:bc"},
+    {"end. Next, x.y. 42, 7", "W:end W:next I:x.y P:x P:y N:42 N:7"},
+    {"caf\xc3\xa9 na\xc3\xafve", "W:caf\xc3\xa9 W:na\xc3\xafve"},
 };
 
 static void test_table(void **st)
