@@ -108,7 +108,7 @@ int main(int argc, char **argv)
         report(name, t, tc, reps);
         triatt_fast_reserve(sco, N);
         double t0 = lcx_now_ms(), ce = cpu_ms();
-        triatt_fast_set_cells(sco, cal, &kf32, 0, N);
+        triatt_fast_set_cells(sco, cal, &kf32, pos, 0, N);
         double enter = lcx_now_ms() - t0;
         ce = cpu_ms() - ce;
         int freps = reps * 5;

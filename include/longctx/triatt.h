@@ -180,11 +180,16 @@ int triatt_score(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *k
 /* Fast path (blockmean only, frozen centres): each cell collapses to 2·fc+1 numbers
  * (mean_b A_f, mean_b B_f, mean_b extra) computed once when the cell enters the cache.
  * fast_reserve sizes the slot table (cells >= n_slots are an error); fast_set_cells
- * (re)computes slots [cell0, cell0+n) from keys; fast_score then costs O(cells·fc) and
- * returns LCX_ESTATE if the calibration changed since a slot was computed. */
+ * (re)computes slots [cell0, cell0+n) from keys and records positions[c] for each (positions
+ * is indexed by cell, like triatt_score's). fast_score then costs O(cells·fc); it returns
+ * LCX_ESTATE when a row is stale: computed under another calibration, never computed, or
+ * computed for another position (the engine moved cells, e.g. compaction after eviction).
+ * fast_refresh recomputes exactly the stale rows of [0, n_cells) and returns how many. */
 int triatt_fast_reserve(triatt_scorer *s, int n_slots);
 int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
-                          int cell0, int n);
+                          const int32_t *positions, int cell0, int n);
+int triatt_fast_refresh(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
+                        const int32_t *positions, int n_cells);
 int triatt_fast_score(triatt_scorer *s, const triatt_calib *cal, const int32_t *positions,
                       int n_cells, double P, int32_t win_thr, float *scores);
 
@@ -284,8 +289,10 @@ int triatt_end_pass(triatt_ctx *t);
  * (mode = v1|v2|v3, suffixed ",random"/",recency" for the controls). */
 int triatt_maybe_evict(triatt_ctx *t, const triatt_keys *keys, const int32_t *positions,
                        int n_cells, int32_t *out_cells);
-/* Fast path hook: call when cells [cell0, cell0+n) were written (no-op unless fast_path). */
-int triatt_cells_written(triatt_ctx *t, const triatt_keys *keys, int cell0, int n);
+/* Fast path hook: call when cells [cell0, cell0+n) were written (no-op unless fast_path).
+ * Optional: a round refreshes any stale row itself; calling this spreads that cost over the
+ * decode steps instead of the eviction round. positions is indexed by cell. */
+int triatt_cells_written(triatt_ctx *t, const triatt_keys *keys, const int32_t *positions, int cell0, int n);
 void triatt_get_counters(const triatt_ctx *t, triatt_counters *out);
 triatt_calib *triatt_ctx_calib(triatt_ctx *t);
 const triatt_config *triatt_ctx_config(const triatt_ctx *t);

@@ -97,12 +97,12 @@ int triatt_end_pass(triatt_ctx *t)
     return rc;
 }
 
-int triatt_cells_written(triatt_ctx *t, const triatt_keys *keys, int cell0, int n)
+int triatt_cells_written(triatt_ctx *t, const triatt_keys *keys, const int32_t *positions, int cell0, int n)
 {
-    if (!t || !keys) return LCX_EINVAL;
+    if (!t || !keys || !positions || cell0 < 0 || n < 0) return LCX_EINVAL;
     if (!t->cfg.enabled || !t->cfg.fast_path || !triatt_calib_ready(t->cal)) return LCX_OK;
     int rc = triatt_fast_reserve(t->sc, cell0 + n);
-    return rc < 0 ? rc : triatt_fast_set_cells(t->sc, t->cal, keys, cell0, n);
+    return rc < 0 ? rc : triatt_fast_set_cells(t->sc, t->cal, keys, positions, cell0, n);
 }
 
 static const char *mode_name(const triatt_ctx *t, char *buf, size_t n)
@@ -138,12 +138,11 @@ int triatt_maybe_evict(triatt_ctx *t, const triatt_keys *keys, const int32_t *po
     if (c->mode == TRIATT_MODE_TRIG) {
         if (!keys || !keys->get) return LCX_EINVAL;
         if (c->fast_path) {
+            /* rows never computed, computed before a (re)calibration, or for a cell the engine
+             * has since moved are recomputed here; the rest cost O(fc) each */
             rc = triatt_fast_reserve(t->sc, n_cells);
+            if (rc >= 0) rc = triatt_fast_refresh(t->sc, t->cal, keys, positions, n_cells);
             if (rc >= 0) rc = triatt_fast_score(t->sc, t->cal, positions, n_cells, max_pos, win_thr, t->scores);
-            if (rc == LCX_ESTATE) {   /* cells computed before (re)calibration: rebuild them */
-                rc = triatt_fast_set_cells(t->sc, t->cal, keys, 0, n_cells);
-                if (rc >= 0) rc = triatt_fast_score(t->sc, t->cal, positions, n_cells, max_pos, win_thr, t->scores);
-            }
         } else {
             rc = triatt_score(t->sc, t->cal, keys, positions, n_cells, max_pos, win_thr, t->scores);
         }

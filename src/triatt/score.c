@@ -65,6 +65,7 @@ struct triatt_scorer {
     /* fast path: (n_slots, fstride) rows [a(fc) | b(fc) | e] */
     float *feat;
     uint64_t *feat_gen;          /* (n_slots) calibration generation the row was built with */
+    int32_t *feat_pos;           /* (n_slots) position the row was built for */
     int n_slots;
     size_t fstride;
     int set_c0, set_c1;          /* cells of the fast_set_cells job in progress */
@@ -126,7 +127,7 @@ void triatt_scorer_free(triatt_scorer *s)
             free(w->acc); free(w->hbuf); free(w->scratch); free(w->w); free(w->m); free(w->m_il);
         }
     free(s->wk); free(s->attn); free(s->omega); free(s->blocks); free(s->fast_v);
-    free(s->feat); free(s->feat_gen);
+    free(s->feat); free(s->feat_gen); free(s->feat_pos);
     free(s);
 }
 
@@ -354,6 +355,9 @@ int triatt_fast_reserve(triatt_scorer *s, int n_slots)
     uint64_t *g = realloc(s->feat_gen, (size_t)n_slots * sizeof(uint64_t));
     if (!g) return LCX_ENOMEM;
     s->feat_gen = g;
+    int32_t *fp = realloc(s->feat_pos, (size_t)n_slots * sizeof(int32_t));
+    if (!fp) return LCX_ENOMEM;
+    s->feat_pos = fp;
     for (int i = s->n_slots; i < n_slots; i++) s->feat_gen[i] = UINT64_MAX;
     s->fstride = stride;
     s->n_slots = n_slots;
@@ -408,9 +412,9 @@ static void job_fast_set(triatt_scorer *s, worker *w)
 }
 
 int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
-                          int cell0, int n)
+                          const int32_t *positions, int cell0, int n)
 {
-    if (!s || !cal || !keys || (!keys->get && !keys->get16) || cell0 < 0 || n < 0) return LCX_EINVAL;
+    if (!s || !cal || !keys || (!keys->get && !keys->get16) || !positions || cell0 < 0 || n < 0) return LCX_EINVAL;
     if (s->o.aggregation != TRIATT_AGG_BLOCKMEAN) return LCX_ENOTSUP;
     if ((int64_t)cell0 + n > s->n_slots) return LCX_ELIMIT;
     if (!triatt_calib_ready(cal)) return LCX_ESTATE;
@@ -427,8 +431,35 @@ int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triat
             return s->wk[t].rc;
         }
     uint64_t gen = triatt_calib_generation(cal);
-    for (int c = cell0; c < cell0 + n; c++) s->feat_gen[c] = gen;
+    for (int c = cell0; c < cell0 + n; c++) {
+        s->feat_gen[c] = gen;
+        s->feat_pos[c] = positions[c];
+    }
     return LCX_OK;
+}
+
+static bool row_stale(const triatt_scorer *s, uint64_t gen, const int32_t *positions, int c)
+{
+    return s->feat_gen[c] != gen || s->feat_pos[c] != positions[c];
+}
+
+int triatt_fast_refresh(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
+                        const int32_t *positions, int n_cells)
+{
+    if (!s || !cal || !positions || n_cells < 0) return LCX_EINVAL;
+    if (n_cells > s->n_slots) return LCX_ELIMIT;
+    uint64_t gen = triatt_calib_generation(cal);
+    int done = 0;
+    for (int c = 0; c < n_cells;) {
+        if (!row_stale(s, gen, positions, c)) { c++; continue; }
+        int e = c + 1;
+        while (e < n_cells && row_stale(s, gen, positions, e)) e++;   /* contiguous stale run */
+        int rc = triatt_fast_set_cells(s, cal, keys, positions, c, e - c);
+        if (rc < 0) return rc;
+        done += e - c;
+        c = e;
+    }
+    return done;
 }
 
 static void job_fast(triatt_scorer *s, worker *w)
@@ -447,7 +478,7 @@ int triatt_fast_score(triatt_scorer *s, const triatt_calib *cal, const int32_t *
     if (n_cells > s->n_slots) return LCX_ELIMIT;
     uint64_t gen = triatt_calib_generation(cal);
     for (int c = 0; c < n_cells; c++)
-        if (s->feat_gen[c] != gen) return LCX_ESTATE;
+        if (row_stale(s, gen, positions, c)) return LCX_ESTATE;
     triatt_trig_sums(s->omega, s->fc, P, s->cs, s->sn);
     for (int f = 0; f < s->fc; f++) {
         s->fast_v[f] = (float)s->cs[f];

@@ -240,7 +240,7 @@ static void test_blockmean_kernels(void **st)
                     if (kern == 1) {
                         float fs[256];
                         assert_int_equal(triatt_fast_reserve(sco, s.N), 0);
-                        assert_int_equal(triatt_fast_set_cells(sco, cal, &keys, 0, s.N), 0);
+                        assert_int_equal(triatt_fast_set_cells(sco, cal, &keys, s.pos, 0, s.N), 0);
                         assert_int_equal(triatt_fast_score(sco, cal, s.pos, s.N, Pm, Pm - win + 1, fs), 0);
                         for (int c = 0; c < s.N; c++)
                             if (!isnan(e[c])) assert_close(fs[c], sc[c], 1e-5, "fast vs full", c);

@@ -201,8 +201,8 @@ static void test_fast_path_equals_full(void **st)
             assert_int_equal(triatt_fast_reserve(s, 400), 0);
             assert_int_equal(triatt_fast_score(s, cal, w.pos, w.n, P, P - 15, fast), LCX_ESTATE);
             /* cells entered in two batches, as an engine would */
-            assert_int_equal(triatt_fast_set_cells(s, cal, &k, 0, 170), 0);
-            assert_int_equal(triatt_fast_set_cells(s, cal, &k, 170, 130), 0);
+            assert_int_equal(triatt_fast_set_cells(s, cal, &k, w.pos, 0, 170), 0);
+            assert_int_equal(triatt_fast_set_cells(s, cal, &k, w.pos, 170, 130), 0);
             assert_int_equal(triatt_fast_score(s, cal, w.pos, w.n, P, P - 15, fast), 0);
             for (int i = 0; i < w.n; i++) {
                 if (isnan(full[i])) { assert_true(isnan(fast[i])); continue; }
@@ -212,6 +212,24 @@ static void test_fast_path_equals_full(void **st)
             /* a later phase origin still agrees (trig sums change per round, features do not) */
             assert_int_equal(triatt_score(s, cal, &k, w.pos, w.n, P + 1000, P - 15, full), 0);
             assert_int_equal(triatt_fast_score(s, cal, w.pos, w.n, P + 1000, P - 15, fast), 0);
+            for (int i = 0; i < w.n; i++)
+                if (!isnan(full[i])) assert_true(fabs(full[i] - fast[i]) <= 1e-4 * (1 + fabs(full[i])));
+            /* the engine compacts: cells move to other slots → those rows are stale, and a
+             * refresh recomputes exactly them, after which fast == full again */
+            for (int i = 0; i < 150; i++) {
+                int32_t tp = w.pos[i]; w.pos[i] = w.pos[299 - i]; w.pos[299 - i] = tp;
+                for (int l = 0; l < 3; l++)
+                    for (int kv = 0; kv < 2; kv++) {
+                        float *a = w.keys + (((size_t)l * 2 + kv) * w.n + i) * 64;
+                        float *b = w.keys + (((size_t)l * 2 + kv) * w.n + 299 - i) * 64;
+                        for (int d = 0; d < 64; d++) { float x = a[d]; a[d] = b[d]; b[d] = x; }
+                    }
+            }
+            assert_int_equal(triatt_fast_score(s, cal, w.pos, w.n, P, P - 15, fast), LCX_ESTATE);
+            assert_int_equal(triatt_fast_refresh(s, cal, &k, w.pos, w.n), 300);
+            assert_int_equal(triatt_fast_refresh(s, cal, &k, w.pos, w.n), 0);
+            assert_int_equal(triatt_score(s, cal, &k, w.pos, w.n, P, P - 15, full), 0);
+            assert_int_equal(triatt_fast_score(s, cal, w.pos, w.n, P, P - 15, fast), 0);
             for (int i = 0; i < w.n; i++)
                 if (!isnan(full[i])) assert_true(fabs(full[i] - fast[i]) <= 1e-4 * (1 + fabs(full[i])));
             /* recalibration invalidates the features */
@@ -614,7 +632,7 @@ static void test_driver_round(void **st)
         for (int l = 0; l < 2; l++) triatt_observe_queries(t, l, w.q + (size_t)l * w.T * 4 * 32, 16, 0);
         triatt_end_pass(t);
         triatt_keys k = {strict_get, &w, NULL};
-        if (fast) assert_int_equal(triatt_cells_written(t, &k, 0, w.n), 0);
+        if (fast) assert_int_equal(triatt_cells_written(t, &k, w.pos, 0, w.n), 0);
         int n = triatt_maybe_evict(t, &k, w.pos, w.n, fast ? b : a);
         if (fast) nb = n; else na = n;
         triatt_free(t);
