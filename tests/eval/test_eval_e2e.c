@@ -165,6 +165,54 @@ static void test_compaction(void **st)
     lcx_mrcr_rec_free(&r);
 }
 
+/* message shapes the proxy sees: system messages, list content, budget trimming */
+static void test_compaction_shapes(void **st)
+{
+    lcx_buf b = {0};
+    lcx_buf_puts(&b, "[{\"role\":\"system\",\"content\":\"be brief\"}");
+    const char *topics[] = {"owls", "tapirs", "bees", "rain"};
+    for (int i = 0; i < 40; i++) {
+        lcx_buf_printf(&b, ",{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"write a poem about %s\"}]}",
+                       topics[i % 4]);
+        lcx_buf_printf(&b, ",{\"role\":\"assistant\",\"content\":\"reply %d ", i);
+        for (int k = 0; k < 200; k++) lcx_buf_puts(&b, "lorem ipsum ");
+        lcx_buf_puts(&b, "\"}");
+    }
+    lcx_buf_puts(&b, ",{\"role\":\"system\",\"content\":\"mid-conversation system note\"}");
+    lcx_buf_puts(&b, ",{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"the 3rd poem about bees\"}]}]");
+    cJSON *a = cJSON_Parse(b.data);
+    assert_non_null(a);
+    lcx_compact_opts o = lcx_compact_defaults();
+    o.budget_tokens = 2500;
+    o.keep_recent = 1;
+    lcx_compact_report rep;
+    assert_int_equal(lcx_compact_messages(a, emb, &o, &rep), 0);
+    assert_true(rep.compacted && rep.used_selector);
+    /* 3rd bees request = message index 1 + 2*(2 + 4*2) → reply "reply 10" */
+    int sys = 0, found = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, a) {
+        cJSON *c = cJSON_GetObjectItem(m, "content");
+        if (!strcmp(cJSON_GetObjectItem(m, "role")->valuestring, "system")) sys++;
+        if (cJSON_IsString(c) && !strncmp(c->valuestring, "reply 10 ", 9)) found = 1;
+    }
+    assert_int_equal(sys, 3);          /* both originals + the compaction note */
+    assert_true(found);
+    cJSON_Delete(a);
+
+    /* retrieval path, with a budget that fits only some of the retrieved turns */
+    a = cJSON_Parse(b.data);
+    cJSON *last = cJSON_GetArrayItem(a, cJSON_GetArraySize(a) - 1);
+    cJSON_ReplaceItemInObject(last, "content", cJSON_CreateString("what did the poems about bees say?"));
+    o.top_k = 8;
+    assert_int_equal(lcx_compact_messages(a, emb, &o, &rep), 0);
+    assert_true(rep.compacted && !rep.used_selector);
+    assert_true(rep.n_retrieved >= 1 && rep.n_retrieved < 8);
+    assert_true(rep.tokens_after <= o.budget_tokens);
+    cJSON_Delete(a);
+    lcx_buf_free(&b);
+}
+
 static void test_cli(void **st)
 {
     const char *bin = getenv("LCX_BIN");
@@ -248,6 +296,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recipes),
         cmocka_unit_test(test_compaction),
+        cmocka_unit_test(test_compaction_shapes),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
