@@ -379,6 +379,14 @@ static void test_unicode_roundtrip(void **st)
     assert_string_equal(str(cJSON_GetArrayItem(get(j, "chunks"), 0), "text"), t);
     assert_non_null(strstr(str(j, "system_message"), t));
     cJSON_Delete(j);
+    /* characters JSON must escape survive the round trip (request → store → response) */
+    const char *esc_body = "{\"session_id\":\"uni\",\"chunks\":[{\"text\":\"say \\\"quoted\\\" back\\\\slash\\nnew\\tline \\u0001 "
+                           "zanzibar\",\"token_range\":[10,11]}]}";
+    assert_int_equal(sh_post(&S, "/evict/write", esc_body, NULL), 200);
+    j = retrieve(&S, "uni", "zanzibar quoted", 1);
+    assert_string_equal(str(cJSON_GetArrayItem(get(j, "chunks"), 0), "text"), "say \"quoted\" back\\slash\nnew\tline \x01 zanzibar");
+    assert_non_null(strstr(str(j, "system_message"), "say \"quoted\" back\\slash\nnew\tline \x01 zanzibar\n"));
+    cJSON_Delete(j);
 }
 
 /* Concurrent writers on shared and private sessions: every acknowledged chunk counted. */
