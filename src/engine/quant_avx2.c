@@ -69,6 +69,17 @@ AI __m256i q80fam_unpack(eng_type wt, const uint8_t *blk)
     return _mm256_or_si256(v, hb);
 }
 
+/* Q4_0 / Q5_0 quants as stored, unsigned (0..15 / 0..31): the zero point (8 / 16) is taken
+ * out afterwards through the activation block sums, which saves the sign step per product. */
+AI __m256i q80fam_unpack_u(eng_type wt, const uint8_t *blk)
+{
+    const __m128i lo4 = _mm_set1_epi8(0xF);
+    __m128i q = _mm_loadu_si128((const __m128i *)(blk + (wt == ENG_T_Q4_0 ? 2 : 6)));
+    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), _mm_and_si128(q, lo4));
+    if (wt == ENG_T_Q4_0) return v;
+    return _mm256_or_si256(v, _mm256_and_si256(bits_to_bytes(blk + 2), _mm256_set1_epi8(0x10)));
+}
+
 AI size_t q80fam_bytes(eng_type wt)
 {
     return wt == ENG_T_Q4_0 ? sizeof(eng_block_q4_0) : wt == ENG_T_Q5_0 ? sizeof(eng_block_q5_0) : sizeof(eng_block_q8_0);
@@ -82,24 +93,47 @@ AI size_t q80fam_bytes(eng_type wt)
 #endif
 #define PP_T 8      /* token tile for prompt processing (Q8_0 family) */
 
-AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf)
+/* Also, when zoff != 0 (Q4_0: 8, Q5_0: 16), the zero-point table
+ * cxf[b*PP_T + t] = zoff * d_x * Σ_{i in block} x_i, so that for unsigned weight quants u,
+ * Σ (u - zoff)*x*d_w*d_x = d_w*d_x*Σ u*x - d_w*cxf. */
+AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf, int zoff, float *cxf)
 {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     for (int t = 0; t < T; t++) {
         const uint8_t *xb = X + t * xrb;
-        for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = ldh(xb + b * sizeof(eng_block_q8_0));
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = xb + b * sizeof(eng_block_q8_0);
+            const float d = ldh(blk);
+            dxf[b * PP_T + t] = d;
+            if (zoff) {
+                __m256i s = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)(blk + 2))), ones16);
+                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                h = _mm_hadd_epi32(h, h);
+                h = _mm_hadd_epi32(h, h);
+                cxf[b * PP_T + t] = (float)zoff * d * (float)_mm_cvtsi128_si32(h);
+            }
+        }
     }
     if (T > 1) /* the tile reads all PP_T lanes: keep the unused ones defined */
         for (int t = T; t < PP_T; t++)
-            for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = 0.f;
+            for (int64_t b = 0; b < nb; b++) {
+                dxf[b * PP_T + t] = 0.f;
+                if (zoff) cxf[b * PP_T + t] = 0.f;
+            }
 }
 
 /* hot: R weight rows x T tokens over nb blocks; y[t*ldy + r] (+)= dot. dxf from load_dx_q8_0.
  * Per block product: sign, maddubs, madd, cvt, mul (d_w*d_x), fma. d_w is broadcast as
  * fp16 and widened in-vector (no scalar round trip); d_x comes from the float table. */
 AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X,
-                    size_t xrb, int64_t nb, const float *dxf, bool add, float *y, int64_t ldy)
+                    size_t xrb, int64_t nb, const float *dxf, const float *cxf, bool add, float *y, int64_t ldy)
 {
     const size_t bs = q80fam_bytes(wt);
+    /* prompt tiles of Q4_0/Q5_0: unsigned quants straight into maddubs (no sign step), the
+     * zero point comes back as one 8-token fma per block: cacc[t] = Σ_b d_w * cxf[b][t] */
+    const bool uns = R == 1 && T > 1 && wt != ENG_T_Q8_0;
+    __m256 cacc = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4][PP_T];
 #pragma GCC unroll 8
@@ -114,13 +148,19 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
         for (int r = 0; r < R; r++) {
             const uint8_t *blk = W + r * wrb + b * bs;
             if (T == 1 && PF_DIST) _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0); /* generation: stream ahead */
-            sw[r] = q80fam_unpack(wt, blk);
-            aw[r] = _mm256_sign_epi8(sw[r], sw[r]);
+            if (uns) {
+                aw[r] = q80fam_unpack_u(wt, blk);
+                sw[r] = aw[r];
+            } else {
+                sw[r] = q80fam_unpack(wt, blk);
+                aw[r] = _mm256_sign_epi8(sw[r], sw[r]);
+            }
             uint16_t h;
             memcpy(&h, blk, 2);
             dw[r] = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
         }
         if (R == 1 && T > 1) _mm256_storeu_ps(sc, _mm256_mul_ps(dw[0], _mm256_loadu_ps(dxf + b * PP_T)));
+        if (uns) cacc = _mm256_fmadd_ps(dw[0], _mm256_loadu_ps(cxf + b * PP_T), cacc);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
@@ -128,7 +168,7 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
             const __m256 dx = _mm256_broadcast_ss(dxf + b * PP_T + t);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                __m256i p = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(x, sw[r]));
+                __m256i p = _mm256_maddubs_epi16(aw[r], uns ? x : _mm256_sign_epi8(x, sw[r]));
                 __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
                 const __m256 d = (R == 1 && T > 1) ? _mm256_broadcast_ss(sc + t) : _mm256_mul_ps(dw[r], dx);
                 acc[r][t] = _mm256_fmadd_ps(pf, d, acc[r][t]);
@@ -139,27 +179,33 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            if (add) y[t * ldy + r] += hsum8(acc[r][t]);
-            else y[t * ldy + r] = hsum8(acc[r][t]);
+            float v = hsum8(acc[r][t]);
+            if (uns) {
+                float c[PP_T];
+                _mm256_storeu_ps(c, cacc);
+                v -= c[t];
+            }
+            if (add) y[t * ldy + r] += v;
+            else y[t * ldy + r] = v;
         }
 }
 
 #define Q80_CASES(WT)                                                                                   \
     switch (R * 16 + T) {                                                                               \
-    case 4 * 16 + 1: q80fam_tile(WT, 4, 1, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
-    case 1 * 16 + 8: q80fam_tile(WT, 1, 8, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
-    case 1 * 16 + 7: q80fam_tile(WT, 1, 7, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
-    case 1 * 16 + 6: q80fam_tile(WT, 1, 6, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
-    case 1 * 16 + 5: q80fam_tile(WT, 1, 5, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
-    case 1 * 16 + 4: q80fam_tile(WT, 1, 4, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
-    case 1 * 16 + 3: q80fam_tile(WT, 1, 3, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
-    case 1 * 16 + 2: q80fam_tile(WT, 1, 2, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                \
-    default: q80fam_tile(WT, 1, 1, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;                        \
+    case 4 * 16 + 1: q80fam_tile(WT, 4, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    case 1 * 16 + 8: q80fam_tile(WT, 1, 8, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    case 1 * 16 + 7: q80fam_tile(WT, 1, 7, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    case 1 * 16 + 6: q80fam_tile(WT, 1, 6, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    case 1 * 16 + 5: q80fam_tile(WT, 1, 5, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    case 1 * 16 + 4: q80fam_tile(WT, 1, 4, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    case 1 * 16 + 3: q80fam_tile(WT, 1, 3, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    case 1 * 16 + 2: q80fam_tile(WT, 1, 2, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    default: q80fam_tile(WT, 1, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                        \
     }
 
 #define DEF_Q80_TILE(NAME, WT)                                                                          \
     static void NAME(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb, \
-                     const float *dxf, bool add, float *y, int64_t ldy)                                 \
+                     const float *dxf, const float *cxf, bool add, float *y, int64_t ldy)               \
     {                                                                                                   \
         Q80_CASES(WT)                                                                                   \
     }
@@ -168,7 +214,7 @@ DEF_Q80_TILE(q80_tile_q4_0, ENG_T_Q4_0)
 DEF_Q80_TILE(q80_tile_q5_0, ENG_T_Q5_0)
 
 typedef void (*q80_tile_fn)(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb,
-                            const float *dxf, bool add, float *y, int64_t ldy);
+                            const float *dxf, const float *cxf, bool add, float *y, int64_t ldy);
 
 /* Q4_0/Q5_0/Q8_0 x Q8_0 driver: column segments of ENG_SEG blocks (d_x table on the
  * stack), row chunks that stay in L2, token tiles of PP_T, one weight row per tile for
@@ -176,7 +222,8 @@ typedef void (*q80_tile_fn)(int R, int T, const uint8_t *W, size_t wrb, const ui
 static void q80fam_matmul(q80_tile_fn fn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in, int64_t r0,
                           int64_t r1, const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
-    float dxf[PP_T * ENG_SEG];
+    float dxf[PP_T * ENG_SEG], cxf[PP_T * ENG_SEG];
+    const int zoff = bs == sizeof(eng_block_q4_0) ? 8 : bs == sizeof(eng_block_q5_0) ? 16 : 0;
     const int64_t nb_all = n_in / 32;
     int64_t chunk = (int64_t)((96 * 1024) / (wrb ? wrb : 1));
     chunk = chunk < 4 ? 4 : chunk;
@@ -185,19 +232,19 @@ static void q80fam_matmul(q80_tile_fn fn, size_t bs, const uint8_t *W, size_t wr
         const bool add = s0 > 0;
         const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
         if (n_tok == 1) {
-            load_dx_q8_0(Xs, xrb, 1, nb, dxf);
+            load_dx_q8_0(Xs, xrb, 1, nb, dxf, 0, cxf);
             int64_t r = r0;
-            for (; r + 4 <= r1; r += 4) fn(4, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, add, y + r, ldy);
-            for (; r < r1; r++) fn(1, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, add, y + r, ldy);
+            for (; r + 4 <= r1; r += 4) fn(4, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, cxf, add, y + r, ldy);
+            for (; r < r1; r++) fn(1, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, cxf, add, y + r, ldy);
             continue;
         }
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
             const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
             for (int64_t t = 0; t < n_tok; t += PP_T) {
                 const int T = n_tok - t < PP_T ? (int)(n_tok - t) : PP_T;
-                load_dx_q8_0(Xs + t * xrb, xrb, T, nb, dxf);
+                load_dx_q8_0(Xs + t * xrb, xrb, T, nb, dxf, T > 1 ? zoff : 0, cxf);
                 for (int64_t r = c0; r < c1; r++)
-                    fn(1, T, Ws + r * wrb, wrb, Xs + t * xrb, xrb, nb, dxf, add, y + t * ldy + r, ldy);
+                    fn(1, T, Ws + r * wrb, wrb, Xs + t * xrb, xrb, nb, dxf, cxf, add, y + t * ldy + r, ldy);
             }
         }
     }
