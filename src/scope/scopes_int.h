@@ -52,6 +52,7 @@ struct lcx_scope {
     lcx_symref *symidx;
     uint32_t symidx_cap, n_syms;
     bool sym_dirty, manifest_dirty;
+    bool store_changed;       /* chunks appended/tombstoned since the last snapshot */
     uint64_t bytes;
     lcx_hot_root hot[LCX_MAX_HOT];
     int n_hot;
