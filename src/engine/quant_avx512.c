@@ -3,10 +3,12 @@
  *
  * What is here:
  *  - Q4_0/Q5_0/Q8_0 x Q8_0 with AVX512-VNNI: the AVX2 tile structure (quant_avx2.c) with
- *    the block product done by one vpdpbusd (u8 x s8 -> int32, no int16 saturation step)
- *    instead of maddubs + madd: sign, dpbusd, cvt, fma per block pair. 256-bit vectors
- *    (AVX512VL encoding): a Q8_0 block is exactly 32 bytes, so wider vectors would need
- *    two blocks with two different scales per register.
+ *    the block product done by one vpdpbusd (u8 x s8 -> int32, no int16 saturation step).
+ *    Prompt tiles feed the weight quants as unsigned bytes (Q4_0: q, Q5_0: q, Q8_0: w+128 —
+ *    fine here because vpdpbusd accumulates in int32) and take the zero point (8/16/128) out
+ *    with the activation block sums: dpbusd, cvt, fma per block product. Generation tiles
+ *    use the sign trick (abs/sign + dpbusd). 256-bit vectors (AVX512VL encoding): a Q8_0
+ *    block is exactly 32 bytes, so wider vectors would mix two blocks' scales per register.
  *  - F32 / F16 / BF16 with 512-bit FMAs (16 lanes).
  * Everything else (K-quants; Q8_0 family when the CPU has AVX-512 without VNNI) returns
  * false and runs the AVX2 kernels, which are correct on these CPUs too. */
@@ -57,24 +59,53 @@ AI __m256i q80fam_unpack(eng_type wt, const uint8_t *blk)
     return _mm256_or_si256(v, hb);
 }
 
+/* Unsigned quants: Q4_0 0..15, Q5_0 0..31, Q8_0 w+128 (0..255); zero points 8/16/128. */
+AI __m256i q80fam_unpack_u(eng_type wt, const uint8_t *blk)
+{
+    if (wt == ENG_T_Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+    const __m128i lo4 = _mm_set1_epi8(0xF);
+    __m128i q = _mm_loadu_si128((const __m128i *)(blk + (wt == ENG_T_Q4_0 ? 2 : 6)));
+    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), _mm_and_si128(q, lo4));
+    if (wt == ENG_T_Q4_0) return v;
+    return _mm256_or_si256(v, _mm256_and_si256(bits_to_bytes(blk + 2), _mm256_set1_epi8(0x10)));
+}
+
 AI size_t q80fam_bytes(eng_type wt)
 {
     return wt == ENG_T_Q4_0 ? sizeof(eng_block_q4_0) : wt == ENG_T_Q5_0 ? sizeof(eng_block_q5_0) : sizeof(eng_block_q8_0);
 }
 
-/* dxf[b*TT + t] = d of token t's block b (unused token lanes zeroed). */
-static void load_dx(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf)
+/* dxf[b*TT + t] = d of token t's block b; when zoff != 0, cxf[b*TT + t] = zoff * d * Σ x of
+ * that block (the zero-point correction). Unused token lanes are zeroed. */
+static void load_dx(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf, int zoff, float *cxf)
 {
     for (int t = 0; t < TT; t++)
-        for (int64_t b = 0; b < nb; b++)
-            dxf[b * TT + t] = t < T ? ldh(X + t * xrb + b * sizeof(eng_block_q8_0)) : 0.f;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = X + t * xrb + b * sizeof(eng_block_q8_0);
+            const float d = t < T ? ldh(blk) : 0.f;
+            dxf[b * TT + t] = d;
+            if (!zoff) continue;
+            int32_t sum = 0;
+            if (t < T) {
+                __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                                _mm256_loadu_si256((const __m256i *)(blk + 2)));
+                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                h = _mm_hadd_epi32(h, h);
+                h = _mm_hadd_epi32(h, h);
+                sum = _mm_cvtsi128_si32(h);
+            }
+            cxf[b * TT + t] = (float)zoff * d * (float)sum;
+        }
 }
 
 /* hot: R rows x T tokens, VNNI block products. */
 AI void q80_tile_vnni(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X,
-                      size_t xrb, int64_t nb, const float *dxf, bool add, float *y, int64_t ldy)
+                      size_t xrb, int64_t nb, const float *dxf, const float *cxf, bool add, float *y, int64_t ldy)
 {
     const size_t bs = q80fam_bytes(wt);
+    const bool uns = R == 1 && T > 1;
+    __m256 cacc = _mm256_setzero_ps();
     __m256 acc[4][TT];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -88,13 +119,19 @@ AI void q80_tile_vnni(eng_type wt, const int R, const int T, const uint8_t *W, s
         for (int r = 0; r < R; r++) {
             const uint8_t *blk = W + r * wrb + b * bs;
             if (T == 1) _mm_prefetch((const char *)blk + 4096, _MM_HINT_T0);
-            sw[r] = q80fam_unpack(wt, blk);
-            aw[r] = _mm256_abs_epi8(sw[r]);
+            if (uns) {
+                aw[r] = q80fam_unpack_u(wt, blk);
+                sw[r] = aw[r];
+            } else {
+                sw[r] = q80fam_unpack(wt, blk);
+                aw[r] = _mm256_abs_epi8(sw[r]);
+            }
             uint16_t h;
             memcpy(&h, blk, 2);
             dw[r] = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
         }
         if (R == 1 && T > 1) _mm256_storeu_ps(sc, _mm256_mul_ps(dw[0], _mm256_loadu_ps(dxf + b * TT)));
+        if (uns) cacc = _mm256_fmadd_ps(dw[0], _mm256_loadu_ps(cxf + b * TT), cacc);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
@@ -102,7 +139,7 @@ AI void q80_tile_vnni(eng_type wt, const int R, const int T, const uint8_t *W, s
             const __m256 dx = _mm256_broadcast_ss(dxf + b * TT + t);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[r], _mm256_sign_epi8(x, sw[r]));
+                __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[r], uns ? x : _mm256_sign_epi8(x, sw[r]));
                 const __m256 d = (R == 1 && T > 1) ? _mm256_broadcast_ss(sc + t) : _mm256_mul_ps(dw[r], dx);
                 acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[r][t]);
             }
@@ -112,26 +149,32 @@ AI void q80_tile_vnni(eng_type wt, const int R, const int T, const uint8_t *W, s
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            if (add) y[t * ldy + r] += hsum8(acc[r][t]);
-            else y[t * ldy + r] = hsum8(acc[r][t]);
+            float v = hsum8(acc[r][t]);
+            if (uns) {
+                float c[TT];
+                _mm256_storeu_ps(c, cacc);
+                v -= c[t];
+            }
+            if (add) y[t * ldy + r] += v;
+            else y[t * ldy + r] = v;
         }
 }
 
 #define Q80_CASES(WT)                                                                           \
     switch (R * 16 + T) {                                                                       \
-    case 4 * 16 + 1: q80_tile_vnni(WT, 4, 1, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;      \
-    case 1 * 16 + 8: q80_tile_vnni(WT, 1, 8, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;      \
-    case 1 * 16 + 7: q80_tile_vnni(WT, 1, 7, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;      \
-    case 1 * 16 + 6: q80_tile_vnni(WT, 1, 6, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;      \
-    case 1 * 16 + 5: q80_tile_vnni(WT, 1, 5, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;      \
-    case 1 * 16 + 4: q80_tile_vnni(WT, 1, 4, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;      \
-    case 1 * 16 + 3: q80_tile_vnni(WT, 1, 3, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;      \
-    case 1 * 16 + 2: q80_tile_vnni(WT, 1, 2, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;      \
-    default: q80_tile_vnni(WT, 1, 1, W, wrb, X, xrb, nb, dxf, add, y, ldy); break;              \
+    case 4 * 16 + 1: q80_tile_vnni(WT, 4, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;      \
+    case 1 * 16 + 8: q80_tile_vnni(WT, 1, 8, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;      \
+    case 1 * 16 + 7: q80_tile_vnni(WT, 1, 7, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;      \
+    case 1 * 16 + 6: q80_tile_vnni(WT, 1, 6, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;      \
+    case 1 * 16 + 5: q80_tile_vnni(WT, 1, 5, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;      \
+    case 1 * 16 + 4: q80_tile_vnni(WT, 1, 4, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;      \
+    case 1 * 16 + 3: q80_tile_vnni(WT, 1, 3, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;      \
+    case 1 * 16 + 2: q80_tile_vnni(WT, 1, 2, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;      \
+    default: q80_tile_vnni(WT, 1, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;              \
     }
 #define DEF_Q80_TILE(NAME, WT)                                                                          \
     static void NAME(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb, \
-                     const float *dxf, bool add, float *y, int64_t ldy)                                 \
+                     const float *dxf, const float *cxf, bool add, float *y, int64_t ldy)               \
     {                                                                                                   \
         Q80_CASES(WT)                                                                                   \
     }
@@ -140,13 +183,14 @@ DEF_Q80_TILE(tile_q4_0, ENG_T_Q4_0)
 DEF_Q80_TILE(tile_q5_0, ENG_T_Q5_0)
 
 typedef void (*q80_fn)(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb,
-                       const float *dxf, bool add, float *y, int64_t ldy);
+                       const float *dxf, const float *cxf, bool add, float *y, int64_t ldy);
 
 /* Same traversal as the AVX2 driver: column segments, L2 row chunks, token tiles. */
 static void q80_matmul(q80_fn fn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
                        const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
-    float dxf[TT * SEG];
+    float dxf[TT * SEG], cxf[TT * SEG];
+    const int zoff = bs == sizeof(eng_block_q4_0) ? 8 : bs == sizeof(eng_block_q5_0) ? 16 : 128;
     const int64_t nb_all = n_in / 32;
     int64_t chunk = (int64_t)((96 * 1024) / (wrb ? wrb : 1));
     chunk = chunk < 4 ? 4 : chunk;
@@ -155,19 +199,19 @@ static void q80_matmul(q80_fn fn, size_t bs, const uint8_t *W, size_t wrb, int64
         const bool add = s0 > 0;
         const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
         if (n_tok == 1) {
-            load_dx(Xs, xrb, 1, nb, dxf);
+            load_dx(Xs, xrb, 1, nb, dxf, 0, cxf);
             int64_t r = r0;
-            for (; r + 4 <= r1; r += 4) fn(4, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, add, y + r, ldy);
-            for (; r < r1; r++) fn(1, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, add, y + r, ldy);
+            for (; r + 4 <= r1; r += 4) fn(4, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, cxf, add, y + r, ldy);
+            for (; r < r1; r++) fn(1, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, cxf, add, y + r, ldy);
             continue;
         }
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
             const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
             for (int64_t t = 0; t < n_tok; t += TT) {
                 const int T = n_tok - t < TT ? (int)(n_tok - t) : TT;
-                load_dx(Xs + t * xrb, xrb, T, nb, dxf);
+                load_dx(Xs + t * xrb, xrb, T, nb, dxf, T > 1 ? zoff : 0, cxf);
                 for (int64_t r = c0; r < c1; r++)
-                    fn(1, T, Ws + r * wrb, wrb, Xs + t * xrb, xrb, nb, dxf, add, y + t * ldy + r, ldy);
+                    fn(1, T, Ws + r * wrb, wrb, Xs + t * xrb, xrb, nb, dxf, cxf, add, y + t * ldy + r, ldy);
             }
         }
     }
