@@ -5,10 +5,11 @@
  * which is the collapsed TriAttention score with the centre and trig sums folded into w.
  *
  * Speed notes (hot: 28 layers × 4 KV heads × 32K cells = 3.7M rows per round):
- *  - 4 rows per iteration: 8 independent accumulator chains, and one hadd tree gives the 4
- *    results at once instead of a horizontal sum per row;
- *  - sqrt via rsqrt + one Newton step (~1e-7 relative; vsqrtps is the bottleneck otherwise);
- *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed. */
+ *  - one row per iteration with two accumulators; measured on the EPYC dev box, a 4-row
+ *    variant (8 chains, one hadd tree) and rsqrt+Newton instead of vsqrtps were both slower
+ *    (compute-only 106 → 112 ms per 32K round; streaming 300 → 390 ms), so they were dropped;
+ *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed — the round
+ *    is memory-bound for f32 keys at 32K cells (1.9 GB per round). */
 #include "triatt/internal.h"
 #include <immintrin.h>
 #include <math.h>
@@ -48,16 +49,6 @@ static inline __m256 ld8(const void *base, size_t idx, bool f16)
     return _mm256_loadu_ps((const float *)base + idx);
 }
 
-/* sqrt(x) for x >= tiny: x·rsqrt(x) refined by one Newton step */
-static inline __m256 sqrt_nr(__m256 x)
-{
-    x = _mm256_max_ps(x, _mm256_set1_ps(1e-30f));
-    __m256 y = _mm256_rsqrt_ps(x);
-    __m256 hx = _mm256_mul_ps(x, _mm256_set1_ps(0.5f));
-    y = _mm256_mul_ps(y, _mm256_fnmadd_ps(_mm256_mul_ps(hx, y), y, _mm256_set1_ps(1.5f)));
-    return _mm256_mul_ps(x, y);
-}
-
 static inline float hsum256(__m256 v)
 {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
@@ -67,67 +58,40 @@ static inline float hsum256(__m256 v)
     return _mm_cvtss_f32(lo);
 }
 
-/* R rows (R = 4 or 1, constant after inlining) starting at element offsets off[j] */
-static inline __attribute__((always_inline)) void rows_avx2(const triatt_kparams *p, const void *keys,
-                                                            const size_t *off, const int R, const bool f16,
-                                                            __m256 *res)
-{
-    const int n_rot = p->n_rot, fc = p->fc;
-    const __m256 veps = _mm256_set1_ps(p->eps);
-    __m256 a[4], e[4];
-    _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) a[j] = e[j] = _mm256_setzero_ps();
-    if (p->use_trig)
-        for (int d = 0; d < n_rot; d += 8) {
-            __m256 w = _mm256_loadu_ps(p->w + d);
-            _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) a[j] = _mm256_fmadd_ps(ld8(keys, off[j] + d, f16), w, a[j]);
-        }
-    if (p->use_extra) {
-        if (p->pairing == TRIATT_PAIR_HALF) {
-            for (int f = 0; f < fc; f += 8) {
-                __m256 m = _mm256_loadu_ps(p->m + f);
-                _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) {
-                    __m256 kr = ld8(keys, off[j] + f, f16), ki = ld8(keys, off[j] + fc + f, f16);
-                    __m256 s = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
-                    e[j] = _mm256_fmadd_ps(sqrt_nr(s), m, e[j]);
-                }
-            }
-        } else {
-            /* pairs are adjacent: square, add the swapped neighbour so both slots hold
-             * kr²+ki², and weight each slot by m[f]/2 (m_il) */
-            for (int d = 0; d < n_rot; d += 8) {
-                __m256 m = _mm256_loadu_ps(p->m_il + d);
-                _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) {
-                    __m256 x = ld8(keys, off[j] + d, f16);
-                    __m256 sq = _mm256_mul_ps(x, x);
-                    __m256 s = _mm256_add_ps(_mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1)), veps);
-                    e[j] = _mm256_fmadd_ps(sqrt_nr(s), m, e[j]);
-                }
-            }
-        }
-    }
-    _Pragma("GCC unroll 4") for (int j = 0; j < R; j++) res[j] = _mm256_add_ps(a[j], e[j]);
-}
-
 static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kparams *p, const void *keys,
                                                                 size_t stride, int n, float *out,
                                                                 bool accumulate, const bool f16)
 {
-    int c = 0;
-    for (; c + 4 <= n; c += 4) {           /* hot: 4 key rows per iteration */
-        size_t off[4] = {c * stride, (c + 1) * stride, (c + 2) * stride, (c + 3) * stride};
-        __m256 v[4];
-        rows_avx2(p, keys, off, 4, f16, v);
-        __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
-        __m128 r = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-        if (accumulate) r = _mm_add_ps(r, _mm_loadu_ps(out + c));
-        _mm_storeu_ps(out + c, r);
-    }
-    for (; c < n; c++) {
-        size_t off[1] = {c * stride};
-        __m256 v[1];
-        rows_avx2(p, keys, off, 1, f16, v);
-        float x = hsum256(v[0]);
-        out[c] = accumulate ? out[c] + x : x;
+    const int n_rot = p->n_rot, fc = p->fc;
+    const __m256 veps = _mm256_set1_ps(p->eps);
+    for (int c = 0; c < n; c++) {          /* hot: one key row per iteration */
+        const size_t o = (size_t)c * stride;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        if (p->use_trig)
+            for (int d = 0; d < n_rot; d += 16) {
+                acc0 = _mm256_fmadd_ps(ld8(keys, o + d, f16), _mm256_loadu_ps(p->w + d), acc0);
+                acc1 = _mm256_fmadd_ps(ld8(keys, o + d + 8, f16), _mm256_loadu_ps(p->w + d + 8), acc1);
+            }
+        if (p->use_extra) {
+            if (p->pairing == TRIATT_PAIR_HALF) {
+                for (int f = 0; f < fc; f += 8) {
+                    __m256 kr = ld8(keys, o + f, f16), ki = ld8(keys, o + fc + f, f16);
+                    __m256 s = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
+                    acc0 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m + f), acc0);
+                }
+            } else {
+                /* pairs are adjacent: square, add the swapped neighbour so both slots hold
+                 * kr²+ki², and weight each slot by m[f]/2 (m_il) */
+                for (int d = 0; d < n_rot; d += 8) {
+                    __m256 x = ld8(keys, o + d, f16);
+                    __m256 sq = _mm256_mul_ps(x, x);
+                    __m256 s = _mm256_add_ps(_mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1)), veps);
+                    acc1 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m_il + d), acc1);
+                }
+            }
+        }
+        float v = hsum256(_mm256_add_ps(acc0, acc1));
+        out[c] = accumulate ? out[c] + v : v;
     }
 }
 

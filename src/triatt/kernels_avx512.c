@@ -9,15 +9,6 @@ static inline __m512 ld16(const void *base, size_t idx, bool f16)
     return _mm512_loadu_ps((const float *)base + idx);
 }
 
-static inline __m512 sqrt_nr16(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(1e-30f));
-    __m512 y = _mm512_rsqrt14_ps(x);
-    __m512 hx = _mm512_mul_ps(x, _mm512_set1_ps(0.5f));
-    y = _mm512_mul_ps(y, _mm512_fnmadd_ps(_mm512_mul_ps(hx, y), y, _mm512_set1_ps(1.5f)));
-    return _mm512_mul_ps(x, y);
-}
-
 static inline __attribute__((always_inline)) void kernel_t(const triatt_kparams *p, const void *keys,
                                                            size_t stride, int n, float *out,
                                                            bool accumulate, const bool f16)
@@ -37,14 +28,14 @@ static inline __attribute__((always_inline)) void kernel_t(const triatt_kparams 
                 for (int f = 0; f < fc; f += 16) {
                     __m512 kr = ld16(keys, o + f, f16), ki = ld16(keys, o + fc + f, f16);
                     __m512 s = _mm512_fmadd_ps(kr, kr, _mm512_fmadd_ps(ki, ki, veps));
-                    acc0 = _mm512_fmadd_ps(sqrt_nr16(s), _mm512_loadu_ps(p->m + f), acc0);
+                    acc0 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m + f), acc0);
                 }
             } else {
                 for (int d = 0; d < n_rot; d += 16) {
                     __m512 x = ld16(keys, o + d, f16);
                     __m512 sq = _mm512_mul_ps(x, x);
                     __m512 s = _mm512_add_ps(_mm512_add_ps(sq, _mm512_permute_ps(sq, 0xB1)), veps);
-                    acc1 = _mm512_fmadd_ps(sqrt_nr16(s), _mm512_loadu_ps(p->m_il + d), acc1);
+                    acc1 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m_il + d), acc1);
                 }
             }
         }
