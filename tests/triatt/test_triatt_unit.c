@@ -657,6 +657,75 @@ static void test_driver_round(void **st)
     free_world(&w);
 }
 
+/* ---- driver over several rounds with engine-style compaction: fast == full ---- */
+typedef struct { world *w; int32_t live[600]; } livekeys;
+static const float *live_get(void *ud, int l, int kv, int c0, int n, float *scratch, size_t *stride)
+{
+    livekeys *lk = ud;
+    world *w = lk->w;
+    for (int i = 0; i < n; i++)
+        memcpy(scratch + (size_t)i * w->g.head_dim,
+               w->keys + (((size_t)l * w->g.n_kv_heads + kv) * w->n + lk->live[c0 + i]) * w->g.head_dim,
+               w->g.head_dim * 4);
+    *stride = w->g.head_dim;
+    return scratch;
+}
+
+static void test_driver_compaction(void **st)
+{
+    world w;
+    make_world(&w, 2, 4, 2, 32, 32, TRIATT_PAIR_ADJACENT, 600, 16);
+    triatt_config cfg;
+    triatt_config_default(&cfg);
+    cfg.enabled = true; cfg.budget = 200; cfg.window = 16; cfg.warmup = 16; cfg.divide_length = 8; cfg.prefix = 4;
+    livekeys lk[2];
+    triatt_ctx *t[2];
+    int n_live[2] = {0, 0};
+    for (int f = 0; f < 2; f++) {
+        cfg.fast_path = f;
+        cfg.n_threads = f ? 2 : 1;
+        assert_int_equal(triatt_init(&t[f], &w.g, &cfg), 0);
+        lk[f].w = &w;
+        for (int l = 0; l < 2; l++) triatt_observe_queries(t[f], l, w.q + (size_t)l * w.T * 4 * 32, 16, 0);
+        assert_int_equal(triatt_end_pass(t[f]), 1);
+    }
+    int rounds = 0, agree = 0, total = 0;
+    for (int p0 = 0; p0 < 600; p0 += 40) {
+        for (int f = 0; f < 2; f++) {
+            for (int i = 0; i < 40; i++) lk[f].live[n_live[f]++] = p0 + i;
+            triatt_keys k = {live_get, &lk[f], NULL};
+            int32_t out[600];
+            int n = triatt_maybe_evict(t[f], &k, lk[f].live, n_live[f], out);
+            assert_true(n >= 0);
+            if (n) {
+                unsigned char gone[600] = {0};
+                for (int i = 0; i < n; i++) gone[out[i]] = 1;
+                int m = 0;
+                for (int c = 0; c < n_live[f]; c++)
+                    if (!gone[c]) lk[f].live[m++] = lk[f].live[c];
+                n_live[f] = m;
+                rounds += f == 0;
+            }
+        }
+        assert_int_equal(n_live[0], n_live[1]);
+        /* the two caches hold (nearly) the same positions: only float near-ties may differ */
+        for (int i = 0; i < n_live[0]; i++)
+            for (int j = 0; j < n_live[1]; j++) agree += lk[0].live[i] == lk[1].live[j];
+        total += n_live[0];
+    }
+    fprintf(stderr, "compaction: %d rounds, %d/%d live positions agree (fast vs full)\n", rounds, agree, total);
+    assert_true(rounds >= 5);
+    assert_true(agree >= total - total / 50);
+    triatt_counters c0, c1;
+    triatt_get_counters(t[0], &c0);
+    triatt_get_counters(t[1], &c1);
+    assert_int_equal(c0.rounds, c1.rounds);
+    assert_int_equal(c0.cells_evicted, c1.cells_evicted);
+    triatt_free(t[0]);
+    triatt_free(t[1]);
+    free_world(&w);
+}
+
 /* ---- simulator: the evidence behind the default direction ---- */
 static void test_simulator_direction(void **st)
 {
@@ -689,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_geometry_scaling),
         cmocka_unit_test(test_config_env),
         cmocka_unit_test(test_driver_round),
+        cmocka_unit_test(test_driver_compaction),
         cmocka_unit_test(test_simulator_direction),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
