@@ -325,9 +325,11 @@ int triatt_simulate(const triatt_sim_params *p, triatt_sim_result *r);
 /* ------------------------------------------------------------------------------------
  * Rescue bridge (Tier 2 write, Tier 3 rehydrate; SPEC §2 / §5)
  * ---------------------------------------------------------------------------------- */
-/* Decodes tokens to UTF-8 text into out (cap bytes incl. NUL). Returns bytes written
- * (excluding NUL) or < 0. Called from the caller's thread only (decoding happens in
- * triatt_rescue_write_round, before queueing). */
+/* Decodes tokens to UTF-8 text into out (cap bytes incl. NUL). Returns the text length
+ * (excluding NUL) or < 0 on failure; like snprintf, a length >= cap means "did not fit" and
+ * the call is repeated once with a buffer of that size (spans are capped at 1 MiB of text).
+ * Called from the caller's thread only (decoding happens in triatt_rescue_write_round,
+ * before queueing). */
 typedef int (*triatt_detok_fn)(void *ud, const int32_t *tokens, int n, char *out, size_t cap);
 
 typedef struct {

@@ -349,6 +349,13 @@ static int build_body(triatt_rescue *r, const triatt_span *sp, int ns, const int
         char *text = malloc(cap);
         if (!text) { rc = LCX_ENOMEM; break; }
         int tl = r->c.detok(r->c.detok_ud, tokens + sp[i].a, sp[i].b - sp[i].a, text, cap);
+        if (tl >= 0 && (size_t)tl >= cap && (size_t)tl < MAX_SPAN_BYTES) {   /* snprintf-style: retry */
+            char *t2 = realloc(text, (size_t)tl + 1);
+            if (!t2) { free(text); rc = LCX_ENOMEM; break; }
+            text = t2;
+            cap = (size_t)tl + 1;
+            tl = r->c.detok(r->c.detok_ud, tokens + sp[i].a, sp[i].b - sp[i].a, text, cap);
+        }
         if (tl < 0 || (size_t)tl >= cap || all_space(text, tl)) { empty++; free(text); continue; }
         if (!lcx_utf8_valid(text, tl)) {   /* a span cut inside a multi-byte char: trim the edges */
             int s = 0;

@@ -11,18 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* token t decodes to "w<t> "; token 0 decodes to nothing, 1 to a blank */
+/* token t decodes to "w<t> "; token 0 decodes to nothing, 1 to a blank, 2 to 200 bytes
+ * (more than the client's first buffer guess: exercises the snprintf-style retry) */
 static int detok(void *ud, const int32_t *tok, int n, char *out, size_t cap)
 {
     size_t len = 0;
     out[0] = 0;
     for (int i = 0; i < n; i++) {
-        char w[32];
-        int k = tok[i] == 0 ? 0 : tok[i] == 1 ? snprintf(w, sizeof w, " ") : snprintf(w, sizeof w, "w%d ", tok[i]);
-        if (len + k + 1 > cap) return -1;
-        memcpy(out + len, w, k);
+        char w[256];
+        int k;
+        if (tok[i] == 2) { memset(w, 'L', 200); k = 200; }
+        else k = tok[i] == 0 ? 0 : tok[i] == 1 ? snprintf(w, sizeof w, " ") : snprintf(w, sizeof w, "w%d ", tok[i]);
+        if (len + k + 1 <= cap) {
+            memcpy(out + len, w, k);
+            out[len + k] = 0;
+        }
         len += k;
-        out[len] = 0;
     }
     return (int)len;
 }
@@ -176,6 +180,15 @@ static void test_write_body(void **st)
     assert_int_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(c1, "token_range"), 1)->valueint, 100);
     assert_true(fabs(cJSON_GetObjectItem(c1, "score")->valuedouble - 3.0) < 1e-6);   /* mean(2, 4) */
     cJSON_Delete(j);
+    /* a span whose text is longer than the first buffer guess is decoded in full */
+    int32_t longtok[40];
+    for (int i = 0; i < 40; i++) longtok[i] = 2;
+    int32_t lp[] = {20};
+    assert_int_equal(triatt_rescue_write_round(r, lp, NULL, 1, longtok, 40, 0), 1);
+    assert_int_equal(triatt_rescue_flush(r, 5000), 0);
+    j = cJSON_Parse(m.bodies[1]);
+    assert_int_equal(strlen(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "chunks"), 0), "text")->valuestring), 5 * 200);
+    cJSON_Delete(j);
     /* prepopulate: the whole prompt in fixed spans, one request */
     triatt_rescue_free(r);
     char ep[64];
@@ -187,7 +200,7 @@ static void test_write_body(void **st)
     for (int i = 0; i < 100; i++) tokens[i] = 2000 + i;
     assert_int_equal(triatt_rescue_prepopulate(r, tokens, 100), 3);
     assert_int_equal(triatt_rescue_flush(r, 5000), 0);
-    j = cJSON_Parse(m.bodies[1]);
+    j = cJSON_Parse(m.bodies[2]);
     ch = cJSON_GetObjectItem(j, "chunks");
     assert_int_equal(cJSON_GetArraySize(ch), 3);
     assert_int_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(ch, 2), "token_range"), 0)->valueint, 80);
