@@ -9,6 +9,7 @@
  * RRF: fused = Σ_lists 1/(60 + rank) (Cormack et al. 2009, k = 60), divided by its
  *   maximum 2/61 so that scores stay in [0, 1] and score_floor means the same for both. */
 #include "index/index.h"
+#include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,14 @@ int lcx__topk(const float *scores, uint32_t n, const uint64_t *skip, int k, uint
     if (k <= 0) return 0;
     int m = 0;
     for (uint32_t i = 0; i < n; i++) {
+        if (m == k) {
+            /* heap full: skip blocks of 8 whose scores are all below the root (NaN
+             * compares false and is skipped too). Almost every block is skipped. */
+            __m256 thr = _mm256_set1_ps(vals[0]);
+            while (i + 8 <= n && !_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(scores + i), thr, _CMP_GE_OQ)))
+                i += 8;
+            if (i >= n) break;
+        }
         float s = scores[i];
         if (m == k && !worse(vals[0], ids[0], s, i)) continue;
         if (skip && (skip[i >> 6] >> (i & 63) & 1)) continue;
