@@ -82,12 +82,12 @@ static void load_dx(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf,
 {
     for (int t = 0; t < TT; t++)
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = X + t * xrb + b * sizeof(eng_block_q8_0);
-            const float d = t < T ? ldh(blk) : 0.f;
+            const uint8_t *blk = t < T ? X + t * xrb + b * sizeof(eng_block_q8_0) : NULL;
+            const float d = blk ? ldh(blk) : 0.f;
             dxf[b * TT + t] = d;
             if (!zoff) continue;
             int32_t sum = 0;
-            if (t < T) {
+            if (blk) {
                 __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
                                                 _mm256_loadu_si256((const __m256i *)(blk + 2)));
                 __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
