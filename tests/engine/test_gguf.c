@@ -200,6 +200,8 @@ static void test_hostile_headers(void **st)
     memcpy(c, f, n);
     c[0] = 'X';
     TRY(LCX_ECORRUPT, "magic");
+    patch_u32(c, 4, 2);
+    TRY(0, "version 2 (same layout as 3)");
     patch_u32(c, 4, 1);
     TRY(LCX_ENOTSUP, "version 1");
     patch_u32(c, 4, 4);
