@@ -162,20 +162,18 @@ void lcx__dot_f16_rows(const float *q, const uint16_t *rows, size_t n_rows, size
 }
 
 /* ---- 8-bit rows · 8-bit query */
-void lcx__quant_row_u8(const uint16_t *row, size_t dim, uint8_t *out, float *scale)
+void lcx__quant_row_u8(const float *row, size_t dim, uint8_t *out, float *scale)
 {
     float mx = 0;
-    for (size_t i = 0; i < dim; i++) {
-        float a = fabsf(_cvtsh_ss(row[i]));
-        if (a > mx) mx = a;
-    }
+    for (size_t i = 0; i < dim; i++)
+        if (fabsf(row[i]) > mx) mx = fabsf(row[i]);
     if (!(mx > 0) || !isfinite(mx)) {
         memset(out, 128, dim);
         *scale = 0;
         return;
     }
     float inv = 127.0f / mx;
-    for (size_t i = 0; i < dim; i++) out[i] = (uint8_t)(lrintf(_cvtsh_ss(row[i]) * inv) + 128);
+    for (size_t i = 0; i < dim; i++) out[i] = (uint8_t)(lrintf(row[i] * inv) + 128);
     *scale = mx / 127.0f;
 }
 
@@ -243,6 +241,33 @@ void lcx__dot_u8_rows_avx2(const int8_t *q, const uint8_t *rows, size_t n_rows, 
     }
     for (; r < n_rows; r++) lcx__dot_u8_rows_scalar(q, rows + r * dim, 1, dim, out + r);
 }
+
+float lcx__dot_f32_u8_scalar(const float *q, const uint8_t *row, size_t dim)
+{
+    double s = 0;
+    for (size_t i = 0; i < dim; i++) s += (double)q[i] * ((int)row[i] - 128);
+    return (float)s;
+}
+
+/* per re-scored candidate (≤ 2·prefilter per search) */
+float lcx__dot_f32_u8_avx2(const float *q, const uint8_t *row, size_t dim)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    const __m256i off = _mm256_set1_epi32(128);
+    size_t i = 0;
+    for (; i + 16 <= dim; i += 16) {
+        __m128i u = _mm_loadu_si128((const __m128i *)(row + i));
+        __m256i lo = _mm256_sub_epi32(_mm256_cvtepu8_epi32(u), off);
+        __m256i hi = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(u, 8)), off);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtepi32_ps(lo), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_cvtepi32_ps(hi), a1);
+    }
+    float s = hsum256(_mm256_add_ps(a0, a1));
+    for (; i < dim; i++) s += q[i] * (float)((int)row[i] - 128);
+    return s;
+}
+
+float lcx__dot_f32_u8(const float *q, const uint8_t *row, size_t dim) { return lcx__dot_f32_u8_avx2(q, row, dim); }
 
 void lcx__dot_u8_rows(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)
 {

@@ -1,9 +1,7 @@
 /* Internal embedder and dense-kernel API (not part of the public contract).
- *
- * Dense vectors live in the index and on disk as IEEE binary16 (f16): half the memory
- * and bandwidth of f32 for a cosine error of ~1e-4 on L2-normalised 256-d vectors (each
- * component keeps 11 significant bits). Queries stay f32. All kernels exist as a scalar
- * reference, AVX2+F16C, and AVX-512 (dot_avx512.c, reached only by run-time dispatch). */
+ * Stored vectors are 8-bit (see below); queries stay f32. Kernels exist as a scalar
+ * reference, AVX2, and (the scan kernels) AVX-512 (dot_avx512.c, run-time dispatch only).
+ * The f16 helpers are kept for embedders/tools that want half precision. */
 #ifndef LCX_EMBED_INTERNAL_H
 #define LCX_EMBED_INTERNAL_H
 
@@ -39,15 +37,18 @@ void lcx__dot_f16_rows_avx512(const float *q, const uint16_t *rows, size_t n_row
 /* Dispatched (AVX-512 when lcx_cpu_has_avx512(), else AVX2). */
 void lcx__dot_f16_rows(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out);
 
-/* ---- 8-bit scan copies. The dense search first scans 8-bit rows (per-row scale) with an
- * 8-bit query (vpmaddubsw: 32 products per instruction, 4x less memory than f32), then
- * re-scores the best candidates exactly against their f16 rows: reported cosines are the
- * f16 ones, the 8-bit pass only decides which rows become candidates (its error, ~1% of
- * a score, can only reorder near-ties at the edge of the prefilter list).
- * Rows are stored offset-binary: u = v + 128 with v in [-127, 127]; queries are int8 in
- * [-63, 63] so that a vpmaddubsw pair (≤ 2·255·63 = 32130) never saturates int16. */
-/* row: (dim) f16 → out: (dim) offset-binary u8 with value ≈ (out − 128)·scale. */
-void lcx__quant_row_u8(const uint16_t *row, size_t dim, uint8_t *out, float *scale);
+/* ---- 8-bit vectors: how the index and the store keep embeddings.
+ * Each stored row is dim bytes in offset binary, u = round(v·127/max|v|) + 128 (so
+ * u − 128 ∈ [−127, 127]), plus one f32 scale = max|v|/127: value ≈ (u − 128)·scale. For
+ * L2-normalised 256-d hashed vectors the cosine error is ≤ ~0.002 (test_dense_kernels),
+ * far below the gaps that matter for ranking, for a quarter of the bytes of f32 (and half
+ * of f16) in RAM, in the log and in snapshots.
+ * Search is two-stage: (1) every row is scanned with an int8 query in [−63, 63] using
+ * vpmaddubsw (32 products per instruction; a pair sum ≤ 2·255·63 = 32130 never saturates
+ * int16); (2) the best `prefilter` rows are re-scored exactly against the f32 query
+ * (lcx__dot_f32_u8). Stage 1 only decides which rows become candidates. */
+/* row: (dim) f32 → out: (dim) offset-binary u8; *scale as above (0 for a zero row). */
+void lcx__quant_row_u8(const float *row, size_t dim, uint8_t *out, float *scale);
 /* q: (dim) f32 → out: (dim) int8 in [-63, 63]; returns the scale (q ≈ out·scale). */
 float lcx__quant_query_i8(const float *q, size_t dim, int8_t *out);
 /* out[i] = Σ_d q[d]·(rows[i·dim + d] − 128)  (exact int32). rows: (n_rows, dim) u8. */
@@ -55,6 +56,10 @@ void lcx__dot_u8_rows_scalar(const int8_t *q, const uint8_t *rows, size_t n_rows
 void lcx__dot_u8_rows_avx2(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out);
 void lcx__dot_u8_rows_avx512(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out);
 void lcx__dot_u8_rows(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out);
+/* Σ_d q[d]·(row[d] − 128) in float (multiply by the row's scale for the cosine). */
+float lcx__dot_f32_u8_scalar(const float *q, const uint8_t *row, size_t dim);
+float lcx__dot_f32_u8_avx2(const float *q, const uint8_t *row, size_t dim);
+float lcx__dot_f32_u8(const float *q, const uint8_t *row, size_t dim);
 
 /* ---- token-level feed of the hash embedder, so that a caller that also needs the
  * tokens (BM25) tokenizes each text once. h = lcx_hash64(tok, n, 0). The caller skips

@@ -207,7 +207,6 @@ void lcx_index_free(lcx_index *ix)
     free(ix->text);
     free(ix->text_len);
     free(ix->del);
-    free(ix->vec);
     free(ix->vec8);
     free(ix->vsc);
     free(ix->tab);
@@ -273,25 +272,26 @@ int lcx__index_reserve(lcx_index *ix, uint32_t n)
     if (rows > ix->vec_cap) {
         uint32_t nc = ix->vec_cap ? ix->vec_cap : 64;
         while (nc < rows) nc = nc > UINT32_MAX / 2 ? rows : nc * 2;
-        uint16_t *v = realloc(ix->vec, (size_t)nc * ix->dim * sizeof *v);
-        if (!v) return LCX_ENOMEM;
-        ix->vec = v;
         uint8_t *v8 = realloc(ix->vec8, (size_t)nc * ix->dim);
         if (!v8) return LCX_ENOMEM;
         ix->vec8 = v8;
         float *sc = realloc(ix->vsc, (size_t)nc * sizeof *sc);
         if (!sc) return LCX_ENOMEM;
         ix->vsc = sc;
-        ix->own_bytes += (size_t)(nc - ix->vec_cap) * (ix->dim * 3 + 4);
+        ix->own_bytes += (size_t)(nc - ix->vec_cap) * (ix->dim + 4);
         ix->vec_cap = nc;
     }
     return 0;
 }
 
-const uint16_t *lcx__index_vec(const lcx_index *ix, uint32_t id)
+const uint8_t *lcx__index_row(const lcx_index *ix, uint32_t id, float *scale)
 {
-    if (id < ix->base.vn) return ix->base.vec + (size_t)id * ix->dim;
-    return ix->vec + (size_t)(id - ix->base.vn) * ix->dim;
+    if (id < ix->base.vn) {
+        *scale = ix->base.vsc[id];
+        return ix->base.vec8 + (size_t)id * ix->dim;
+    }
+    *scale = ix->vsc[id - ix->base.vn];
+    return ix->vec8 + (size_t)(id - ix->base.vn) * ix->dim;
 }
 
 int lcx__index_is_deleted(const lcx_index *ix, uint32_t id)
@@ -422,8 +422,8 @@ void lcx__index_resolve(const lcx_index *ix, lcx__doc_terms *dt)
     }
 }
 
-int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint16_t *vec,
-                      const lcx__doc_terms *dt, uint32_t *id_out)
+int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint8_t *row8,
+                      float scale, const lcx__doc_terms *dt, uint32_t *id_out)
 {
     int rc = lcx__index_reserve(ix, 1);
     if (rc) return rc;
@@ -447,8 +447,8 @@ int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_te
         if ((rc = plist_push(ix, p, id, t->tf > 255 ? 255 : (uint8_t)t->tf))) return rc;
     }
     size_t row = (size_t)(id - ix->base.vn);
-    memcpy(ix->vec + row * ix->dim, vec, (size_t)ix->dim * 2);
-    lcx__quant_row_u8(vec, ix->dim, ix->vec8 + row * ix->dim, &ix->vsc[row]);
+    memcpy(ix->vec8 + row * ix->dim, row8, ix->dim);
+    ix->vsc[row] = scale;
     ix->dl[id] = dt->dl;
     ix->text[id] = tp;
     ix->text_len[id] = len;
@@ -489,27 +489,27 @@ int lcx_index_add(lcx_index *ix, const char *text, size_t len, const float *vec,
 {
     if (!ix || (!text && len) || len > UINT32_MAX) return LCX_EINVAL;
     int rc;
-    float *tmp = NULL;
-    uint16_t *h = malloc((size_t)ix->dim * 2);
-    if (!h) return LCX_ENOMEM;
-    if (!vec) {
-        tmp = malloc((size_t)ix->dim * sizeof *tmp);
-        if (!tmp) { free(h); return LCX_ENOMEM; }
-        const char *t = text ? text : "";
-        if ((rc = lcx_embed(ix->emb, &t, &len, 1, tmp)) < 0) goto out;
-        vec = tmp;
-    }
-    lcx__f32_to_f16(vec, h, ix->dim);
+    float *tmp = malloc((size_t)ix->dim * sizeof *tmp);   /* (dim) */
+    uint8_t *row = malloc(ix->dim);                       /* (dim) */
     lcx__prep p = {0};
     lcx__doc_terms *dt = NULL;
-    rc = lcx__prep_text(&p, text, len);
-    if (!rc) rc = lcx__prep_finish(&p, &dt);
-    lcx__prep_free(&p);
-    if (!rc) rc = lcx__index_commit(ix, text ? text : "", (uint32_t)len, 1, h, dt, id_out);
-    free(dt);
+    if (!tmp || !row) { rc = LCX_ENOMEM; goto out; }
+    if (vec) {
+        rc = lcx__prep_text(&p, text, len);
+        memcpy(tmp, vec, (size_t)ix->dim * sizeof *tmp);
+    } else {
+        rc = lcx__prep_embed(&p, ix->emb, text ? text : "", len, tmp);
+    }
+    if (rc < 0) goto out;
+    float scale;
+    lcx__quant_row_u8(tmp, ix->dim, row, &scale);
+    if ((rc = lcx__prep_finish(&p, &dt))) goto out;
+    rc = lcx__index_commit(ix, text ? text : "", (uint32_t)len, 1, row, scale, dt, id_out);
 out:
+    lcx__prep_free(&p);
+    free(dt);
     free(tmp);
-    free(h);
+    free(row);
     return rc < 0 ? rc : 0;
 }
 
@@ -676,11 +676,12 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     scale_scores(s32, ix->base.vsc, qs, bv, dense);
     scale_scores(s32 + bv, ix->vsc, qs, n - bv, dense + bv);
     int nd = lcx__topk(dense, n, ix->del, pf, ids, vals);
-    /* stage 2: exact f16 cosine for the candidates, ranked by it */
+    /* stage 2: exact cosine (f32 query · stored row) for the candidates, ranked by it */
     int nc = 0;
     for (int i = 0; i < nd; i++) {
-        float e;
-        lcx__dot_f16_rows(qv, lcx__index_vec(ix, ids[i]), 1, ix->dim, &e);
+        float sc;
+        const uint8_t *r8 = lcx__index_row(ix, ids[i], &sc);
+        float e = lcx__dot_f32_u8(qv, r8, ix->dim) * sc;
         c[nc++] = (lcx__cand){ids[i], e, 0, 0, 0, e};
     }
     lcx__cand_sort(c, nc);
@@ -713,9 +714,9 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
             int j = 0;
             while (j < nc && c[j].id != bc[i].id) j++;
             if (j == nc) {
-                float e;
-                lcx__dot_f16_rows(qv, lcx__index_vec(ix, bc[i].id), 1, ix->dim, &e);
-                c[nc++] = (lcx__cand){bc[i].id, e, 0, 0, 0, 0};
+                float sc;
+                const uint8_t *r8 = lcx__index_row(ix, bc[i].id, &sc);
+                c[nc++] = (lcx__cand){bc[i].id, lcx__dot_f32_u8(qv, r8, ix->dim) * sc, 0, 0, 0, 0};
             }
             c[j].rank_b = i + 1;
         }

@@ -71,9 +71,8 @@ typedef struct {
     const uint64_t *poff;  const uint32_t *pdoc; const uint8_t *ptf; uint64_t np; /* poff: (nt+1) */
     /* borrowed vectors of the first vn documents */
     uint32_t vn;
-    const uint16_t *vec;                         /* (vn, dim) f16, exact */
-    const uint8_t *vec8;                         /* (vn, dim) offset-binary u8 scan copy */
-    const float *vsc;                            /* (vn) int8 row scales */
+    const uint8_t *vec8;                         /* (vn, dim) offset-binary u8 rows (embed.h) */
+    const float *vsc;                            /* (vn) row scales */
 } lcx__index_base;
 
 struct lcx_index {
@@ -87,9 +86,8 @@ struct lcx_index {
     uint32_t *text_len;              /* (docs_cap) */
     uint64_t *del;                   /* (docs_cap/64) deleted bitmap */
     /* vectors: rows of docs < base.vn are borrowed; the rest are own */
-    uint16_t *vec;                   /* (vec_cap, dim) f16, row r = doc base.vn + r */
-    uint8_t *vec8;                   /* (vec_cap, dim) u8 scan copy of vec (embed.h) */
-    float *vsc;                      /* (vec_cap) its per-row scales */
+    uint8_t *vec8;                   /* (vec_cap, dim) u8 rows (embed.h), row r = doc base.vn + r */
+    float *vsc;                      /* (vec_cap) per-row scales */
     uint32_t vec_cap;
     /* terms */
     lcx__index_base base;
@@ -108,17 +106,17 @@ void lcx__index_resolve(const lcx_index *ix, lcx__doc_terms *dt);
 /* Makes room for n more documents (arrays and vector rows) so that committing them cannot
  * fail on those allocations. */
 int lcx__index_reserve(lcx_index *ix, uint32_t n);
-/* Adds a document. text is copied into the arena (copy_text) or borrowed. vec: (dim) f16.
- * dt: its prepared terms. */
-int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint16_t *vec,
-                      const lcx__doc_terms *dt, uint32_t *id_out);
+/* Adds a document. text is copied into the arena (copy_text) or borrowed. row: (dim) u8
+ * embedding with its scale (embed.h). dt: its prepared terms. */
+int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint8_t *row,
+                      float scale, const lcx__doc_terms *dt, uint32_t *id_out);
 /* Attaches a base (before any document is added). The caller then sets dl/text/del of the
  * first n_docs documents with lcx__index_set_base_doc and calls lcx__index_base_done. */
 int lcx__index_attach_base(lcx_index *ix, const lcx__index_base *b, uint32_t n_docs);
 void lcx__index_set_base_doc(lcx_index *ix, uint32_t id, const char *text, uint32_t len, uint32_t dl, int deleted);
 void lcx__index_base_done(lcx_index *ix);
-/* Row of document id (dim halfs). */
-const uint16_t *lcx__index_vec(const lcx_index *ix, uint32_t id);
+/* Row of document id (dim bytes) and its scale. */
+const uint8_t *lcx__index_row(const lcx_index *ix, uint32_t id, float *scale);
 int lcx__index_is_deleted(const lcx_index *ix, uint32_t id);
 /* Term string of term id. */
 const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len);

@@ -6,7 +6,7 @@
  *
  * DIR/chunks.log — written by lcx_store_append / lcx_store_delete_path:
  *  1. Header, 256 bytes: magic "LCXLOG01"; u32 version = 1; u32 header size = 256;
- *     u32 dim; u32 vector format (1 = IEEE binary16); u64 store uuid (random); u32
+ *     u32 dim; u32 vector format (2 = offset-binary u8 + f32 scale); u64 store uuid (random); u32
  *     fingerprint length; 200 bytes embedder fingerprint (NUL padded); 16 reserved bytes;
  *     u32 crc32c of bytes [0, 252). Written and fsync'd (file + directory) at creation.
  *  2. Then records, back to back, each: 24-byte header { u32 magic 0x5243584c; u8 type
@@ -15,8 +15,9 @@
  *     u32 zero } and the payload.
  *  3. Batch payload: per chunk a 56-byte fixed part { i64 tok_start, i64 tok_end, i32
  *     layer, i32 round, f32 score, u32 line_start, u32 line_end, u32 text_len, u32
- *     path_len, u8 file_type, 11 zero bytes } then text_len bytes of text, path_len
- *     bytes of path, and dim × u16 binary16 embedding (so reopening never re-embeds).
+ *     path_len, u8 file_type, 3 zero bytes, f32 embedding scale, 4 zero bytes } then
+ *     text_len bytes of text, path_len bytes of path, and the dim-byte embedding row
+ *     (offset-binary u8, value = (u − 128)·scale; so reopening never re-embeds).
  *     Chunk ids are implicit: the i-th chunk ever written has id i.
  *  4. Tombstone payload: count × u32 chunk ids (each < chunks written before it).
  *  5. One lcx_store_append = one record = one write() + one fdatasync() before it
@@ -33,23 +34,22 @@
  * tombstone arrived since the last one), via DIR/index.snap.tmp + fsync + rename + fsync
  * of DIR, so a crash leaves either the old or the new snapshot:
  *  7. Header, 1024 bytes: magic "LCXSNAP1"; u32 version = 1; u32 header size = 1024;
- *     u32 dim; u32 vector format; u64 uuid (= the log's); u64 log bytes covered; u64
+ *     u32 dim; u32 vector format (2); u64 uuid (= the log's); u64 log bytes covered; u64
  *     offset of the last covered log record; u32 its crc; u32 documents; u32 terms; u32
- *     term table capacity; u64 postings; u32 section count (11); u32 pad; 11 section
+ *     term table capacity; u64 postings; u32 section count (10); u32 pad; 10 section
  *     entries { u64 offset, u64 length, u32 crc32c, u32 flags (1 = checked on open) };
- *     u32 fingerprint length; 200 bytes fingerprint; 472 reserved; u32 crc32c of bytes
+ *     u32 fingerprint length; 200 bytes fingerprint; 496 reserved; u32 crc32c of bytes
  *     [0, 1020).
  *  8. Sections (each at a 64-byte aligned offset): 0 DOCS n × 80-byte records (metadata,
  *     BM25 length, text/path offsets into BLOB, crc32c of the text, deleted flag);
- *     1 BLOB texts and paths; 2 VEC n × dim binary16; 3 TTAB term hash table (capacity ×
- *     {u64 hash, u32 id+1, u32 length}, linear probing); 4 TOFF (terms+1) × u64 offsets
- *     into 5 TSTR term bytes; 6 POFF (terms+1) × u64 offsets into 7 PDOC u32 doc ids and
- *     8 PTF u8 term frequencies (saturated at 255); 9 VEC8 n × dim offset-binary u8
- *     scan copy of VEC; 10 VSC n × f32 scales of VEC8 rows.
+ *     1 BLOB texts and paths; 2 VEC n × dim u8 embedding rows; 3 TTAB term hash table
+ *     (capacity × {u64 hash, u32 id+1, u32 length}, linear probing); 4 TOFF (terms+1) ×
+ *     u64 offsets into 5 TSTR term bytes; 6 POFF (terms+1) × u64 offsets into 7 PDOC u32
+ *     doc ids and 8 PTF u8 term frequencies (saturated at 255); 9 VSC n × f32 row scales.
  *  9. Open maps the file read-only and verifies the header, the section bounds, the
  *     crc32c of DOCS, TTAB, TOFF and POFF, and that (uuid, last record offset + crc, log
  *     bytes) match the log; then replays only the log records after the covered bytes.
- *     BLOB, VEC, TSTR, PDOC, PTF, VEC8 and VSC are NOT checksummed on open (that would cost ~30 ms
+ *     BLOB, VEC, TSTR, PDOC, PTF and VSC are NOT checksummed on open (that would cost ~30 ms
  *     per 100k chunks): every offset and doc id read from them is bounds-checked at use,
  *     texts are checked against their per-document crc32c by lcx_store_get, and
  *     lcx_store_validate verifies every section. Any snapshot problem makes open ignore
@@ -219,7 +219,7 @@ static void unlock_rw(const lcx_store *s) { pthread_rwlock_unlock((pthread_rwloc
 typedef struct {
     const lcx_rec_chunk *fx;
     const char *text, *path;
-    const uint16_t *vec;     /* unaligned-safe: read with memcpy by the index (memcpy commit) */
+    const uint8_t *vec;      /* (dim) u8 row */
 } rec_item;
 
 /* Checks a batch payload's internal sizes; calls fn for each chunk when fn != NULL. */
@@ -233,11 +233,12 @@ static int parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, it
         memcpy(&fx, p + off, sizeof fx);
         if (fx.text_len > LCX_TEXT_HARD_MAX || fx.path_len > LCX_PATH_MAX || fx.file_type > LCX_FT_CONFIG)
             return LCX_ECORRUPT;
-        uint64_t need = sizeof fx + (uint64_t)fx.text_len + fx.path_len + (uint64_t)dim * 2;
+        uint64_t need = sizeof fx + (uint64_t)fx.text_len + fx.path_len + (uint64_t)dim;
+        if (!(fx.vscale >= 0) || !(fx.vscale < 1e30f)) return LCX_ECORRUPT;
         if (len - off < need) return LCX_ECORRUPT;
         if (fn) {
             rec_item it = {(const lcx_rec_chunk *)(p + off), p + off + sizeof fx, p + off + sizeof fx + fx.text_len,
-                           (const uint16_t *)(p + off + sizeof fx + fx.text_len + fx.path_len)};
+                           (const uint8_t *)(p + off + sizeof fx + fx.text_len + fx.path_len)};
             int rc = fn(ud, &it);
             if (rc) return rc;
         }
@@ -327,7 +328,7 @@ static int check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len)
         snprintf(msg, msg_len, "unsupported log version %u", h->version);
         return LCX_ENOTSUP;
     }
-    if (h->vec_format != LCX_VEC_F16 || h->dim < 1 || h->dim > LCX_DIM_MAX || h->fp_len == 0 ||
+    if (h->vec_format != LCX_VEC_U8 || h->dim < 1 || h->dim > LCX_DIM_MAX || h->fp_len == 0 ||
         h->fp_len > LCX_FP_MAX) {
         snprintf(msg, msg_len, "bad log header fields");
         return LCX_ECORRUPT;
@@ -351,10 +352,8 @@ static int replay_item(void *ud, const rec_item *it)
     if (rc < 0) return rc;
     if ((rc = meta_reserve(s, s->ix->n_docs + 1))) return rc;
     lcx__doc_terms dt = {c->prep.dl, c->prep.nt, c->prep.t, c->prep.pool};
-    uint16_t vbuf[LCX_DIM_MAX];
-    memcpy(vbuf, it->vec, (size_t)s->dim * 2);
     uint32_t id;
-    if ((rc = lcx__index_commit(s->ix, it->text, fx.text_len, 1, vbuf, &dt, &id))) return rc;
+    if ((rc = lcx__index_commit(s->ix, it->text, fx.text_len, 1, it->vec, fx.vscale, &dt, &id))) return rc;
     meta *m = &s->m[id];
     m->tok_start = fx.tok_start;
     m->tok_end = fx.tok_end;
@@ -405,7 +404,7 @@ static int snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64
     int rc = LCX_ECORRUPT;
     if (memcmp(h.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN) != h.crc) goto bad;
     if (h.version != LCX_SNAP_VERSION || h.hdr_size != sizeof h || h.n_sec != SEC_N) goto bad;
-    if (h.dim != s->dim || h.vec_format != LCX_VEC_F16 || h.fp_len != strlen(s->fp) ||
+    if (h.dim != s->dim || h.vec_format != LCX_VEC_U8 || h.fp_len != strlen(s->fp) ||
         memcmp(h.fp, s->fp, h.fp_len) || h.uuid != s->uuid)
         goto bad;
     if (h.log_off > log_size || h.log_off < sizeof(lcx_log_hdr)) goto bad;
@@ -417,10 +416,9 @@ static int snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64
             goto bad;
     } else if (h.log_off != sizeof(lcx_log_hdr)) goto bad;
     if (h.tab_cap & (h.tab_cap - 1) || h.tab_cap < 2 || h.n_terms >= h.tab_cap) goto bad;
-    uint64_t want[SEC_N] = {(uint64_t)h.n_docs * sizeof(lcx_snap_doc), 0, (uint64_t)h.n_docs * h.dim * 2,
+    uint64_t want[SEC_N] = {(uint64_t)h.n_docs * sizeof(lcx_snap_doc), 0, (uint64_t)h.n_docs * h.dim,
                             (uint64_t)h.tab_cap * sizeof(lcx__tslot), ((uint64_t)h.n_terms + 1) * 8, 0,
-                            ((uint64_t)h.n_terms + 1) * 8, h.n_post * 4, h.n_post, (uint64_t)h.n_docs * h.dim,
-                            (uint64_t)h.n_docs * 4};
+                            ((uint64_t)h.n_terms + 1) * 8, h.n_post * 4, h.n_post, (uint64_t)h.n_docs * 4};
     for (int i = 0; i < SEC_N; i++) {
         const lcx_snap_sec *sc = &h.sec[i];
         if (sc->off % 64 || sc->off < sizeof h || sc->off > flen || sc->len > flen - sc->off) goto bad;
@@ -452,8 +450,8 @@ static int snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64
         .toff = toff, .tstr = b + h.sec[SEC_TSTR].off, .tstr_len = h.sec[SEC_TSTR].len,
         .poff = poff, .pdoc = (const uint32_t *)(b + h.sec[SEC_PDOC].off),
         .ptf = (const uint8_t *)(b + h.sec[SEC_PTF].off), .np = h.n_post,
-        .vn = h.n_docs, .vec = (const uint16_t *)(b + h.sec[SEC_VEC].off),
-        .vec8 = (const uint8_t *)(b + h.sec[SEC_VEC8].off), .vsc = (const float *)(b + h.sec[SEC_VSC].off)};
+        .vn = h.n_docs, .vec8 = (const uint8_t *)(b + h.sec[SEC_VEC].off),
+        .vsc = (const float *)(b + h.sec[SEC_VSC].off)};
     if ((rc = lcx__index_attach_base(s->ix, &base, h.n_docs))) goto bad_rc;
     if ((rc = meta_reserve(s, h.n_docs))) goto bad_rc;
     const char *blob = b + h.sec[SEC_BLOB].off;
@@ -509,7 +507,7 @@ static int store_load(lcx_store *s)
         h.version = LCX_LOG_VERSION;
         h.hdr_size = sizeof h;
         h.dim = s->dim;
-        h.vec_format = LCX_VEC_F16;
+        h.vec_format = LCX_VEC_U8;
         h.uuid = new_uuid();
         h.fp_len = (uint32_t)strlen(s->fp);
         memcpy(h.fp, s->fp, h.fp_len);
@@ -625,7 +623,8 @@ void lcx_store_close(lcx_store *s)
 typedef struct {
     const lcx_store *s;
     const lcx_chunk *c;
-    uint16_t *vec;             /* (n, dim) f16 */
+    uint8_t *vec;              /* (n, dim) u8 rows */
+    float *vsc;                /* (n) their scales */
     lcx__doc_terms **dt;       /* (n) */
     int a, b;
     int rc;
@@ -642,7 +641,7 @@ static void *work_run(void *arg)
         const char *tx = w->c[i].text ? w->c[i].text : "";
         int rc = lcx__prep_embed(&p, w->s->emb, tx, w->c[i].text_len, tmp);
         if (rc < 0 || (rc = lcx__prep_finish(&p, &w->dt[i]))) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
-        lcx__f32_to_f16(tmp, w->vec + (size_t)i * dim, dim);
+        lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
         /* resolve known term ids now, so the exclusive commit only appends postings */
         if ((i - w->a) % 32 == 31 || i + 1 == w->b) {
             lock_r(w->s);
@@ -655,7 +654,7 @@ static void *work_run(void *arg)
     return NULL;
 }
 
-static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint16_t *vec, lcx__doc_terms **dt)
+static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, lcx__doc_terms **dt)
 {
     int nt = 1;
     if (n >= PAR_MIN) {
@@ -667,7 +666,7 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint16_t
     pthread_t th[PAR_MAX_THREADS];
     int started[PAR_MAX_THREADS] = {0};
     for (int t = 0; t < nt; t++)
-        w[t] = (work){s, c, vec, dt, (int)((int64_t)n * t / nt), (int)((int64_t)n * (t + 1) / nt), 0};
+        w[t] = (work){s, c, vec, vsc, dt, (int)((int64_t)n * t / nt), (int)((int64_t)n * (t + 1) / nt), 0};
     for (int t = 1; t < nt; t++)
         started[t] = pthread_create(&th[t], NULL, work_run, &w[t]) == 0;
     work_run(&w[0]);
@@ -712,17 +711,18 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         if ((!c[i].text && c[i].text_len) || (!c[i].path && c[i].path_len) || (unsigned)c[i].file_type > LCX_FT_CONFIG)
             return LCX_EINVAL;
         if (c[i].text_len > s->opts.max_text_len || c[i].path_len > LCX_PATH_MAX) return LCX_ELIMIT;
-        payload += sizeof(lcx_rec_chunk) + c[i].text_len + (c[i].path ? c[i].path_len : 0) + (uint64_t)s->dim * 2;
+        payload += sizeof(lcx_rec_chunk) + c[i].text_len + (c[i].path ? c[i].path_len : 0) + (uint64_t)s->dim;
     }
     if (payload > LCX_REC_MAX) return LCX_ELIMIT;
 
     /* embed + tokenize off-lock (pure work, parallel for large batches) */
-    uint16_t *vec = malloc((size_t)n * s->dim * 2);            /* (n, dim) f16 */
+    uint8_t *vec = malloc((size_t)n * s->dim);                 /* (n, dim) u8 rows */
+    float *vsc = malloc((size_t)n * sizeof *vsc);              /* (n) */
     lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
     char *rec = malloc(sizeof(lcx_rec_hdr) + payload);
     int rc = LCX_ENOMEM;
-    if (!vec || !dt || !rec) goto out;
-    if ((rc = prepare_batch(s, c, n, vec, dt))) goto out;
+    if (!vec || !vsc || !dt || !rec) goto out;
+    if ((rc = prepare_batch(s, c, n, vec, vsc, dt))) goto out;
 
     /* serialise the record */
     char *p = rec + sizeof(lcx_rec_hdr);
@@ -739,14 +739,15 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         fx.text_len = c[i].text_len;
         fx.path_len = c[i].path ? c[i].path_len : 0;
         fx.file_type = (uint8_t)c[i].file_type;
+        fx.vscale = vsc[i];
         memcpy(p, &fx, sizeof fx);
         p += sizeof fx;
         if (fx.text_len) memcpy(p, c[i].text, fx.text_len);
         p += fx.text_len;
         if (fx.path_len) memcpy(p, c[i].path, fx.path_len);
         p += fx.path_len;
-        memcpy(p, vec + (size_t)i * s->dim, (size_t)s->dim * 2);
-        p += (size_t)s->dim * 2;
+        memcpy(p, vec + (size_t)i * s->dim, s->dim);
+        p += s->dim;
     }
     lcx_rec_hdr h = {LCX_REC_MAGIC, LCX_REC_BATCH, {0}, (uint32_t)payload, (uint32_t)n, 0, 0};
     h.crc = lcx_crc32c(lcx_crc32c(0, &h, 16), rec + sizeof h, payload);
@@ -777,7 +778,8 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
     uint32_t first = s->ix->n_docs;
     for (int i = 0; i < n && !rc; i++) {
         uint32_t id;
-        rc = lcx__index_commit(s->ix, c[i].text ? c[i].text : "", c[i].text_len, 1, vec + (size_t)i * s->dim, dt[i], &id);
+        rc = lcx__index_commit(s->ix, c[i].text ? c[i].text : "", c[i].text_len, 1, vec + (size_t)i * s->dim, vsc[i],
+                               dt[i], &id);
         if (!rc) {
             fill_meta(s, &s->m[id], &c[i]);
             if (s->m[id].path_len && !s->m[id].path) rc = LCX_ENOMEM;
@@ -793,6 +795,7 @@ out:
         for (int i = 0; i < n; i++) free(dt[i]);
     free(dt);
     free(vec);
+    free(vsc);
     free(rec);
     return rc;
 }
@@ -1036,8 +1039,8 @@ static int snapshot_locked(lcx_store *s)
     sec_end(&w, &h, SEC_BLOB, 0);
     /* 2 VEC */
     sec_begin(&w, &h, SEC_VEC);
-    if (ix->base.vn) wr_put(&w, ix->base.vec, (size_t)ix->base.vn * s->dim * 2);
-    if (nd > ix->base.vn) wr_put(&w, ix->vec, (size_t)(nd - ix->base.vn) * s->dim * 2);
+    if (ix->base.vn) wr_put(&w, ix->base.vec8, (size_t)ix->base.vn * s->dim);
+    if (nd > ix->base.vn) wr_put(&w, ix->vec8, (size_t)(nd - ix->base.vn) * s->dim);
     sec_end(&w, &h, SEC_VEC, 0);
     /* 3 TTAB */
     sec_begin(&w, &h, SEC_TTAB);
@@ -1085,11 +1088,7 @@ static int snapshot_locked(lcx_store *s)
         }
         sec_end(&w, &h, sec, 0);
     }
-    /* 9 VEC8, 10 VSC: the int8 scan copy, so reopening never re-quantizes */
-    sec_begin(&w, &h, SEC_VEC8);
-    if (ix->base.vn) wr_put(&w, ix->base.vec8, (size_t)ix->base.vn * s->dim);
-    if (nd > ix->base.vn) wr_put(&w, ix->vec8, (size_t)(nd - ix->base.vn) * s->dim);
-    sec_end(&w, &h, SEC_VEC8, 0);
+    /* 9 VSC */
     sec_begin(&w, &h, SEC_VSC);
     if (ix->base.vn) wr_put(&w, ix->base.vsc, (size_t)ix->base.vn * 4);
     if (nd > ix->base.vn) wr_put(&w, ix->vsc, (size_t)(nd - ix->base.vn) * 4);
@@ -1099,7 +1098,7 @@ static int snapshot_locked(lcx_store *s)
     h.version = LCX_SNAP_VERSION;
     h.hdr_size = sizeof h;
     h.dim = s->dim;
-    h.vec_format = LCX_VEC_F16;
+    h.vec_format = LCX_VEC_U8;
     h.uuid = s->uuid;
     h.log_off = s->log_end;
     h.last_rec_off = s->log_end > sizeof(lcx_log_hdr) ? s->last_rec_off : 0;

@@ -15,7 +15,7 @@
 #define LCX_SNAP_MAGIC "LCXSNAP1"
 #define LCX_LOG_VERSION 1
 #define LCX_SNAP_VERSION 1
-#define LCX_VEC_F16 1
+#define LCX_VEC_U8 2                         /* offset-binary u8 rows + f32 scale */
 #define LCX_REC_MAGIC 0x5243584cu            /* "LXCR" */
 #define LCX_REC_BATCH 1
 #define LCX_REC_TOMB 2
@@ -29,7 +29,7 @@ typedef struct {
     uint32_t version;     /* 1 */
     uint32_t hdr_size;    /* 256 */
     uint32_t dim;
-    uint32_t vec_format;  /* 1 = IEEE binary16 */
+    uint32_t vec_format;  /* 2 = offset-binary u8 + f32 scale (embed.h) */
     uint64_t uuid;        /* random per store; ties snapshots to this log */
     uint32_t fp_len;
     char fp[LCX_FMT_FP_MAX];  /* embedder fingerprint, NUL padded */
@@ -56,12 +56,13 @@ typedef struct {
     uint32_t line_start, line_end;
     uint32_t text_len, path_len;
     uint8_t file_type;
-    uint8_t pad[11];
-} lcx_rec_chunk;          /* followed by text, path, dim × f16 */
+    uint8_t pad[3];
+    float vscale;         /* scale of the embedding row */
+    uint8_t pad2[4];
+} lcx_rec_chunk;          /* followed by text, path, dim × u8 embedding row */
 static_assert(sizeof(lcx_rec_chunk) == 56, "record chunk is 56 bytes");
 
-enum { SEC_DOCS = 0, SEC_BLOB, SEC_VEC, SEC_TTAB, SEC_TOFF, SEC_TSTR, SEC_POFF, SEC_PDOC, SEC_PTF, SEC_VEC8, SEC_VSC,
-       SEC_N };
+enum { SEC_DOCS = 0, SEC_BLOB, SEC_VEC, SEC_TTAB, SEC_TOFF, SEC_TSTR, SEC_POFF, SEC_PDOC, SEC_PTF, SEC_VSC, SEC_N };
 
 typedef struct {
     uint64_t off, len;
