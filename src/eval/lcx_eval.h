@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "longctx/lcx_err.h"
+#include "util/util.h"
 
 /* ---------------------------------------------------------------- difflib (difflib.c) */
 
@@ -79,6 +80,10 @@ int lcx_mrcr_parse_line(const char *line, size_t len, lcx_mrcr_rec *rec, char *e
 /* Reads a whole JSONL file; blank lines are skipped; a bad line fails the whole read with
  * its line number in err. */
 int lcx_mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t err_len);
+/* Reads the next line of f into line (cap LCX_MRCR_MAX_LINE; newline stripped).
+ * Returns 1 with a line, 0 at EOF, LCX_ELIMIT for an over-long line (consumed, so the caller
+ * may report and stop), LCX_EIO / LCX_ENOMEM. */
+int lcx_mrcr_next_line(FILE *f, lcx_buf *line);
 /* Appends a record as one JSONL line (prompt written as a JSON string, as openai/mrcr). */
 int lcx_mrcr_write_line(FILE *f, const lcx_mrcr_rec *rec);
 void lcx_mrcr_rec_free(lcx_mrcr_rec *rec);

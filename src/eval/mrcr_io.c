@@ -128,20 +128,47 @@ fail:
     return rc;
 }
 
+int lcx_mrcr_next_line(FILE *f, lcx_buf *line)
+{
+    if (!f || !line) return LCX_EINVAL;
+    line->len = 0;
+    if (line->data) line->data[0] = 0;
+    char chunk[65536];
+    int any = 0, over = 0;
+    while (fgets(chunk, sizeof chunk, f)) {
+        any = 1;
+        size_t n = strlen(chunk);
+        int end = n && chunk[n - 1] == '\n';
+        if (!over) {
+            if (line->len + n > LCX_MRCR_MAX_LINE) over = 1;     /* keep reading to the newline */
+            else {
+                int rc = lcx_buf_append(line, chunk, n);
+                if (rc) return rc;
+            }
+        }
+        if (end) break;
+    }
+    if (ferror(f)) return LCX_EIO;
+    if (over) return LCX_ELIMIT;
+    if (!any) return 0;
+    while (line->len && (line->data[line->len - 1] == '\n' || line->data[line->len - 1] == '\r'))
+        line->data[--line->len] = 0;
+    if (!line->data && lcx_buf_append(line, "", 0)) return LCX_ENOMEM;
+    return 1;
+}
+
 int lcx_mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t el)
 {
     if (!path || !set) return LCX_EINVAL;
     FILE *f = fopen(path, "rb");
     if (!f) { set_err(err, el, "cannot open %s", path); return LCX_EIO; }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
+    lcx_buf lb = {0};
     long lineno = 0;
-    int rc = LCX_OK;
-    while ((n = getline(&line, &cap, f)) >= 0) {
+    int rc = LCX_OK, got;
+    while ((got = lcx_mrcr_next_line(f, &lb)) > 0) {
         lineno++;
-        size_t len = (size_t)n;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        const char *line = lb.data;
+        size_t len = lb.len;
         size_t k = 0;
         while (k < len && (line[k] == ' ' || line[k] == '\t')) k++;
         if (k == len) continue;
@@ -152,8 +179,12 @@ int lcx_mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t e
         rc = lcx_mrcr_set_push(set, &r);
         if (rc) { lcx_mrcr_rec_free(&r); set_err(err, el, "%s:%ld: too many records", path, lineno); break; }
     }
-    if (!rc && ferror(f)) { rc = LCX_EIO; set_err(err, el, "read error on %s", path); }
-    free(line);
+    if (got < 0 && !rc) {
+        rc = got;
+        set_err(err, el, "%s:%ld: %s", path, lineno + 1,
+                got == LCX_ELIMIT ? "record longer than the 64 MiB cap" : "read error");
+    }
+    lcx_buf_free(&lb);
     fclose(f);
     return rc;
 }

@@ -226,15 +226,13 @@ static int cmd_mrcr(int argc, char **argv)
     if (upstream) curl_global_init(CURL_GLOBAL_DEFAULT);
     lcx_mrcr_eval_opts eo = {.recipe = recipe, .top_k = top_k, .emb = emb, .ordinal_offset = offset};
     binacc_t acc[LCX_MRCR_BIN_OTHER + 1] = {0};
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t ln;
+    lcx_buf lb = {0};
     long lineno = 0, index = 0;
-    int status = 0;
-    while ((ln = getline(&line, &lcap, in)) >= 0) {
+    int status = 0, got;
+    while ((got = lcx_mrcr_next_line(in, &lb)) > 0) {
         lineno++;
-        size_t len = (size_t)ln;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        const char *line = lb.data;
+        size_t len = lb.len;
         if (!len) continue;
         lcx_mrcr_rec rec;
         char err[256] = "";
@@ -292,7 +290,12 @@ static int cmd_mrcr(int argc, char **argv)
         lcx_mrcr_rec_free(&rec);
         index++;
     }
-    free(line);
+    if (got < 0) {
+        fprintf(stderr, "longctx eval mrcr: %s:%ld: %s\n", file, lineno + 1,
+                got == LCX_ELIMIT ? "record longer than the 64 MiB cap" : lcx_strerror(got));
+        status = 1;
+    }
+    lcx_buf_free(&lb);
     fclose(in);
     if (ro && fclose(ro)) status = 1;
 
