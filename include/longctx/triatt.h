@@ -122,7 +122,8 @@ int triatt_calib_set_head(triatt_calib *c, int layer, int head, const double *mr
  * replace. LCX_ESTATE when not ready, LCX_EIO on write failure. */
 int triatt_calib_save(const triatt_calib *c, const char *path);
 /* Loads stats saved for the same geometry. LCX_ECORRUPT (magic, version, size, checksum,
- * non-finite values), LCX_EMISMATCH (other geometry), LCX_EIO. On failure c is unchanged. */
+ * non-finite values), LCX_EMISMATCH (other geometry), lcx_read_file's I/O errors
+ * (LCX_EIO / LCX_ENOTFOUND). On failure c is unchanged. */
 int triatt_calib_load(triatt_calib *c, const char *path);
 
 /* ------------------------------------------------------------------------------------
@@ -253,6 +254,7 @@ typedef struct {
     int n_threads;             /* TRIATT_THREADS 1 */
     uint64_t seed;             /* TRIATT_SEED (random mode) */
     char endpoint[256];        /* LONGCTX_ENDPOINT, "" = rescue off */
+    char calib_file[512];      /* TRIATT_CALIB_FILE: stats loaded at init (offline calibration) */
 } triatt_config;
 
 void triatt_config_default(triatt_config *cfg);
@@ -276,10 +278,16 @@ typedef struct {
 typedef void (*triatt_log_fn)(void *ud, const char *line);
 typedef struct triatt_ctx triatt_ctx;
 
+/* Creates the driver (copies g, its layer mask and cfg). When cfg->calib_file is set the
+ * stats are loaded from it (the calibration is then ready at once); its load errors
+ * (LCX_ECORRUPT, LCX_EMISMATCH, I/O) are returned and nothing is created. LCX_EINVAL for a
+ * bad geometry/config, LCX_ENOMEM. */
 int triatt_init(triatt_ctx **out, const triatt_geometry *g, const triatt_config *cfg);
 void triatt_free(triatt_ctx *t);
 /* Log callback for the per-round line (and config/calibration notes); NULL = silent. */
 void triatt_set_log(triatt_ctx *t, triatt_log_fn fn, void *ud);
+/* Forwards to triatt_calib_add / _end_pass (no-ops when disabled, and once the frozen
+ * calibration is ready). Errors as there; a rejected pass is counted, not fatal. */
 int triatt_observe_queries(triatt_ctx *t, int layer, const float *q, int n_tokens, size_t stride);
 int triatt_end_pass(triatt_ctx *t);
 /* The round: checks the trigger, scores, selects; writes evicted cell indices into out_cells

@@ -183,6 +183,10 @@ int triatt_config_from_env2(triatt_config *cfg, const char *(*getenv_fn)(void *,
         if (errno || end == v || *end || *v == '-') return fail(err, err_len, "triatt: %s=\"%s\" is not an unsigned integer", name, v);
         c.seed = s;
     }
+    if ((v = knob(&e, "CALIB_FILE", name, sizeof name))) {
+        if (strlen(v) >= sizeof c.calib_file) return fail(err, err_len, "triatt: %s is longer than %zu bytes", name, sizeof c.calib_file - 1);
+        strcpy(c.calib_file, v);
+    }
     v = e.get(e.ud, "LONGCTX_ENDPOINT");
     if (v && *v) {
         if (strlen(v) >= sizeof c.endpoint) return fail(err, err_len, "triatt: LONGCTX_ENDPOINT is longer than %zu bytes", sizeof c.endpoint - 1);

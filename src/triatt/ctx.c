@@ -54,6 +54,10 @@ int triatt_init(triatt_ctx **out, const triatt_geometry *g, const triatt_config 
                              .n_threads = cfg->n_threads, .eps = 1e-8};
     t->sc = triatt_scorer_init(&t->g, &so);
     if (!t->cal || !t->sc) { triatt_free(t); return LCX_ENOMEM; }
+    if (cfg->calib_file[0]) {
+        int rc = triatt_calib_load(t->cal, cfg->calib_file);
+        if (rc < 0) { triatt_free(t); return rc; }
+    }
     *out = t;
     return LCX_OK;
 }

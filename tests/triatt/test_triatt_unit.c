@@ -451,6 +451,19 @@ static void test_calibration_file(void **st)
     g2.rope_theta = 500000;
     triatt_calib *h = triatt_calib_init(&g2, 10, 0);
     assert_int_equal(triatt_calib_load(h, path), LCX_EMISMATCH);
+    /* the driver loads an offline stats file at init (ready at once), and refuses a bad one */
+    triatt_config cfg;
+    triatt_config_default(&cfg);
+    cfg.enabled = true; cfg.budget = 4;
+    snprintf(cfg.calib_file, sizeof cfg.calib_file, "%s", path);
+    triatt_ctx *t;
+    assert_int_equal(triatt_init(&t, &w.g, &cfg), 0);
+    assert_true(triatt_calib_ready(triatt_ctx_calib(t)));
+    triatt_free(t);
+    snprintf(cfg.calib_file, sizeof cfg.calib_file, "%s", bad);
+    t = (triatt_ctx *)1;
+    assert_int_equal(triatt_init(&t, &w.g, &cfg), LCX_ECORRUPT);
+    assert_null(t);
     triatt_calib_free(c); triatt_calib_free(d); triatt_calib_free(e); triatt_calib_free(f); triatt_calib_free(h);
     free(data);
     tu_rmrf(dir);
