@@ -290,6 +290,41 @@ static void test_reference_aggregation(void **st)
             }
         assert_close(sc[c], tot / (s.L * s.KV), 1e-5, "reference aggregation", c);
     }
+    /* z-score per head (over the scored cells) before the max over the group */
+    triatt_scorer_opts oz = {.aggregation = TRIATT_AGG_REFERENCE, .zscore = true, .n_threads = 1, .eps = 1e-8};
+    triatt_scorer *sz = triatt_scorer_init(&g, &oz);
+    float zs[256];
+    int32_t wthr = 110;   /* positions >= 110 are window cells: excluded from the statistics */
+    assert_int_equal(triatt_score(sz, cal, &keys, s.pos, s.N, s.P, wthr, zs), 0);
+    double tot[256] = {0};
+    for (int l = 0; l < s.L; l++)
+        for (int kv = 0; kv < s.KV; kv++) {
+            double hs[8][256], best[256];
+            for (int j = 0; j < G; j++) {
+                const double *mr, *mi, *ma;
+                triatt_calib_head(cal, l, kv * G + j, &mr, &mi, &ma);
+                double sum = 0, sq = 0;
+                int k = 0;
+                for (int c = 0; c < s.N; c++) {
+                    hs[j][c] = triatt_score_collapsed_form(&g, cs, sn, mr, mi, ma,
+                                                           s.k[0] + (((size_t)l * s.KV + kv) * s.N + c) * s.D,
+                                                           TRIATT_TERMS_MLR, 1e-8);
+                    if (s.pos[c] < wthr) { sum += hs[j][c]; sq += hs[j][c] * hs[j][c]; k++; }
+                }
+                double mean = sum / k, sd = sqrt(sq / k - mean * mean + 1e-6);
+                for (int c = 0; c < s.N; c++) hs[j][c] = (hs[j][c] - mean) / sd;
+            }
+            for (int c = 0; c < s.N; c++) {
+                best[c] = hs[0][c];
+                for (int j = 1; j < G; j++) best[c] = fmax(best[c], hs[j][c]);
+                tot[c] += best[c];
+            }
+        }
+    for (int c = 0; c < s.N; c++) {
+        if (s.pos[c] >= wthr) { assert_true(isnan(zs[c])); continue; }
+        assert_close(zs[c], tot[c] / (s.L * s.KV), 1e-4, "reference aggregation + zscore", c);
+    }
+    triatt_scorer_free(sz);
     /* the fast path refuses reference aggregation */
     assert_int_equal(triatt_fast_reserve(sco, 8), LCX_ENOTSUP);
     triatt_scorer_free(sco);
