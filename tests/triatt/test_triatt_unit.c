@@ -670,6 +670,64 @@ static void test_driver_round(void **st)
     free_world(&w);
 }
 
+/* ---- F16 key accessor (get16): same scores as f32 keys holding the same values ---- */
+typedef struct { world *w; uint16_t *h; } f16world;
+static const uint16_t *get16_world(void *ud, int l, int kv, int c0, int n, float *scratch, size_t *stride)
+{
+    f16world *f = ud;
+    *stride = f->w->g.head_dim;
+    return f->h + (((size_t)l * f->w->g.n_kv_heads + kv) * f->w->n + c0) * f->w->g.head_dim;
+}
+
+static void test_f16_accessor(void **st)
+{
+    for (int pr = 0; pr < 2; pr++) {
+        world w;
+        make_world(&w, 2, 4, 2, 64, 64, (triatt_pairing)pr, 400, 16);
+        size_t nk = (size_t)2 * 2 * 400 * 64;
+        f16world fw = {&w, malloc(nk * 2)};
+        for (size_t i = 0; i < nk; i++) {
+            fw.h[i] = (uint16_t)_cvtss_sh(w.keys[i], 0);
+            w.keys[i] = _cvtsh_ss(fw.h[i]);   /* f32 copy of the same values */
+        }
+        triatt_calib *cal = calib_world(&w);
+        triatt_keys k32 = {strict_get, &w, NULL}, k16 = {NULL, &fw, get16_world};
+        float a[400], b[400], c[400];
+        for (int fast = 0; fast < 2; fast++) {
+            triatt_scorer_opts o = {.n_threads = 2, .eps = 1e-8};
+            triatt_scorer *s = triatt_scorer_init(&w.g, &o);
+            if (!fast) {
+                assert_int_equal(triatt_score(s, cal, &k32, w.pos, w.n, 900, 780, a), 0);
+                assert_int_equal(triatt_score(s, cal, &k16, w.pos, w.n, 900, 780, b), 0);
+            } else {
+                assert_int_equal(triatt_fast_reserve(s, w.n), 0);
+                assert_int_equal(triatt_fast_refresh(s, cal, &k16, w.pos, w.n), w.n);
+                assert_int_equal(triatt_fast_score(s, cal, w.pos, w.n, 900, 780, c), 0);
+            }
+            triatt_scorer_free(s);
+        }
+        for (int i = 0; i < w.n; i++) {
+            if (isnan(a[i])) { assert_true(isnan(b[i]) && isnan(c[i])); continue; }
+            assert_true(fabs(a[i] - b[i]) <= 1e-4 * (1 + fabs(a[i])));
+            assert_true(fabs(a[i] - c[i]) <= 1e-4 * (1 + fabs(a[i])));
+        }
+        /* the driver accepts a get16-only accessor */
+        triatt_config cfg;
+        triatt_config_default(&cfg);
+        cfg.enabled = true; cfg.budget = 200; cfg.window = 16; cfg.warmup = 16; cfg.divide_length = 8;
+        triatt_ctx *t;
+        assert_int_equal(triatt_init(&t, &w.g, &cfg), 0);
+        for (int l = 0; l < 2; l++) triatt_observe_queries(t, l, w.q + (size_t)l * w.T * 4 * 64, 16, 0);
+        triatt_end_pass(t);
+        int32_t out[400];
+        assert_int_equal(triatt_maybe_evict(t, &k16, w.pos, w.n, out), 200);
+        triatt_free(t);
+        triatt_calib_free(cal);
+        free(fw.h);
+        free_world(&w);
+    }
+}
+
 /* ---- driver over several rounds with engine-style compaction: fast == full ---- */
 typedef struct { world *w; int32_t live[600]; } livekeys;
 static const float *live_get(void *ud, int l, int kv, int c0, int n, float *scratch, size_t *stride)
@@ -771,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_geometry_scaling),
         cmocka_unit_test(test_config_env),
         cmocka_unit_test(test_driver_round),
+        cmocka_unit_test(test_f16_accessor),
         cmocka_unit_test(test_driver_compaction),
         cmocka_unit_test(test_simulator_direction),
     };
