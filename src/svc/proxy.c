@@ -680,14 +680,3 @@ void lcx_proxy_fini(lcx_svc *svc)
     free(svc->proxy);
     svc->proxy = NULL;
 }
-
-void lcx_proxy_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
-{
-    proxy_state *ps = svc->proxy;
-    if (text) {
-        if (ps) lcx_buf_printf(text, "[longctx] upstream: %s\n", ps->base);
-        else lcx_buf_puts(text, "[longctx] upstream: none (proxy disabled)\n");
-    } else {
-        cJSON_AddItemToObject(json, "upstream", ps ? cJSON_CreateString(ps->base) : cJSON_CreateNull());
-    }
-}

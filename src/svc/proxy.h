@@ -12,7 +12,6 @@ int lcx_svc_h_proxy_models(lcx_svc *svc, lcx_req *req, lcx_resp *resp);       /*
 
 int lcx_proxy_init(lcx_svc *svc);   /* no-op (proxy disabled) when cfg.upstream is "" */
 void lcx_proxy_fini(lcx_svc *svc);
-void lcx_proxy_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
 
 /* Query = text of the last user message; prefill = text of every message (string content
  * or the text parts of list content), one per line. Both malloc'd. LCX_EINVAL when

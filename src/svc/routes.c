@@ -44,7 +44,7 @@ const lcx_route lcx_svc_routes[] = {
 
 /* Modules with server-held state (init/fini/status hooks). */
 const lcx_svc_module lcx_svc_modules[] = {
-    {"proxy", lcx_proxy_init, lcx_proxy_fini, lcx_proxy_status},
+    {"proxy", lcx_proxy_init, lcx_proxy_fini, NULL},
     {"code", lcx_svc_code_init, lcx_svc_code_fini, lcx_svc_code_status},
     {NULL, NULL, NULL, NULL},
 };
