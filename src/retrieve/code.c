@@ -344,7 +344,7 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
     }
 
     /* which scopes */
-    char (*roots)[LCX_SCOPE_PATH_MAX] = calloc(LCX_MAX_BOUND, sizeof *roots);
+    char (*roots)[LCX_SCOPE_PATH_MAX] = malloc(LCX_MAX_BOUND * sizeof *roots);
     if (!roots) return LCX_ENOMEM;
     int nr = 0, rc = 0;
     lcx_scope_detection det = {0};

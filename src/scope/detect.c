@@ -204,9 +204,10 @@ int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
     if (default_scope && *default_scope == '/' &&
         (!realpath(default_scope, defcanon) || !is_dir(defcanon)))
         defcanon[0] = 0;
-    mention *ms = calloc(MAX_MENTIONS, sizeof *ms);
-    if (!ms) return LCX_ENOMEM;
-    int nm = 0;
+    /* mentions are 12 KiB each: grow on demand (a calloc of all 256 cost more than the
+     * whole warm retrieval) */
+    mention *ms = NULL;
+    int nm = 0, cap_m = 0;
     char tok[PATH_MAX], full[PATH_MAX * 2];
     size_t i = 0;
     while (text && i < len && nm < MAX_MENTIONS) {
@@ -239,6 +240,13 @@ int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
             if (n < 0 || (size_t)n >= PATH_MAX) continue;
             struct stat st;
             if (stat(full, &st) != 0) continue;
+        }
+        if (nm == cap_m) {
+            int nc = cap_m ? cap_m * 2 : 4;
+            mention *nmv = realloc(ms, (size_t)nc * sizeof *nmv);
+            if (!nmv) { free(ms); return LCX_ENOMEM; }
+            ms = nmv;
+            cap_m = nc;
         }
         mention *m = &ms[nm];
         if (!mention_dir(full, m->canon, m->dir)) continue;
