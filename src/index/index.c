@@ -19,8 +19,10 @@
 #include "util/util.h"
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- arena */
 struct lcx__ablock {
@@ -631,6 +633,58 @@ static void bm25_accumulate(const lcx_index *ix, const qterms *q, float *acc, ui
     }
 }
 
+/* The 8-bit scan over docs [a, b) (base rows, then own rows). */
+typedef struct {
+    const lcx_index *ix;
+    const int8_t *q8;
+    int32_t *out;
+    uint32_t a, b;
+} scan_job;
+
+static void *scan_run(void *p)
+{
+    scan_job *j = p;
+    const lcx_index *ix = j->ix;
+    uint32_t bv = ix->base.vn, a = j->a, b = j->b;
+    if (a < bv) {
+        uint32_t e = b < bv ? b : bv;
+        lcx__dot_u8_rows(j->q8, ix->base.vec8 + (size_t)a * ix->dim, e - a, ix->dim, j->out + a);
+        a = e;
+    }
+    if (a < b)
+        lcx__dot_u8_rows(j->q8, ix->vec8 + (size_t)(a - bv) * ix->dim, b - a, ix->dim, j->out + a);
+    return NULL;
+}
+
+/* Large stores are memory-bound in the scan: split it over up to 4 threads (one per
+ * 32768 rows, at most the online CPUs), so a 100k-row search uses the machine's memory
+ * bandwidth from several cores. Threads are created per search (~20 µs each, small next
+ * to a multi-millisecond scan); if creation fails the work is done on this thread. */
+#define SCAN_ROWS_PER_THREAD 32768
+static void scan_all(const lcx_index *ix, const int8_t *q8, int32_t *out, uint32_t n)
+{
+    int nt = (int)(n / SCAN_ROWS_PER_THREAD);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (nt > cpus) nt = (int)cpus;
+    if (nt > 4) nt = 4;
+    if (nt < 2) {
+        scan_job j = {ix, q8, out, 0, n};
+        scan_run(&j);
+        return;
+    }
+    scan_job jobs[4];
+    pthread_t th[4];
+    int started[4] = {0};
+    for (int t = 0; t < nt; t++)
+        jobs[t] = (scan_job){ix, q8, out, (uint32_t)((uint64_t)n * t / nt), (uint32_t)((uint64_t)n * (t + 1) / nt)};
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, scan_run, &jobs[t]) == 0;
+    scan_run(&jobs[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else scan_run(&jobs[t]);
+    }
+}
+
 /* out[i] = s32[i]·sc[i]·qs; out may alias s32 (same slot read before written).
  * hot: once per document per search. */
 static void scale_scores(const int32_t *s32, const float *sc, float qs, uint32_t n, float *out)
@@ -644,8 +698,36 @@ static void scale_scores(const int32_t *s32, const float *sc, float qs, uint32_t
     for (; i < n; i++) out[i] = (float)s32[i] * sc[i] * qs;
 }
 
+void lcx__scratch_free(lcx__scratch *sc)
+{
+    if (!sc) return;
+    free(sc->dense);
+    free(sc->acc);
+    free(sc->touched);
+    free(sc);
+}
+
+static int scratch_reserve(lcx__scratch *sc, uint32_t n)
+{
+    if (n <= sc->cap) return 0;
+    uint32_t nc = sc->cap ? sc->cap : 1024;
+    while (nc < n) nc = nc > UINT32_MAX / 2 ? n : nc * 2;
+    float *d = realloc(sc->dense, (size_t)nc * sizeof *d);
+    if (!d) return LCX_ENOMEM;
+    sc->dense = d;
+    float *a = realloc(sc->acc, (size_t)nc * sizeof *a);
+    if (!a) return LCX_ENOMEM;
+    memset(a + sc->cap, 0, (size_t)(nc - sc->cap) * sizeof *a);
+    sc->acc = a;
+    uint32_t *t = realloc(sc->touched, (size_t)nc * sizeof *t);
+    if (!t) return LCX_ENOMEM;
+    sc->touched = t;
+    sc->cap = nc;
+    return 0;
+}
+
 int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const float *qv,
-                          const lcx_search_opts *o, lcx_hit *out, int max_out)
+                          const lcx_search_opts *o, lcx_hit *out, int max_out, lcx__scratch *scr)
 {
     lcx_search_opts d = o ? *o : lcx_search_defaults();
     if (d.top_k < 1 || max_out < 0 || (max_out && !out)) return LCX_EINVAL;
@@ -657,22 +739,25 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     uint32_t n = ix->n_docs;
 
     int rc = LCX_ENOMEM, nout = 0;
-    float *dense = malloc((size_t)n * sizeof *dense);         /* (n_docs) */
-    float *acc = calloc(n, sizeof *acc);                      /* (n_docs) */
+    lcx__scratch tmp_sc = {0}, *sc = scr ? scr : &tmp_sc;
+    uint32_t ntouch = 0;
+    float *dense = NULL, *acc = NULL;          /* (n_docs) each, from the scratch */
     uint32_t *touched = NULL;
     uint32_t *ids = malloc((size_t)pf * 2 * sizeof *ids);
     float *vals = malloc((size_t)pf * 2 * sizeof *vals);
     lcx__cand *c = malloc((size_t)pf * 2 * sizeof *c);
     lcx_rerank_query *rq = NULL;
-    if (!dense || !acc || !ids || !vals || !c) goto out;
+    if (!ids || !vals || !c || scratch_reserve(sc, n)) goto out;
+    dense = sc->dense;
+    acc = sc->acc;
+    touched = sc->touched;
 
     /* dense, stage 1: 8-bit scan of every row (approximate scores, embed.h) */
     int8_t q8[LCX_DIM_MAX];                                   /* (dim) */
     float qs = lcx__quant_query_i8(qv, ix->dim, q8);
     int32_t *s32 = (int32_t *)dense;                          /* same buffer, converted in place */
     uint32_t bv = ix->base.vn;
-    if (bv) lcx__dot_u8_rows(q8, ix->base.vec8, bv, ix->dim, s32);
-    if (n > bv) lcx__dot_u8_rows(q8, ix->vec8, n - bv, ix->dim, s32 + bv);
+    scan_all(ix, q8, s32, n);
     scale_scores(s32, ix->base.vsc, qs, bv, dense);
     scale_scores(s32 + bv, ix->vsc, qs, n - bv, dense + bv);
     int nd = lcx__topk(dense, n, ix->del, pf, ids, vals);
@@ -693,10 +778,7 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     if (q && qlen) lcx_tokenize(q, qlen, q_tok, &qc);
     uint64_t tot = 0;
     for (uint32_t i = 0; i < qt.nq; i++) tot += lcx__index_df(ix, qt.id[i]);
-    uint32_t ntouch = 0;
     if (tot) {
-        touched = malloc((size_t)(tot < n ? tot : n) * sizeof *touched);
-        if (!touched) goto out;
         bm25_accumulate(ix, &qt, acc, touched, &ntouch);
         /* top-pf over the touched docs only */
         float *tv = malloc((size_t)(ntouch ? ntouch : 1) * sizeof *tv);   /* (ntouch) */
@@ -743,9 +825,13 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     rc = nout;
 out:
     lcx_rerank_free(rq);
-    free(dense);
-    free(acc);
-    free(touched);
+    if (acc)
+        for (uint32_t t = 0; t < ntouch; t++) acc[touched[t]] = 0;   /* keep the invariant */
+    if (!scr) {
+        free(tmp_sc.dense);
+        free(tmp_sc.acc);
+        free(tmp_sc.touched);
+    }
     free(ids);
     free(vals);
     free(c);
@@ -760,7 +846,7 @@ int lcx_index_search(const lcx_index *ix, const char *q, size_t qlen, const lcx_
     if (!qv) return LCX_ENOMEM;
     const char *t = q ? q : "";
     int rc = lcx_embed(ix->emb, &t, &qlen, 1, qv);
-    if (rc >= 0) rc = lcx__index_search_vec(ix, q, qlen, qv, o, out, max_out);
+    if (rc >= 0) rc = lcx__index_search_vec(ix, q, qlen, qv, o, out, max_out, NULL);
     free(qv);
     return rc;
 }

@@ -123,9 +123,20 @@ const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len);
 /* Calls fn for every posting of term id in doc order. */
 size_t lcx__index_postings(const lcx_index *ix, uint32_t id, uint32_t *doc, uint8_t *tf, size_t max);
 uint32_t lcx__index_df(const lcx_index *ix, uint32_t id);
-/* Search with an already-embedded query (qv: dim floats). */
+/* Per-search working memory, reusable across searches (one search at a time per scratch):
+ * avoids allocating, faulting in and zeroing ~8 bytes per document on every query. The
+ * acc array is kept all-zero between searches (only touched entries are reset). */
+typedef struct lcx__scratch {
+    float *dense;        /* (cap) dense scores */
+    float *acc;          /* (cap) BM25 accumulators, all zero between searches */
+    uint32_t *touched;   /* (cap) docs with a non-zero accumulator */
+    uint32_t cap;
+    struct lcx__scratch *next;   /* free-list link for the owner */
+} lcx__scratch;
+void lcx__scratch_free(lcx__scratch *sc);
+/* Search with an already-embedded query (qv: dim floats). sc may be NULL (allocates). */
 int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const float *qv,
-                          const lcx_search_opts *o, lcx_hit *out, int max_out);
+                          const lcx_search_opts *o, lcx_hit *out, int max_out, lcx__scratch *sc);
 size_t lcx__index_mem_bytes(const lcx_index *ix);
 
 /* ---- building blocks (fusion.c), pure and unit-tested */

@@ -121,6 +121,8 @@ struct lcx_store {
     uint32_t tombs_since_snap;
     int has_snap;
     int broken;              /* a durable record could not be published: refuse writes */
+    pthread_mutex_t scmu;    /* guards the free list of search scratch buffers */
+    lcx__scratch *scratch;
 };
 
 /* ------------------------------------------------------------------ helpers */
@@ -577,6 +579,7 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
     s->opts.max_chunks = opts && opts->max_chunks ? opts->max_chunks : 10000000u;
     pthread_rwlock_init(&s->rw, NULL);
     pthread_mutex_init(&s->wmu, NULL);
+    pthread_mutex_init(&s->scmu, NULL);
     int rc = s->dir ? 0 : LCX_ENOMEM;
     if (!rc) rc = lcx_mkdirs(dir);
     if (!rc) rc = lcx_index_new(emb, &s->ix);
@@ -613,6 +616,12 @@ void lcx_store_close(lcx_store *s)
         b = n;
     }
     free(s->m);
+    for (lcx__scratch *sc = s->scratch; sc;) {
+        lcx__scratch *nx = sc->next;
+        lcx__scratch_free(sc);
+        sc = nx;
+    }
+    pthread_mutex_destroy(&s->scmu);
     pthread_rwlock_destroy(&s->rw);
     pthread_mutex_destroy(&s->wmu);
     free(s->dir);
@@ -903,9 +912,22 @@ int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_s
     const char *t = q ? q : "";
     int rc = lcx_embed(s->emb, &t, &qlen, 1, qv);      /* off-lock */
     if (rc >= 0) {
+        /* borrow a scratch (one per concurrent search; kept until close) */
+        lcx_store *ms = (lcx_store *)s;
+        pthread_mutex_lock(&ms->scmu);
+        lcx__scratch *sc = ms->scratch;
+        if (sc) ms->scratch = sc->next;
+        pthread_mutex_unlock(&ms->scmu);
+        if (!sc) sc = calloc(1, sizeof *sc);
         lock_r(s);
-        rc = lcx__index_search_vec(s->ix, q, qlen, qv, o, out, max_out);
+        rc = lcx__index_search_vec(s->ix, q, qlen, qv, o, out, max_out, sc);
         unlock_rw(s);
+        if (sc) {
+            pthread_mutex_lock(&ms->scmu);
+            sc->next = ms->scratch;
+            ms->scratch = sc;
+            pthread_mutex_unlock(&ms->scmu);
+        }
     }
     free(qv);
     return rc;
