@@ -13,7 +13,7 @@
 
 int main(int argc, char **argv)
 {
-    int needles = 8;
+    int needles = 8, varied = 0;
     long n = 100;
     uint64_t seed = 1;
     const char *bins = "8k,16k,32k,64k,128k,256k,512k,1m", *recipes = "selector,plain,multiq";
@@ -27,6 +27,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 0);
         else if (!strcmp(argv[i], "--recipes")) recipes = argv[i + 1];
         else if (!strcmp(argv[i], "--haystack")) snprintf(hay, sizeof hay, "%s", argv[i + 1]);
+        else if (!strcmp(argv[i], "--varied")) varied = atoi(argv[i + 1]);
     }
     lcx_mrcr_gen *g;
     lcx_embedder *emb;
@@ -34,12 +35,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_mrcr: cannot open haystack %s\n", hay);
         return 1;
     }
+    lcx_mrcr_gen_set_varied(g, varied);
     int rl[3], nr = 0;
     if (strstr(recipes, "selector")) rl[nr++] = LCX_MRCR_RECIPE_SELECTOR;
     if (strstr(recipes, "plain")) rl[nr++] = LCX_MRCR_RECIPE_PLAIN;
     if (strstr(recipes, "multiq")) rl[nr++] = LCX_MRCR_RECIPE_MULTIQ;
     static const char *rn[] = {"selector", "plain", "multiq"};
-    printf("needles=%d n=%ld seed=%llu\n", needles, n, (unsigned long long)seed);
+    printf("needles=%d n=%ld seed=%llu questions=%s\n", needles, n, (unsigned long long)seed, varied ? "varied" : "exact");
     printf("%-9s %-6s %5s %8s %8s %9s %9s %9s %6s %9s %9s\n", "recipe", "bin", "n", "mean", "ci95",
            "recall@8", "p50_ms", "p95_ms", "failc", "parse_p50", "chars_avg");
     char tmp[256];

@@ -118,6 +118,11 @@ typedef struct {
 typedef struct lcx_mrcr_gen lcx_mrcr_gen;
 int  lcx_mrcr_gen_open(const char *haystack_dir, lcx_mrcr_gen **out);
 void lcx_mrcr_gen_close(lcx_mrcr_gen *g);
+/* Final-question style: 0 (default) = exactly the SPEC §6 template; 1 = varied phrasings
+ * (ordinal words, a one-swap typo in the word, "(1-indexed)", "last"/"second to last"/
+ * "(0 indexed)", "the Nth time I asked for a F about T") — to stress the Selector's parser.
+ * Deterministic either way. */
+void lcx_mrcr_gen_set_varied(lcx_mrcr_gen *g, int varied);
 /* Record `index` of the stream (seed, n_needles, bin): deterministic in all four.
  * Same arguments → identical record, independent of what was generated before. */
 int  lcx_mrcr_gen_record(lcx_mrcr_gen *g, uint64_t seed, int n_needles, int bin, long index,

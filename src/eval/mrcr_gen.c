@@ -29,7 +29,13 @@ struct lcx_mrcr_gen {
     char *text;        /* all sentences, NUL-separated */
     char **sent;       /* [n_sent] */
     size_t n_sent;
+    int varied;        /* final-question style: 0 = SPEC template, 1 = varied phrasings */
 };
+
+void lcx_mrcr_gen_set_varied(lcx_mrcr_gen *g, int varied)
+{
+    if (g) g->varied = varied;
+}
 
 typedef struct { uint64_t s; } rng_t;
 static uint64_t rng_next(rng_t *r)
@@ -96,6 +102,10 @@ static const char *topic_lines[] = {
     "The first thing to know about %s is that it surprises you.",
 };
 
+static const char *ord_full[] = {"first", "second", "third", "fourth", "fifth", "sixth", "seventh",
+                                 "eighth", "ninth", "tenth", "eleventh", "twelfth"};
+static const char *zero_idx[] = {"0th", "1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th",
+                                 "9th", "10th", "11th"};
 static const char *ordinal_words[] = {"1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th",
                                       "9th", "10th", "11th", "12th"};
 
@@ -507,8 +517,41 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
     lcx_buf_free(&pre);
     if (rc) goto out;
     lcx_buf fq = {0};
-    rc = lcx_buf_printf(&fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
-                        hash, ordinal_words[desired - 1], formats[needle.fmt], req_topic(needle));
+    const char *F = formats[needle.fmt], *T = req_topic(needle);
+    int style = g->varied ? (int)rng_n(r, 6) : 0;   /* drawn last: exact mode is unaffected */
+    char word[32];
+    snprintf(word, sizeof word, "%s", ord_full[desired - 1]);
+    switch (style) {
+    case 1: /* ordinal as a word */
+        rc = lcx_buf_printf(&fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+                            hash, word, F, T);
+        break;
+    case 2: /* a typo in the ordinal word: swap two inner letters */
+        if (strlen(word) >= 5) { char c = word[1]; word[1] = word[2]; word[2] = c; }
+        rc = lcx_buf_printf(&fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+                            hash, word, F, T);
+        break;
+    case 3:
+        rc = lcx_buf_printf(&fq, "prepend %s to the %s (1-indexed) %s about %s, and nothing else.",
+                            hash, ordinal_words[desired - 1], F, T);
+        break;
+    case 4:
+        if (desired == n_needles)
+            rc = lcx_buf_printf(&fq, "Prepend %s to the last %s about %s. Do not include any other text in your response.", hash, F, T);
+        else if (desired == n_needles - 1)
+            rc = lcx_buf_printf(&fq, "Prepend %s to the second to last %s about %s. Do not include any other text in your response.", hash, F, T);
+        else
+            rc = lcx_buf_printf(&fq, "Prepend %s to the %s (0 indexed) %s about %s. Do not include any other text in your response.",
+                                hash, zero_idx[desired - 1], F, T);
+        break;
+    case 5:
+        rc = lcx_buf_printf(&fq, "Prepend %s to your reply from the %s time I asked for %s %s about %s.",
+                            hash, ordinal_words[desired - 1], strchr("aeiou", F[0]) ? "an" : "a", F, T);
+        break;
+    default:
+        rc = lcx_buf_printf(&fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+                            hash, ordinal_words[desired - 1], F, T);
+    }
     if (!rc) rc = push_msg(rec, &alloc, "user", lcx_buf_steal(&fq, NULL));
     lcx_buf_free(&fq);
     if (rc) goto out;

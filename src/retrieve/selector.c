@@ -342,14 +342,36 @@ int lcx_select(const lcx_msg *msgs, size_t n, const char *question, size_t qlen,
     long *match = malloc((hn ? hn : 1) * sizeof *match);
     if (!match) return LCX_ENOMEM;
     int cnt = 0;
-    const lcx_ordinal_req *q = &res->req;
-    for (size_t i = 0; i < hn; i++) {
-        if (!msgs[i].role || strcmp(msgs[i].role, "user") || !msgs[i].content) continue;
-        char f[128], t[256];
-        if (lcx_request_parse(msgs[i].content, msgs[i].len, f, sizeof f, t, sizeof t)) continue;
-        if (q->has_format && strcmp(f, q->format)) continue;
-        if (q->has_topic && strcmp(t, q->topic)) continue;
-        match[cnt++] = (long)i;
+    lcx_ordinal_req *q = &res->req;
+    /* Topic candidates: the topic as parsed, then shorter prefixes cut at clause punctuation
+     * (", and nothing else" / "; thanks" / " - quickly"), tried only while the longer one
+     * matches no request at all. The full topic always wins when it matches, so this never
+     * turns an exact match into a looser one. */
+    char cand[8][256];
+    int nc = 0;
+    if (q->has_topic) {
+        snprintf(cand[nc++], sizeof cand[0], "%s", q->topic);
+        for (size_t k = strlen(q->topic); k-- > 0 && nc < 8;) {
+            char ch = q->topic[k];
+            if (ch != ',' && ch != ';' && ch != ':' && ch != '(' && !(ch == '-' && k > 0 && q->topic[k - 1] == ' '))
+                continue;
+            char t[256];
+            norm(q->topic, k, t, sizeof t);
+            if (t[0] && strcmp(t, cand[nc - 1])) snprintf(cand[nc++], sizeof cand[0], "%s", t);
+        }
+    } else {
+        cand[nc++][0] = 0;
+    }
+    for (int ci = 0; ci < nc && cnt == 0; ci++) {
+        for (size_t i = 0; i < hn; i++) {
+            if (!msgs[i].role || strcmp(msgs[i].role, "user") || !msgs[i].content) continue;
+            char f[128], t[256];
+            if (lcx_request_parse(msgs[i].content, msgs[i].len, f, sizeof f, t, sizeof t)) continue;
+            if (q->has_format && strcmp(f, q->format)) continue;
+            if (q->has_topic && strcmp(t, cand[ci])) continue;
+            match[cnt++] = (long)i;
+        }
+        if (cnt && ci > 0) snprintf(q->topic, sizeof q->topic, "%s", cand[ci]);
     }
     res->n_matches = cnt;
     long pick = -1;

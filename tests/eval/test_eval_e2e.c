@@ -87,6 +87,16 @@ static void test_recipes(void **st)
         assert_true(plain.recall >= 0.95);
         assert_true(mq.recall >= 0.95);
     }
+    /* varied final questions (ordinal words, typos, last, 0-indexed, "Nth time I asked") */
+    lcx_mrcr_gen_set_varied(gen, 1);
+    agg_t v = run_recipe(LCX_MRCR_RECIPE_SELECTOR, 0, 8);
+    agg_t vp = run_recipe(LCX_MRCR_RECIPE_PLAIN, 0, 8);
+    lcx_mrcr_gen_set_varied(gen, 0);
+    fprintf(stderr, "varied questions, 8 needles: selector %.4f (failc %d) | plain recall@8 %.3f\n", v.mean,
+            v.fail_closed, vp.recall);
+    assert_true(v.mean >= 0.99);
+    assert_int_equal(v.fail_closed, 0);
+    assert_true(vp.recall >= 0.9);
 }
 
 static cJSON *to_json(const lcx_mrcr_rec *r)

@@ -125,6 +125,10 @@ static void test_select(void **st)
         {"the last one", LCX_SEL_OK, "O1", 13},
         {"the 1st poem about tapir", LCX_SEL_NO_MATCH, NULL, -1},            /* strict topic */
         {"tell me a joke", LCX_SEL_UNPARSED, NULL, -1},
+        /* trailing clause after the topic: cut only because the full text matches nothing */
+        {"prepend HH to the 2nd (1-indexed) poem about tapirs, and nothing else.", LCX_SEL_OK, "HHP2", 7},
+        {"Prepend HH to the 1st poem about tapir conservation; thanks", LCX_SEL_OK, "HHC1", 5},
+        {"Prepend HH to the 1st poem about tapir, and nothing else", LCX_SEL_NO_MATCH, NULL, -1},
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         lcx_select_result r;

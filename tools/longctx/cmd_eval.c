@@ -21,6 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: longctx eval mrcr-gen --needles 2|4|8 --bins 8k,16k,...,1m --n N --seed S --out FILE.jsonl\n"
             "                            [--haystack DIR]   (default $LCX_FIXTURES/haystack/paul_graham)\n"
+            "                            [--question-style exact|varied]   (varied: ordinal words, typos, last, ...)\n"
             "       longctx eval mrcr FILE.jsonl [--recipe selector|plain|multiq] [--top-k 8] [--json]\n"
             "                            [--responses OUT.jsonl] [--upstream URL [--model M] [--budget TOKENS]]\n"
             "                            [--ordinal-offset N]   (test hook: deliberately wrong selector)\n");
@@ -30,7 +31,7 @@ static void usage(FILE *f)
 
 static int cmd_gen(int argc, char **argv)
 {
-    int needles = 8;
+    int needles = 8, varied = 0;
     long n = 0;
     uint64_t seed = 0;
     const char *bins = "8k,16k,32k,64k,128k,256k,512k,1m", *out = NULL, *hay = NULL;
@@ -45,6 +46,10 @@ static int cmd_gen(int argc, char **argv)
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 0);
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--haystack")) hay = v;
+        else if (!strcmp(a, "--question-style")) {
+            if (!strcmp(v, "varied")) varied = 1;
+            else if (strcmp(v, "exact")) { fprintf(stderr, "longctx eval mrcr-gen: --question-style exact|varied\n"); return 2; }
+        }
         else { fprintf(stderr, "longctx eval mrcr-gen: unknown flag %s\n", a); return 2; }
         i++;
     }
@@ -69,6 +74,7 @@ static int cmd_gen(int argc, char **argv)
     lcx_mrcr_gen *g = NULL;
     int rc = lcx_mrcr_gen_open(hay, &g);
     if (rc) { fprintf(stderr, "longctx eval mrcr-gen: haystack %s: %s\n", hay, lcx_strerror(rc)); return 1; }
+    lcx_mrcr_gen_set_varied(g, varied);
     FILE *f = fopen(out, "wb");
     if (!f) { fprintf(stderr, "longctx eval mrcr-gen: cannot write %s\n", out); lcx_mrcr_gen_close(g); return 1; }
     for (int b = 0; b < nb && !rc; b++)
