@@ -179,6 +179,21 @@ static sess *find_or_add(lcx_sessions *ss, const char *id, size_t n)
     return e;
 }
 
+/* Unlinks and frees e (mutex held). Only for entries nobody uses or waits on: not loaded,
+ * not busy, no references (waiters only ever wait on busy entries). */
+static void drop_entry(lcx_sessions *ss, sess *e)
+{
+    uint32_t h = (uint32_t)lcx_hash64(e->id, e->id_len, 0x5e55) & (NBUCKETS - 1);
+    for (sess **pp = &ss->b[h]; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            free(e->id);
+            free(e->dir);
+            free(e);
+            return;
+        }
+}
+
 static int dir_has_store(const sess *e)
 {
     char *p = join(e->dir, "chunks.log");
@@ -285,6 +300,8 @@ int lcx_sessions_acquire(lcx_sessions *ss, const char *id, bool create, lcx_stor
     if (!e) { pthread_mutex_unlock(&ss->mu); return LCX_ENOMEM; }
     while (e->busy) pthread_cond_wait(&ss->cv, &ss->mu);
     if (!e->st && (rc = load(ss, e, create))) {
+        /* unknown ids must not accumulate entries (status/retrieve probes with random ids) */
+        if (!e->st && !e->busy && !e->refs && !dir_has_store(e)) drop_entry(ss, e);
         pthread_mutex_unlock(&ss->mu);
         return rc;
     }
@@ -322,7 +339,10 @@ int lcx_sessions_hibernate(lcx_sessions *ss, const char *id)
     sess *e = find_or_add(ss, id, n);
     if (!e) { pthread_mutex_unlock(&ss->mu); return LCX_ENOMEM; }
     while (e->busy) pthread_cond_wait(&ss->cv, &ss->mu);
-    if (!e->st) rc = dir_has_store(e) ? 0 : LCX_ENOTFOUND;   /* already on disk only */
+    if (!e->st) {
+        rc = dir_has_store(e) ? 0 : LCX_ENOTFOUND;   /* already on disk only */
+        if (rc) drop_entry(ss, e);
+    }
     else if (e->refs) e->want_hib = 1;                         /* on last release */
     else rc = hibernate_entry(ss, e);
     pthread_mutex_unlock(&ss->mu);
@@ -359,6 +379,12 @@ int lcx_sessions_status(lcx_sessions *ss, const char *id, lcx_session_status *st
         return 0;
     }
     char *dir = strdup(e->dir);
+    if (!dir_has_store(e)) {
+        drop_entry(ss, e);
+        pthread_mutex_unlock(&ss->mu);
+        free(dir);
+        return LCX_ENOTFOUND;
+    }
     pthread_mutex_unlock(&ss->mu);
     if (!dir) return LCX_ENOMEM;
     uint32_t live = 0;

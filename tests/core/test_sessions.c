@@ -95,6 +95,19 @@ static void test_lifecycle(void **state)
     assert_int_equal(c.layer, 3);
     lcx_sessions_release(ss, s);
     assert_int_equal(lcx_sessions_resume(ss, "ghost"), LCX_ENOTFOUND);
+    /* probing unknown ids leaves nothing behind (and never creates directories) */
+    for (int i = 0; i < 2000; i++) {
+        char gid[32];
+        snprintf(gid, sizeof gid, "ghost-%d", i);
+        assert_int_equal(lcx_sessions_status(ss, gid, &st), LCX_ENOTFOUND);
+        assert_int_equal(lcx_sessions_acquire(ss, gid, false, &s), LCX_ENOTFOUND);
+        assert_int_equal(lcx_sessions_hibernate(ss, gid), LCX_ENOTFOUND);
+    }
+    out = NULL;
+    snprintf(cmd, sizeof cmd, "ls %s | wc -l", p);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_int_equal(atoi(out), 2);
+    free(out);
     lcx_sessions_close(ss);
 
     /* restart: everything still there, on disk only until touched */
