@@ -52,32 +52,32 @@ AI __m256i bits_to_bytes(const uint8_t *p)
 
 /* ------------------------------------------------------------------ Q8_0 family */
 
+/* The 16 bytes of 4-bit pairs -> 32 bytes in element order (low nibbles = elements 0..15,
+ * high nibbles = 16..31): broadcast to both 128-bit lanes, shift the upper lane's 64-bit
+ * words right by 4, mask. Two ALU ops (the broadcast is a load). */
+AI __m256i nibbles32(const uint8_t *p16)
+{
+    __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p16));
+    q = _mm256_srlv_epi64(q, _mm256_set_epi64x(4, 4, 0, 0));
+    return _mm256_and_si256(q, _mm256_set1_epi8(0xF));
+}
+
 /* Signed int8 quants of one Q4_0 / Q5_0 / Q8_0 block, in element order. */
 AI __m256i q80fam_unpack(eng_type wt, const uint8_t *blk)
 {
     if (wt == ENG_T_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
-    const __m128i lo4 = _mm_set1_epi8(0xF);
-    if (wt == ENG_T_Q4_0) {
-        __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
-        __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), _mm_and_si128(q, lo4));
-        return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-    }
+    if (wt == ENG_T_Q4_0) return _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
     /* Q5_0: q | 0xF0 where the 5th bit is clear == q - 16 as int8 */
-    __m128i q = _mm_loadu_si128((const __m128i *)(blk + 6));
-    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), _mm_and_si128(q, lo4));
     __m256i hb = _mm256_andnot_si256(bits_to_bytes(blk + 2), _mm256_set1_epi8((char)0xF0));
-    return _mm256_or_si256(v, hb);
+    return _mm256_or_si256(nibbles32(blk + 6), hb);
 }
 
 /* Q4_0 / Q5_0 quants as stored, unsigned (0..15 / 0..31): the zero point (8 / 16) is taken
- * out afterwards through the activation block sums, which saves the sign step per product. */
+ * out afterwards through the activation block sums, which saves the abs/sign steps. */
 AI __m256i q80fam_unpack_u(eng_type wt, const uint8_t *blk)
 {
-    const __m128i lo4 = _mm_set1_epi8(0xF);
-    __m128i q = _mm_loadu_si128((const __m128i *)(blk + (wt == ENG_T_Q4_0 ? 2 : 6)));
-    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), lo4), _mm_and_si128(q, lo4));
-    if (wt == ENG_T_Q4_0) return v;
-    return _mm256_or_si256(v, _mm256_and_si256(bits_to_bytes(blk + 2), _mm256_set1_epi8(0x10)));
+    if (wt == ENG_T_Q4_0) return nibbles32(blk + 2);
+    return _mm256_or_si256(nibbles32(blk + 6), _mm256_and_si256(bits_to_bytes(blk + 2), _mm256_set1_epi8(0x10)));
 }
 
 AI size_t q80fam_bytes(eng_type wt)
@@ -93,9 +93,11 @@ AI size_t q80fam_bytes(eng_type wt)
 #endif
 #define PP_T 8      /* token tile for prompt processing (Q8_0 family) */
 
-/* Also, when zoff != 0 (Q4_0: 8, Q5_0: 16), the zero-point table
- * cxf[b*PP_T + t] = zoff * d_x * Σ_{i in block} x_i, so that for unsigned weight quants u,
- * Σ (u - zoff)*x*d_w*d_x = d_w*d_x*Σ u*x - d_w*cxf. */
+/* Also, when zoff != 0 (Q4_0: 8, Q5_0: 16), the zero-point table, so that for unsigned
+ * weight quants u, Σ (u - zoff)*x*d_w*d_x = d_w*d_x*Σ u*x - correction:
+ *   T > 1: cxf[b*PP_T + t] = zoff * d_x * Σ_{i in block} x_i     (correction d_w * cxf)
+ *   T = 1: cxf[b*PP_T]     = zoff * Σ x_i / 8  (subtracted from each of the 8 int32 lanes
+ *          before the scale multiply; exact, /8 is a power of two) */
 AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf, int zoff, float *cxf)
 {
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -111,7 +113,8 @@ AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf
                 __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
                 h = _mm_hadd_epi32(h, h);
                 h = _mm_hadd_epi32(h, h);
-                cxf[b * PP_T + t] = (float)zoff * d * (float)_mm_cvtsi128_si32(h);
+                const float sum = (float)_mm_cvtsi128_si32(h);
+                cxf[b * PP_T + t] = T == 1 ? (float)zoff * sum * 0.125f : (float)zoff * d * sum;
             }
         }
     }
@@ -130,10 +133,14 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
                     size_t xrb, int64_t nb, const float *dxf, const float *cxf, bool add, float *y, int64_t ldy)
 {
     const size_t bs = q80fam_bytes(wt);
-    /* prompt tiles of Q4_0/Q5_0: unsigned quants straight into maddubs (no sign step), the
-     * zero point comes back as one 8-token fma per block: cacc[t] = Σ_b d_w * cxf[b][t] */
-    const bool uns = R == 1 && T > 1 && wt != ENG_T_Q8_0;
-    __m256 cacc = _mm256_setzero_ps();
+    /* Q4_0/Q5_0: unsigned quants straight into maddubs (no abs/sign). The zero point comes
+     * back, for prompt tiles (R == 1), through cacc[0] = Σ_b d_w * cxf[b][0..7] (one fma per
+     * block for all 8 tokens), for generation (T == 1) by subtracting zoff*Σx/8 from each
+     * lane of the block's integer sums before scaling (no extra accumulators). */
+    const bool uns = wt != ENG_T_Q8_0 && (T == 1 || R == 1);
+    __m256 cacc[4];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) cacc[r] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4][PP_T];
 #pragma GCC unroll 8
@@ -160,7 +167,8 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
             dw[r] = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
         }
         if (R == 1 && T > 1) _mm256_storeu_ps(sc, _mm256_mul_ps(dw[0], _mm256_loadu_ps(dxf + b * PP_T)));
-        if (uns) cacc = _mm256_fmadd_ps(dw[0], _mm256_loadu_ps(cxf + b * PP_T), cacc);
+        if (uns && T > 1) cacc[0] = _mm256_fmadd_ps(dw[0], _mm256_loadu_ps(cxf + b * PP_T), cacc[0]);
+        const __m256 c8 = (uns && T == 1) ? _mm256_broadcast_ss(cxf + b * PP_T) : _mm256_setzero_ps();
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
@@ -170,6 +178,7 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
             for (int r = 0; r < R; r++) {
                 __m256i p = _mm256_maddubs_epi16(aw[r], uns ? x : _mm256_sign_epi8(x, sw[r]));
                 __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+                if (uns && T == 1) pf = _mm256_sub_ps(pf, c8);
                 const __m256 d = (R == 1 && T > 1) ? _mm256_broadcast_ss(sc + t) : _mm256_mul_ps(dw[r], dx);
                 acc[r][t] = _mm256_fmadd_ps(pf, d, acc[r][t]);
             }
@@ -180,9 +189,9 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             float v = hsum8(acc[r][t]);
-            if (uns) {
+            if (uns && T > 1) {
                 float c[PP_T];
-                _mm256_storeu_ps(c, cacc);
+                _mm256_storeu_ps(c, cacc[r]);
                 v -= c[t];
             }
             if (add) y[t * ldy + r] += v;
@@ -193,6 +202,7 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
 #define Q80_CASES(WT)                                                                                   \
     switch (R * 16 + T) {                                                                               \
     case 4 * 16 + 1: q80fam_tile(WT, 4, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
+    case 2 * 16 + 1: q80fam_tile(WT, 2, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
     case 1 * 16 + 8: q80fam_tile(WT, 1, 8, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
     case 1 * 16 + 7: q80fam_tile(WT, 1, 7, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
     case 1 * 16 + 6: q80fam_tile(WT, 1, 6, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
@@ -232,9 +242,11 @@ static void q80fam_matmul(q80_tile_fn fn, size_t bs, const uint8_t *W, size_t wr
         const bool add = s0 > 0;
         const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
         if (n_tok == 1) {
-            load_dx_q8_0(Xs, xrb, 1, nb, dxf, 0, cxf);
+            load_dx_q8_0(Xs, xrb, 1, nb, dxf, zoff, cxf);
+            /* Q5_0's unpacking needs more registers: two rows at a time avoid spills */
+            const int RG = bs == sizeof(eng_block_q5_0) ? 2 : 4;
             int64_t r = r0;
-            for (; r + 4 <= r1; r += 4) fn(4, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, cxf, add, y + r, ldy);
+            for (; r + RG <= r1; r += RG) fn(RG, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, cxf, add, y + r, ldy);
             for (; r < r1; r++) fn(1, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, cxf, add, y + r, ldy);
             continue;
         }
@@ -242,7 +254,7 @@ static void q80fam_matmul(q80_tile_fn fn, size_t bs, const uint8_t *W, size_t wr
             const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
             for (int64_t t = 0; t < n_tok; t += PP_T) {
                 const int T = n_tok - t < PP_T ? (int)(n_tok - t) : PP_T;
-                load_dx_q8_0(Xs + t * xrb, xrb, T, nb, dxf, T > 1 ? zoff : 0, cxf);
+                load_dx_q8_0(Xs + t * xrb, xrb, T, nb, dxf, zoff, cxf);
                 for (int64_t r = c0; r < c1; r++)
                     fn(1, T, Ws + r * wrb, wrb, Xs + t * xrb, xrb, nb, dxf, cxf, add, y + t * ldy + r, ldy);
             }
