@@ -116,6 +116,39 @@ static void test_write_retrieve_form_a(void **st)
     cJSON_Delete(j);
 }
 
+/* Retrieval knobs reach the search: score_floor filters, the others are accepted and
+ * still rank the fact first. */
+static void test_retrieve_options(void **st)
+{
+    const char *variants[] = {
+        "\"score_floor\":0.5", "\"hybrid_alpha\":0", "\"hybrid_alpha\":1", "\"use_rerank\":false",
+        "\"fusion\":\"rrf\"", "\"prefilter\":4", "\"raw_query\":true", "\"hybrid_alpha\":null",
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"session_id\":\"alpha\",\"query\":\"%s\",\"top_k\":6,%s}", QUESTION, variants[v]);
+        cJSON *j;
+        assert_int_equal(sh_post(&S, "/evict/retrieve", body, &j), 200);
+        const cJSON *cs = get(j, "chunks");
+        assert_true(cJSON_GetArraySize(cs) >= 1);
+        if (strcmp(str(cJSON_GetArrayItem(cs, 0), "text"), FACT)) fprintf(stderr, "variant %s\n", variants[v]);
+        assert_string_equal(str(cJSON_GetArrayItem(cs, 0), "text"), FACT);
+        if (v == 0) {
+            const cJSON *c;
+            cJSON_ArrayForEach(c, cs) assert_true(num(c, "similarity") >= 0.5 - 1e-6);
+        }
+        cJSON_Delete(j);
+    }
+    /* a floor of 1 keeps at most the hits scoring exactly 1, and never errors */
+    cJSON *j;
+    char body[512];
+    snprintf(body, sizeof body, "{\"session_id\":\"alpha\",\"query\":\"%s\",\"score_floor\":1}", QUESTION);
+    assert_int_equal(sh_post(&S, "/evict/retrieve", body, &j), 200);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, get(j, "chunks")) assert_true(num(c, "similarity") >= 1.0 - 1e-6);
+    cJSON_Delete(j);
+}
+
 static void test_form_b_and_dump(void **st)
 {
     cJSON *j;
@@ -573,6 +606,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_healthz),
         cmocka_unit_test(test_write_retrieve_form_a),
+        cmocka_unit_test(test_retrieve_options),
         cmocka_unit_test(test_form_b_and_dump),
         cmocka_unit_test(test_rescue_query_signal),
         cmocka_unit_test(test_unknown_session_empty),
