@@ -150,16 +150,22 @@ static void files_compact(lcx_scope *s)
     uint32_t k = 0;
     for (uint32_t i = 0; i < s->n_files; i++)
         if (s->files[i].rel) s->files[k++] = s->files[i];
+    if (k != s->n_files) s->sym_dirty = true;   /* symbol refs hold file indices */
     s->n_files = k;
     fmap_rebuild(s);
 }
 
 /* ---------------------------------------------------------------- symbol index */
 
+/* Chains definitions of one name together so that a name defined in thousands of files
+ * (a macro in every header) costs one bucket, not a probe cluster: rebuilding and looking
+ * up stay linear in the number of definitions. */
 static void symidx_rebuild(lcx_scope *s)
 {
     free(s->symidx);
+    free(s->symrefs);
     s->symidx = NULL;
+    s->symrefs = NULL;
     s->symidx_cap = 0;
     s->n_syms = 0;
     uint32_t n = 0;
@@ -169,19 +175,27 @@ static void symidx_rebuild(lcx_scope *s)
     if (!n) return;
     uint32_t cap = 64;
     while (cap < n * 2) cap *= 2;
-    lcx_symref *t = calloc(cap, sizeof *t);
-    if (!t) return;   /* no boosting rather than failure */
+    uint32_t *t = calloc(cap, sizeof *t);
+    lcx_symref *refs = malloc((size_t)n * sizeof *refs);
+    if (!t || !refs) { free(t); free(refs); return; }   /* no boosting rather than failure */
+    uint32_t k = 0;
     for (uint32_t i = 0; i < s->n_files; i++) {
         lcx_file_ent *f = &s->files[i];
         if (!f->rel) continue;
         for (int j = 0; j < f->n_syms; j++) {
             uint64_t h = str_hash(f->syms[j].name);
             uint32_t b = (uint32_t)h & (cap - 1);
-            while (t[b].file) b = (b + 1) & (cap - 1);
-            t[b] = (lcx_symref){.hash = h, .file = i + 1, .sym = (uint32_t)j};
+            while (t[b]) {
+                const lcx_symref *r = &refs[t[b] - 1];
+                if (r->hash == h && !strcmp(s->files[r->file - 1].syms[r->sym].name, f->syms[j].name)) break;
+                b = (b + 1) & (cap - 1);
+            }
+            refs[k] = (lcx_symref){.hash = h, .file = i + 1, .sym = (uint32_t)j, .next = t[b]};
+            t[b] = ++k;
         }
     }
     s->symidx = t;
+    s->symrefs = refs;
     s->symidx_cap = cap;
 }
 
@@ -192,19 +206,21 @@ int lcx_scope__symbol_lookup(lcx_scope *s, const char *name, const lcx_symbol **
     if (!s->symidx) return 0;
     uint64_t h = str_hash(name);
     uint32_t b = (uint32_t)h & (s->symidx_cap - 1);
-    int n = 0;
-    while (s->symidx[b].file) {
-        const lcx_symref *r = &s->symidx[b];
-        if (r->hash == h) {
-            const lcx_file_ent *f = &s->files[r->file - 1];
-            if (f->rel && r->sym < (uint32_t)f->n_syms && !strcmp(f->syms[r->sym].name, name)) {
-                if (n >= max) return n + 1;   /* "more than max" */
-                syms[n] = &f->syms[r->sym];
-                paths[n] = f->rel;
-                n++;
-            }
-        }
+    while (s->symidx[b]) {
+        const lcx_symref *r = &s->symrefs[s->symidx[b] - 1];
+        if (r->hash == h && !strcmp(s->files[r->file - 1].syms[r->sym].name, name)) break;
         b = (b + 1) & (s->symidx_cap - 1);
+    }
+    int n = 0;
+    /* chain order is reverse insertion (file order); fine for "≤ max definitions" */
+    for (uint32_t x = s->symidx[b]; x; x = s->symrefs[x - 1].next) {
+        const lcx_symref *r = &s->symrefs[x - 1];
+        const lcx_file_ent *f = &s->files[r->file - 1];
+        if (!f->rel || r->sym >= (uint32_t)f->n_syms) continue;
+        if (n >= max) return n + 1;   /* "more than max" */
+        syms[n] = &f->syms[r->sym];
+        paths[n] = f->rel;
+        n++;
     }
     return n;
 }
@@ -310,14 +326,25 @@ static int manifest_read(lcx_scope *s)
         } else if (line[0] == 'S' && line[1] == ' ') {
             if (!cur || sym_i >= cur->n_syms) goto out;
             lcx_symbol *y = &cur->syms[sym_i++];
-            unsigned ln;
-            int kind;
-            char name[64], owner[64];
-            if (sscanf(line, "S %u %d %63s %63s", &ln, &kind, name, owner) != 4) goto out;
-            y->line = ln;
+            /* "S line kind name owner": hand-parsed (sscanf was a fifth of a reload) */
+            char *q = line + 2, *e;
+            unsigned long ln = strtoul(q, &e, 10);
+            if (e == q || *e != ' ') goto out;
+            q = e + 1;
+            long kind = strtol(q, &e, 10);
+            if (e == q || *e != ' ' || kind < 0 || kind > 255) goto out;
+            q = e + 1;
+            char *sp = strchr(q, ' ');
+            if (!sp || sp == q || (size_t)(sp - q) >= sizeof y->name) goto out;
+            memcpy(y->name, q, (size_t)(sp - q));
+            y->name[sp - q] = 0;
+            q = sp + 1;
+            size_t ol = strlen(q);
+            if (!ol || ol >= sizeof y->owner || strchr(q, ' ')) goto out;
+            if (strcmp(q, "-")) memcpy(y->owner, q, ol + 1);
+            else y->owner[0] = 0;
+            y->line = (uint32_t)ln;
             y->kind = (uint8_t)kind;
-            snprintf(y->name, sizeof y->name, "%s", name);
-            snprintf(y->owner, sizeof y->owner, "%s", strcmp(owner, "-") ? owner : "");
         } else {
             goto out;
         }
@@ -771,6 +798,7 @@ static void scope_free(lcx_scopes *m, lcx_scope *s)
     free(s->files);
     free(s->fmap);
     free(s->symidx);
+    free(s->symrefs);
     lcx_scope__pending_free(s);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -928,8 +956,9 @@ void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info)
     snprintf(info->status, sizeof info->status, "%s", !s->ready ? "none" : s->package ? "package" : "hot");
     info->files = s->live_files;
     info->chunks = s->store ? lcx_store_count(s->store) : 0;
-    if (s->sym_dirty) symidx_rebuild(s);
-    info->symbols = s->n_syms;
+    uint32_t nsym = 0;   /* counted, not indexed: the index is built lazily for lookups */
+    for (uint32_t i = 0; i < s->n_files; i++) nsym += s->files[i].rel ? (uint32_t)s->files[i].n_syms : 0;
+    info->symbols = nsym;
     info->bytes = s->bytes;
     info->skipped_binary = s->stats.skipped_binary;
     info->skipped_large = s->stats.skipped_large;
@@ -1036,7 +1065,7 @@ uint64_t lcx_scopes_mem_bytes(lcx_scopes *m)
     pthread_mutex_lock(&m->mu);
     for (lcx_scope *s = m->head; s; s = s->next) {
         t += sizeof *s + (uint64_t)s->cap_files * sizeof(lcx_file_ent) + (uint64_t)s->fmap_cap * 4 +
-             (uint64_t)s->symidx_cap * sizeof(lcx_symref);
+             (uint64_t)s->symidx_cap * 4 + (uint64_t)s->n_syms * sizeof(lcx_symref);
         if (s->store) t += lcx_store_mem_bytes(s->store);
     }
     pthread_mutex_unlock(&m->mu);

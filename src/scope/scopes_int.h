@@ -27,8 +27,9 @@ typedef struct {
 
 typedef struct {
     uint64_t hash;
-    uint32_t file;            /* index + 1 into files (0 = empty bucket) */
-    uint32_t sym;
+    uint32_t file;            /* index + 1 into files */
+    uint32_t sym;             /* index into that file's syms */
+    uint32_t next;            /* ref index + 1 of the next definition of the same name, 0 = end */
 } lcx_symref;
 
 typedef struct { char rel[512]; bool recursive; } lcx_hot_root;
@@ -49,7 +50,8 @@ struct lcx_scope {
     lcx_file_ent *files;
     uint32_t n_files, cap_files, live_files;
     uint32_t *fmap, fmap_cap; /* open addressing: file index + 1 */
-    lcx_symref *symidx;
+    lcx_symref *symrefs;      /* one per definition */
+    uint32_t *symidx;         /* open addressing over distinct names: ref index + 1 of the chain head */
     uint32_t symidx_cap, n_syms;
     bool sym_dirty, manifest_dirty;
     bool store_changed;       /* chunks appended/tombstoned since the last snapshot */
