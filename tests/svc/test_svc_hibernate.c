@@ -90,6 +90,42 @@ static void test_lru_beyond_max_in_ram(void **st)
     sh_cleanup(&s);
 }
 
+/* --max-mem-mb: when the sessions in RAM need more, the least recently used is hibernated. */
+static void write_many(sh_server *s, const char *sid, int n, const char *tag)
+{
+    size_t cap = (size_t)n * 1200 + 256;
+    char *body = malloc(cap);
+    size_t o = (size_t)snprintf(body, cap, "{\"session_id\":\"%s\",\"chunks\":[", sid);
+    for (int i = 0; i < n; i++) {
+        o += (size_t)snprintf(body + o, cap - o, "%s{\"text\":\"%s record %d", i ? "," : "", tag, i);
+        for (int k = 0; k < 60; k++) o += (size_t)snprintf(body + o, cap - o, " w%d_%d", (i * 61 + k) % 5003, k);
+        o += (size_t)snprintf(body + o, cap - o, "\",\"token_range\":[%d,%d]}", i * 100, i * 100 + 99);
+    }
+    snprintf(body + o, cap - o, "]}");
+    assert_int_equal(sh_post(s, "/evict/write", body, NULL), 200);
+    free(body);
+}
+
+static void test_lru_beyond_max_mem(void **st)
+{
+    sh_server s;
+    const char *extra[] = {"--max-mem-mb", "1", NULL};
+    sh_start(&s, NULL, extra, NULL);
+    write_many(&s, "m1", 1500, "marmot");   /* each session alone is > 1 MB in RAM */
+    write_many(&s, "m2", 1500, "pangolin");
+    assert_false(in_ram(&s, "m1"));
+    assert_true(in_ram(&s, "m2"));
+    long stt;
+    char *t = top_text(&s, "m1", "marmot record 77", &stt);
+    assert_int_equal(stt, 200);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "marmot record 77 "));
+    free(t);
+    assert_false(in_ram(&s, "m2"));           /* m1 came back, m2 made room */
+    sh_stop(&s, SIGTERM);
+    sh_cleanup(&s);
+}
+
 static void test_hibernate_restart_and_fingerprint(void **st)
 {
     sh_server s;
@@ -141,6 +177,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_janitor_hibernates_idle),
         cmocka_unit_test(test_lru_beyond_max_in_ram),
+        cmocka_unit_test(test_lru_beyond_max_mem),
         cmocka_unit_test(test_hibernate_restart_and_fingerprint),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
