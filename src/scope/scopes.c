@@ -233,6 +233,23 @@ static int manifest_path(const lcx_scope *s, char *out, size_t cap)
     return n > 0 && (size_t)n < cap ? 0 : LCX_ELIMIT;
 }
 
+/* tmp + rename WITHOUT fsync: the manifest describes a cache. After a power loss it is
+ * either the old or the new file (rename is atomic; ext4 flushes replace-via-rename data),
+ * and a torn one fails its crc and the scope is rebuilt. The store's own appends stay
+ * durable. Skipping the two fsyncs saves 10-30 ms per write on this kind of disk. */
+static int write_replace(const char *path, const void *data, size_t len)
+{
+    char tmp[PATH_MAX + 16];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (n < 0 || (size_t)n >= sizeof tmp) return LCX_ELIMIT;
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return LCX_EIO;
+    size_t w = fwrite(data, 1, len, f);
+    if (fclose(f) != 0 || w != len) { unlink(tmp); return LCX_EIO; }
+    if (rename(tmp, path) != 0) { unlink(tmp); return LCX_EIO; }
+    return 0;
+}
+
 static int manifest_write(lcx_scope *s)
 {
     lcx_buf b = {.cap = MANIFEST_MAX};
@@ -253,7 +270,7 @@ static int manifest_write(lcx_scope *s)
     if (!rc) rc = lcx_buf_printf(&b, "END %08x\n", lcx_crc32c(0, b.data, b.len));
     char p[PATH_MAX];
     if (!rc) rc = manifest_path(s, p, sizeof p);
-    if (!rc) rc = lcx_write_file_atomic(p, b.data, b.len);
+    if (!rc) rc = write_replace(p, b.data, b.len);
     lcx_buf_free(&b);
     if (!rc) s->manifest_dirty = false;
     return rc;
