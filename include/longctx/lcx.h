@@ -90,21 +90,23 @@ typedef enum {
 } lcx_fusion;
 
 typedef struct {
-    int top_k;           /* hits wanted (≥ 1) */
-    float alpha;         /* LINEAR: weight of the dense score, 0..1 (default 0.5) */
+    int top_k;           /* hits wanted (≥ 1; LCX_EINVAL otherwise) */
+    float alpha;         /* LINEAR: weight of the dense score, 0..1 (default 0.5; clamped) */
     lcx_fusion fusion;   /* default LCX_FUSE_LINEAR */
-    int prefilter;       /* candidates taken from each component before fusion (default 32, raised to ≥ top_k) */
-    float score_floor;   /* hits whose fused score is below are dropped (default 0) */
-    bool use_rerank;     /* re-order fused candidates with the weight-free reranker (default true) */
+    int prefilter;       /* candidates taken from each component before fusion (default 32, raised to
+                          * ≥ top_k, capped at 4096) */
+    float score_floor;   /* hits whose final score is below are dropped (default 0) */
+    bool use_rerank;     /* re-score the best 16 fused candidates with the weight-free reranker:
+                          * final = 0.7·fused + 0.3·overlap (default true; docs/core.md) */
 } lcx_search_opts;
 
 lcx_search_opts lcx_search_defaults(void);
 
 typedef struct {
     uint32_t id;   /* document / chunk id (dense, insertion order, stable) */
-    float score;   /* final fused (and reranked) score, 0..1, higher is better */
-    float dense;   /* cosine similarity of query and document vectors */
-    float bm25;    /* raw BM25 score (0 when the document was not a BM25 candidate) */
+    float score;   /* final fused (and reranked) score, 0..1, higher is better; ties → lower id */
+    float dense;   /* cosine of the query and the stored (8-bit) document vector */
+    float bm25;    /* raw BM25 score of the document (0 when no query term occurs in it) */
 } lcx_hit;
 
 /* ------------------------------------------------------------------------------------
@@ -124,7 +126,7 @@ int lcx_index_remove(lcx_index *ix, uint32_t id);
 uint32_t lcx_index_count(const lcx_index *ix); /* live documents */
 /* Best hits for the query, best first. Returns the number written (≤ max_out). */
 int lcx_index_search(const lcx_index *ix, const char *q, size_t qlen, const lcx_search_opts *o,
-                     lcx_hit *out, int max_out);
+                     lcx_hit *out, int max_out);   /* o may be NULL (defaults) */
 
 /* ------------------------------------------------------------------------------------
  * Persistent store (src/store): append-only, crash-safe (an acknowledged append survives
@@ -160,27 +162,40 @@ typedef struct {
 
 typedef struct lcx_store lcx_store;
 
-/* Opens or creates the store in directory dir (created 0700). opts may be NULL.
+/* Opens or creates the store in directory dir (created 0700). opts may be NULL (defaults).
+ * The embedder is borrowed and must outlive the store. Uses the snapshot when it matches
+ * the log (fast: mmap), and replays the log after it. *out is NULL on failure.
  * LCX_EMISMATCH: made by another embedder; LCX_ECORRUPT: failed validation (reported,
- * never half-loaded; a torn tail from a crash is not corruption: it is truncated away). */
+ * never half-loaded; a torn tail from a crash is not corruption: it is truncated away);
+ * LCX_EIO: file system errors. Format: docs/storage-format.md. */
 int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opts *opts, lcx_store **out);
+/* Writes a snapshot first when ≥ 1024 chunks or any tombstone arrived since the last one.
+ * NULL is a no-op. No other thread may use s during or after the call. */
 void lcx_store_close(lcx_store *s);
-/* Appends n chunks atomically: all or none; durable on disk when it returns 0.
- * *first_id (may be NULL) receives the id of the first new chunk. */
+/* Appends n chunks atomically: all or none; durable on disk (written + fdatasync'd) when
+ * it returns 0. Text and path are copied. *first_id (may be NULL) receives the id of the
+ * first new chunk. LCX_ELIMIT: a text over max_text_len, a path over 4096 bytes, the
+ * store over max_chunks, or a batch over 1 GiB; LCX_EIO: write/fsync failed (nothing
+ * was added); LCX_ESTATE: an earlier durable batch could not be published (OOM): reopen. */
 int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id);
-/* Tombstones every chunk whose path equals path (used when a file changes or goes). */
+/* Tombstones every live chunk whose path equals path (used when a file changes or goes);
+ * durable when it returns. Returns how many were removed (0 when none). */
 int lcx_store_delete_path(lcx_store *s, const char *path, size_t path_len);
 uint32_t lcx_store_count(const lcx_store *s);          /* live chunks */
-/* Copies chunk id into *out; its pointers stay valid until lcx_store_close. */
+/* Copies chunk id into *out; its pointers stay valid until lcx_store_close.
+ * LCX_ENOTFOUND: no such id or tombstoned; LCX_ECORRUPT: the text failed its checksum. */
 int lcx_store_get(const lcx_store *s, uint32_t id, lcx_chunk *out);
 int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o,
                      lcx_hit *out, int max_out);
 /* Writes a compact snapshot (index + vectors) so the next open is fast; the log stays the
- * source of truth. */
+ * source of truth. A no-op when nothing changed since the last snapshot. Appends wait
+ * meanwhile; searches do not. */
 int lcx_store_snapshot(lcx_store *s);
 const char *lcx_store_fingerprint(const lcx_store *s);
 size_t lcx_store_mem_bytes(const lcx_store *s);
-/* Offline validation of a store directory; msg receives a human-readable verdict. */
+/* Offline validation of a store directory (every log record and snapshot section is
+ * checksummed); msg receives a human-readable verdict. 0 when valid (a torn log tail is
+ * reported in msg but is not an error: open truncates it), LCX_ECORRUPT otherwise. */
 int lcx_store_validate(const char *dir, char *msg, size_t msg_len);
 
 /* ------------------------------------------------------------------------------------
@@ -206,11 +221,16 @@ typedef struct {
 int lcx_sessions_open(const lcx_sessions_opts *o, const lcx_embedder *emb, lcx_sessions **out);
 void lcx_sessions_close(lcx_sessions *ss);
 /* Borrows the session's store (loading it from disk if hibernated; creating it when
- * create is true). LCX_ENOTFOUND when absent and !create. Pair with lcx_sessions_release. */
+ * create is true). LCX_ENOTFOUND when absent and !create; LCX_EINVAL for a bad id;
+ * LCX_EMISMATCH when it was made with another embedder. Pair with lcx_sessions_release;
+ * a borrowed store is never hibernated or closed under the caller. */
 int lcx_sessions_acquire(lcx_sessions *ss, const char *id, bool create, lcx_store **out);
 void lcx_sessions_release(lcx_sessions *ss, lcx_store *s);
-int lcx_sessions_hibernate(lcx_sessions *ss, const char *id);   /* snapshot + drop from RAM */
+/* Snapshot + drop from RAM (deferred to the last release when in use; 0 when already on
+ * disk only); LCX_ENOTFOUND for an unknown session. */
+int lcx_sessions_hibernate(lcx_sessions *ss, const char *id);
 int lcx_sessions_resume(lcx_sessions *ss, const char *id);      /* LCX_EMISMATCH: other embedder */
+/* LCX_ENOTFOUND for an unknown session (neither in RAM nor on disk). */
 int lcx_sessions_status(lcx_sessions *ss, const char *id, lcx_session_status *st);
 /* Hibernates sessions idle for longer than idle_hibernate_s; returns how many. */
 int lcx_sessions_janitor(lcx_sessions *ss);
