@@ -117,7 +117,7 @@ typedef struct {
 } lcx_scope_info;
 
 /* Progress of an indexing walk: files done so far, files found so far (grows while
- * walking), bytes read. Called from the indexing thread, at most every 1024 files and at
+ * walking), bytes read. Called from the indexing thread, every 256 files and at
  * the end; returning non-zero cancels (LCX_ESTATE). */
 typedef int (*lcx_scope_progress)(uint64_t done, uint64_t found, uint64_t bytes, void *ud);
 
@@ -137,10 +137,11 @@ int lcx_scopes_unload(lcx_scopes *m, const char *path);
 int lcx_scopes_sync(lcx_scopes *m);
 /* Scope paths bound to a session (by earlier retrievals), newest first; returns count. */
 int lcx_scopes_session(lcx_scopes *m, const char *session_id, char (*out)[LCX_SCOPE_PATH_MAX], int max);
-/* Status text lines for GET /longctx/status (text/plain form), appended to *out
+/* Status text lines for GET /longctx/status (text/plain form) into *out
  * (malloc'd, NUL-terminated; caller frees):
  *   "[longctx] scope: PATH (HASH)\n[longctx] indexed: N files, M chunks, status S\n" per scope,
- *   or "[longctx] scope: none\n". Returns bytes written or LCX_ENOMEM. */
+ *   or "[longctx] scope: none\n[longctx] indexed: 0 files, 0 chunks, status none\n".
+ *   Returns bytes written or LCX_ENOMEM. */
 int lcx_scopes_status_text(lcx_scopes *m, char **out);
 /* The JSON array for the status route's "scopes" field (malloc'd text "[{…},…]"). */
 int lcx_scopes_status_json(lcx_scopes *m, char **out);

@@ -1166,7 +1166,7 @@ int lcx_scopes_status_text(lcx_scopes *m, char **out)
     int n = lcx_scopes_list(m, inf, 32);
     lcx_buf b = {0};
     int rc = 0;
-    if (!n) rc = lcx_buf_puts(&b, "[longctx] scope: none\n");
+    if (!n) rc = lcx_buf_puts(&b, "[longctx] scope: none\n[longctx] indexed: 0 files, 0 chunks, status none\n");
     for (int i = 0; i < n && !rc; i++)
         rc = lcx_buf_printf(&b, "[longctx] scope: %s (%s)\n[longctx] indexed: %u files, %u chunks, status %s\n",
                             inf[i].scope_path, inf[i].scope_hash, inf[i].files, inf[i].chunks, inf[i].status);
