@@ -97,15 +97,6 @@ int lcx_sessions_open(const lcx_sessions_opts *o, const lcx_embedder *emb, lcx_s
     return 0;
 }
 
-static void write_hib_time(const sess *e)
-{
-    char *p = join(e->dir, "hibernated_at"), buf[64];
-    if (!p) return;
-    int n = snprintf(buf, sizeof buf, "%.3f\n", e->hibernated_at);
-    lcx_write_file_atomic(p, buf, (size_t)n);
-    free(p);
-}
-
 static double read_hib_time(const char *dir)
 {
     char *p = join(dir, "hibernated_at"), *data = NULL;
@@ -238,7 +229,9 @@ static int load(lcx_sessions *ss, sess *e, bool create)
     return rc;
 }
 
-/* Snapshot + close (mutex held on entry and exit; e->refs == 0, e->st != NULL). */
+/* Snapshot + close (mutex held on entry and exit; e->refs == 0, e->st != NULL). The entry
+ * stays busy until the store is closed and the time recorded, so nobody can load a second
+ * instance of the same directory meanwhile. */
 static int hibernate_entry(lcx_sessions *ss, sess *e)
 {
     e->busy = 1;
@@ -246,6 +239,15 @@ static int hibernate_entry(lcx_sessions *ss, sess *e)
     pthread_mutex_unlock(&ss->mu);
     int rc = lcx_store_snapshot(st);
     double t = unix_s();
+    if (rc == 0) {
+        lcx_store_close(st);
+        char *p = join(e->dir, "hibernated_at"), buf[64];   /* e->dir is immutable */
+        if (p) {
+            int n = snprintf(buf, sizeof buf, "%.3f\n", t);
+            lcx_write_file_atomic(p, buf, (size_t)n);
+            free(p);
+        }
+    }
     pthread_mutex_lock(&ss->mu);
     if (rc == 0) {
         e->st = NULL;
@@ -255,12 +257,6 @@ static int hibernate_entry(lcx_sessions *ss, sess *e)
     }
     e->busy = 0;
     pthread_cond_broadcast(&ss->cv);
-    if (rc == 0) {
-        pthread_mutex_unlock(&ss->mu);
-        lcx_store_close(st);
-        write_hib_time(e);
-        pthread_mutex_lock(&ss->mu);
-    }
     return rc;
 }
 
@@ -269,7 +265,7 @@ static uint64_t mem_locked(lcx_sessions *ss)
     uint64_t m = 0;
     for (int i = 0; i < NBUCKETS; i++)
         for (sess *e = ss->b[i]; e; e = e->next)
-            if (e->st) m += lcx_store_mem_bytes(e->st);
+            if (e->st && !e->busy) m += lcx_store_mem_bytes(e->st);   /* busy: being closed */
     return m;
 }
 
