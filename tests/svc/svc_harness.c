@@ -41,10 +41,25 @@ int sh_start(sh_server *s, const char *data_dir, const char *const *extra, const
     return 0;
 }
 
+/* After a clean stop, the server's log must hold no sanitizer report (ASan/UBSan/LSan
+ * builds print them there; a leak or UB in the server fails the calling test). */
+static void check_log(const sh_server *s)
+{
+    char *out = NULL;
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "cat '%s' 2>/dev/null", s->log);
+    tu_run(cmd, &out);
+    bool bad = out && (strstr(out, "Sanitizer") || strstr(out, "runtime error:"));
+    if (bad) fprintf(stderr, "server log %s:\n%s\n", s->log, out);
+    free(out);
+    assert_false(bad);
+}
+
 int sh_stop(sh_server *s, int sig)
 {
     int st = tu_kill_wait(s->pid, sig, 20000);
     s->pid = 0;
+    if (sig != SIGKILL) check_log(s);
     return st;
 }
 
