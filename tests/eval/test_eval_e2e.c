@@ -297,6 +297,25 @@ static void test_cli(void **st)
     if (rc) fprintf(stderr, "regrade: %s\n", out ? out : "");
     assert_int_equal(rc, 0);
     free(out);
+
+    /* a record outside every bin is scored and reported in an "other" row, not dropped */
+    const char *small =
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"write a poem about owls\"}, "
+        "{\"role\": \"assistant\", \"content\": \"Owls at night\"}, "
+        "{\"role\": \"user\", \"content\": \"Prepend ab to the 1st (1 indexed) poem about owls.\"}], "
+        "\"answer\": \"abOwls at night\", \"random_string_to_prepend\": \"ab\", \"n_needles\": 2, "
+        "\"desired_msg_index\": 1, \"total_messages\": 3, \"n_chars\": 90}\n";
+    snprintf(p, sizeof p, "%s/small.jsonl", dir);
+    assert_int_equal(tu_write(p, small, strlen(small)), 0);
+    snprintf(cmd, sizeof cmd, "'%s' eval mrcr '%s' --json", exe, p);
+    out = NULL;
+    assert_int_equal(tu_run(cmd, &out), 0);
+    j = cJSON_Parse(out);
+    free(out);
+    assert_int_equal(cJSON_GetArraySize(j), 1);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "bin")->valuestring, "other");
+    assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "mean")->valuedouble == 1.0);
+    cJSON_Delete(j);
     tu_rmrf(dir);
     free(dir);
 }
