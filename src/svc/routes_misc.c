@@ -10,14 +10,6 @@ int lcx_svc_h_healthz(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     return 0;
 }
 
-int lcx_svc_h_proxy_disabled(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
-{
-    lcx_resp_error(resp, 503, "proxy_disabled",
-                   "proxy disabled: start longctx-svc with --upstream URL (or LONGCTX_UPSTREAM) to forward %s",
-                   lcx_req_path(req));
-    return 0;
-}
-
 /* GET /longctx/status: text lines for humans and engines' log scrapers (Accept:
  * text/plain), JSON otherwise. Modules (code scopes, proxy) add their own lines. */
 int lcx_svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)

@@ -218,7 +218,6 @@ void lcx_route_params_free(lcx_route_params *p);
 /* ---- handlers of the core routes (routes_evict.c, routes_misc.c) */
 int lcx_svc_h_healthz(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx_svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_proxy_disabled(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
