@@ -162,32 +162,59 @@ void lcx__dot_f16_rows(const float *q, const uint16_t *rows, size_t n_rows, size
 }
 
 /* ---- 8-bit rows · 8-bit query */
+static float max_abs(const float *v, size_t n)
+{
+    __m256 m = _mm256_setzero_ps();
+    const __m256 mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(v + i), mask));
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    float mx = _mm_cvtss_f32(x);
+    for (; i < n; i++)
+        if (fabsf(v[i]) > mx) mx = fabsf(v[i]);
+    return mx;
+}
+
+/* Rounds v[i]·inv to the nearest integer (ties to even, like lrintf in the default mode)
+ * and adds bias. Values are within ±127 (rows) or ±63 (queries) by construction. */
+static void quantize(const float *v, size_t n, float inv, int bias, uint8_t *out)
+{
+    const __m256 s = _mm256_set1_ps(inv);
+    const __m256i b = _mm256_set1_epi32(bias);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + i), s)), b);
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));  /* 8 × i16 */
+        _mm_storel_epi64((__m128i *)(out + i), _mm_packus_epi16(w, w));   /* 0..255 after bias */
+    }
+    for (; i < n; i++) out[i] = (uint8_t)(lrintf(v[i] * inv) + bias);
+}
+
 void lcx__quant_row_u8(const float *row, size_t dim, uint8_t *out, float *scale)
 {
-    float mx = 0;
-    for (size_t i = 0; i < dim; i++)
-        if (fabsf(row[i]) > mx) mx = fabsf(row[i]);
+    float mx = max_abs(row, dim);
     if (!(mx > 0) || !isfinite(mx)) {
         memset(out, 128, dim);
         *scale = 0;
         return;
     }
-    float inv = 127.0f / mx;
-    for (size_t i = 0; i < dim; i++) out[i] = (uint8_t)(lrintf(row[i] * inv) + 128);
+    quantize(row, dim, 127.0f / mx, 128, out);
     *scale = mx / 127.0f;
 }
 
 float lcx__quant_query_i8(const float *q, size_t dim, int8_t *out)
 {
-    float mx = 0;
-    for (size_t i = 0; i < dim; i++)
-        if (fabsf(q[i]) > mx) mx = fabsf(q[i]);
+    float mx = max_abs(q, dim);
     if (!(mx > 0) || !isfinite(mx)) {
         memset(out, 0, dim);
         return 0;
     }
-    float inv = 63.0f / mx;
-    for (size_t i = 0; i < dim; i++) out[i] = (int8_t)lrintf(q[i] * inv);
+    /* quantize with bias 128 into u8 (0..255 range keeps packus exact), then remove it */
+    uint8_t *u = (uint8_t *)out;
+    quantize(q, dim, 63.0f / mx, 128, u);
+    for (size_t i = 0; i < dim; i++) out[i] = (int8_t)((int)u[i] - 128);
     return mx / 63.0f;
 }
 

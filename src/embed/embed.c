@@ -89,10 +89,20 @@ typedef struct {
     int dim;
 } hash_emb;
 
+/* ±w without a branch (the sign bit is random: a branch would mispredict half the time) */
+static inline float signed_w(float w, uint32_t neg)
+{
+    uint32_t b;
+    memcpy(&b, &w, 4);
+    b ^= neg << 31;
+    memcpy(&w, &b, 4);
+    return w;
+}
+
 static inline void add_feat(lcx__hfeat *c, uint64_t h, float w)
 {
     uint32_t b = (uint32_t)(((h >> 32) * (uint64_t)c->dim) >> 32);
-    c->acc[b] += (h & 1) ? -w : w;
+    c->acc[b] += signed_w(w, (uint32_t)(h & 1));
 }
 
 static inline uint64_t mix64(uint64_t x)
@@ -129,7 +139,7 @@ void lcx__hfeat_token(lcx__hfeat *c, const char *t, size_t n, int kind, uint64_t
             uint32_t d = i + 1 < n ? s[i + 1] : '>';
             uint64_t g = ((uint64_t)(a | b << 8 | d << 16) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
             uint32_t bk = (uint32_t)(((g >> 32) * (uint64_t)c->dim) >> 32);
-            c->acc[bk] += (g >> 31 & 1) ? -wc : wc;
+            c->acc[bk] += signed_w(wc, (uint32_t)(g >> 31 & 1));
             a = b;
             b = d;
         }

@@ -25,6 +25,7 @@
  * folded bytes is cut into pieces; at most 32 parts per compound are emitted. */
 #include "longctx/lcx.h"
 #include "text/text.h"
+#include <immintrin.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -71,6 +72,21 @@ static unsigned char uni_class(int32_t cp)
 
 static inline int is_word(unsigned char k) { return k == C_LOWER || k == C_UPPER || k == C_DIGIT || k == C_UNDER; }
 static inline int is_alpha(unsigned char k) { return k == C_LOWER || k == C_UPPER; }
+
+/* Length of the run of ASCII 'a'..'z' at p (n bytes available). hot: 32 bytes per step. */
+static inline size_t lower_run(const unsigned char *p, size_t n)
+{
+    size_t j = 0;
+    const __m256i a = _mm256_set1_epi8('a'), z = _mm256_set1_epi8(25);
+    while (j + 32 <= n) {
+        __m256i t = _mm256_sub_epi8(_mm256_loadu_si256((const __m256i *)(p + j)), a);
+        uint32_t in = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(t, z), t));
+        if (~in) return j + (size_t)__builtin_ctz(~in);
+        j += 32;
+    }
+    while (j < n && p[j] >= 'a' && p[j] <= 'z') j++;
+    return j;
+}
 
 /* Decodes one codepoint at p (n bytes left). Invalid bytes decode as a separator. */
 static inline int next_cp(const unsigned char *p, size_t n, int32_t *cp)
@@ -206,6 +222,32 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
         if (b0 < 0x80) {                         /* ASCII fast path */
             unsigned char k0 = k_ascii[b0];
             if (k0 == C_SEP && pc.ncp == 0) { i++; continue; }
+            if (pc.ncp == 0 && (k0 == C_LOWER || k0 == C_UPPER)) {
+                /* the most common token of all: a lower-case (or Capitalised) ASCII word
+                 * followed by a separator — found with a SIMD run scan, passed to the
+                 * callback straight from the text when no folding is needed */
+                size_t st = i + (k0 == C_UPPER);
+                size_t lim = len - st < LCX_TOK_MAX ? len - st : LCX_TOK_MAX;
+                size_t j = st + lower_run(p + st, lim);
+                if (j - i < LCX_TOK_MAX) {
+                    unsigned char kn = j < len ? (p[j] < 0x80 ? k_ascii[p[j]] : C_JOIN) : C_SEP;
+                    if (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
+                                        (j + 1 >= len || (p[j + 1] < 0x80 && k_ascii[p[j + 1]] == C_SEP)))) {
+                        int rc;
+                        if (k0 == C_LOWER) {
+                            rc = cb((const char *)p + i, j - i, LCX_TOK_WORD, ud);
+                        } else {
+                            char fold[LCX_TOK_MAX];
+                            memcpy(fold, p + i, j - i);
+                            fold[0] = (char)(fold[0] | 0x20);
+                            rc = cb(fold, j - i, LCX_TOK_WORD, ud);
+                        }
+                        if (rc) return rc;
+                        i = j;
+                        continue;
+                    }
+                }
+            }
             if (pc.ncp == 0 && (k0 == C_LOWER || k0 == C_UPPER || k0 == C_DIGIT)) {
                 /* whole simple token in one scan: letters only (lower case, or one leading
                  * capital) or digits only, ended by an ASCII separator. Anything else

@@ -127,6 +127,25 @@ static void test_quantized_scores(void **st)
         assert_true(max_exact < 0.01);
         assert_true(max_scan < 0.03);
     }
+    /* SIMD quantization = scalar lrintf reference, including exact .5 ties */
+    for (int t = 0; t < 50; t++) {
+        size_t dim = 1 + (size_t)(t * 7 % 300);
+        float v[300];
+        for (size_t i = 0; i < dim; i++) v[i] = t % 5 == 0 ? (float)((int)(frand() * 40) + 0.5f) / 40.0f : frand();
+        uint8_t u[300];
+        float sc;
+        lcx__quant_row_u8(v, dim, u, &sc);
+        float mx = 0;
+        for (size_t i = 0; i < dim; i++) mx = fabsf(v[i]) > mx ? fabsf(v[i]) : mx;
+        assert_float_equal(sc, mx / 127.0f, 1e-9);
+        for (size_t i = 0; i < dim; i++)
+            if (u[i] != (uint8_t)(lrintf(v[i] * (127.0f / mx)) + 128)) fail_msg("row quant dim %zu i %zu", dim, i);
+        int8_t q8[300];
+        float qs = lcx__quant_query_i8(v, dim, q8);
+        assert_float_equal(qs, mx / 63.0f, 1e-9);
+        for (size_t i = 0; i < dim; i++)
+            if (q8[i] != (int8_t)lrintf(v[i] * (63.0f / mx))) fail_msg("query quant dim %zu i %zu", dim, i);
+    }
     float zero[16] = {0};
     uint8_t u[16];
     float sc = 1;
