@@ -47,6 +47,8 @@ static const opt opts[] = {
      "sessions kept in RAM; least-recently-used ones are hibernated beyond (default 1024)"},
     {"--max-mem-mb", "LONGCTX_MAX_MEM_MB", K_MB, F(max_mem_bytes), 1, 16777216.0,
      "RAM for all sessions; LRU hibernation beyond (default 4096)"},
+    {"--max-inflight-body-mb", "LONGCTX_MAX_INFLIGHT_BODY_MB", K_MB, F(max_inflight_body_bytes), 1, 16777216.0,
+     "request bodies buffered at once, all connections together → 429 (default 256)"},
     {"--idle-hibernate-s", "LONGCTX_IDLE_HIBERNATE_S", K_DBL, F(idle_hibernate_s), 0.01, 1e9,
      "the janitor hibernates sessions idle this long (default 1800)"},
     {"--janitor-interval-s", "LONGCTX_JANITOR_INTERVAL_S", K_DBL, F(janitor_interval_s), 0.05, 86400,
@@ -81,6 +83,7 @@ void lcx_svc_config_defaults(lcx_svc_config *c)
     c->max_sessions = 100000;
     c->max_sessions_in_ram = 1024;
     c->max_mem_bytes = 4096ull << 20;
+    c->max_inflight_body_bytes = 256ull << 20;
     c->idle_hibernate_s = 1800;
     c->janitor_interval_s = 0;   /* derived below unless set */
     c->embed_dim = 0;

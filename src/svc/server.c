@@ -44,6 +44,8 @@ struct lcx_req {
     lcx_route_params params;
     lcx_buf body;
     bool too_big;        /* body exceeded the cap: excess discarded, 413 at the end */
+    bool busy;           /* all connections together buffer too much: discarded, 429 at the end */
+    uint64_t counted;    /* bytes this request added to svc->body_inflight */
     bool responded;      /* a response was queued early */
     void (*done_fn)(void *);
     void *done_ud;
@@ -265,7 +267,11 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
 {
     lcx_resp resp;
     memset(&resp, 0, sizeof resp);
-    if (req->too_big) {
+    if (req->busy) {
+        lcx_resp_error(&resp, 429, "server_busy",
+                       "the server is buffering too many request bodies (--max-inflight-body-mb); retry shortly");
+        lcx_resp_header(&resp, "Retry-After", "1");
+    } else if (req->too_big) {
         lcx_resp_error(&resp, 413, "payload_too_large", "request body exceeds the limit of %llu bytes (--max-body-bytes)",
                        (unsigned long long)svc->cfg.max_body_bytes);
     } else {
@@ -322,11 +328,23 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     }
     if (req->responded) { *upload_data_size = 0; return MHD_YES; }
     if (*upload_data_size) {
-        if (!req->too_big && lcx_buf_append(&req->body, upload_data, *upload_data_size) < 0) {
-            req->too_big = true;         /* over the cap (or OOM): drop what we have */
-            lcx_buf_free(&req->body);
-        }
+        size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (req->too_big || req->busy) return MHD_YES;   /* discarding */
+        /* Global cap: every connection may buffer up to max_body_bytes, so without this a
+         * few hundred slow uploads could pin max_connections × 64 MiB. */
+        uint64_t now = __atomic_add_fetch(&svc->body_inflight, n, __ATOMIC_RELAXED);
+        req->counted += n;
+        if (now > svc->cfg.max_inflight_body_bytes) {
+            req->busy = true;
+        } else if (lcx_buf_append(&req->body, upload_data, n) < 0) {
+            req->too_big = true;         /* over the cap (or OOM): drop what we have */
+        }
+        if (req->busy || req->too_big) {
+            lcx_buf_free(&req->body);
+            __atomic_sub_fetch(&svc->body_inflight, req->counted, __ATOMIC_RELAXED);
+            req->counted = 0;
+        }
         return MHD_YES;
     }
     req->responded = true;
@@ -338,6 +356,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     lcx_req *req = *con_cls;
     if (!req) return;
     if (req->done_fn) req->done_fn(req->done_ud);
+    if (req->counted) __atomic_sub_fetch(&req->svc->body_inflight, req->counted, __ATOMIC_RELAXED);
     lcx_route_params_free(&req->params);
     lcx_buf_free(&req->body);
     free(req->path);

@@ -80,6 +80,8 @@ typedef struct {
     uint32_t max_sessions;          /* --max-sessions / LONGCTX_MAX_SESSIONS (100000 known sessions) → 429 */
     uint32_t max_sessions_in_ram;   /* --max-sessions-in-ram / LONGCTX_MAX_SESSIONS_IN_RAM (1024, LRU hibernation) */
     uint64_t max_mem_bytes;         /* --max-mem-mb / LONGCTX_MAX_MEM_MB (4096 MiB, LRU hibernation) */
+    uint64_t max_inflight_body_bytes;/* --max-inflight-body-mb / LONGCTX_MAX_INFLIGHT_BODY_MB (256 MiB): request bodies
+                                       buffered at once over all connections → 429 server_busy */
     double idle_hibernate_s;        /* --idle-hibernate-s / LONGCTX_IDLE_HIBERNATE_S (1800) */
     double janitor_interval_s;      /* --janitor-interval-s / LONGCTX_JANITOR_INTERVAL_S (min(60, idle/4), ≥ 0.05) */
     int embed_dim;                  /* --embed-dim / LONGCTX_EMBED_DIM (0 = embedder default) */
@@ -121,6 +123,7 @@ struct lcx_svc {
     struct svc_cursor **cursors;    /* session → next token position (form-B writes), hashed */
     uint32_t n_cursor_buckets;
     uint64_t n_requests, n_errors;
+    uint64_t body_inflight;         /* bytes of request bodies buffered now (atomic builtins) */
 
     /* janitor */
     pthread_t janitor;

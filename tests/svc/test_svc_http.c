@@ -2,8 +2,11 @@
  * binary on a free loopback port. After the bad inputs the stored data must be intact. */
 #include "svc_harness.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -545,6 +548,53 @@ static void test_limits(void **st)
     sh_cleanup(&L);
 }
 
+/* --max-inflight-body-mb: a slow upload holding 900 KB + a 300 KB request > 1 MiB → 429
+ * server_busy; once the slow client goes away the same request is accepted. */
+static void test_inflight_body_cap(void **st)
+{
+    sh_server B;
+    const char *extra[] = {"--max-inflight-body-mb", "1", "--max-body-bytes", "2000000", NULL};
+    sh_start(&B, NULL, extra, NULL);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)B.port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *hdr = "POST /evict/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1500000\r\n\r\n";
+    assert_true(write(fd, hdr, strlen(hdr)) == (ssize_t)strlen(hdr));
+    char *part = malloc(900000);
+    memset(part, ' ', 900000);
+    size_t sent = 0;
+    while (sent < 900000) {
+        ssize_t w = write(fd, part + sent, 900000 - sent);
+        assert_true(w > 0);
+        sent += (size_t)w;
+    }
+    free(part);
+    usleep(500000);                                   /* let the server buffer it */
+    size_t tl = 300000;
+    char *body = malloc(tl + 200);
+    int o = sprintf(body, "{\"session_id\":\"busy\",\"chunks\":[{\"text\":\"");
+    memset(body + o, 'q', tl);
+    sprintf(body + o + tl, "\",\"token_range\":[0,1]}]}");
+    cJSON *j;
+    tu_resp r;
+    assert_int_equal(sh_req(&B, "POST", "/evict/write", body, strlen(body), &j, &r), 429);
+    sh_assert_error(j, "server_busy");
+    char ra[16];
+    assert_int_equal(tu_resp_header(&r, "Retry-After", ra, sizeof ra), 0);
+    tu_resp_free(&r);
+    cJSON_Delete(j);
+    close(fd);                                        /* the slow client gives up */
+    long stt = 0;
+    for (int i = 0; i < 100 && stt != 200; i++) {     /* its bytes are released */
+        usleep(50000);
+        stt = sh_req(&B, "POST", "/evict/write", body, strlen(body), NULL, NULL);
+    }
+    assert_int_equal(stt, 200);
+    free(body);
+    sh_stop(&B, SIGTERM);
+    sh_cleanup(&B);
+}
+
 static void test_port_in_use(void **st)
 {
     char port[16], log[4200];
@@ -618,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_writes),
         cmocka_unit_test(test_restart_persistence),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_inflight_body_cap),
         cmocka_unit_test(test_port_in_use),
         cmocka_unit_test(test_cli),
     };
