@@ -158,7 +158,7 @@ void lcx__l2_normalise(float *v, uint32_t dim)
 
 static int on_token(const char *t, size_t n, int kind, void *ud)
 {
-    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    if (kind == LCX_TOK_WORD && lcx__stopword_inl(t, n)) return 0;
     lcx__hfeat_token(ud, t, n, kind, lcx_hash64(t, n, 0));
     return 0;
 }

@@ -120,7 +120,7 @@ static int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h)
 
 static int prep_tok(const char *tok, size_t n, int kind, void *ud)
 {
-    if (kind == LCX_TOK_WORD && lcx__stopword(tok, n)) return 0;
+    if (kind == LCX_TOK_WORD && lcx__stopword_inl(tok, n)) return 0;
     return prep_add(ud, tok, n, lcx_hash64(tok, n, 0));
 }
 
@@ -132,7 +132,7 @@ typedef struct {
 static int prep_embed_tok(const char *tok, size_t n, int kind, void *ud)
 {
     pe_ctx *c = ud;
-    if (kind == LCX_TOK_WORD && lcx__stopword(tok, n)) return 0;
+    if (kind == LCX_TOK_WORD && lcx__stopword_inl(tok, n)) return 0;
     uint64_t h = lcx_hash64(tok, n, 0);
     lcx__hfeat_token(&c->f, tok, n, kind, h);
     return prep_add(c->p, tok, n, h);
@@ -581,7 +581,7 @@ typedef struct {
 static int q_tok(const char *t, size_t n, int kind, void *ud)
 {
     qctx *c = ud;
-    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    if (kind == LCX_TOK_WORD && lcx__stopword_inl(t, n)) return 0;
     if (c->q->nq >= 64) return 0;
     uint32_t id = term_find(c->ix, t, (uint32_t)n, lcx_hash64(t, n, 0), NULL);
     if (id == UINT32_MAX) return 0;

@@ -72,7 +72,7 @@ static int on_qtok(const char *t, size_t n, int kind, void *ud)
 {
     qctx *c = ud;
     lcx_rerank_query *q = c->q;
-    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    if (kind == LCX_TOK_WORD && lcx__stopword_inl(t, n)) return 0;
     uint64_t h = tok_hash(t, n);
     if (kind != LCX_TOK_PART) {
         if (c->prev && q->nb < MAX_QBI) q->bi[q->nb++] = bi_hash(c->prev, h);
@@ -119,7 +119,7 @@ typedef struct {
 static int on_dtok(const char *t, size_t n, int kind, void *ud)
 {
     dctx *c = ud;
-    if (kind == LCX_TOK_WORD && lcx__stopword(t, n)) return 0;
+    if (kind == LCX_TOK_WORD && lcx__stopword_inl(t, n)) return 0;
     uint64_t h = tok_hash(t, n);
     const lcx_rerank_query *q = c->q;
     int i = tab_get(q->ttab, q->term, h);

@@ -23,8 +23,8 @@ static const char *const k_stop[] = {
  * (found offline by trying odd multipliers; slot = (key · STOP_MULT) >> 55). A token is
  * a stopword iff its slot holds its key: one multiply, one load, one compare (hot: called
  * for every token). tests/core/test_tokenizer.c checks it against the readable list. */
-#define STOP_MULT 0xcc386d6caa309951ull
-static const uint64_t k_tab[512] = {
+/* multiplier: LCX__STOP_MULT in text.h (0xcc386d6caa309951) */
+const uint64_t lcx__stop_tab[512] = {
     0x0ull, 0x756f79ull, 0x6f74ull, 0x0ull, 0x6e69ull, 0x0ull, 0x0ull, 0x0ull,
     0x0ull, 0x0ull, 0x65726f6dull, 0x7075ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull,
     0x666full, 0x676e69766168ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull,
@@ -90,13 +90,7 @@ static const uint64_t k_tab[512] = {
     0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x0ull, 0x65636e6full,
     0x7265646e75ull, 0x0ull, 0x7269656874ull, 0x68637573ull, 0x79656874ull, 0x0ull, 0x0ull, 0x0ull};
 
-bool lcx__stopword(const char *tok, size_t len)
-{
-    if (len == 0 || len > 7) return false;
-    uint64_t key = 0;
-    for (size_t i = 0; i < len; i++) key |= (uint64_t)(unsigned char)tok[i] << (8 * i);
-    return k_tab[(key * STOP_MULT) >> 55] == key;
-}
+bool lcx__stopword(const char *tok, size_t len) { return lcx__stopword_inl(tok, len); }
 
 /* Slow reference over the readable list (tests). */
 bool lcx__stopword_ref(const char *tok, size_t len)

@@ -15,6 +15,27 @@
  * and dot-product noise while carrying almost no signal for "which span holds the fact".
  * Only plain WORD tokens are checked (never identifiers or numbers). */
 bool lcx__stopword(const char *tok, size_t len);
+
+/* Inline form (hot: every token). The table is a perfect hash of the packed words
+ * (stopwords.c explains it). */
+extern const uint64_t lcx__stop_tab[512];
+#define LCX__STOP_MULT 0xcc386d6caa309951ull
+static inline bool lcx__stopword_inl(const char *tok, size_t len)
+{
+    if (len == 0 || len > 7) return false;
+    const unsigned char *t = (const unsigned char *)tok;
+    uint64_t key = 0;
+    switch (len) {   /* pack little-endian without a variable-length memcpy call */
+    case 7: key |= (uint64_t)t[6] << 48; /* fall through */
+    case 6: key |= (uint64_t)t[5] << 40; /* fall through */
+    case 5: key |= (uint64_t)t[4] << 32; /* fall through */
+    case 4: key |= (uint64_t)t[3] << 24; /* fall through */
+    case 3: key |= (uint64_t)t[2] << 16; /* fall through */
+    case 2: key |= (uint64_t)t[1] << 8;  /* fall through */
+    default: key |= t[0];
+    }
+    return lcx__stop_tab[(key * LCX__STOP_MULT) >> 55] == key;
+}
 bool lcx__stopword_ref(const char *tok, size_t len);  /* linear reference (tests) */
 
 #endif
