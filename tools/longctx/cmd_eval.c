@@ -246,7 +246,9 @@ static int cmd_mrcr(int argc, char **argv)
         if (rc) { fprintf(stderr, "longctx eval mrcr: %s:%ld: %s\n", file, lineno, err); status = 1; break; }
         lcx_mrcr_outcome oc;
         char *up_resp = NULL;
+        double up_ms = 0;
         if (upstream) {
+            double t0 = lcx_now_ms();
             /* the whole conversation, compacted to the budget, through the model */
             cJSON *msgs = cJSON_CreateArray();
             for (size_t i = 0; msgs && i < rec.n_msgs; i++) {
@@ -263,6 +265,7 @@ static int cmd_mrcr(int argc, char **argv)
             rc = msgs ? lcx_compact_messages(msgs, emb, &co, NULL) : LCX_ENOMEM;
             if (!rc) rc = chat_upstream(upstream, model, msgs, 600000, &up_resp, uerr, sizeof uerr);
             cJSON_Delete(msgs);
+            up_ms = lcx_now_ms() - t0;   /* compaction + model round trip count in latency */
             if (rc) {
                 fprintf(stderr, "longctx eval mrcr: record %ld: upstream: %s %s\n", index, lcx_strerror(rc), uerr);
                 up_resp = strdup("");   /* graded 0, counted: never dropped */
@@ -277,6 +280,7 @@ static int cmd_mrcr(int argc, char **argv)
             status = 1;
             break;
         }
+        oc.ms += up_ms;
         int bin = lcx_mrcr_bin_of(rec.n_chars);
         acc_push(&acc[bin], oc.score, oc.ms, oc.target_hit);
         acc[bin].fail_closed += oc.fail_closed;
