@@ -527,7 +527,10 @@ void eng_quantize_row(eng_type vt, const float *x, void *dst, int64_t n)
         if (lcx_cpu()->avx2) eng_quantize_row_q8_0_avx2(x, dst, n);
         else quantize_q8_0(x, dst, n);
         return;
-    case ENG_T_Q8_K: quantize_q8_K(x, dst, n); return;
+    case ENG_T_Q8_K:
+        if (lcx_cpu()->avx2) eng_quantize_row_q8_K_avx2(x, dst, n);
+        else quantize_q8_K(x, dst, n);
+        return;
     case ENG_T_Q4_0: quantize_q4_0(x, dst, n); return;
     case ENG_T_Q5_0: quantize_q5_0(x, dst, n); return;
     case ENG_T_Q4_K: quantize_q4_K(x, dst, n); return;
@@ -537,9 +540,9 @@ void eng_quantize_row(eng_type vt, const float *x, void *dst, int64_t n)
     assert(!"eng_quantize_row: unsupported type");
 }
 
-/* Scalar Q8_0 quantizer, exported for the test that checks the AVX2 one against it. */
-void eng_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
+/* Scalar activation quantizers, exported for the tests that check the AVX2 ones. */
 void eng_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n) { quantize_q8_0(x, dst, n); }
+void eng_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n) { quantize_q8_K(x, dst, n); }
 
 /* ------------------------------------------------------------------ scalar dot products */
 

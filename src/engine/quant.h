@@ -137,5 +137,9 @@ bool eng_matmul_avx512(eng_type wt, const void *W, size_t w_row_bytes, int64_t n
 float eng_vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x);
 /* AVX2 activation quantizers (same results as the scalar ones, checked by tests). */
 void eng_quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n);
+void eng_quantize_row_q8_K_avx2(const float *x, void *dst, int64_t n);
+/* Scalar reference quantizers (quant.c), for the tests that compare the AVX2 ones. */
+void eng_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
+void eng_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n);
 
 #endif

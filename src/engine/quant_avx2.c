@@ -18,6 +18,7 @@
  *     Q4_K/Q5_K mins and the Q6_K offset of 32 come from the Q8_K bsums.
  * Only float summation order differs from the scalar reference in quant.c. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "engine/quant.h"
@@ -593,5 +594,55 @@ void eng_quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n)
         /* packs interleave the 128-bit lanes; restore element order */
         i0 = _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)y[i].qs, i0);
+    }
+}
+
+/* Q8_K activation quantizer, bit-identical to quantize_row_q8_K_ref (quant.c): the signed
+ * value of largest magnitude (first on ties) found from a vector max|x| plus a scan, then
+ * q = min(127, round_half_even(-127/max * x)) in 8-lane steps; bsums scalar. */
+void eng_quantize_row_q8_K_avx2(const float *x, void *dst, int64_t n)
+{
+    eng_block_q8_K *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / ENG_QK_K; i++, x += ENG_QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < ENG_QK_K; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (!(amax > 0.f)) { /* all zero (or NaN input): as the scalar version, a zero block */
+            if (amax == 0.f) {
+                memset(&y[i], 0, sizeof y[i]);
+                continue;
+            }
+            eng_quantize_row_q8_K_ref(x, &y[i], ENG_QK_K);
+            continue;
+        }
+        float max = 0.f;
+        for (int j = 0; j < ENG_QK_K; j++)
+            if (fabsf(x[j]) == amax) {
+                max = x[j];
+                break;
+            }
+        const float iscale = -127.f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i lim = _mm256_set1_epi32(127);
+        for (int j = 0; j < ENG_QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                __m256 v = _mm256_round_ps(_mm256_mul_ps(is, _mm256_loadu_ps(x + j + 8 * k)), _MM_FROUND_TO_NEAREST_INT);
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(v), lim);
+            }
+            __m256i a = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            a = _mm256_permutevar8x32_epi32(a, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), a);
+        }
+        for (int j = 0; j < ENG_QK_K / 16; j++) {
+            int s16 = 0;
+            for (int l = 0; l < 16; l++) s16 += y[i].qs[16 * j + l];
+            y[i].bsums[j] = (int16_t)s16;
+        }
+        y[i].d = 1.f / iscale;
     }
 }
