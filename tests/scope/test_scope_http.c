@@ -327,11 +327,53 @@ static void test_status_and_watch(void **st)
     assert_true(seen);
 }
 
+/* the CLI: longctx index (summary line) and longctx query (splice / --json, bad -k) */
+static void test_cli(void **st)
+{
+    char *data = tu_tmpdir();
+    char cmd[PATH_MAX * 3], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' index '%s' --data-dir '%s' 2>&1", tu_bin("longctx"), g_proj, data);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "indexed %s: 5 files, ", g_proj);
+    if (!strstr(out, want)) fail_msg("index output: %s", out);
+    assert_non_null(strstr(out, "(5 files read)"));
+    free(out);
+    assert_int_equal(tu_run(cmd, &out), 0);      /* second run: nothing re-read */
+    assert_non_null(strstr(out, "(0 files read)"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' query '%s' parse_header -k 2 --json --data-dir '%s'", tu_bin("longctx"), g_proj, data);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    cJSON *j = cJSON_Parse(out);
+    assert_non_null(j);
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "chunks");
+    assert_true(cJSON_GetArraySize(ch) >= 1 && cJSON_GetArraySize(ch) <= 2);
+    snprintf(want, sizeof want, "%s/src/http.c", g_proj);
+    assert_string_equal(jstr(cJSON_GetArrayItem(ch, 0), "file_path"), want);
+    cJSON_Delete(j);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' query '%s' parse_header -k 1 --data-dir '%s'", tu_bin("longctx"), g_proj, data);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    const char *hdr = "## Retrieved code context\n\n// ";
+    assert_int_equal(strncmp(out, hdr, strlen(hdr)), 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' query '%s' x -k 0 --data-dir '%s' 2>/dev/null", tu_bin("longctx"), g_proj, data);
+    assert_int_equal(tu_run(cmd, &out), 2);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' index '%s/secrets' --data-dir '%s' 2>&1", tu_bin("longctx"), g_proj, data);
+    assert_int_equal(tu_run(cmd, &out), 1);
+    assert_non_null(strstr(out, "forbidden"));
+    free(out);
+    tu_rmrf(data);
+    free(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_index), cmocka_unit_test(test_retrieve_text_form),
         cmocka_unit_test(test_retrieve_json_form), cmocka_unit_test(test_status_and_watch),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -415,6 +415,14 @@ static void test_watcher(void **st)
     assert_int_equal(retrieve(m, prefill, "module_9_init", 8, NULL, &r), 0);
     assert_false(any_hit_path(&r, "/src/mod09.c"));
     lcx_code_result_free(&r);
+    /* a directory renamed: its files move with it */
+    snprintf(p, sizeof p, "%s/src/sub", proj);
+    snprintf(q, sizeof q, "%s/src/moved", proj);
+    assert_int_equal(rename(p, q), 0);
+    assert_true(poll_until(m, prefill, "okapi_function", has_path, "/src/moved/deep.c"));
+    assert_int_equal(retrieve(m, prefill, "okapi_function", 8, NULL, &r), 0);
+    assert_false(any_hit_path(&r, "/src/sub/deep.c"));
+    lcx_code_result_free(&r);
     /* a file that becomes ignored disappears */
     wr(proj, ".gitignore", "tools/\n");
     assert_true(poll_until(m, prefill, "refresh_tokens TokenCache", lacks_text, "def refresh_tokens"));
