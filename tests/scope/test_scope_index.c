@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -601,6 +602,54 @@ static void test_unreadable(void **st)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* Concurrency: readers retrieving while a writer edits files (watcher applying) and the
+ * scope is unloaded/reloaded underneath them. Must not crash (run under ASan in CI) and
+ * every retrieve must succeed. */
+typedef struct { lcx_scopes *m; const char *prefill; int fails; } stress_arg;
+static void *stress_reader(void *a)
+{
+    stress_arg *s = a;
+    for (int i = 0; i < 150; i++) {
+        lcx_code_result r;
+        if (retrieve(s->m, s->prefill, i % 2 ? "parse_header" : "module init value", 4, i % 3 ? "sx" : NULL, &r) != 0)
+            __atomic_add_fetch(&s->fails, 1, __ATOMIC_RELAXED);
+        lcx_code_result_free(&r);
+    }
+    return NULL;
+}
+
+static void test_concurrency(void **st)
+{
+    char *proj = make_project();
+    char *data = tu_tmpdir();
+    lcx_scopes *m = open_mgr(data, true);
+    char prefill[PATH_MAX + 64];
+    snprintf(prefill, sizeof prefill, "see %s/src/http.c", proj);
+    stress_arg a = {m, prefill, 0};
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, stress_reader, &a), 0);
+    char txt[256], name[64];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof name, "src/mod%02d.c", i % 14);
+        snprintf(txt, sizeof txt, "int module_%d_init(void) { return %d; } /* edit %d */\n", i % 14, i, i);
+        wr(proj, name, txt);
+        if (i % 10 == 9) lcx_scopes_unload(m, proj);
+        if (i % 7 == 3) lcx_scopes_sync(m);
+        usleep(5000);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    assert_int_equal(a.fails, 0);
+    lcx_code_result r;
+    assert_int_equal(retrieve(m, prefill, "module_5_init", 4, NULL, &r), 0);
+    assert_true(r.n_hits >= 1);
+    lcx_code_result_free(&r);
+    lcx_scopes_close(m);
+    tu_rmrf(data);
+    tu_rmrf(proj);
+    free(data);
+    free(proj);
+}
+
 static int setup(void **st)
 {
     return lcx_embedder_hash_new(0, &g_emb) < 0 ? -1 : 0;
@@ -617,7 +666,7 @@ int main(void)
         cmocka_unit_test(test_splice_format), cmocka_unit_test(test_retrieve_basic),
         cmocka_unit_test(test_persistence),   cmocka_unit_test(test_watcher),
         cmocka_unit_test(test_hot_promotion), cmocka_unit_test(test_ws_sessions),
-        cmocka_unit_test(test_unreadable),
+        cmocka_unit_test(test_unreadable),   cmocka_unit_test(test_concurrency),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
