@@ -1,18 +1,21 @@
-/* AVX2 matmul kernels (x86-64-v3 baseline: AVX2 + FMA + F16C).
+/* AVX2 matmul kernels (x86-64-v3 baseline: AVX2 + FMA + F16C) and the AVX2 activation
+ * quantizers.
  *
- * Structure (shared by every type): eng_matmul_avx2 walks the output in tiles of R weight
- * rows x T tokens. Inside a tile each weight block is loaded and unpacked once and reused
- * for all T activation rows, each activation block is loaded once and reused for all R
- * weight rows, so prompt processing (n_tok up to 512) does R*T block products per
- * (R + T) block loads instead of 2 loads per product. Generation (n_tok = 1) uses R = 4
- * rows per pass so four independent weight streams keep the memory pipes busy.
- * Rows are visited in chunks of ~128 KiB of weights so a chunk stays in L2 while all token
- * tiles sweep over it (the activations, at most a few MB, stream from L2/L3).
+ * Structure: eng_matmul_avx2 walks the output in tiles of R weight rows x T tokens. Inside a
+ * tile each weight block is loaded and unpacked once and reused for all T activation rows,
+ * each activation block once for all R weight rows.
+ *   prompts (n_tok > 1): Q8_0 family and K-quants 1 row x 8 tokens, floats 2 rows x 4
+ *     tokens; rows in chunks of ~96-128 KiB of weights (L2-resident) while every token tile
+ *     sweeps over the chunk (the activations, at most a few MB, stream from L2/L3).
+ *   generation (n_tok = 1): 4 rows per pass (2 for Q5_0) = independent weight streams, with
+ *     software prefetch, since the matvec is memory bound.
  *
  * Integer products (all exact, no saturation):
- *   Q8_0 family: per 32-block, sign trick as ggml: maddubs(|w|, sign(x, w)) -> pairs of
- *     products (|.| <= 2*128*127 < 2^15), madd with ones -> 8 x int32, then one float fma
- *     with d_w*d_x. Q4_0/Q5_0 blocks are first unpacked to signed int8 (-8..7 / -16..15).
+ *   Q8_0 weights: sign trick as ggml: maddubs(|w|, sign(x, w)) -> pairs of products
+ *     (|.| <= 2*128*127 < 2^15), madd with ones -> 8 x int32, one float fma with d_w*d_x.
+ *   Q4_0/Q5_0 weights: the stored unsigned quants (0..15 / 0..31) go straight into maddubs
+ *     (|pair| <= 2*31*127); the zero point 8/16 is removed with the activation block sums
+ *     (see load_dx_q8_0).
  *   K family: unsigned 4/5/6-bit quants straight into maddubs against the Q8_K row, madd
  *     with the sub-block scales, int32 accumulation over the 256-element super-block; the
  *     Q4_K/Q5_K mins and the Q6_K offset of 32 come from the Q8_K bsums.
