@@ -4,6 +4,7 @@
 #include "svc_harness.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +172,77 @@ static void test_hibernate_restart_and_fingerprint(void **st)
     sh_cleanup(&s);
 }
 
+/* Mixed concurrent traffic: writes, retrieves, hibernates, resumes and status reads on
+ * the same sessions from 4 threads. Every call succeeds and every acknowledged chunk is
+ * there at the end (catches races between hibernation and in-flight requests). */
+typedef struct { sh_server *s; int id; int acked; int bad; } mix_args;
+
+static void *mix_main(void *p)
+{
+    mix_args *a = p;
+    for (int i = 0; i < 60; i++) {
+        const char *sid = (i % 3 == 0) ? "mixA" : "mixB";
+        char path[128], body[512];
+        long st = 0;
+        switch ((i + a->id) % 5) {
+        case 0:
+        case 1:
+            snprintf(body, sizeof body, "{\"session_id\":\"%s\",\"chunks\":[{\"text\":\"thread %d op %d walrus\",\"token_range\":[%d,%d]}]}",
+                     sid, a->id, i, i, i);
+            st = sh_post(a->s, "/evict/write", body, NULL);
+            if (st == 200 && !strcmp(sid, "mixA")) a->acked++;
+            if (st == 200 && !strcmp(sid, "mixB")) a->acked += 1000;
+            break;
+        case 2:
+            snprintf(body, sizeof body, "{\"session_id\":\"%s\",\"query\":\"walrus op %d\",\"top_k\":4}", sid, i);
+            st = sh_post(a->s, "/evict/retrieve", body, NULL);
+            break;
+        case 3:
+            snprintf(path, sizeof path, "/sessions/%s/%s", sid, (i & 1) ? "hibernate" : "resume");
+            st = sh_post(a->s, path, NULL, NULL);
+            if (st == 404) st = 200;    /* the session may not exist yet */
+            break;
+        default:
+            snprintf(path, sizeof path, "/sessions/%s/hibernation-status", sid);
+            st = sh_get(a->s, path, NULL);
+            if (st == 404) st = 200;
+            break;
+        }
+        if (st != 200) { fprintf(stderr, "thread %d op %d: HTTP %ld\n", a->id, i, st); a->bad++; }
+    }
+    return NULL;
+}
+
+static void test_concurrent_hibernation_traffic(void **st)
+{
+    sh_server s;
+    const char *extra[] = {"--threads", "4", "--idle-hibernate-s", "0.05", "--janitor-interval-s", "0.05", NULL};
+    sh_start(&s, NULL, extra, NULL);
+    pthread_t th[4];
+    mix_args a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (mix_args){&s, i, 0, 0};
+        pthread_create(&th[i], NULL, mix_main, &a[i]);
+    }
+    int want_a = 0, want_b = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(a[i].bad, 0);
+        want_a += a[i].acked % 1000;
+        want_b += a[i].acked / 1000;
+    }
+    cJSON *j;
+    assert_int_equal(sh_get(&s, "/evict/dump?session_id=mixA", &j), 200);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "session_total")->valueint, want_a);
+    cJSON_Delete(j);
+    assert_int_equal(sh_get(&s, "/evict/dump?session_id=mixB", &j), 200);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "session_total")->valueint, want_b);
+    cJSON_Delete(j);
+    int w = sh_stop(&s, SIGTERM);
+    assert_true(WIFEXITED(w) && WEXITSTATUS(w) == 0);
+    sh_cleanup(&s);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
@@ -179,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_lru_beyond_max_in_ram),
         cmocka_unit_test(test_lru_beyond_max_mem),
         cmocka_unit_test(test_hibernate_restart_and_fingerprint),
+        cmocka_unit_test(test_concurrent_hibernation_traffic),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
