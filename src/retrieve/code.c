@@ -7,7 +7,8 @@
  *      mention lies outside Hot) and searched with the hybrid store search (dense + BM25,
  *      fused, reranked).
  *   3. Symbol-aware boosting: identifiers named in the query — snake_case, CamelCase,
- *      X.y / X::y, `backticked`, name() — are looked up in the scope's symbol table; the
+ *      X.y / X::y, `backticked`, name(), and Capitalized words (class names; only when
+ *      defined in ≤ 2 places) — are looked up in the scope's symbol table; the
  *      chunk that contains each definition is pulled in and ranked first (score = the best
  *      search score, so scores stay in 0..1). A name defined in more than 5 places is
  *      ambiguous and skipped unless the owner (X in X.y) narrows it down; at most
@@ -78,7 +79,7 @@ int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, 
 
 /* ---------------------------------------------------------------- identifiers */
 
-typedef struct { char name[64]; char owner[64]; } ident;
+typedef struct { char name[64]; char owner[64]; bool weak; } ident;   /* weak: a Capitalized word */
 
 static bool idc(char c) { return isalnum((unsigned char)c) || c == '_' || c == '$'; }
 
@@ -119,9 +120,14 @@ static int query_idents(const char *q, size_t n, ident *out, int max)
         bool dotted = nb > s;
         bool camel = has_lower && inner_upper;
         bool alpha_us = has_us && nl > 1;
-        if (!(tick || call || dotted || camel || alpha_us)) continue;
+        /* "Widget", "Parser": a capitalized word may be a class name; it only counts when
+         * the scope defines it in at most 2 places (sentence-initial words define nothing) */
+        bool weak = !(tick || call || dotted || camel || alpha_us) && nl >= 3 &&
+                    isupper((unsigned char)name[0]) && has_lower;
+        if (!(tick || call || dotted || camel || alpha_us || weak)) continue;
         ident *d = &out[k];
         memset(d, 0, sizeof *d);
+        d->weak = weak;
         memcpy(d->name, name, nl);
         if (dotted) {
             /* owner = the component right before the name */
@@ -238,7 +244,7 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
             }
             if (k) { nd = k; ambiguous = false; }
         }
-        if (ambiguous) continue;
+        if (ambiguous || (ids[i].weak && nd > 2)) continue;
         for (int j = 0; j < nd && nsym < max_sym && !rc; j++) {
             if (skip_rel && !strcmp(paths[j], skip_rel)) continue;
             uint32_t cid;

@@ -52,7 +52,7 @@ static char *make_project(void)
     wr(d, "src/server.c", txt);
     wr(d, "src/http.h", "struct hdr { char name[64]; char value[256]; };\nint parse_header(const char *line, struct hdr *out);\n");
     wr(d, "tools/cache.py", "class TokenCache:\n    def get_token(self, key):\n        return self.store.get(key)\n\n"
-                            "    def refresh_tokens(self):\n        self.store.clear()\n");
+                            "    def refresh_tokens(self):\n        self.store.clear()\n\n\nclass Fetcher:\n    def fetch(self, url):\n        return url\n");
     for (int i = 0; i < 14; i++) {
         snprintf(p, sizeof p, "src/mod%02d.c", i);
         snprintf(txt, sizeof txt, "/* module %d */\nint module_%d_init(void)\n{\n    return %d;\n}\n", i, i, i * 7);
@@ -204,6 +204,11 @@ static void test_retrieve_basic(void **st)
     assert_int_equal(retrieve(m, prefill, "what does TokenCache.refresh_tokens do", 3, NULL, &r), 0);
     assert_true(r.hits[0].symbol_hit);
     assert_non_null(strstr(r.hits[0].text, "def refresh_tokens"));
+    lcx_code_result_free(&r);
+    /* a Capitalized class name counts when it is defined in few places */
+    assert_int_equal(retrieve(m, prefill, "How does the Fetcher work? And Python", 3, NULL, &r), 0);
+    assert_true(r.hits[0].symbol_hit);
+    assert_non_null(strstr(r.hits[0].text, "class Fetcher"));
     lcx_code_result_free(&r);
     /* secrets are never indexed, whatever is asked */
     assert_int_equal(retrieve(m, prefill, "SECRET_TOKEN_XYZ API_KEY", 8, NULL, &r), 0);
