@@ -180,6 +180,50 @@ static inline void axpy_f32(float *y, float a, const float *x, int n)
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* Sums of 8 vectors at once: out[i] = hsum(v[i]) (one hadd tree instead of 8 reductions). */
+static inline __m256 hsum8x8(const __m256 v[8])
+{
+    __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+    __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+    t0 = _mm256_hadd_ps(t0, t1);
+    t2 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t2, 0x20), _mm256_permute2f128_ps(t0, t2, 0x31));
+}
+
+/* hot: scores of one query against 8 key rows (hd multiple of 8). */
+static inline __m256 dot8_rows(const float *q, const float *const k[8], int hd)
+{
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) acc[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[r] + i), acc[r]);
+    }
+    return hsum8x8(acc);
+}
+
+/* hot: o[0..HD) = sum_j w[j] * V row j, accumulated in registers (HD = 64 or 128). */
+#define DEF_WSUM(HD)                                                                            \
+    static void wsum_##HD(float *o, const float *w, const int32_t *vis, int nvis,             \
+                          const float *V, size_t kvd, size_t off)                               \
+    {                                                                                           \
+        __m256 acc[HD / 8];                                                                     \
+        _Pragma("GCC unroll 16")                                                                \
+        for (int i = 0; i < HD / 8; i++) acc[i] = _mm256_setzero_ps();                          \
+        for (int j = 0; j < nvis; j++) {                                                        \
+            const __m256 wj = _mm256_set1_ps(w[j]);                                             \
+            const float *v = V + (size_t)vis[j] * kvd + off;                                    \
+            _Pragma("GCC unroll 16")                                                            \
+            for (int i = 0; i < HD / 8; i++) acc[i] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(v + 8 * i), acc[i]); \
+        }                                                                                       \
+        _Pragma("GCC unroll 16")                                                                \
+        for (int i = 0; i < HD / 8; i++) _mm256_storeu_ps(o + 8 * i, acc[i]);                   \
+    }
+DEF_WSUM(64)
+DEF_WSUM(128)
+
 /* ggml_rope_cache_init with ext_factor 0, attn_factor 1: angles for pairs i = 0..n_rot/2. */
 static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale, const float *ff)
 {
@@ -333,29 +377,45 @@ static void att_task(void *arg, long chunk, int ith)
     float *o0 = c->att + ((size_t)t * nh + (size_t)kh * gqa) * hd;
     float mx[64];
     for (int g = 0; g < gqa; g++) mx[g] = -INFINITY;
-    for (int j = 0; j < nvis; j++) {
-        const float *k = K + (size_t)vis[j] * kvd + (size_t)kh * hd;
-        for (int g = 0; g < gqa; g++) {
-            const float v = dot_f32(q0 + (size_t)g * hd, k, hd) * scale;
-            sc[(size_t)g * c->n_ctx + j] = v;
-            if (v > mx[g]) mx[g] = v;
+    int j = 0;
+    if (hd % 8 == 0)
+        for (; j + 8 <= nvis; j += 8) {
+            const float *kr[8];
+            for (int r = 0; r < 8; r++) kr[r] = K + (size_t)vis[j + r] * kvd + (size_t)kh * hd;
+            for (int g = 0; g < gqa; g++) {
+                const __m256 v = _mm256_mul_ps(dot8_rows(q0 + (size_t)g * hd, kr, hd), _mm256_set1_ps(scale));
+                _mm256_storeu_ps(sc + (size_t)g * c->n_ctx + j, v);
+            }
         }
+    for (; j < nvis; j++) {
+        const float *k = K + (size_t)vis[j] * kvd + (size_t)kh * hd;
+        for (int g = 0; g < gqa; g++) sc[(size_t)g * c->n_ctx + j] = dot_f32(q0 + (size_t)g * hd, k, hd) * scale;
     }
-    float inv[64];
+    for (int g = 0; g < gqa; g++) {
+        const float *sg = sc + (size_t)g * c->n_ctx;
+        for (int jj = 0; jj < nvis; jj++)
+            if (sg[jj] > mx[g]) mx[g] = sg[jj];
+    }
     for (int g = 0; g < gqa; g++) {
         float *sg = sc + (size_t)g * c->n_ctx;
         double sum = 0;
-        for (int j = 0; j < nvis; j++) {
-            const float e = expf(sg[j] - mx[g]);
-            sg[j] = e;
+        for (int jj = 0; jj < nvis; jj++) {
+            const float e = expf(sg[jj] - mx[g]);
+            sg[jj] = e;
             sum += (double)e;
         }
-        inv[g] = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+        const float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+        for (int jj = 0; jj < nvis; jj++) sg[jj] *= inv;
     }
-    memset(o0, 0, (size_t)gqa * hd * sizeof(float));
-    for (int j = 0; j < nvis; j++) {
-        const float *v = V + (size_t)vis[j] * kvd + (size_t)kh * hd;
-        for (int g = 0; g < gqa; g++) axpy_f32(o0 + (size_t)g * hd, sc[(size_t)g * c->n_ctx + j] * inv[g], v, hd);
+    for (int g = 0; g < gqa; g++) {
+        float *o = o0 + (size_t)g * hd;
+        const float *w = sc + (size_t)g * c->n_ctx;
+        if (hd == 64) wsum_64(o, w, vis, nvis, V, kvd, (size_t)kh * hd);
+        else if (hd == 128) wsum_128(o, w, vis, nvis, V, kvd, (size_t)kh * hd);
+        else {
+            memset(o, 0, hd * sizeof(float));
+            for (int jj = 0; jj < nvis; jj++) axpy_f32(o, w[jj], V + (size_t)vis[jj] * kvd + (size_t)kh * hd, hd);
+        }
     }
 }
 
