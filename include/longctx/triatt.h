@@ -8,6 +8,7 @@
  *   char err[256];
  *   if (triatt_config_from_env(&cfg, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); ... }
  *   triatt_ctx *tc; int rc = triatt_init(&tc, &g, &cfg);
+ *   triatt_keys keys = {.get16 = my_f16_rows, .ud = my_cache};   // or .get for float rows
  *   // every forward pass:  for each attention layer l:  triatt_observe_queries(tc, l, q, n_tok, 0);
  *   //                      then, once the pass is complete: triatt_end_pass(tc);
  *   // before each decode:  n = triatt_maybe_evict(tc, &keys, positions, n_cells, out_cells);
