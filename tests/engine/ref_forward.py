@@ -74,11 +74,13 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, n_rot, base, scale, neox):
-    # x: (n_heads, hd)
+def rope(x, pos, n_rot, base, scale, neox, ff=None):
+    # x: (n_heads, hd); ff: per-pair frequency divisors (rope_freqs.weight, Llama 3.1)
     x = x.copy()
     i = np.arange(n_rot // 2)
     th = pos * base ** (-2.0 * i / n_rot) * scale
+    if ff is not None:
+        th = th / ff
     c, s = np.cos(th), np.sin(th)
     if neox:
         a, b = x[:, i].copy(), x[:, i + n_rot // 2].copy()
@@ -118,8 +120,9 @@ def forward(kv, ts, toks):
         if p + "attn_q_norm.weight" in ts:
             q = rmsnorm(q, ts[p + "attn_q_norm.weight"], eps)
             k = rmsnorm(k, ts[p + "attn_k_norm.weight"], eps)
-        q = np.stack([rope(q[t], t, n_rot, base, scale, neox) for t in range(T)])
-        k = np.stack([rope(k[t], t, n_rot, base, scale, neox) for t in range(T)])
+        ff = ts.get("rope_freqs.weight")
+        q = np.stack([rope(q[t], t, n_rot, base, scale, neox, ff) for t in range(T)])
+        k = np.stack([rope(k[t], t, n_rot, base, scale, neox, ff) for t in range(T)])
         out = np.zeros((T, H, hd))
         for hh in range(H):
             kh = hh // (H // HKV)

@@ -26,6 +26,7 @@ typedef struct {
     float rope_linear;       /* 0 = none */
     bool bad_shape;
     int n_layer;             /* 0 = NL */
+    bool rope_freqs;         /* add rope_freqs.weight (Llama 3.1 style) */
 } mspec;
 
 static uint64_t g_rng;
@@ -75,6 +76,7 @@ static void write_model(const char *path, const mspec *s)
     } while (0)
     T("token_embd.weight", E, NV, 1.0f, 0);
     T("output_norm.weight", E, 1, 0.2f, 1);
+    if (s->rope_freqs) T("rope_freqs.weight", hd / 2, 1, 0.9f, 1);   /* divisors in (0.1, 1.9) */
     for (int l = 0; l < nl; l++) {
         char nm[64];
 #define N(x) (snprintf(nm, sizeof nm, "blk.%d." x, l), nm)
@@ -154,11 +156,16 @@ static void compare_numpy(const mspec *s, const char *fname)
     eng_model_free(m);
 }
 
-static void test_qwen3_numpy(void **st) { compare_numpy(&(mspec){"qwen3", NULL, 32, 0, false, 0}, "qwen3.gguf"); }
-static void test_qwen2_numpy(void **st) { compare_numpy(&(mspec){"qwen2", NULL, 0, 0, false, 0}, "qwen2.gguf"); }
+static void test_qwen3_numpy(void **st) { compare_numpy(&(mspec){"qwen3", NULL, 32, 0, false, 0, false}, "qwen3.gguf"); }
+static void test_qwen2_numpy(void **st) { compare_numpy(&(mspec){"qwen2", NULL, 0, 0, false, 0, false}, "qwen2.gguf"); }
 static void test_llama_linear_rope_numpy(void **st)
 {
-    compare_numpy(&(mspec){"llama", NULL, 0, 4.0f, false, 0}, "llama-lin.gguf");
+    compare_numpy(&(mspec){"llama", NULL, 0, 4.0f, false, 0, false}, "llama-lin.gguf");
+}
+
+static void test_llama_rope_freqs_numpy(void **st)
+{
+    compare_numpy(&(mspec){"llama", NULL, 0, 0, false, 0, true}, "llama-ropefreqs.gguf");
 }
 
 static void test_refusals(void **st)
@@ -166,16 +173,16 @@ static void test_refusals(void **st)
     char path[512], err[256];
     eng_model *m = NULL;
     snprintf(path, sizeof path, "%s/gptj.gguf", g_dir);
-    write_model(path, &(mspec){"gptj", NULL, 0, 0, false, 0});
+    write_model(path, &(mspec){"gptj", NULL, 0, 0, false, 0, false});
     assert_int_equal(eng_model_load(path, &m, err, sizeof err), LCX_ENOTSUP);
     assert_null(m);
     assert_non_null(strstr(err, "unsupported architecture 'gptj'"));
     snprintf(path, sizeof path, "%s/missing.gguf", g_dir);
-    write_model(path, &(mspec){"llama", "blk.1.ffn_up.weight", 0, 0, false, 0});
+    write_model(path, &(mspec){"llama", "blk.1.ffn_up.weight", 0, 0, false, 0, false});
     assert_int_equal(eng_model_load(path, &m, err, sizeof err), LCX_ECORRUPT);
     assert_non_null(strstr(err, "blk.1.ffn_up.weight"));
     snprintf(path, sizeof path, "%s/shape.gguf", g_dir);
-    write_model(path, &(mspec){"llama", NULL, 0, 0, true, 0});
+    write_model(path, &(mspec){"llama", NULL, 0, 0, true, 0, false});
     assert_int_equal(eng_model_load(path, &m, err, sizeof err), LCX_ECORRUPT);
     assert_non_null(strstr(err, "blk.1.attn_q.weight"));
     snprintf(path, sizeof path, "%s/yarn.gguf", g_dir);
@@ -205,7 +212,7 @@ static void test_kv_remove_no_shift(void **st)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/one-layer.gguf", g_dir);
-    write_model(path, &(mspec){"qwen2", NULL, 0, 0, false, 1});
+    write_model(path, &(mspec){"qwen2", NULL, 0, 0, false, 1, false});
     eng_model *m = load_ok(path);
     const int nv = eng_model_get_info(m)->n_vocab;
     eng_ctx *a, *b;
@@ -529,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_qwen3_numpy),
         cmocka_unit_test(test_qwen2_numpy),
         cmocka_unit_test(test_llama_linear_rope_numpy),
+        cmocka_unit_test(test_llama_rope_freqs_numpy),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kv_remove_no_shift),
         cmocka_unit_test(test_kv_remove_paths_agree),
