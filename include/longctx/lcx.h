@@ -167,8 +167,9 @@ typedef struct lcx_store lcx_store;
  * the log (fast: mmap), and replays the log after it. *out is NULL on failure.
  * LCX_EMISMATCH: made by another embedder; LCX_ECORRUPT: failed validation (reported,
  * never half-loaded; a torn tail from a crash is not corruption: it is truncated away);
- * LCX_EEXIST: the store is open elsewhere (an exclusive flock on its log, released on
- * close or process death); LCX_EIO: file system errors. Format: docs/storage-format.md. */
+ * LCX_EIO: file system errors. Format: docs/storage-format.md.
+ * At most one open handle per directory (process-wide and across processes): a second
+ * concurrent handle is not detected and can corrupt the store. */
 int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opts *opts, lcx_store **out);
 /* Writes a snapshot first when ≥ 1024 chunks or any tombstone arrived since the last one.
  * NULL is a no-op. No other thread may use s during or after the call. */

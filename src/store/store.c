@@ -55,8 +55,11 @@
  *     lcx_store_validate verifies every section. Any snapshot problem makes open ignore
  *     the snapshot and replay the whole log (the log is the source of truth).
  *
- * The log is flock()ed (exclusive, non-blocking) while open: a second open of the same
- * store fails with LCX_EEXIST instead of interleaving appends.
+ * One handle per store: two open handles (two processes, or two in one process) on the same
+ * directory are not coordinated and can corrupt it (interleaved appends; an open can
+ * truncate what it takes for a torn tail while the other handle is mid-append). An
+ * exclusive flock guard was tried and reverted for now: src/scope still opens some scope
+ * stores twice (see the core report); callers must serialise opens themselves.
  *
  * Locking: `wmu` serialises writers (log appends, tombstones, snapshots); `rw` guards the
  * in-memory index: writers hold it exclusively only to publish already-durable records,
@@ -72,7 +75,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -586,9 +588,6 @@ static int store_load(lcx_store *s)
     free(lp);
     if (fd < 0) return LCX_EIO;
     s->fd = fd;
-    /* one writer per store: a second open (another process, or another handle in this
-     * one) would interleave appends and corrupt the log. The lock dies with the process. */
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) return errno == EWOULDBLOCK ? LCX_EEXIST : LCX_EIO;
     struct stat st;
     if (fstat(fd, &st) < 0) return LCX_EIO;
     if ((uint64_t)st.st_size < sizeof(lcx_log_hdr)) {
