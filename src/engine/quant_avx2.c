@@ -299,6 +299,8 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const uint8_t *blk = W + r * wrb + i * bs;
+            if (T == 1) /* generation: stream ahead (144/176-byte super-blocks) */
+                for (int o = 0; o < (int)bs; o += 64) _mm_prefetch((const char *)blk + PF_DIST + o, _MM_HINT_T0);
             uint8_t sc[8], mn[8];
             k4_scales(blk + 4, sc, mn);
             dw[r] = ldh(blk);
@@ -370,6 +372,9 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const eng_block_q6_K *b = (const eng_block_q6_K *)(W + r * wrb + i * sizeof(eng_block_q6_K));
+            if (T == 1)
+                for (int o = 0; o < (int)sizeof(eng_block_q6_K); o += 64)
+                    _mm_prefetch((const char *)b + PF_DIST + o, _MM_HINT_T0);
             const __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
             const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
             __m256i isum[8];
@@ -544,9 +549,12 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
     }
     const uint8_t *w8 = W, *x8 = X;
     if (n_tok == 1) {
-        /* generation: a matvec, memory bound; four weight streams at a time */
+        /* generation: a matvec, memory bound. Rows per pass from llvm-mca (znver3): Q4_K/Q5_K
+         * spill registers beyond one row (34 vs 40 cycles per row and super-block), Q6_K is
+         * best at two, floats at four. Prefetch keeps the streams ahead. */
+        const int RG = (wt == ENG_T_Q4_K || wt == ENG_T_Q5_K) ? 1 : wt == ENG_T_Q6_K ? 2 : 4;
         int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) fn(4, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
+        for (; r + RG <= r1; r += RG) fn(RG, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
         for (; r < r1; r++) fn(1, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
         return true;
     }
