@@ -285,6 +285,7 @@ static int manifest_read(lcx_scope *s)
     if (rc) return rc;
     char *t;
     size_t n;
+    lcx_symtmp *tmp = NULL;     /* one file's symbol lines before packing */
     rc = lcx_read_file(p, MANIFEST_MAX, &t, &n);
     if (rc < 0) return rc == LCX_ENOTFOUND ? rc : LCX_ECORRUPT;
     rc = LCX_ECORRUPT;
@@ -298,8 +299,8 @@ static int manifest_read(lcx_scope *s)
     char *save = NULL;
     char *line = strtok_r(t, "\n", &save);
     if (!line || strcmp(line, "LCXSCOPE 1")) goto out;
-    lcx_file_ent *cur = NULL;
-    int sym_i = 0;
+    lcx_file_ent *cur = NULL;   /* file whose symbol lines are being read */
+    int sym_i = 0, want_syms = 0, cap_tmp = 0;
     uint32_t store_n = lcx_store_count(s->store);
     (void)store_n;
     while ((line = strtok_r(NULL, "\n", &save))) {
@@ -316,7 +317,7 @@ static int manifest_read(lcx_scope *s)
             snprintf(s->hot[s->n_hot].rel, sizeof s->hot[s->n_hot].rel, "%s", line + off);
             s->n_hot++;
         } else if (line[0] == 'F' && line[1] == ' ') {
-            if (cur && sym_i != cur->n_syms) goto out;
+            if (cur) goto out;   /* the previous file's symbol lines are missing */
             unsigned long long size, hash;
             long long mt;
             unsigned first, nch;
@@ -334,15 +335,18 @@ static int manifest_read(lcx_scope *s)
             cur->ft = (uint8_t)ft;
             cur->n_syms = 0;
             sym_i = 0;
-            if (ns) {
-                cur->syms = calloc((size_t)ns, sizeof *cur->syms);
-                if (!cur->syms) { rc = LCX_ENOMEM; goto out; }
+            want_syms = ns;
+            if (ns > cap_tmp) {
+                lcx_symtmp *nt = realloc(tmp, (size_t)ns * sizeof *nt);
+                if (!nt) { rc = LCX_ENOMEM; goto out; }
+                tmp = nt;
+                cap_tmp = ns;
             }
-            cur->n_syms = ns;
+            if (!ns) cur = NULL;   /* nothing to collect */
             s->bytes += size;
         } else if (line[0] == 'S' && line[1] == ' ') {
-            if (!cur || sym_i >= cur->n_syms) goto out;
-            lcx_symbol *y = &cur->syms[sym_i++];
+            if (!cur || sym_i >= want_syms) goto out;
+            lcx_symtmp *y = &tmp[sym_i++];
             /* "S line kind name owner": hand-parsed (sscanf was a fifth of a reload) */
             char *q = line + 2, *e;
             unsigned long ln = strtoul(q, &e, 10);
@@ -362,13 +366,19 @@ static int manifest_read(lcx_scope *s)
             else y->owner[0] = 0;
             y->line = (uint32_t)ln;
             y->kind = (uint8_t)kind;
+            if (sym_i == want_syms) {
+                if (lcx_symbols_pack(tmp, want_syms, &cur->syms) < 0) { rc = LCX_ENOMEM; goto out; }
+                cur->n_syms = want_syms;
+                cur = NULL;
+            }
         } else {
             goto out;
         }
     }
-    if (cur && sym_i != cur->n_syms) goto out;
+    if (cur) goto out;
     rc = 0;
 out:
+    free(tmp);
     free(t);
     return rc;
 }
@@ -800,7 +810,8 @@ int lcx_scope__promote(lcx_scopes *m, lcx_scope *s)
 
 /* ---------------------------------------------------------------- manager */
 
-static void scope_free(lcx_scopes *m, lcx_scope *s)
+/* Releases everything a scope holds except the struct itself. */
+static void scope_close(lcx_scopes *m, lcx_scope *s)
 {
     lcx_scope__unwatch(m, s);
     if (s->store) {
@@ -810,13 +821,24 @@ static void scope_free(lcx_scopes *m, lcx_scope *s)
          * project. The log stays the source of truth if this fails. */
         if (s->store_changed) lcx_store_snapshot(s->store);
         lcx_store_close(s->store);
+        s->store = NULL;
     }
     for (uint32_t i = 0; i < s->n_files; i++) file_clear(&s->files[i]);
     free(s->files);
     free(s->fmap);
     free(s->symidx);
     free(s->symrefs);
+    s->files = NULL;
+    s->fmap = NULL;
+    s->symidx = NULL;
+    s->symrefs = NULL;
+    s->n_files = 0;
     lcx_scope__pending_free(s);
+}
+
+static void scope_free(lcx_scopes *m, lcx_scope *s)
+{
+    scope_close(m, s);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -838,6 +860,7 @@ int lcx_scopes_open(const lcx_scopes_opts *o, const lcx_embedder *emb, lcx_scope
     m->o.data_dir = m->data_dir;
     m->emb = emb;
     pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
     char sd[PATH_MAX + 16];
     snprintf(sd, sizeof sd, "%s/scopes", m->data_dir);
     int rc = lcx_mkdirs(sd);
@@ -861,10 +884,24 @@ void lcx_scopes_close(lcx_scopes *m)
         scope_free(m, s);
         s = n;
     }
+    s = m->dying;   /* nobody uses them any more: the watcher is stopped */
+    while (s) {
+        lcx_scope *n = s->next;
+        scope_free(m, s);
+        s = n;
+    }
     for (int i = 0; i < m->n_bind; i++) free(m->bind[i].session);
     free(m->bind);
+    pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
+}
+
+/* Unlinks s from the dying list (m->mu held). */
+static void dying_unlink(lcx_scopes *m, lcx_scope *s)
+{
+    for (lcx_scope **pp = &m->dying; *pp; pp = &(*pp)->next)
+        if (*pp == s) { *pp = s->next; return; }
 }
 
 /* Unlinks and frees unused scopes beyond max_loaded (LRU = list tail). m->mu held. */
@@ -893,6 +930,14 @@ int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *ment
     if (s) {
         *pp = s->next;   /* move to front (most recent) */
     } else {
+        /* an unloaded instance of this root may still hold its store open (a request or
+         * the watcher is finishing with it): wait until it is freed */
+        for (;;) {
+            bool busy = false;
+            for (lcx_scope *d = m->dying; d && !busy; d = d->next) busy = !strcmp(d->root, root);
+            if (!busy) break;
+            pthread_cond_wait(&m->cv, &m->mu);
+        }
         s = calloc(1, sizeof *s);
         if (!s) { pthread_mutex_unlock(&m->mu); return LCX_ENOMEM; }
         snprintf(s->root, sizeof s->root, "%s", root);
@@ -941,7 +986,14 @@ void lcx_scopes__release(lcx_scopes *m, lcx_scope *s)
     s->refs--;
     bool free_it = s->refs == 0 && s->dead;
     pthread_mutex_unlock(&m->mu);
-    if (free_it) scope_free(m, s);
+    if (!free_it) return;
+    scope_close(m, s);   /* outside the lock: it writes the manifest and snapshots */
+    pthread_mutex_lock(&m->mu);
+    dying_unlink(m, s);  /* only now may the root be opened again */
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
 }
 
 int lcx_scopes_unload(lcx_scopes *m, const char *path)
@@ -956,11 +1008,14 @@ int lcx_scopes_unload(lcx_scopes *m, const char *path)
     *pp = s->next;
     m->n_loaded--;
     m->gen++;
-    bool free_now = s->refs == 0;
     s->dead = true;
+    s->next = m->dying;
+    m->dying = s;
+    bool free_now = s->refs == 0;
+    if (free_now) s->refs = 1;   /* ours: freed below, outside the lock */
     pthread_mutex_unlock(&m->mu);
-    lcx_scope__watcher_kick(m);
-    if (free_now) scope_free(m, s);
+    lcx_scope__watcher_kick(m);   /* the watcher drops its reference promptly */
+    if (free_now) lcx_scopes__release(m, s);
     return 0;
 }
 

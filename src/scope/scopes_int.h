@@ -89,6 +89,8 @@ struct lcx_scopes {
     const lcx_embedder *emb;
     pthread_mutex_t mu;       /* list, counts, bindings */
     lcx_scope *head;
+    lcx_scope *dying;         /* unloaded, waiting for their last user (store still open) */
+    pthread_cond_t cv;        /* broadcast when a dying scope is freed */
     uint32_t n_loaded;
     uint64_t gen;             /* bumped when the list changes (the watcher re-polls) */
     lcx_binding *bind;

@@ -101,7 +101,7 @@ static bool any_kw(cur *c, const char *const *ws_, size_t n)
 }
 
 typedef struct {
-    lcx_symbol *v;
+    lcx_symtmp *v;
     int n, cap;
     int err;
 } syms;
@@ -111,12 +111,12 @@ static void add(syms *s, const char *name, size_t n, uint32_t line, int kind, co
     if (s->err || n == 0 || n >= sizeof s->v[0].name) return;
     if (s->n == s->cap) {
         int nc = s->cap ? s->cap * 2 : 32;
-        lcx_symbol *nv = realloc(s->v, (size_t)nc * sizeof *nv);
+        lcx_symtmp *nv = realloc(s->v, (size_t)nc * sizeof *nv);
         if (!nv) { s->err = LCX_ENOMEM; return; }
         s->v = nv;
         s->cap = nc;
     }
-    lcx_symbol *y = &s->v[s->n++];
+    lcx_symtmp *y = &s->v[s->n++];
     memset(y, 0, sizeof *y);
     memcpy(y->name, name, n);
     y->line = line;
@@ -624,6 +624,31 @@ int lcx_symbols_extract(const char *relpath, const char *text, size_t len, lcx_s
         }
     }
     if (s.err) { free(s.v); return s.err; }
-    *out = s.v;
-    return s.n;
+    int rc = lcx_symbols_pack(s.v, s.n, out);
+    free(s.v);
+    return rc < 0 ? rc : s.n;
+}
+
+int lcx_symbols_pack(const lcx_symtmp *v, int n, lcx_symbol **out)
+{
+    *out = NULL;
+    if (n <= 0) return 0;
+    size_t bytes = (size_t)n * sizeof(lcx_symbol);
+    for (int i = 0; i < n; i++) bytes += strlen(v[i].name) + strlen(v[i].owner) + 2;
+    lcx_symbol *o = malloc(bytes);
+    if (!o) return LCX_ENOMEM;
+    char *p = (char *)(o + n);
+    for (int i = 0; i < n; i++) {
+        size_t a = strlen(v[i].name) + 1, b = strlen(v[i].owner) + 1;
+        memcpy(p, v[i].name, a);
+        o[i].name = p;
+        p += a;
+        memcpy(p, v[i].owner, b);
+        o[i].owner = p;
+        p += b;
+        o[i].line = v[i].line;
+        o[i].kind = v[i].kind;
+    }
+    *out = o;
+    return 0;
 }
