@@ -971,8 +971,9 @@ int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *ment
     }
     pthread_mutex_unlock(&s->mu);
     if (rc) {
+        bool ready = s->ready;   /* read before the release: s may be freed by it */
         lcx_scopes__release(m, s);
-        if (!s->ready) lcx_scopes_unload(m, root);
+        if (!ready) lcx_scopes_unload(m, root);
         return rc;
     }
     *out = s;
