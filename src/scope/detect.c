@@ -251,7 +251,13 @@ int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
         mention *m = &ms[nm];
         if (!mention_dir(full, m->canon, m->dir)) continue;
         if (lcx_scope_is_secret(m->canon) || lcx_scope__forbidden_component(m->dir)) continue;
-        if (!root_of(m->dir, m->root)) continue;
+        /* a stack trace names many files of few directories: resolve each directory's
+         * root once (13 sentinels × depth lstat calls otherwise) */
+        int hit = -1;
+        for (int c = 0; c < nm && hit < 0; c++)
+            if (!strcmp(ms[c].dir, m->dir)) hit = c;
+        if (hit >= 0) strcpy(m->root, ms[hit].root);
+        else if (!root_of(m->dir, m->root)) continue;
         nm++;
     }
     int rc = 0;
