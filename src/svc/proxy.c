@@ -567,6 +567,14 @@ static int take_top_k(cJSON *body, lcx_resp *resp)
     return (int)v;
 }
 
+/* POSTs the (rewritten) body to the same path on the upstream. */
+static int forward_json(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const cJSON *body)
+{
+    char *out = cJSON_PrintUnformatted(body);
+    if (!out) return LCX_ENOMEM;
+    return forward(svc, req, resp, "POST", out, strlen(out));
+}
+
 int lcx_svc_h_proxy_chat(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     if (!proxy_enabled(svc, resp)) return 0;
@@ -589,13 +597,7 @@ int lcx_svc_h_proxy_chat(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     if ((rc = compact(svc, resp, messages))) goto out;
     if ((rc = lcx_proxy_splice_messages(messages, splice)) < 0) goto out;
-    rc = 0;
-    char *out = cJSON_PrintUnformatted(body);
-    if (!out) {
-        rc = LCX_ENOMEM;
-        goto out;
-    }
-    rc = forward(svc, req, resp, "POST", out, strlen(out));
+    rc = forward_json(svc, req, resp, body);
 out:
     free(query);
     free(prefill);
@@ -636,12 +638,7 @@ int lcx_svc_h_proxy_completions(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
             free(s);
         }
     }
-    char *out = cJSON_PrintUnformatted(body);
-    if (!out) {
-        rc = LCX_ENOMEM;
-        goto out;
-    }
-    rc = forward(svc, req, resp, "POST", out, strlen(out));
+    rc = forward_json(svc, req, resp, body);
 out:
     free(splice);
     cJSON_Delete(body);
