@@ -416,10 +416,23 @@ static int plist_push(lcx_index *ix, lcx__plist *p, uint32_t doc, uint8_t tf)
     return 0;
 }
 
+/* hot (ingest, under the read lock): one table probe per distinct term, a cache miss each
+ * once the table outgrows L2 — prefetch the home slots PF terms ahead. */
 void lcx__index_resolve(const lcx_index *ix, lcx__doc_terms *dt)
 {
+    enum { PF = 8 };
+    uint32_t bm = ix->base.tab_cap ? ix->base.tab_cap - 1 : 0, om = ix->tab_cap ? ix->tab_cap - 1 : 0;
+    for (uint32_t i = 0; i < dt->nt && i < PF; i++) {
+        if (bm) _mm_prefetch((const char *)&ix->base.tab[(uint32_t)dt->t[i].hash & bm], _MM_HINT_T0);
+        if (om) _mm_prefetch((const char *)&ix->tab[(uint32_t)dt->t[i].hash & om], _MM_HINT_T0);
+    }
     for (uint32_t i = 0; i < dt->nt; i++) {
         lcx__pterm *t = &dt->t[i];
+        if (i + PF < dt->nt) {
+            uint32_t hh = (uint32_t)t[PF].hash;
+            if (bm) _mm_prefetch((const char *)&ix->base.tab[hh & bm], _MM_HINT_T0);
+            if (om) _mm_prefetch((const char *)&ix->tab[hh & om], _MM_HINT_T0);
+        }
         t->tid = term_find(ix, dt->pool + t->off, t->len, t->hash, NULL);
     }
 }
@@ -439,9 +452,29 @@ int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_te
     }
     uint32_t id = ix->n_docs;
     /* postings first: if one fails we have not published the doc (a few postings may
-     * point at id, which is harmless: id is only ever reused by the next commit) */
+     * point at id, which is harmless: id is only ever reused by the next commit).
+     * hot (serial, under the write lock): each distinct term touches its list header and
+     * the tail of its doc/tf arrays — three cache misses at 100k docs that dominated the
+     * commit (perf: ~80% of it on those loads). Software-prefetch in two stages: the list
+     * header PF_HDR terms ahead, then (header now cached) the list tails PF_TAIL ahead. */
+    enum { PF_HDR = 32, PF_TAIL = 12 };
+    for (uint32_t i = 0; i < dt->nt && i < PF_HDR; i++)
+        if (dt->t[i].tid < ix->n_terms) _mm_prefetch((const char *)&ix->pl[dt->t[i].tid], _MM_HINT_T0);
+    for (uint32_t i = 0; i < dt->nt && i < PF_TAIL; i++)
+        if (dt->t[i].tid < ix->n_terms) {
+            const lcx__plist *q = &ix->pl[dt->t[i].tid];
+            if (q->n) _mm_prefetch((const char *)(q->doc + q->n - 1), _MM_HINT_T0);
+            if (q->n < q->cap) _mm_prefetch((const char *)(q->tf + q->n), _MM_HINT_T0);
+        }
     for (uint32_t i = 0; i < dt->nt; i++) {
         const lcx__pterm *t = &dt->t[i];
+        if (i + PF_HDR < dt->nt && t[PF_HDR].tid < ix->n_terms)
+            _mm_prefetch((const char *)&ix->pl[t[PF_HDR].tid], _MM_HINT_T0);
+        if (i + PF_TAIL < dt->nt && t[PF_TAIL].tid < ix->n_terms) {
+            const lcx__plist *q = &ix->pl[t[PF_TAIL].tid];
+            if (q->n) _mm_prefetch((const char *)(q->doc + q->n - 1), _MM_HINT_T0);
+            if (q->n < q->cap) _mm_prefetch((const char *)(q->tf + q->n), _MM_HINT_T0);
+        }
         int64_t tid = t->tid < ix->n_terms ? (int64_t)t->tid : term_get(ix, dt->pool + t->off, t->len, t->hash);
         if (tid < 0) return (int)tid;
         lcx__plist *p = &ix->pl[tid];
