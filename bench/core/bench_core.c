@@ -181,15 +181,15 @@ static void search_bench(lcx_store *s, const char *c, size_t clen, uint32_t n_sp
     free(clat);
 }
 
-/* --code DIR [MB]: code ingest throughput. Reads regular files under DIR (sorted walk via
+/* --code DIR [MB [GLOB]]: code ingest throughput. Reads files named GLOB (default *.h) under DIR (sorted walk via
  * `find`, up to MB megabytes, default 24), cuts them at line ends into ~1.75 KB chunks (the
  * mean chunk of the scope layer on /usr/include), then measures (1) tokenize + embed + BM25
  * prep on one thread and (2) lcx_store_append in batches of 500 (fsync each). MB/s are
  * over chunk text bytes; CPU = process CPU time (all threads). */
-static int code_bench(const char *root, double max_mb)
+static int code_bench(const char *root, double max_mb, const char *glob)
 {
     char cmd[4200];
-    snprintf(cmd, sizeof cmd, "find '%s' -type f -name '*.h' | LC_ALL=C sort", root);
+    snprintf(cmd, sizeof cmd, "find '%s' -type f -name '%s' | LC_ALL=C sort", root, glob);
     FILE *f = popen(cmd, "r");
     if (!f) return 1;
     size_t cap = (size_t)(max_mb * 1e6) + 65536, used = 0;
@@ -263,7 +263,7 @@ static int code_bench(const char *root, double max_mb)
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--reopen")) return reopen_child(argv[2]);
-    if (argc >= 3 && !strcmp(argv[1], "--code")) return code_bench(argv[2], argc > 3 ? atof(argv[3]) : 24);
+    if (argc >= 3 && !strcmp(argv[1], "--code")) return code_bench(argv[2], argc > 3 ? atof(argv[3]) : 24, argc > 4 ? argv[4] : "*.h");
     uint32_t N = argc > 1 ? (uint32_t)atol(argv[1]) : 100000;
     if (N < 20000) N = 20000;
     char self[4096];

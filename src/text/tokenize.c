@@ -150,21 +150,28 @@ static int emit_piece(piece *pc, lcx_token_cb cb, void *ud)
                                       pc->cls[0] == C_UPPER) || (pc->mask == 1u << C_UPPER && pc->ncp == 1))
         return cb(pc->buf, (size_t)pc->len, LCX_TOK_WORD, ud);
     if (pc->mask == 1u << C_DIGIT) return cb(pc->buf, (size_t)pc->len, LCX_TOK_NUMBER, ud);
-    int has_alpha = 0, has_digit = 0, has_join = 0, has_under = 0, has_split_join = 0, has_case_break = 0;
-    for (int i = 0; i < pc->ncp; i++) {
-        unsigned char k = pc->cls[i];
-        has_alpha |= is_alpha(k);
-        has_digit |= k == C_DIGIT;
-        has_under |= k == C_UNDER;
-        if (k == C_JOIN || k == C_COMMA) {
-            has_join = 1;
-            char ch = pc->buf[pc->off[i]];
-            if (ch == '-' || ch == '/' || ch == ':') has_split_join = 1;
+    /* the class mask answers most questions without a pass over the codepoints (it is
+     * exact: every push sets its bit, and dropping trailing joiners recomputes it); only
+     * joiners (which ones) and mixed case (where) need a scan */
+    const unsigned m = pc->mask;
+    int has_alpha = (m & (1u << C_LOWER | 1u << C_UPPER)) != 0, has_digit = (m >> C_DIGIT) & 1;
+    int has_under = (m >> C_UNDER) & 1, has_join = (m & (1u << C_JOIN | 1u << C_COMMA)) != 0;
+    int has_split_join = 0, has_case_break = 0;
+    if (has_join)
+        for (int i = 0; i < pc->ncp; i++) {
+            unsigned char k = pc->cls[i];
+            if (k == C_JOIN || k == C_COMMA) {
+                char ch = pc->buf[pc->off[i]];
+                if (ch == '-' || ch == '/' || ch == ':') has_split_join = 1;
+            }
         }
-        if (i > 0 && k == C_UPPER && pc->cls[i - 1] == C_LOWER) has_case_break = 1;
-        if (i > 0 && i + 1 < pc->ncp && k == C_UPPER && pc->cls[i - 1] == C_UPPER && pc->cls[i + 1] == C_LOWER)
-            has_case_break = 1;
-    }
+    if ((m >> C_UPPER & 1) && (m >> C_LOWER & 1))
+        for (int i = 1; i < pc->ncp && !has_case_break; i++) {
+            unsigned char k = pc->cls[i];
+            if (k != C_UPPER) continue;
+            if (pc->cls[i - 1] == C_LOWER) has_case_break = 1;
+            else if (i + 1 < pc->ncp && pc->cls[i - 1] == C_UPPER && pc->cls[i + 1] == C_LOWER) has_case_break = 1;
+        }
     if (!has_alpha && !has_digit) return 0;   /* "_" or "__": nothing to match on */
     int kind;
     int want_parts;
@@ -248,39 +255,46 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
                     }
                 }
             }
-            if (pc.ncp == 0 && (k0 == C_LOWER || k0 == C_UPPER || k0 == C_DIGIT)) {
-                /* whole simple token in one scan: letters only (lower case, or one leading
-                 * capital) or digits only, ended by an ASCII separator. Anything else
-                 * (joiners, '_', inner capitals, non-ASCII) falls through to the general
-                 * path from the same position. */
-                size_t j = i;
+            if (pc.ncp == 0 && (k0 == C_LOWER || k0 == C_UPPER || k0 == C_DIGIT || k0 == C_UNDER)) {
+                /* hot (code: identifiers, numbers): the whole run of ASCII word characters
+                 * [A-Za-z0-9_] in one tight loop, pushed into the piece exactly as the
+                 * per-codepoint path below would push them. When the next byte ends the
+                 * token (an ASCII separator, or one joiner followed by a separator — the
+                 * same test as above), the piece is emitted at once; otherwise (a joiner
+                 * followed by more word characters, non-ASCII, a full piece) the general
+                 * path continues from the end of the run with the piece as it is. */
+                size_t lim = len - i < MAX_CP ? len - i : MAX_CP;   /* MAX_CP == LCX_TOK_MAX */
+                size_t j = 0;
                 unsigned mask = 0;
                 int nup = 0;
-                char fold[LCX_TOK_MAX];
-                while (j < len && j - i < LCX_TOK_MAX) {
-                    unsigned char b = p[j];
-                    if (b >= 0x80) break;
-                    unsigned char k = k_ascii[b];
-                    if (k != C_LOWER && k != C_UPPER && k != C_DIGIT) break;
+                for (; j < lim; j++) {
+                    unsigned char b = p[i + j];
+                    unsigned char k = b < 0x80 ? k_ascii[b] : C_SEP;
+                    if (!is_word(k)) break;
                     mask |= 1u << k;
                     nup += k == C_UPPER;
-                    fold[j - i] = (char)(k == C_UPPER ? b | 0x20 : b);
-                    j++;
+                    pc.cls[j] = k;
+                    pc.off[j] = (unsigned short)j;
+                    pc.buf[j] = (char)(k == C_UPPER ? b | 0x20 : b);
                 }
-                unsigned char kn = j < len ? (p[j] < 0x80 ? k_ascii[p[j]] : C_JOIN) : C_SEP;
-                int simple_word = mask == 1u << C_LOWER ||
-                                  (mask == (1u << C_LOWER | 1u << C_UPPER) && nup == 1 && k0 == C_UPPER) ||
-                                  (mask == 1u << C_UPPER && j - i == 1);
-                int simple_num = mask == 1u << C_DIGIT;
-                if ((simple_word || simple_num) && j - i < LCX_TOK_MAX &&
-                    (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
-                                     (j + 1 >= len || (p[j + 1] < 0x80 && k_ascii[p[j + 1]] == C_SEP))))) {
-                    /* a joiner followed by a separator (e.g. "end." or "x, ") ends the token */
-                    int rc = cb(fold, j - i, simple_num ? LCX_TOK_NUMBER : LCX_TOK_WORD, ud);
-                    if (rc) return rc;
-                    i = j;
-                    continue;
+                pc.off[j] = (unsigned short)j;
+                pc.ncp = pc.len = (int)j;
+                pc.mask = mask;
+                pc.nupper = nup;
+                size_t e = i + j;
+                prev = pc.cls[j - 1];
+                i = e;
+                if (j < MAX_CP) {
+                    unsigned char kn = e < len ? (p[e] < 0x80 ? k_ascii[p[e]] : C_JOIN) : C_SEP;
+                    if (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
+                                        (e + 1 >= len || (p[e + 1] < 0x80 && k_ascii[p[e + 1]] == C_SEP)))) {
+                        int rc = emit_piece(&pc, cb, ud);
+                        if (rc) return rc;
+                        PIECE_RESET(pc);
+                        prev = C_SEP;
+                    }
                 }
+                continue;
             }
             if ((k0 == C_LOWER || k0 == C_UPPER || k0 == C_DIGIT || k0 == C_UNDER) && pc.ncp < MAX_CP &&
                 pc.len < LCX_TOK_MAX) {
@@ -342,6 +356,8 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
                 }
                 /* no room: drop the trailing joiners from the piece and end the token here */
                 while (pc.ncp > 0 && !is_word(pc.cls[pc.ncp - 1])) pc.len = pc.off[--pc.ncp];
+                pc.mask = 0;   /* keep the class mask exact (emit_piece relies on it) */
+                for (int q2 = 0; q2 < pc.ncp; q2++) pc.mask |= 1u << pc.cls[q2];
             }
         }
         /* separator: finish the current token */
