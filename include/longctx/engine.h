@@ -114,7 +114,8 @@ int  eng_kv_remove_pos(eng_ctx *c, int32_t p0, int32_t p1);
 void eng_kv_clear(eng_ctx *c);
 
 /* Query observer (TriAttention calibration): called from eng_decode on the caller's thread,
- * once per (layer il, token) in layer order, with the token's position and its pre-RoPE
+ * once per (layer il, token): for each ubatch, layers 0..n_layer-1 in order and, within a
+ * layer, the ubatch's tokens in order; with the token's position and its pre-RoPE
  * query q (n_head*head_dim floats, head-major; after bias / q-norm). q is only valid during
  * the call. fn = NULL removes the hook. The hook must not call back into this context. */
 typedef void (*eng_q_hook)(void *ud, int il, int32_t pos, const float *q);
@@ -128,7 +129,8 @@ typedef struct {
     uint64_t seed;     /* RNG seed (xorshift64*); same seed + same logits = same picks */
 } eng_sampler_params;
 typedef struct eng_sampler eng_sampler;
-/* Allocates scratch for vocabularies up to n_vocab_max (0 = grow on first use). NULL on OOM. */
+/* p may be NULL (greedy). Scratch for non-greedy sampling grows to the largest vocabulary
+ * seen, once; later calls do not allocate. NULL on OOM. */
 eng_sampler *eng_sampler_init(const eng_sampler_params *p);
 void eng_sampler_free(eng_sampler *s);
 /* Picks a token from logits[0..n_vocab): top-k, then temperature, then top-p (nucleus),
