@@ -133,15 +133,24 @@ void lcx__hfeat_token(lcx__hfeat *c, const char *t, size_t n, int kind, uint64_t
         /* char 3-grams over "<token>": n of them, one multiply each (the high bits of a
          * 64-bit odd-constant product are well mixed; bucket and sign come from them) */
         float wc = W_CHAR / sqrtf((float)n);
-        const unsigned char *s = (const unsigned char *)t;
-        uint32_t a = '<', b = s[0];
-        for (size_t i = 0; i < n; i++) {
-            uint32_t d = i + 1 < n ? s[i + 1] : '>';
-            uint64_t g = ((uint64_t)(a | b << 8 | d << 16) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
-            uint32_t bk = (uint32_t)(((g >> 32) * (uint64_t)c->dim) >> 32);
-            c->acc[bk] += signed_w(wc, (uint32_t)(g >> 31 & 1));
-            a = b;
-            b = d;
+        /* the grams are the little-endian 24-bit values of "<token>" at offsets 0..n-1:
+         * copy into a padded buffer once, then each gram is one unaligned 32-bit load
+         * (no per-gram bounds test). Tokens are at most LCX_TOK_MAX bytes. */
+        unsigned char pad[LCX_TOK_MAX + 8];
+        size_t m = n < LCX_TOK_MAX ? n : LCX_TOK_MAX;
+        pad[0] = '<';
+        memcpy(pad + 1, t, m);
+        pad[m + 1] = '>';
+        pad[m + 2] = 0;
+        pad[m + 3] = 0;
+        const uint64_t dim = (uint64_t)c->dim;
+        float *acc = c->acc;
+        for (size_t i = 0; i < m; i++) {   /* hot: one multiply-hash + one add per gram */
+            uint32_t v;
+            memcpy(&v, pad + i, 4);
+            uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
+            uint32_t bk = (uint32_t)(((g >> 32) * dim) >> 32);
+            acc[bk] += signed_w(wc, (uint32_t)(g >> 31 & 1));
         }
     }
 }

@@ -89,7 +89,9 @@ static int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h)
         uint32_t e = p->tab[j];
         if (!e) break;
         lcx__pterm *t = &p->t[e - 1];
-        if (t->hash == h && t->len == n && !memcmp(p->pool + t->off, tok, n)) {
+        /* (hash, length) identifies a term, as in the index's term table (term_find):
+         * no byte compare (a libc call per repeated token) */
+        if (t->hash == h && t->len == n) {
             if (t->tf < 65535) t->tf++;
             return 0;
         }
