@@ -72,7 +72,8 @@ int main(int argc, char **argv)
     qsort(b, (size_t)n, sizeof *b, cmp);
     printf("proxy TTFB, streamed completion, n=%d each\n", n);
     printf("  direct to upstream : p50 %.3f ms  p95 %.3f ms\n", pct(a, n, .5), pct(a, n, .95));
-    printf("  through the proxy  : p50 %.3f ms  p95 %.3f ms\n", pct(b, n, .5), pct(b, n, .95));
+    printf("  through the proxy  : p50 %.3f ms  p95 %.3f ms  (p75 %.3f, p90 %.3f, p99 %.3f)\n", pct(b, n, .5),
+           pct(b, n, .95), pct(b, n, .75), pct(b, n, .9), pct(b, n, .99));
     printf("  added by the proxy : p50 %.3f ms  p95 %.3f ms\n", pct(b, n, .5) - pct(a, n, .5),
            pct(b, n, .95) - pct(a, n, .95));
     kill(pid, SIGTERM);
