@@ -635,6 +635,8 @@ static void bm25_accumulate(const lcx_index *ix, const qterms *q, float *acc, ui
     const float k1 = LCX_BM25_K1, b = LCX_BM25_B;
     float kb0 = k1 * (1 - b), kb1 = k1 * b / avgdl;
     uint32_t n_docs = ix->n_docs;
+    /* no tombstones (the common case): skip the per-posting bitmap load */
+    const int any_del = ix->n_live != n_docs;
     for (uint32_t qi = 0; qi < q->nq; qi++) {
         uint32_t id = q->id[qi];
         float df = (float)lcx__index_df(ix, id);
@@ -658,7 +660,7 @@ static void bm25_accumulate(const lcx_index *ix, const qterms *q, float *acc, ui
             for (uint64_t i = 0; i < n; i++) {
                 uint32_t d = pd[i];
                 if (d >= n_docs) continue;                    /* bounds: never trust mapped data */
-                if (ix->del[d >> 6] >> (d & 63) & 1) continue;
+                if (any_del && (ix->del[d >> 6] >> (d & 63) & 1)) continue;
                 float tf = pt[i];
                 float s = idf * tf * (k1 + 1) / (tf + kb0 + kb1 * (float)ix->dl[d]);
                 if (acc[d] == 0) touched[(*nt)++] = d;

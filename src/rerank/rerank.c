@@ -38,6 +38,11 @@ struct lcx_rerank_query {
     uint64_t bi[MAX_QBI];
     uint8_t ttab[QTAB];   /* term index + 1 */
     uint8_t btab[QTAB];   /* bigram index + 1 */
+    /* prefilter: bit (len & 63) / bit (first byte) of every query term. A document token
+     * whose length or first byte is not among them cannot be a query term, and no
+     * query bigram can contain it (barring 64-bit hash collisions), so it is not hashed */
+    uint64_t lenbits;
+    uint64_t fbyte[4];
 };
 
 static void tab_put(uint8_t *tab, const uint64_t *keys, uint64_t k, int idx)
@@ -74,6 +79,8 @@ static int on_qtok(const char *t, size_t n, int kind, void *ud)
     lcx_rerank_query *q = c->q;
     if (kind == LCX_TOK_WORD && lcx__stopword_inl(t, n)) return 0;
     uint64_t h = tok_hash(t, n);
+    q->lenbits |= 1ull << (n & 63);
+    if (n) q->fbyte[(unsigned char)t[0] >> 6] |= 1ull << ((unsigned char)t[0] & 63);
     if (kind != LCX_TOK_PART) {
         if (c->prev && q->nb < MAX_QBI) q->bi[q->nb++] = bi_hash(c->prev, h);
         c->prev = h;
@@ -120,8 +127,12 @@ static int on_dtok(const char *t, size_t n, int kind, void *ud)
 {
     dctx *c = ud;
     if (kind == LCX_TOK_WORD && lcx__stopword_inl(t, n)) return 0;
-    uint64_t h = tok_hash(t, n);
     const lcx_rerank_query *q = c->q;
+    if (!(q->lenbits >> (n & 63) & 1) || !n || !(q->fbyte[(unsigned char)t[0] >> 6] >> ((unsigned char)t[0] & 63) & 1)) {
+        if (kind != LCX_TOK_PART) c->prev = 0;   /* not a query term: no bigram can start here */
+        return 0;
+    }
+    uint64_t h = tok_hash(t, n);
     int i = tab_get(q->ttab, q->term, h);
     if (i >= 0) c->seen |= 1ull << i;
     if (kind != LCX_TOK_PART) {
