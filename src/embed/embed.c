@@ -145,12 +145,29 @@ void lcx__hfeat_token(lcx__hfeat *c, const char *t, size_t n, int kind, uint64_t
         pad[m + 3] = 0;
         const uint64_t dim = (uint64_t)c->dim;
         float *acc = c->acc;
-        for (size_t i = 0; i < m; i++) {   /* hot: one multiply-hash + one add per gram */
-            uint32_t v;
-            memcpy(&v, pad + i, 4);
-            uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
-            uint32_t bk = (uint32_t)(((g >> 32) * dim) >> 32);
-            acc[bk] += signed_w(wc, (uint32_t)(g >> 31 & 1));
+        uint32_t wbits;
+        memcpy(&wbits, &wc, 4);
+        /* bucket = ((g >> 32) · dim) >> 32, which for dim = 2^k is g >> (64 − k); the sign
+         * is bit 31 of g, moved onto the float's sign bit with one AND (same values) */
+        if ((dim & (dim - 1)) == 0 && dim >= 2 && dim <= (1ull << 32)) {
+            const int sh = 64 - __builtin_ctzll(dim);
+            for (size_t i = 0; i < m; i++) {   /* hot: one multiply-hash + one add per gram */
+                uint32_t v;
+                memcpy(&v, pad + i, 4);
+                uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
+                uint32_t fb = wbits ^ ((uint32_t)g & 0x80000000u);
+                float f;
+                memcpy(&f, &fb, 4);
+                acc[g >> sh] += f;
+            }
+        } else {
+            for (size_t i = 0; i < m; i++) {
+                uint32_t v;
+                memcpy(&v, pad + i, 4);
+                uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
+                uint32_t bk = (uint32_t)(((g >> 32) * dim) >> 32);
+                acc[bk] += signed_w(wc, (uint32_t)(g >> 31 & 1));
+            }
         }
     }
 }
