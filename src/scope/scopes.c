@@ -924,20 +924,24 @@ int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *ment
 {
     *out = NULL;
     pthread_mutex_lock(&m->mu);
-    lcx_scope *s = NULL, **pp;
-    for (pp = &m->head; *pp; pp = &(*pp)->next)
-        if (!strcmp((*pp)->root, root)) { s = *pp; break; }
+    lcx_scope *s, **pp;
+    for (;;) {
+        s = NULL;
+        for (pp = &m->head; *pp; pp = &(*pp)->next)
+            if (!strcmp((*pp)->root, root)) { s = *pp; break; }
+        if (s) break;
+        /* an unloaded instance of this root may still hold its store open (a request or
+         * the watcher is finishing with it): wait until it is freed, then look again —
+         * another waiter may have opened the root meanwhile, and a store must never be
+         * open twice */
+        bool busy = false;
+        for (lcx_scope *d = m->dying; d && !busy; d = d->next) busy = !strcmp(d->root, root);
+        if (!busy) break;
+        pthread_cond_wait(&m->cv, &m->mu);
+    }
     if (s) {
         *pp = s->next;   /* move to front (most recent) */
     } else {
-        /* an unloaded instance of this root may still hold its store open (a request or
-         * the watcher is finishing with it): wait until it is freed */
-        for (;;) {
-            bool busy = false;
-            for (lcx_scope *d = m->dying; d && !busy; d = d->next) busy = !strcmp(d->root, root);
-            if (!busy) break;
-            pthread_cond_wait(&m->cv, &m->mu);
-        }
         s = calloc(1, sizeof *s);
         if (!s) { pthread_mutex_unlock(&m->mu); return LCX_ENOMEM; }
         snprintf(s->root, sizeof s->root, "%s", root);
