@@ -98,10 +98,13 @@ AI size_t q80fam_bytes(eng_type wt)
 #define PP_T 8      /* token tile for prompt processing (Q8_0 family) */
 
 /* Also, when zoff != 0 (Q4_0: 8, Q5_0: 16), the zero-point table, so that for unsigned
- * weight quants u, Σ (u - zoff)*x*d_w*d_x = d_w*d_x*Σ u*x - correction:
- *   T > 1: cxf[b*PP_T + t] = zoff * d_x * Σ_{i in block} x_i     (correction d_w * cxf)
- *   T = 1: cxf[b*PP_T]     = zoff * Σ x_i / 8  (subtracted from each of the 8 int32 lanes
- *          before the scale multiply; exact, /8 is a power of two) */
+ * weight quants u the block sum Σ (u - zoff)*x is formed exactly before scaling:
+ *   cxf[b*PP_T + t] = zoff * Σ_{i in block} x_i / 8, subtracted from each of the 8 int32
+ *   lanes of the block's integer sums (exact: /8 is a power of two and zoff*Σx is a
+ *   multiple of 8). Removing the zero point in float after scaling instead (a correction
+ *   term that cancels a large sum) perturbs outputs by ~1e-6 relative, which flips
+ *   round-half cases of the next layer's Q8_0 activation quantization and moved logits by
+ *   0.02 against llama.cpp, which subtracts in integers. */
 AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf, int zoff, float *cxf)
 {
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -118,7 +121,7 @@ AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf
                 h = _mm_hadd_epi32(h, h);
                 h = _mm_hadd_epi32(h, h);
                 const float sum = (float)_mm_cvtsi128_si32(h);
-                cxf[b * PP_T + t] = T == 1 ? (float)zoff * sum * 0.125f : (float)zoff * d * sum;
+                cxf[b * PP_T + t] = (float)zoff * sum * 0.125f;
             }
         }
     }
@@ -137,14 +140,10 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
                     size_t xrb, int64_t nb, const float *dxf, const float *cxf, bool add, float *y, int64_t ldy)
 {
     const size_t bs = q80fam_bytes(wt);
-    /* Q4_0/Q5_0: unsigned quants straight into maddubs (no abs/sign). The zero point comes
-     * back, for prompt tiles (R == 1), through cacc[0] = Σ_b d_w * cxf[b][0..7] (one fma per
-     * block for all 8 tokens), for generation (T == 1) by subtracting zoff*Σx/8 from each
-     * lane of the block's integer sums before scaling (no extra accumulators). */
+    /* Q4_0/Q5_0: unsigned quants straight into maddubs (no abs/sign); the zero point is
+     * taken out by subtracting zoff*Σx/8 from each lane of the block's integer sums before
+     * scaling (exact, see load_dx_q8_0). */
     const bool uns = wt != ENG_T_Q8_0 && (T == 1 || R == 1);
-    __m256 cacc[4];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) cacc[r] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4][PP_T];
 #pragma GCC unroll 8
@@ -171,18 +170,17 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
             dw[r] = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
         }
         if (R == 1 && T > 1) _mm256_storeu_ps(sc, _mm256_mul_ps(dw[0], _mm256_loadu_ps(dxf + b * PP_T)));
-        if (uns && T > 1) cacc[0] = _mm256_fmadd_ps(dw[0], _mm256_loadu_ps(cxf + b * PP_T), cacc[0]);
-        const __m256 c8 = (uns && T == 1) ? _mm256_broadcast_ss(cxf + b * PP_T) : _mm256_setzero_ps();
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
             const __m256i x = _mm256_loadu_si256((const __m256i *)(xb + 2));
             const __m256 dx = _mm256_broadcast_ss(dxf + b * PP_T + t);
+            const __m256 c8 = uns ? _mm256_broadcast_ss(cxf + b * PP_T + t) : _mm256_setzero_ps();
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 __m256i p = _mm256_maddubs_epi16(aw[r], uns ? x : _mm256_sign_epi8(x, sw[r]));
                 __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                if (uns && T == 1) pf = _mm256_sub_ps(pf, c8);
+                if (uns) pf = _mm256_sub_ps(pf, c8);
                 const __m256 d = (R == 1 && T > 1) ? _mm256_broadcast_ss(sc + t) : _mm256_mul_ps(dw[r], dx);
                 acc[r][t] = _mm256_fmadd_ps(pf, d, acc[r][t]);
             }
@@ -193,11 +191,6 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             float v = hsum8(acc[r][t]);
-            if (uns && T > 1) {
-                float c[PP_T];
-                _mm256_storeu_ps(c, cacc[r]);
-                v -= c[t];
-            }
             if (add) y[t * ldy + r] += v;
             else y[t * ldy + r] = v;
         }
@@ -349,7 +342,7 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
                 __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
                 s = _mm_hadd_epi32(s, s);
                 const int32_t iv = _mm_cvtsi128_si32(s), im = _mm_extract_epi32(s, 1);
-                acc[r][t] += dw[r] * dx * (float)iv - dmw[r] * dx * (float)im;
+                acc[r][t] += fmaf(dw[r] * dx, (float)iv, -(dmw[r] * dx * (float)im));
             }
     }
 #pragma GCC unroll 8
@@ -416,7 +409,7 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
                 __m128i s = _mm_add_epi32(_mm256_castsi256_si128(isum[t]), _mm256_extracti128_si256(isum[t], 1));
                 s = _mm_hadd_epi32(s, s);
                 s = _mm_hadd_epi32(s, s);
-                acc[r][t] += d * ((const eng_block_q8_K *)xbs[t])->d * (float)_mm_cvtsi128_si32(s);
+                acc[r][t] = fmaf(d * ((const eng_block_q8_K *)xbs[t])->d, (float)_mm_cvtsi128_si32(s), acc[r][t]);
             }
         }
     }

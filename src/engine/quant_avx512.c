@@ -6,7 +6,7 @@
  *    the block product done by one vpdpbusd (u8 x s8 -> int32, no int16 saturation step).
  *    Prompt tiles feed the weight quants as unsigned bytes (Q4_0: q, Q5_0: q, Q8_0: w+128 —
  *    fine here because vpdpbusd accumulates in int32) and take the zero point (8/16/128) out
- *    with the activation block sums: dpbusd, cvt, fma per block product. Generation tiles
+ *    exactly, in the integer domain, with the activation block sums (see load_dx). Generation tiles
  *    use the sign trick (abs/sign + dpbusd). 256-bit vectors (AVX512VL encoding): a Q8_0
  *    block is exactly 32 bytes, so wider vectors would mix two blocks' scales per register.
  *  - F32 / F16 / BF16 with 512-bit FMAs (16 lanes).
@@ -76,8 +76,10 @@ AI size_t q80fam_bytes(eng_type wt)
     return wt == ENG_T_Q4_0 ? sizeof(eng_block_q4_0) : wt == ENG_T_Q5_0 ? sizeof(eng_block_q5_0) : sizeof(eng_block_q8_0);
 }
 
-/* dxf[b*TT + t] = d of token t's block b; when zoff != 0, cxf[b*TT + t] = zoff * d * Σ x of
- * that block (the zero-point correction). Unused token lanes are zeroed. */
+/* dxf[b*TT + t] = d of token t's block b; when zoff != 0, cxf[b*TT + t] = zoff * Σ x / 8 of
+ * that block, subtracted from each of the 8 int32 lanes of the block product before scaling
+ * so that Σ (u - zoff)·x is exact, as in llama.cpp (a float correction after scaling cancels
+ * a large sum and moves logits; see quant_avx2.c load_dx_q8_0). Unused token lanes are zeroed. */
 static void load_dx(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf, int zoff, float *cxf)
 {
     for (int t = 0; t < TT; t++)
@@ -95,7 +97,7 @@ static void load_dx(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf,
                 h = _mm_hadd_epi32(h, h);
                 sum = _mm_cvtsi128_si32(h);
             }
-            cxf[b * TT + t] = (float)zoff * d * (float)sum;
+            cxf[b * TT + t] = (float)zoff * (float)sum * 0.125f;
         }
 }
 
@@ -105,7 +107,6 @@ AI void q80_tile_vnni(eng_type wt, const int R, const int T, const uint8_t *W, s
 {
     const size_t bs = q80fam_bytes(wt);
     const bool uns = R == 1 && T > 1;
-    __m256 cacc = _mm256_setzero_ps();
     __m256 acc[4][TT];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -131,17 +132,19 @@ AI void q80_tile_vnni(eng_type wt, const int R, const int T, const uint8_t *W, s
             dw[r] = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
         }
         if (R == 1 && T > 1) _mm256_storeu_ps(sc, _mm256_mul_ps(dw[0], _mm256_loadu_ps(dxf + b * TT)));
-        if (uns) cacc = _mm256_fmadd_ps(dw[0], _mm256_loadu_ps(cxf + b * TT), cacc);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
             const __m256i x = _mm256_loadu_si256((const __m256i *)(xb + 2));
             const __m256 dx = _mm256_broadcast_ss(dxf + b * TT + t);
+            const __m256 c8 = uns ? _mm256_broadcast_ss(cxf + b * TT + t) : _mm256_setzero_ps();
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[r], uns ? x : _mm256_sign_epi8(x, sw[r]));
+                __m256 pf = _mm256_cvtepi32_ps(p);
+                if (uns) pf = _mm256_sub_ps(pf, c8);
                 const __m256 d = (R == 1 && T > 1) ? _mm256_broadcast_ss(sc + t) : _mm256_mul_ps(dw[r], dx);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[r][t]);
+                acc[r][t] = _mm256_fmadd_ps(pf, d, acc[r][t]);
             }
         }
     }
@@ -150,11 +153,6 @@ AI void q80_tile_vnni(eng_type wt, const int R, const int T, const uint8_t *W, s
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             float v = hsum8(acc[r][t]);
-            if (uns) {
-                float c[TT];
-                _mm256_storeu_ps(c, cacc);
-                v -= c[t];
-            }
             if (add) y[t * ldy + r] += v;
             else y[t * ldy + r] = v;
         }
