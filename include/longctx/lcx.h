@@ -168,8 +168,9 @@ typedef struct lcx_store lcx_store;
  * LCX_EMISMATCH: made by another embedder; LCX_ECORRUPT: failed validation (reported,
  * never half-loaded; a torn tail from a crash is not corruption: it is truncated away);
  * LCX_EIO: file system errors. Format: docs/storage-format.md.
- * At most one open handle per directory (process-wide and across processes): a second
- * concurrent handle is not detected and can corrupt the store. */
+ * At most one open handle per directory, process-wide and across processes: open takes an
+ * exclusive lock on the log, and a second open fails with LCX_EEXIST (the lock dies with
+ * its process, so a crash never leaves a store locked). */
 int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opts *opts, lcx_store **out);
 /* Writes a snapshot first when ≥ 1024 chunks or any tombstone arrived since the last one.
  * NULL is a no-op. No other thread may use s during or after the call. */

@@ -56,10 +56,10 @@
  *     the snapshot and replay the whole log (the log is the source of truth).
  *
  * One handle per store: two open handles (two processes, or two in one process) on the same
- * directory are not coordinated and can corrupt it (interleaved appends; an open can
- * truncate what it takes for a torn tail while the other handle is mid-append). An
- * exclusive flock guard was tried and reverted for now: src/scope still opens some scope
- * stores twice (see the core report); callers must serialise opens themselves.
+ * directory would not be coordinated and could corrupt it (interleaved appends; an open can
+ * truncate what it takes for a torn tail while the other handle is mid-append), so open
+ * takes an exclusive flock on the log and a second open fails with LCX_EEXIST. The lock
+ * dies with the process, so a crash never leaves a store locked.
  *
  * Locking: `wmu` serialises writers (log appends, tombstones, snapshots); `rw` guards the
  * in-memory index: writers hold it exclusively only to publish already-durable records,
@@ -76,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -587,6 +588,13 @@ static int store_load(lcx_store *s)
     int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     free(lp);
     if (fd < 0) return LCX_EIO;
+    /* one handle per store, across processes too (longctx-svc and `longctx mcp` share the
+     * default data dir): a second open is refused instead of corrupting the log */
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int busy = errno == EWOULDBLOCK;
+        close(fd);
+        return busy ? LCX_EEXIST : LCX_EIO;
+    }
     s->fd = fd;
     struct stat st;
     if (fstat(fd, &st) < 0) return LCX_EIO;

@@ -353,6 +353,37 @@ static void child_loop(const char *dir, int wfd, uint32_t seed)
     }
 }
 
+/* One handle per store: a second open — in this process or another — is refused with
+ * LCX_EEXIST and leaves the first handle's data intact; closing releases the lock. */
+static void test_single_handle(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    lcx_store *s, *s2 = NULL;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    lcx_chunk c = lcx_chunk_init();
+    c.text = "the lock keeps this safe";
+    c.text_len = (uint32_t)strlen(c.text);
+    assert_int_equal(lcx_store_append(s, &c, 1, NULL), 0);
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s2), LCX_EEXIST);
+    assert_null(s2);
+    pid_t pid = fork();
+    if (pid == 0) {
+        lcx_store *o = NULL;
+        _exit(lcx_store_open(dir, g_emb, NULL, &o) == LCX_EEXIST ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(lcx_store_count(s), 1);
+    lcx_store_close(s);
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 1);
+    lcx_store_close(s);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 static void test_crash_kill9(void **st)
 {
     (void)st;
@@ -418,6 +449,7 @@ int main(void)
     srand((unsigned)time(NULL));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic_persist),
+        cmocka_unit_test(test_single_handle),
         cmocka_unit_test(test_snapshot_and_tail),
         cmocka_unit_test(test_fingerprint_mismatch),
         cmocka_unit_test(test_corruption),
