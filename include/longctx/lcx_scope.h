@@ -23,7 +23,7 @@
  * for indexing/search, one for the manager's tables).
  * Failure: negative LCX_E* codes; functions that take a result struct also fill its
  * err_code ("bad_scope", "not_found", "forbidden", "unreadable", "bad_request",
- * "internal") and err_msg so that HTTP front ends can map them to 4xx/5xx.
+ * "scope_busy", "internal") and err_msg so that HTTP front ends can map them to 4xx/5xx.
  * Secrets (SPEC §3: .env*, *.key, *.pem, id_rsa*, id_ed25519*, *.p12, *.pfx, and anything
  * under secrets/ credentials/ .aws/ .ssh/ .gnupg/) are never opened, whatever the caller
  * asks; a scope path inside such a directory is refused with "forbidden". */
@@ -120,6 +120,10 @@ typedef struct {
  * walking), bytes read. Called from the indexing thread, every 256 files and at
  * the end; returning non-zero cancels (LCX_ESTATE). */
 typedef int (*lcx_scope_progress)(uint64_t done, uint64_t found, uint64_t bytes, void *ud);
+
+/* err_code for an indexing failure: "scope_busy" when the scope's store is held by
+ * another longctx process sharing the data dir (LCX_EEXIST), else "internal". */
+const char *lcx_scope_err_code(int rc);
 
 /* Indexes directory path explicitly (whole Package, not Hot) and keeps it loaded.
  * Reuses the persisted store: unchanged files (size, mtime, content hash) are not re-read

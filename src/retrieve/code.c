@@ -401,7 +401,7 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
             nm = det.n_mentions;
         }
         rc = lcx_scopes__acquire(m, roots[i], ments, nm, false, NULL, NULL, &s);
-        if (rc) { fail(res, rc, "internal", "indexing the scope failed: %s", lcx_strerror(rc)); break; }
+        if (rc) { fail(res, rc, lcx_scope_err_code(rc), "indexing the scope failed: %s", lcx_strerror(rc)); break; }
         float conf = 0;
         rc = search_scope(s, q, qlen, top_k, NULL, &h, &conf, &any_sym);
         if (rc) fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc));
@@ -454,7 +454,7 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     rc = lcx_scopes__acquire(m, det.scope_path, (const char *const *)det.mentions, det.n_mentions, false, NULL, NULL, &s);
     if (rc) {
         lcx_scope_detection_free(&det);
-        return fail(res, rc, "internal", "indexing failed: %s", lcx_strerror(rc));
+        return fail(res, rc, lcx_scope_err_code(rc), "indexing failed: %s", lcx_strerror(rc));
     }
     const char *rel = det.mentions[0] + strlen(s->root);
     if (*rel == '/') rel++;

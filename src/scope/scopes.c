@@ -1024,6 +1024,12 @@ int lcx_scopes_unload(lcx_scopes *m, const char *path)
     return 0;
 }
 
+const char *lcx_scope_err_code(int rc)
+{
+    /* the store is held by another longctx process sharing the data dir */
+    return rc == LCX_EEXIST ? "scope_busy" : "internal";
+}
+
 void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -1060,7 +1066,7 @@ int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, voi
     double t0 = lcx_now_ms();
     rc = lcx_scopes__acquire(m, canon, NULL, 0, true, cb, ud, &s);
     if (rc) {
-        if (err_code) *err_code = "internal";
+        if (err_code) *err_code = lcx_scope_err_code(rc);
         return rc;
     }
     /* an explicit index request always leaves the scope fresh: when it was already loaded
@@ -1074,7 +1080,7 @@ int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, voi
         pthread_mutex_unlock(&s->mu);
     }
     lcx_scopes__release(m, s);
-    if (rc && err_code) *err_code = "internal";
+    if (rc && err_code) *err_code = lcx_scope_err_code(rc);
     return rc;
 }
 

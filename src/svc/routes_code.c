@@ -89,6 +89,7 @@ static int err_status(const char *code)
     if (!strcmp(code, "bad_request") || !strcmp(code, "bad_scope")) return 400;
     if (!strcmp(code, "not_found")) return 404;
     if (!strcmp(code, "forbidden") || !strcmp(code, "unreadable")) return 403;
+    if (!strcmp(code, "scope_busy")) return 409;
     return 500;
 }
 

@@ -655,6 +655,35 @@ static void test_concurrency(void **st)
     free(proj);
 }
 
+/* Two managers on one data dir (e.g. longctx-svc and `longctx mcp`): the second cannot
+ * open a scope store the first holds — "scope_busy", nothing corrupted — and can once the
+ * first lets go. */
+static void test_shared_data_dir(void **st)
+{
+    char *proj = make_project();
+    char *data = tu_tmpdir();
+    lcx_scopes *m1 = open_mgr(data, false), *m2 = open_mgr(data, false);
+    lcx_scope_info inf;
+    const char *why = NULL;
+    assert_int_equal(lcx_scopes_index(m1, proj, NULL, NULL, &inf, &why), 0);
+    uint32_t chunks = inf.chunks;
+    assert_true(chunks > 0);
+    why = NULL;
+    assert_int_equal(lcx_scopes_index(m2, proj, NULL, NULL, &inf, &why), LCX_EEXIST);
+    assert_non_null(why);
+    assert_string_equal(why, "scope_busy");
+    assert_int_equal(lcx_scopes_info(m1, proj, &inf), 0);
+    assert_int_equal(inf.chunks, chunks);
+    lcx_scopes_close(m1);
+    assert_int_equal(lcx_scopes_index(m2, proj, NULL, NULL, &inf, &why), 0);
+    assert_int_equal(inf.chunks, chunks);
+    lcx_scopes_close(m2);
+    tu_rmrf(data);
+    tu_rmrf(proj);
+    free(data);
+    free(proj);
+}
+
 static int setup(void **st)
 {
     return lcx_embedder_hash_new(0, &g_emb) < 0 ? -1 : 0;
@@ -672,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_persistence),   cmocka_unit_test(test_watcher),
         cmocka_unit_test(test_hot_promotion), cmocka_unit_test(test_ws_sessions),
         cmocka_unit_test(test_unreadable),   cmocka_unit_test(test_concurrency),
+        cmocka_unit_test(test_shared_data_dir),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
