@@ -293,7 +293,7 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_buf_json_str(b, h->file_path, strlen(h->file_path));
         lcx_buf_printf(b, ",\"start_line\":%u,\"end_line\":%u,\"file_type\":\"%s\",\"score\":", h->start_line,
                        h->end_line, ft_name(h->file_type));
-        lcx_buf_json_num(b, h->score);
+        lcx_buf_json_f32(b, h->score);
         lcx_buf_printf(b, ",\"symbol_hit\":%s}", h->symbol_hit ? "true" : "false");
     }
     lcx_buf_puts(b, "],\"scope_path\":");

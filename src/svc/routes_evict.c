@@ -351,13 +351,13 @@ static void write_chunk_json(lcx_buf *b, const lcx_chunk *c, const lcx_hit *h, i
     json_str(b, c->text, c->text_len);
     lcx_buf_printf(b, ",\"token_range\":[%lld,%lld],\"layer\":%d,\"round\":%d,\"score\":",
                    (long long)c->tok_start, (long long)c->tok_end, (int)c->layer, (int)c->round);
-    lcx_buf_json_num(b, c->score);
+    lcx_buf_json_f32(b, c->score);
     lcx_buf_puts(b, ",\"similarity\":");
-    lcx_buf_json_num(b, h->score);
+    lcx_buf_json_f32(b, h->score);
     lcx_buf_puts(b, ",\"dense\":");
-    lcx_buf_json_num(b, h->dense);
+    lcx_buf_json_f32(b, h->dense);
     lcx_buf_puts(b, ",\"bm25\":");
-    lcx_buf_json_num(b, h->bm25);
+    lcx_buf_json_f32(b, h->bm25);
     lcx_buf_printf(b, ",\"rank\":%d}", rank);
 }
 
@@ -487,7 +487,7 @@ int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_buf_printf(&tr, "%s[%lld,%lld]", sep, (long long)c.tok_start, (long long)c.tok_end);
         lcx_buf_printf(&ly, "%s%d", sep, (int)c.layer);
         lcx_buf_puts(&sc, sep);
-        lcx_buf_json_num(&sc, c.score);
+        lcx_buf_json_f32(&sc, c.score);
         got++;
     }
     lcx_sessions_release(svc->sessions, st);

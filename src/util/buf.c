@@ -83,12 +83,23 @@ int lcx_buf_json_str(lcx_buf *b, const char *s, size_t n)
     return LCX_OK;
 }
 
-int lcx_buf_json_num(lcx_buf *b, double v)
+/* The shortest %.Ng (N in lo..hi) that parses back to exactly v: JSON readers get 0.4,
+ * not 0.400000006, and never a lossy value. */
+static int json_shortest(lcx_buf *b, double v, int lo, int hi, bool single)
 {
     if (!isfinite(v)) return lcx_buf_puts(b, "null");
     if (v == (double)(long long)v && fabs(v) < 1e15) return lcx_buf_printf(b, "%lld", (long long)v);
-    return lcx_buf_printf(b, "%.9g", v);
+    char tmp[40];
+    for (int n = lo; n < hi; n++) {
+        snprintf(tmp, sizeof tmp, "%.*g", n, v);
+        if (single ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) return lcx_buf_puts(b, tmp);
+    }
+    return lcx_buf_printf(b, "%.*g", hi, v);
 }
+
+int lcx_buf_json_num(lcx_buf *b, double v) { return json_shortest(b, v, 15, 17, false); }
+
+int lcx_buf_json_f32(lcx_buf *b, float v) { return json_shortest(b, v, 6, 9, true); }
 
 void lcx_buf_free(lcx_buf *b)
 {

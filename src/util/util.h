@@ -34,8 +34,10 @@ int  lcx_buf_puts(lcx_buf *b, const char *s);
 int  lcx_buf_printf(lcx_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal (quotes included, control chars escaped). */
 int  lcx_buf_json_str(lcx_buf *b, const char *s, size_t n);
-/* Appends a float with enough digits to round-trip (%.9g), "null" for NaN/inf. */
+/* Appends a number with the fewest digits that parse back to exactly v (integers
+ * without a fraction), "null" for NaN/inf. _f32 does the same for a float (0.4f → 0.4). */
 int  lcx_buf_json_num(lcx_buf *b, double v);
+int  lcx_buf_json_f32(lcx_buf *b, float v);
 void lcx_buf_free(lcx_buf *b);
 /* Hands the bytes to the caller (free() them) and resets b. */
 char *lcx_buf_steal(lcx_buf *b, size_t *len);

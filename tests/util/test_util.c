@@ -26,6 +26,16 @@ static void test_json_str(void **st)
     assert_int_equal(lcx_buf_json_num(&b, 0.5), LCX_OK);
     assert_string_equal(b.data, "30.5");
     lcx_buf_free(&b);
+    /* shortest text that round-trips: floats print as written, doubles keep every bit */
+    lcx_buf_json_f32(&b, 0.4f);
+    lcx_buf_puts(&b, " ");
+    lcx_buf_json_f32(&b, 1.0f / 3);
+    lcx_buf_puts(&b, " ");
+    lcx_buf_json_num(&b, 1764480000.123456);
+    lcx_buf_puts(&b, " ");
+    lcx_buf_json_num(&b, 0.1 + 0.2);
+    assert_string_equal(b.data, "0.4 0.33333334 1764480000.123456 0.30000000000000004");
+    lcx_buf_free(&b);
 }
 
 static void test_sha256(void **st)
