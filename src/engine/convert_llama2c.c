@@ -16,6 +16,7 @@
  * The checkpoint's size must equal exactly what its header implies. */
 #include "longctx/engine.h"
 #include "engine/gguf.h"
+#include "engine/model.h"
 #include "engine/quant.h"
 #include "util/util.h"
 
@@ -27,17 +28,6 @@
 #define MAX_CKPT (4ull << 30)
 #define MAX_TOKFILE (64u << 20)
 
-static int errf(char *err, size_t n, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int errf(char *err, size_t n, int rc, const char *fmt, ...)
-{
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char *out_path, char *err,
                         size_t errlen)
@@ -45,11 +35,11 @@ int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char 
     char *ck = NULL, *tk = NULL;
     size_t ckn = 0, tkn = 0;
     int rc = lcx_read_file(ckpt_path, MAX_CKPT, &ck, &ckn);
-    if (rc) return errf(err, errlen, rc, "convert: cannot read %s: %s", ckpt_path, lcx_strerror(rc));
+    if (rc) return eng__errf(err, errlen, rc, "convert: cannot read %s: %s", ckpt_path, lcx_strerror(rc));
     rc = lcx_read_file(tok_path, MAX_TOKFILE, &tk, &tkn);
     if (rc) {
         free(ck);
-        return errf(err, errlen, rc, "convert: cannot read %s: %s", tok_path, lcx_strerror(rc));
+        return eng__errf(err, errlen, rc, "convert: cannot read %s: %s", tok_path, lcx_strerror(rc));
     }
     eng_gguf_writer *w = NULL;
     char **toks = NULL;
@@ -58,7 +48,7 @@ int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char 
     int32_t *types = NULL;
     int32_t h[7];
     int nalloc = 0;
-    if (ckn < sizeof h) { rc = errf(err, errlen, LCX_ETRUNC, "convert: checkpoint shorter than its header"); goto out; }
+    if (ckn < sizeof h) { rc = eng__errf(err, errlen, LCX_ETRUNC, "convert: checkpoint shorter than its header"); goto out; }
     memcpy(h, ck, sizeof h);
     int dim = h[0], hidden = h[1], nl = h[2], nh = h[3], nkv = h[4], vocab = h[5], seq = h[6];
     bool shared = vocab > 0;
@@ -66,7 +56,7 @@ int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char 
     if (dim <= 0 || dim > 65536 || hidden <= 0 || hidden > (1 << 20) || nl <= 0 || nl > 1024 || nh <= 0 ||
         dim % nh || nkv <= 0 || nh % nkv || vocab <= 0 || vocab > (1 << 22) || seq <= 0 || seq > (1 << 24) ||
         (dim / nh) % 2) {
-        rc = errf(err, errlen, LCX_ECORRUPT, "convert: implausible llama2.c header (dim %d hidden %d layers %d heads %d kv %d vocab %d seq %d)",
+        rc = eng__errf(err, errlen, LCX_ECORRUPT, "convert: implausible llama2.c header (dim %d hidden %d layers %d heads %d kv %d vocab %d seq %d)",
                   dim, hidden, nl, nh, nkv, vocab, seq);
         goto out;
     }
@@ -75,7 +65,7 @@ int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char 
                   n_wk = (int64_t)nl * kvd * dim, n_w1 = (int64_t)nl * hidden * dim, n_freq = (int64_t)seq * hs;
     const int64_t total = n_emb + n_rms + n_wq + 2 * n_wk + n_wq + n_rms + 3 * n_w1 + dim + n_freq + (shared ? 0 : n_emb);
     if ((uint64_t)ckn != sizeof h + (uint64_t)total * 4) {
-        rc = errf(err, errlen, ckn < sizeof h + (uint64_t)total * 4 ? LCX_ETRUNC : LCX_ECORRUPT,
+        rc = eng__errf(err, errlen, ckn < sizeof h + (uint64_t)total * 4 ? LCX_ETRUNC : LCX_ECORRUPT,
                   "convert: checkpoint is %zu bytes, its header implies %llu", ckn,
                   (unsigned long long)(sizeof h + (uint64_t)total * 4));
         goto out;
@@ -98,29 +88,29 @@ int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char 
     const float *wcls = shared ? NULL : p;
 
     /* tokenizer */
-    if (tkn < 4) { rc = errf(err, errlen, LCX_ETRUNC, "convert: tokenizer file too short"); goto out; }
+    if (tkn < 4) { rc = eng__errf(err, errlen, LCX_ETRUNC, "convert: tokenizer file too short"); goto out; }
     toks = calloc(vocab, sizeof *toks);
     lens = calloc(vocab, sizeof *lens);
     scores = calloc(vocab, sizeof *scores);
     types = calloc(vocab, sizeof *types);
-    if (!toks || !lens || !scores || !types) { rc = errf(err, errlen, LCX_ENOMEM, "convert: out of memory"); goto out; }
+    if (!toks || !lens || !scores || !types) { rc = eng__errf(err, errlen, LCX_ENOMEM, "convert: out of memory"); goto out; }
     nalloc = vocab;
     size_t off = 4;
     for (int i = 0; i < vocab; i++) {
         int32_t l;
-        if (tkn - off < 8) { rc = errf(err, errlen, LCX_ETRUNC, "convert: tokenizer ends at token %d of %d", i, vocab); goto out; }
+        if (tkn - off < 8) { rc = eng__errf(err, errlen, LCX_ETRUNC, "convert: tokenizer ends at token %d of %d", i, vocab); goto out; }
         memcpy(&scores[i], tk + off, 4);
         memcpy(&l, tk + off + 4, 4);
         off += 8;
         if (l < 0 || l > 4096 || (size_t)l > tkn - off) {
-            rc = errf(err, errlen, LCX_ECORRUPT, "convert: token %d has bad length %d", i, l);
+            rc = eng__errf(err, errlen, LCX_ECORRUPT, "convert: token %d has bad length %d", i, l);
             goto out;
         }
         const char *s = tk + off;
         off += (size_t)l;
         /* ' ' -> U+2581 (3 bytes) */
         char *o = malloc((size_t)l * 3 + 8);
-        if (!o) { rc = errf(err, errlen, LCX_ENOMEM, "convert: out of memory"); goto out; }
+        if (!o) { rc = eng__errf(err, errlen, LCX_ENOMEM, "convert: out of memory"); goto out; }
         size_t n = 0;
         unsigned bv;
         char tail;
@@ -144,7 +134,7 @@ int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char 
     }
 
     w = eng_gguf_writer_new(32);
-    if (!w) { rc = errf(err, errlen, LCX_ENOMEM, "convert: out of memory"); goto out; }
+    if (!w) { rc = eng__errf(err, errlen, LCX_ENOMEM, "convert: out of memory"); goto out; }
     eng_gguf_w_str(w, "general.architecture", "llama");
     eng_gguf_w_str(w, "general.name", "llama");
     eng_gguf_w_u32(w, "general.file_type", 0);
@@ -183,7 +173,7 @@ int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char 
 #undef T
     }
     rc = eng_gguf_writer_write(w, out_path, NULL, NULL);
-    if (rc) errf(err, errlen, rc, "convert: writing %s failed: %s", out_path, lcx_strerror(rc));
+    if (rc) eng__errf(err, errlen, rc, "convert: writing %s failed: %s", out_path, lcx_strerror(rc));
 out:
     if (toks)
         for (int i = 0; i < nalloc; i++) free(toks[i]);

@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int errf(char *err, size_t n, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int errf(char *err, size_t n, int rc, const char *fmt, ...)
+int eng__errf(char *err, size_t n, int rc, const char *fmt, ...)
 {
     if (err && n) {
         va_list ap;
@@ -37,7 +36,7 @@ static int get_u32_key(loader *L, const char *suffix, uint32_t *out, bool requir
     snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
     int rc = eng_gguf_get_u32(L->m->g, key, out);
     if (rc == LCX_ENOTFOUND && !required) { *out = def; return 0; }
-    if (rc) return errf(L->err, L->errlen, LCX_ECORRUPT, "model: metadata %s %s", key,
+    if (rc) return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: metadata %s %s", key,
                         rc == LCX_ENOTFOUND ? "is missing" : "is not an unsigned integer");
     return 0;
 }
@@ -47,7 +46,7 @@ static int get_f32_key(loader *L, const char *suffix, float *out, float def)
     snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
     int rc = eng_gguf_get_f32(L->m->g, key, out);
     if (rc == LCX_ENOTFOUND) { *out = def; return 0; }
-    if (rc || !isfinite(*out)) return errf(L->err, L->errlen, LCX_ECORRUPT, "model: metadata %s is not a number", key);
+    if (rc || !isfinite(*out)) return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: metadata %s is not a number", key);
     return 0;
 }
 
@@ -58,18 +57,18 @@ static int get_mat(loader *L, const char *name, int64_t n_in, int64_t n_out, boo
     const eng_tensor *t = eng_gguf_tensor(L->m->g, name);
     if (!t) {
         if (!required) return 0;
-        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s is missing", name);
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s is missing", name);
     }
     if (!eng_type_supported(t->type) || t->type == ENG_T_Q8_K)
-        return errf(L->err, L->errlen, LCX_ENOTSUP, "model: tensor %s has unsupported type %d (%s)", name,
+        return eng__errf(L->err, L->errlen, LCX_ENOTSUP, "model: tensor %s has unsupported type %d (%s)", name,
                     t->type, eng_type_name((eng_type)t->type));
     if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
-        return errf(L->err, L->errlen, LCX_ECORRUPT,
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT,
                     "model: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
                     (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
                     (long long)n_in, (long long)n_out);
     if (n_in % eng_type_block_elems((eng_type)t->type))
-        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s row %lld not a multiple of its block", name,
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s row %lld not a multiple of its block", name,
                     (long long)n_in);
     w->data = t->data;
     w->type = (eng_type)t->type;
@@ -87,21 +86,21 @@ static int get_vec(loader *L, const char *name, int64_t n, bool required, float 
     const eng_tensor *t = eng_gguf_tensor(L->m->g, name);
     if (!t) {
         if (!required) return 0;
-        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s is missing", name);
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s is missing", name);
     }
     if (!eng_type_supported(t->type) || t->type == ENG_T_Q8_K)
-        return errf(L->err, L->errlen, LCX_ENOTSUP, "model: tensor %s has unsupported type %d", name, t->type);
+        return eng__errf(L->err, L->errlen, LCX_ENOTSUP, "model: tensor %s has unsupported type %d", name, t->type);
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1 ||
         n % eng_type_block_elems((eng_type)t->type))
-        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s has %lld x %lld elements, expected %lld",
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s has %lld x %lld elements, expected %lld",
                     name, (long long)t->ne[0], (long long)t->ne[1], (long long)n);
     float *v = malloc((size_t)n * sizeof(float));
-    if (!v) return errf(L->err, L->errlen, LCX_ENOMEM, "model: out of memory");
+    if (!v) return eng__errf(L->err, L->errlen, LCX_ENOMEM, "model: out of memory");
     eng_dequant_row((eng_type)t->type, t->data, v, n);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(v[i])) {
             free(v);
-            return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s holds a non-finite value", name);
+            return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s holds a non-finite value", name);
         }
     L->m->info.weight_bytes += t->nbytes;
     *out = v;
@@ -134,7 +133,7 @@ static int load(loader *L)
     eng_model_info *I = &m->info;
     size_t alen;
     const char *a = eng_gguf_get_str(m->g, "general.architecture", &alen);
-    if (!a) return errf(L->err, L->errlen, LCX_ECORRUPT, "model: general.architecture is missing");
+    if (!a) return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: general.architecture is missing");
     if (alen >= sizeof m->arch_name) alen = sizeof m->arch_name - 1;
     memcpy(m->arch_name, a, alen);
     m->arch_name[alen] = 0;
@@ -152,7 +151,7 @@ static int load(loader *L)
         I->arch = ENG_ARCH_QWEN3;
         I->rope_type = ENG_ROPE_NEOX;
     } else {
-        return errf(L->err, L->errlen, LCX_ENOTSUP,
+        return eng__errf(L->err, L->errlen, LCX_ENOTSUP,
                     "model: unsupported architecture '%s' (supported: llama, qwen2, qwen3)", m->arch_name);
     }
     uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, hd_k, hd_v, n_rot;
@@ -165,26 +164,26 @@ static int load(loader *L)
     if ((rc = get_u32_key(L, "context_length", &n_ctx, false, 2048))) return rc;
     if (n_embd == 0 || n_embd > 65536 || n_layer == 0 || n_layer > 1024 || n_head == 0 || n_head > 1024 ||
         n_head_kv == 0 || n_head % n_head_kv || n_ff == 0 || n_ff > (1u << 20) || n_ctx == 0)
-        return errf(L->err, L->errlen, LCX_ECORRUPT,
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT,
                     "model: bad hyper-parameters (n_embd %u, n_layer %u, n_head %u, n_head_kv %u, n_ff %u, ctx %u)",
                     n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx);
     if (n_head / n_head_kv > 64)   /* attention keeps per-group state on the stack */
-        return errf(L->err, L->errlen, LCX_ENOTSUP, "model: %u query heads per KV head (max 64)", n_head / n_head_kv);
+        return eng__errf(L->err, L->errlen, LCX_ENOTSUP, "model: %u query heads per KV head (max 64)", n_head / n_head_kv);
     uint32_t hd_def = n_embd / n_head;
     if ((rc = get_u32_key(L, "attention.key_length", &hd_k, false, hd_def))) return rc;
     if ((rc = get_u32_key(L, "attention.value_length", &hd_v, false, hd_k))) return rc;
     if (hd_k != hd_v || hd_k == 0 || hd_k > 1024 || hd_k % 2)
-        return errf(L->err, L->errlen, LCX_ENOTSUP, "model: head sizes k=%u v=%u not supported", hd_k, hd_v);
+        return eng__errf(L->err, L->errlen, LCX_ENOTSUP, "model: head sizes k=%u v=%u not supported", hd_k, hd_v);
     if ((rc = get_u32_key(L, "rope.dimension_count", &n_rot, false, hd_k))) return rc;
     if (n_rot == 0 || n_rot > hd_k || n_rot % 2)
-        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: rope.dimension_count %u bad for head size %u", n_rot, hd_k);
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: rope.dimension_count %u bad for head size %u", n_rot, hd_k);
     I->n_embd = (int)n_embd; I->n_layer = (int)n_layer; I->n_head = (int)n_head;
     I->n_head_kv = (int)n_head_kv; I->n_ff = (int)n_ff; I->n_ctx_train = (int)LCX_MIN(n_ctx, 1u << 30);
     I->head_dim = (int)hd_k; I->n_rot = (int)n_rot;
     if ((rc = get_f32_key(L, "rope.freq_base", &I->rope_freq_base, 10000.0f))) return rc;
     if ((rc = get_f32_key(L, "attention.layer_norm_rms_epsilon", &I->rms_eps, 1e-5f))) return rc;
     if (I->rope_freq_base <= 0 || I->rms_eps < 0)
-        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: bad rope.freq_base / rms epsilon");
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: bad rope.freq_base / rms epsilon");
     /* RoPE scaling: none or linear (positions divided by the factor). YaRN / LongRoPE change
      * the frequencies per dimension and attention magnitude; refused rather than run wrong. */
     I->rope_freq_scale = 1.0f;
@@ -199,7 +198,7 @@ static int load(loader *L)
             if (tl == 6 && !memcmp(st, "linear", 6)) {
                 if (factor > 0) I->rope_freq_scale = 1.0f / factor;
             } else {
-                return errf(L->err, L->errlen, LCX_ENOTSUP, "model: rope scaling '%.*s' is not supported (none, linear)",
+                return eng__errf(L->err, L->errlen, LCX_ENOTSUP, "model: rope scaling '%.*s' is not supported (none, linear)",
                             (int)LCX_MIN(tl, 32), st);
             }
         }
@@ -212,9 +211,9 @@ static int load(loader *L)
     I->file_type = ft;
 
     const eng_tensor *te = eng_gguf_tensor(m->g, "token_embd.weight");
-    if (!te) return errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor token_embd.weight is missing");
+    if (!te) return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor token_embd.weight is missing");
     if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
-        return errf(L->err, L->errlen, LCX_ECORRUPT, "model: vocabulary size %lld out of range", (long long)te->ne[1]);
+        return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: vocabulary size %lld out of range", (long long)te->ne[1]);
     I->n_vocab = (int)te->ne[1];
     if ((rc = get_mat(L, "token_embd.weight", n_embd, I->n_vocab, true, &m->tok_embd))) return rc;
     if ((rc = get_mat(L, "output.weight", n_embd, I->n_vocab, false, &m->output))) return rc;
@@ -226,7 +225,7 @@ static int load(loader *L)
     if ((rc = get_vec(L, "rope_freqs.weight", n_rot / 2, false, &m->rope_freqs))) return rc;
 
     m->layers = calloc(n_layer, sizeof *m->layers);
-    if (!m->layers) return errf(L->err, L->errlen, LCX_ENOMEM, "model: out of memory");
+    if (!m->layers) return eng__errf(L->err, L->errlen, LCX_ENOMEM, "model: out of memory");
     const int64_t qd = (int64_t)n_head * hd_k, kvd = (int64_t)n_head_kv * hd_k;
     bool bias = I->arch == ENG_ARCH_QWEN2;
     for (uint32_t il = 0; il < n_layer; il++) {
@@ -259,7 +258,7 @@ int eng_model_load(const char *path, eng_model **out, char *err, size_t errlen)
     *out = NULL;
     if (err && errlen) err[0] = 0;
     eng_model *m = calloc(1, sizeof *m);
-    if (!m) return errf(err, errlen, LCX_ENOMEM, "model: out of memory");
+    if (!m) return eng__errf(err, errlen, LCX_ENOMEM, "model: out of memory");
     int rc = eng_gguf_open(path, &m->g, err, errlen);
     if (rc) { free(m); return rc; }
     loader L = {m, err, errlen, NULL};

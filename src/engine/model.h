@@ -34,4 +34,8 @@ struct eng_model {
     eng_layer *layers;
 };
 
+/* Formats a message into err (when given) and returns rc: `return eng__errf(err, n,
+ * LCX_EINVAL, "bad %s", what);` (model.c). */
+int eng__errf(char *err, size_t n, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 #endif
