@@ -75,6 +75,16 @@ static void test_utf8(void **st)
     assert_false(lcx_utf8_valid("\xed\xa0\x80", 3));      /* surrogate */
     assert_false(lcx_utf8_valid("\xe2\x82", 2));          /* truncated */
     assert_false(lcx_utf8_valid("\xff", 1));
+    /* long ASCII runs (the 32-byte fast path) with a bad or good sequence at every offset */
+    char buf[200];
+    for (int at = 0; at < 190; at++) {
+        memset(buf, 'a', sizeof buf);
+        memcpy(buf + at, "\xc3\xa9", 2);
+        assert_true(lcx_utf8_valid(buf, sizeof buf));
+        buf[at + 1] = 'x';
+        assert_false(lcx_utf8_valid(buf, sizeof buf));
+        assert_true(lcx_utf8_valid(buf, (size_t)at));
+    }
 }
 
 static void test_atomic_write(void **st)
