@@ -9,6 +9,7 @@
 #include "testutil.h"
 #include "fake_upstream.h"
 #include "svc/proxy.h"
+#include "util/util.h"
 
 #include <curl/curl.h>
 #include <signal.h>
@@ -22,7 +23,14 @@ typedef struct {
     char *dir;
 } svc_proc;
 
+static svc_proc start_svc_args(const char *upstream, const char *flag, const char *value);
+
 static svc_proc start_svc(const char *upstream, const char *extra)
+{
+    return start_svc_args(upstream, extra ? "--upstream-timeout-s" : NULL, extra);
+}
+
+static svc_proc start_svc_args(const char *upstream, const char *flag, const char *value)
 {
     svc_proc s = {0};
     s.dir = tu_tmpdir();
@@ -35,7 +43,7 @@ static svc_proc start_svc(const char *upstream, const char *extra)
                       "--data-dir", data, "--quiet"};
     int ac = 9;
     if (upstream) argv[ac++] = "--upstream", argv[ac++] = (char *)upstream;
-    if (extra) argv[ac++] = "--upstream-timeout-s", argv[ac++] = (char *)extra;
+    if (flag) argv[ac++] = (char *)flag, argv[ac++] = (char *)value;
     argv[ac] = NULL;
     s.pid = tu_spawn(argv, NULL, log);
     assert_true(tu_wait_http(s.port, "/healthz", 20000));
@@ -255,6 +263,45 @@ static void test_error_mapping(void **st)
     stop_svc(&s);
 }
 
+/* --compact-tokens: a long history reaches the upstream compacted, with the ordinal
+ * request's target turn kept verbatim, and the response says so. */
+static void test_compaction(void **st)
+{
+    fake_upstream *f = fu_start();
+    char up[64], url[128];
+    snprintf(up, sizeof up, "http://127.0.0.1:%d", fu_port(f));
+    svc_proc s = start_svc_args(up, "--compact-tokens", "2000");
+    lcx_buf b = {0};
+    lcx_buf_puts(&b, "{\"model\":\"plain\",\"messages\":[{\"role\":\"system\",\"content\":\"You are helpful.\"}");
+    const char *topics[] = {"tapirs", "glaciers", "lighthouses", "tapirs", "violins"};
+    for (int i = 0; i < 60; i++) {
+        lcx_buf_printf(&b, ",{\"role\":\"user\",\"content\":\"write a poem about %s\"}", topics[i % 5]);
+        lcx_buf_printf(&b, ",{\"role\":\"assistant\",\"content\":\"Poem %d about %s. ", i, topics[i % 5]);
+        for (int k = 0; k < 40; k++) lcx_buf_printf(&b, "line %d of verse %d with words and more words. ", k, i);
+        lcx_buf_puts(&b, "\"}");
+    }
+    lcx_buf_puts(&b, ",{\"role\":\"user\",\"content\":\"Prepend ab12cd34ef to the 2nd (1 indexed) poem about "
+                     "glaciers. Do not include any other text in your response.\"}]}");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", s.port);
+    tu_resp r;
+    const char *hdr[] = {"Content-Type: application/json", NULL};
+    assert_int_equal(tu_http("POST", url, b.data, b.len, hdr, &r), 0);
+    assert_int_equal(r.status, 200);
+    char v[128];
+    assert_int_equal(tu_resp_header(&r, "x-longctx-compacted", v, sizeof v), 0);
+    assert_non_null(strstr(v, "->"));
+    tu_resp_free(&r);
+    char *ub = fu_last_body(f);
+    assert_true(strlen(ub) < b.len / 4);                   /* the middle is gone */
+    assert_non_null(strstr(ub, "Poem 6 about glaciers."));  /* the 2nd glaciers poem (i = 1, 6, ...) */
+    assert_non_null(strstr(ub, "Prepend ab12cd34ef"));      /* the question itself */
+    assert_non_null(strstr(ub, "You are helpful."));        /* system messages stay */
+    free(ub);
+    lcx_buf_free(&b);
+    stop_svc(&s);
+    fu_stop(f);
+}
+
 static void test_splice_placement(void **st)
 {
     const char *sp = "## Retrieved code context\n\nX\n";
@@ -308,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_chat_splice_and_headers),
         cmocka_unit_test(test_stream_incremental_and_cancel),
         cmocka_unit_test(test_error_mapping),
+        cmocka_unit_test(test_compaction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
