@@ -239,6 +239,16 @@ static void c_line(syms *s, const char *p, const char *e, uint32_t line)
 /* ---- Python */
 typedef struct { char name[64]; int indent; bool on; } scope_t;
 
+/* Enters a class/impl block: its name owns the methods found at deeper indentation.
+ * n < sizeof sc->name (callers check). */
+static void scope_enter(scope_t *sc, const char *name, size_t n, int indent)
+{
+    memcpy(sc->name, name, n);
+    sc->name[n] = 0;
+    sc->indent = indent;
+    sc->on = true;
+}
+
 static void py_line(syms *s, const char *p, const char *e, uint32_t line, scope_t *cls)
 {
     cur c = {p, e};
@@ -250,10 +260,7 @@ static void py_line(syms *s, const char *p, const char *e, uint32_t line, scope_
         size_t n = ident(&c);
         if (n && n < sizeof cls->name) {
             add(s, c.p, n, line, LCX_SYM_CLASS, NULL);
-            memcpy(cls->name, c.p, n);
-            cls->name[n] = 0;
-            cls->indent = indent;
-            cls->on = true;
+            scope_enter(cls, c.p, n, indent);
         }
         return;
     }
@@ -292,10 +299,7 @@ static void js_line(syms *s, const char *p, const char *e, uint32_t line, scope_
         size_t n = ident(&c);
         if (n && n < sizeof cls->name) {
             add(s, c.p, n, line, LCX_SYM_CLASS, NULL);
-            memcpy(cls->name, c.p, n);
-            cls->name[n] = 0;
-            cls->indent = indent;
-            cls->on = true;
+            scope_enter(cls, c.p, n, indent);
         }
         return;
     }
@@ -440,10 +444,7 @@ static void rs_line(syms *s, const char *p, const char *e, uint32_t line, scope_
         ws(&t);
         size_t n = ident(&t);
         if (n && n < sizeof impl->name) {
-            memcpy(impl->name, t.p, n);
-            impl->name[n] = 0;
-            impl->indent = indent;
-            impl->on = true;
+            scope_enter(impl, t.p, n, indent);
         }
         return;
     }
@@ -483,10 +484,7 @@ static void java_line(syms *s, const char *p, const char *e, uint32_t line, scop
             size_t n = ident(&c);
             if (n && n < sizeof cls->name) {
                 add(s, c.p, n, line, i == 2 ? LCX_SYM_ENUM : LCX_SYM_CLASS, NULL);
-                memcpy(cls->name, c.p, n);
-                cls->name[n] = 0;
-                cls->indent = indent;
-                cls->on = true;
+                scope_enter(cls, c.p, n, indent);
             }
             return;
         }
@@ -543,10 +541,7 @@ static void swift_line(syms *s, const char *p, const char *e, uint32_t line, sco
             size_t n = ident(&t);
             if (n && n < sizeof cls->name) {
                 add(s, t.p, n, line, LCX_SYM_CLASS, NULL);
-                memcpy(cls->name, t.p, n);
-                cls->name[n] = 0;
-                cls->indent = indent;
-                cls->on = true;
+                scope_enter(cls, t.p, n, indent);
             }
             return;
         }
@@ -568,10 +563,7 @@ static void swift_line(syms *s, const char *p, const char *e, uint32_t line, sco
             if (n && n < sizeof cls->name) {
                 if (defs[i].k != LCX_SYM_TYPE || strcmp(defs[i].w, "extension"))
                     add(s, c.p, n, line, defs[i].k, NULL);
-                memcpy(cls->name, c.p, n);
-                cls->name[n] = 0;
-                cls->indent = indent;
-                cls->on = true;
+                scope_enter(cls, c.p, n, indent);
             }
             return;
         }
