@@ -4,6 +4,7 @@
 #include "embed/embed.h"
 #include "util/util.h"
 #include <immintrin.h>
+#include "util/simd.h"
 #include <math.h>
 #include <string.h>
 
@@ -71,15 +72,6 @@ float lcx__dot_f32_scalar(const float *a, const float *b, size_t n)
     return (float)s;
 }
 
-static inline float hsum256(__m256 v)
-{
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
-
 float lcx__dot_f32_avx2(const float *a, const float *b, size_t n)
 {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -89,7 +81,7 @@ float lcx__dot_f32_avx2(const float *a, const float *b, size_t n)
         s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
     }
     for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = hsum256(_mm256_add_ps(s0, s1));
+    float s = lcx_hsum8(_mm256_add_ps(s0, s1));
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
@@ -135,7 +127,7 @@ void lcx__dot_f16_rows_avx2(const float *q, const uint16_t *rows, size_t n_rows,
             a0 = _mm256_fmadd_ps(qa, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v0 + i))), a0);
             b0 = _mm256_fmadd_ps(qa, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v1 + i))), b0);
         }
-        float s0 = hsum256(_mm256_add_ps(a0, a1)), s1 = hsum256(_mm256_add_ps(b0, b1));
+        float s0 = lcx_hsum8(_mm256_add_ps(a0, a1)), s1 = lcx_hsum8(_mm256_add_ps(b0, b1));
         for (; i < dim; i++) {
             s0 += q[i] * _cvtsh_ss(v0[i]);
             s1 += q[i] * _cvtsh_ss(v1[i]);
@@ -149,7 +141,7 @@ void lcx__dot_f16_rows_avx2(const float *q, const uint16_t *rows, size_t n_rows,
         size_t i = 0;
         for (; i < d8; i += 8)
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v0 + i))), a0);
-        float s0 = hsum256(a0);
+        float s0 = lcx_hsum8(a0);
         for (; i < dim; i++) s0 += q[i] * _cvtsh_ss(v0[i]);
         out[r] = s0;
     }
@@ -312,7 +304,7 @@ float lcx__dot_f32_u8_avx2(const float *q, const uint8_t *row, size_t dim)
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtepi32_ps(lo), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_cvtepi32_ps(hi), a1);
     }
-    float s = hsum256(_mm256_add_ps(a0, a1));
+    float s = lcx_hsum8(_mm256_add_ps(a0, a1));
     for (; i < dim; i++) s += q[i] * (float)((int)row[i] - 128);
     return s;
 }

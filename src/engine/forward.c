@@ -14,6 +14,7 @@
 #include "engine/threads.h"
 
 #include <immintrin.h>
+#include "util/simd.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,14 +149,6 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
     for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
-static inline float hsum8(__m256 v)
-{
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    return _mm_cvtss_f32(a);
-}
-
 /* hot: q.k over head_dim */
 static inline float dot_f32(const float *a, const float *b, int n)
 {
@@ -164,7 +157,7 @@ static inline float dot_f32(const float *a, const float *b, int n)
     if (n >= 8) {
         __m256 acc = _mm256_setzero_ps();
         for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-        s = hsum8(acc);
+        s = lcx_hsum8(acc);
     }
     for (; i < n; i++) s += a[i] * b[i];
     return s;

@@ -21,20 +21,13 @@
  *     Q4_K/Q5_K mins and the Q6_K offset of 32 come from the Q8_K bsums.
  * Only float summation order differs from the scalar reference in quant.c. */
 #include <immintrin.h>
+#include "util/simd.h"
 #include <math.h>
 #include <string.h>
 
 #include "engine/quant.h"
 
 #define AI static inline __attribute__((always_inline))
-
-AI float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 AI float ldh(const void *p)
 {
@@ -190,7 +183,7 @@ AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, siz
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            float v = hsum8(acc[r][t]);
+            float v = lcx_hsum8(acc[r][t]);
             if (add) y[t * ldy + r] += v;
             else y[t * ldy + r] = v;
         }
@@ -454,7 +447,7 @@ AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t 
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            float s = hsum8(acc[r][t]);
+            float s = lcx_hsum8(acc[r][t]);
             for (int64_t j = k; j < n; j++) {
                 float a, b;
                 if (wt == ENG_T_F32) {

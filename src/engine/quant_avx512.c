@@ -13,6 +13,7 @@
  * Everything else (K-quants; Q8_0 family when the CPU has AVX-512 without VNNI) returns
  * false and runs the AVX2 kernels, which are correct on these CPUs too. */
 #include <immintrin.h>
+#include "util/simd.h"
 #include <string.h>
 
 #include "engine/quant.h"
@@ -21,14 +22,6 @@
 #define AI static inline __attribute__((always_inline))
 #define SEG 512  /* blocks per column segment */
 #define TT 8     /* token tile for prompts */
-
-AI float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 AI float ldh(const void *p)
 {
@@ -152,7 +145,7 @@ AI void q80_tile_vnni(eng_type wt, const int R, const int T, const uint8_t *W, s
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            float v = hsum8(acc[r][t]);
+            float v = lcx_hsum8(acc[r][t]);
             if (add) y[t * ldy + r] += v;
             else y[t * ldy + r] = v;
         }

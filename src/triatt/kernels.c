@@ -12,6 +12,7 @@
  *    is memory-bound for f32 keys at 32K cells (1.9 GB per round). */
 #include "triatt/internal.h"
 #include <immintrin.h>
+#include "util/simd.h"
 #include <math.h>
 
 void triatt__kernel_scalar(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
@@ -49,15 +50,6 @@ static inline __m256 ld8(const void *base, size_t idx, bool f16)
     return _mm256_loadu_ps((const float *)base + idx);
 }
 
-static inline float hsum256(__m256 v)
-{
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
-
 static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kparams *p, const void *keys,
                                                                 size_t stride, int n, float *out,
                                                                 bool accumulate, const bool f16)
@@ -88,7 +80,7 @@ static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kpa
                     acc2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m_il + d), acc2);
                 }
             }
-            float v = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), acc2));
+            float v = lcx_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), acc2));
             out[c] = accumulate ? out[c] + v : v;
         }
         return;
@@ -119,7 +111,7 @@ static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kpa
                 }
             }
         }
-        float v = hsum256(_mm256_add_ps(acc0, acc1));
+        float v = lcx_hsum8(_mm256_add_ps(acc0, acc1));
         out[c] = accumulate ? out[c] + v : v;
     }
 }
@@ -162,7 +154,7 @@ void triatt__fast_kernel_avx2(const float *feat, size_t stride, int fc, const fl
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + d), _mm256_loadu_ps(v + d), a0);
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + d + 8), _mm256_loadu_ps(v + d + 8), a1);
         }
-        out[c] = hsum256(_mm256_add_ps(a0, a1)) + r[len];
+        out[c] = lcx_hsum8(_mm256_add_ps(a0, a1)) + r[len];
     }
 }
 
