@@ -64,17 +64,6 @@ static double unix_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static char *join(const char *a, const char *b)
-{
-    size_t x = strlen(a), y = strlen(b);
-    char *p = malloc(x + y + 2);
-    if (!p) return NULL;
-    memcpy(p, a, x);
-    p[x] = '/';
-    memcpy(p + x + 1, b, y + 1);
-    return p;
-}
-
 int lcx_sessions_open(const lcx_sessions_opts *o, const lcx_embedder *emb, lcx_sessions **out)
 {
     if (out) *out = NULL;
@@ -86,7 +75,7 @@ int lcx_sessions_open(const lcx_sessions_opts *o, const lcx_embedder *emb, lcx_s
     if (!ss->o.max_mem_bytes) ss->o.max_mem_bytes = 4ull << 30;
     if (!(ss->o.idle_hibernate_s > 0)) ss->o.idle_hibernate_s = 1800;
     ss->emb = emb;
-    ss->root = join(o->data_dir, "sessions");
+    ss->root = lcx_path_join(o->data_dir, "sessions");
     ss->o.data_dir = NULL;   /* not kept: the caller's string */
     if (!ss->root) { free(ss); return LCX_ENOMEM; }
     int rc = lcx_mkdirs(ss->root);
@@ -99,7 +88,7 @@ int lcx_sessions_open(const lcx_sessions_opts *o, const lcx_embedder *emb, lcx_s
 
 static double read_hib_time(const char *dir)
 {
-    char *p = join(dir, "hibernated_at"), *data = NULL;
+    char *p = lcx_path_join(dir, "hibernated_at"), *data = NULL;
     double t = 0;
     if (p && lcx_read_file(p, 64, &data, NULL) == 0) t = strtod(data, NULL);
     free(p);
@@ -154,7 +143,7 @@ static sess *find_or_add(lcx_sessions *ss, const char *id, size_t n)
     e->id = malloc(n + 1);
     char hex[65];
     lcx_sha256_hex(id, n, hex, 16);
-    e->dir = join(ss->root, hex);
+    e->dir = lcx_path_join(ss->root, hex);
     if (!e->id || !e->dir) {
         free(e->id);
         free(e->dir);
@@ -187,7 +176,7 @@ static void drop_entry(lcx_sessions *ss, sess *e)
 
 static int dir_has_store(const sess *e)
 {
-    char *p = join(e->dir, "chunks.log");
+    char *p = lcx_path_join(e->dir, "chunks.log");
     struct stat st;
     int ok = p && stat(p, &st) == 0;
     free(p);
@@ -202,7 +191,7 @@ static int load(lcx_sessions *ss, sess *e, bool create)
     e->busy = 1;
     pthread_mutex_unlock(&ss->mu);
     int rc = 0;
-    char *idp = join(e->dir, "id");
+    char *idp = lcx_path_join(e->dir, "id");
     if (!idp) rc = LCX_ENOMEM;
     if (!rc && exists) {
         char *data = NULL;
@@ -241,7 +230,7 @@ static int hibernate_entry(lcx_sessions *ss, sess *e)
     double t = unix_s();
     if (rc == 0) {
         lcx_store_close(st);
-        char *p = join(e->dir, "hibernated_at"), buf[64];   /* e->dir is immutable */
+        char *p = lcx_path_join(e->dir, "hibernated_at"), buf[64];   /* e->dir is immutable */
         if (p) {
             int n = snprintf(buf, sizeof buf, "%.3f\n", t);
             lcx_write_file_atomic(p, buf, (size_t)n);

@@ -161,17 +161,6 @@ static int read_all(int fd, void *p, size_t n, uint64_t off)
     return 0;
 }
 
-static char *path_join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
-
 static uint64_t new_uuid(void)
 {
     uint64_t u = 0;
@@ -479,7 +468,7 @@ static int replay_rec(void *ud, const lcx_rec_hdr *h, const char *payload, uint6
 /* ------------------------------------------------------------------ snapshot load */
 static int snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from)
 {
-    char *p = path_join(s->dir, LCX_SNAP_NAME);
+    char *p = lcx_path_join(s->dir, LCX_SNAP_NAME);
     if (!p) return LCX_ENOMEM;
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     free(p);
@@ -583,7 +572,7 @@ bad_rc:
 static int store_load(lcx_store *s)
 {
     char msg[160];
-    char *lp = path_join(s->dir, LCX_LOG_NAME);
+    char *lp = lcx_path_join(s->dir, LCX_LOG_NAME);
     if (!lp) return LCX_ENOMEM;
     int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     free(lp);
@@ -1095,7 +1084,7 @@ static int snapshot_locked(lcx_store *s)
     if (s->broken) return LCX_ESTATE;
     if (s->has_snap && s->snap_log_off == s->log_end) return 0;   /* already up to date */
     const lcx_index *ix = s->ix;
-    char *path = path_join(s->dir, LCX_SNAP_NAME), *tmp = path_join(s->dir, LCX_SNAP_NAME ".tmp");
+    char *path = lcx_path_join(s->dir, LCX_SNAP_NAME), *tmp = lcx_path_join(s->dir, LCX_SNAP_NAME ".tmp");
     int rc = LCX_ENOMEM;
     FILE *f = NULL;
     lcx__tslot *tab = NULL;
@@ -1268,7 +1257,7 @@ int lcx_store_validate(const char *dir, char *msg, size_t msg_len)
     if (!msg || !msg_len) { msg = dummy; msg_len = sizeof dummy; }
     msg[0] = 0;
     if (!dir) return LCX_EINVAL;
-    char *lp = path_join(dir, LCX_LOG_NAME);
+    char *lp = lcx_path_join(dir, LCX_LOG_NAME);
     if (!lp) return LCX_ENOMEM;
     int fd = open(lp, O_RDONLY | O_CLOEXEC);
     free(lp);
@@ -1296,7 +1285,7 @@ int lcx_store_validate(const char *dir, char *msg, size_t msg_len)
         return rc;
     }
     /* snapshot, when present: every section's checksum and its tie to the log */
-    char *sp = path_join(dir, LCX_SNAP_NAME);
+    char *sp = lcx_path_join(dir, LCX_SNAP_NAME);
     int sfd = sp ? open(sp, O_RDONLY | O_CLOEXEC) : -1;
     free(sp);
     const char *snap_note = "no snapshot";
@@ -1345,7 +1334,7 @@ int lcx__store_peek(const char *dir, char *fp, size_t fp_len, uint32_t *n_live)
 {
     *n_live = 0;
     if (fp_len) fp[0] = 0;
-    char *lp = path_join(dir, LCX_LOG_NAME);
+    char *lp = lcx_path_join(dir, LCX_LOG_NAME);
     if (!lp) return LCX_ENOMEM;
     int fd = open(lp, O_RDONLY | O_CLOEXEC);
     free(lp);

@@ -47,6 +47,8 @@ char *lcx_buf_steal(lcx_buf *b, size_t *len);
 int lcx_read_file(const char *path, size_t max, char **out, size_t *out_len);
 /* Crash-safe replace: write to PATH.tmp, fsync, rename over PATH, fsync the directory. */
 int lcx_write_file_atomic(const char *path, const void *data, size_t len);
+/* "dir/name", malloc'd (NULL on OOM). */
+char *lcx_path_join(const char *dir, const char *name);
 /* mkdir -p with mode 0700 for new directories. */
 int lcx_mkdirs(const char *path);
 /* fsync a directory (after create/rename inside it). */
