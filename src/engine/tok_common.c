@@ -10,7 +10,7 @@
 #include "tok_internal.h"
 #include "util/util.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+void eng__tok_err(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen) return;
     va_list ap;
     va_start(ap, fmt);
@@ -108,7 +108,7 @@ static int resolve_id(int32_t given, int32_t dflt, int32_t n, int32_t *out, cons
     }
     if (given == ENG_TOKEN_NONE) { *out = ENG_TOKEN_NONE; return 0; }
     if (given < 0 || given >= n) {
-        set_err(err, errlen, "tokenizer: %s token id %d outside the vocabulary (%d tokens)",
+        eng__tok_err(err, errlen, "tokenizer: %s token id %d outside the vocabulary (%d tokens)",
                 what, (int)given, (int)n);
         return LCX_ECORRUPT;
     }
@@ -175,15 +175,15 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
     if (!out) return LCX_EINVAL;
     *out = NULL;
     if (!s || s->n_tokens <= 0 || !s->tokens || !s->token_lens) {
-        set_err(err, errlen, "tokenizer: empty vocabulary");
+        eng__tok_err(err, errlen, "tokenizer: empty vocabulary");
         return LCX_EINVAL;
     }
     if (s->n_tokens > ENG_TOK_MAX_VOCAB) {
-        set_err(err, errlen, "tokenizer: %d tokens exceed the cap of %d", (int)s->n_tokens, ENG_TOK_MAX_VOCAB);
+        eng__tok_err(err, errlen, "tokenizer: %d tokens exceed the cap of %d", (int)s->n_tokens, ENG_TOK_MAX_VOCAB);
         return LCX_ELIMIT;
     }
     if (s->kind != ENG_TOK_SPM && s->kind != ENG_TOK_BPE && s->kind != ENG_TOK_WPM) {
-        set_err(err, errlen, "tokenizer: unknown kind %d", (int)s->kind);
+        eng__tok_err(err, errlen, "tokenizer: unknown kind %d", (int)s->kind);
         return LCX_EINVAL;
     }
     eng_tokenizer *t = calloc(1, sizeof *t);
@@ -195,7 +195,7 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
     size_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         if (s->token_lens[i] > ENG_TOK_MAX_TOKEN || (s->token_lens[i] && !s->tokens[i])) {
-            set_err(err, errlen, "tokenizer: token %d is %zu bytes (cap %d)", (int)i,
+            eng__tok_err(err, errlen, "tokenizer: token %d is %zu bytes (cap %d)", (int)i,
                     s->token_lens[i], ENG_TOK_MAX_TOKEN);
             rc = LCX_ELIMIT;
             goto fail;
@@ -203,7 +203,7 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
         total += s->token_lens[i];
     }
     if (total > (1u << 30)) {       /* all token texts together: 1 GiB cap */
-        set_err(err, errlen, "tokenizer: vocabulary text of %zu bytes is too large", total);
+        eng__tok_err(err, errlen, "tokenizer: vocabulary text of %zu bytes is too large", total);
         rc = LCX_ELIMIT;
         goto fail;
     }
@@ -238,7 +238,7 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
         const char *pre = s->pre ? s->pre : "default";
         t->pre = eng_bpe_pre_from_name(pre, strlen(pre));
         if (t->pre < 0) {
-            set_err(err, errlen, "tokenizer: unknown pre-tokenizer '%s'", pre);
+            eng__tok_err(err, errlen, "tokenizer: unknown pre-tokenizer '%s'", pre);
             rc = LCX_ENOTSUP;
             goto fail;
         }
@@ -339,7 +339,7 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
     *out = t;
     return 0;
 fail:
-    if (rc == LCX_ENOMEM) set_err(err, errlen, "tokenizer: out of memory");
+    if (rc == LCX_ENOMEM) eng__tok_err(err, errlen, "tokenizer: out of memory");
     eng_tokenizer_free(t);
     return rc;
 }
@@ -364,11 +364,11 @@ int eng_tokenizer_from_vocab_txt(const char *path, eng_tokenizer **out, char *er
     char *data = NULL;
     size_t dlen = 0;
     int rc = lcx_read_file(path, 64u << 20, &data, &dlen);
-    if (rc < 0) { set_err(err, errlen, "vocab.txt: cannot read %s (%s)", path, lcx_strerror(rc)); return rc; }
+    if (rc < 0) { eng__tok_err(err, errlen, "vocab.txt: cannot read %s (%s)", path, lcx_strerror(rc)); return rc; }
     int32_t n = 0;
     for (size_t i = 0; i < dlen; i++) if (data[i] == '\n') n++;
     if (dlen && data[dlen - 1] != '\n') n++;
-    if (n <= 0 || n > ENG_TOK_MAX_VOCAB) { free(data); set_err(err, errlen, "vocab.txt: %d lines", (int)n); return n <= 0 ? LCX_ECORRUPT : LCX_ELIMIT; }
+    if (n <= 0 || n > ENG_TOK_MAX_VOCAB) { free(data); eng__tok_err(err, errlen, "vocab.txt: %d lines", (int)n); return n <= 0 ? LCX_ECORRUPT : LCX_ELIMIT; }
     char **toks = calloc((size_t)n, sizeof(char *));
     size_t *lens = calloc((size_t)n, sizeof(size_t));
     int32_t *types = calloc((size_t)n, sizeof(int32_t));
@@ -410,7 +410,7 @@ int eng_tokenizer_from_vocab_txt(const char *path, eng_tokenizer **out, char *er
     s.eos = ENG_TOKEN_NONE;
     rc = eng_tokenizer_from_spec(&s, out, err, errlen);
 done:
-    if (rc == LCX_ENOMEM) set_err(err, errlen, "vocab.txt: out of memory");
+    if (rc == LCX_ENOMEM) eng__tok_err(err, errlen, "vocab.txt: out of memory");
     if (toks) for (int32_t i = 0; i < n; i++) free(toks[i]);
     free(toks); free(lens); free(types); free(data);
     return rc;

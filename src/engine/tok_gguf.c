@@ -7,13 +7,6 @@
 
 #include "tok_internal.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Optional u32 id key: absent -> ENG_TOKEN_DEFAULT; present but not an integer -> error. */
 static int get_id(const eng_gguf *g, const char *key, int32_t *out, char *err, size_t errlen) {
@@ -25,7 +18,7 @@ static int get_id(const eng_gguf *g, const char *key, int32_t *out, char *err, s
     if (rc == 0 && v == UINT32_MAX) { *out = ENG_TOKEN_NONE; return 0; }
     if (rc < 0 && eng_gguf_get_i32(g, key, &sv) == 0 && sv == -1) { *out = ENG_TOKEN_NONE; return 0; }
     if (rc < 0 || v > INT32_MAX) {
-        set_err(err, errlen, "tokenizer: %s is not a valid token id", key);
+        eng__tok_err(err, errlen, "tokenizer: %s is not a valid token id", key);
         return LCX_ECORRUPT;
     }
     *out = (int32_t)v;
@@ -36,7 +29,7 @@ static int get_flag(const eng_gguf *g, const char *key, int *out, char *err, siz
     bool v;
     int rc = eng_gguf_get_bool(g, key, &v);
     if (rc == LCX_ENOTFOUND) { *out = -1; return 0; }
-    if (rc < 0) { set_err(err, errlen, "tokenizer: %s is not a bool", key); return LCX_ECORRUPT; }
+    if (rc < 0) { eng__tok_err(err, errlen, "tokenizer: %s is not a bool", key); return LCX_ECORRUPT; }
     *out = v ? 1 : 0;
     return 0;
 }
@@ -64,12 +57,12 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
 
     size_t ml;
     const char *model = eng_gguf_get_str(g, "tokenizer.ggml.model", &ml);
-    if (!model) { set_err(err, errlen, "tokenizer: no tokenizer.ggml.model in the GGUF"); return LCX_ENOTFOUND; }
+    if (!model) { eng__tok_err(err, errlen, "tokenizer: no tokenizer.ggml.model in the GGUF"); return LCX_ENOTFOUND; }
     if (ml == 5 && !memcmp(model, "llama", 5)) s.kind = ENG_TOK_SPM;
     else if (ml == 4 && !memcmp(model, "gpt2", 4)) s.kind = ENG_TOK_BPE;
     else if (ml == 4 && !memcmp(model, "bert", 4)) s.kind = ENG_TOK_WPM;
     else {
-        set_err(err, errlen, "tokenizer: unsupported tokenizer.ggml.model '%.*s' (llama, gpt2, bert are)",
+        eng__tok_err(err, errlen, "tokenizer: unsupported tokenizer.ggml.model '%.*s' (llama, gpt2, bert are)",
                 (int)(ml > 64 ? 64 : ml), model);
         return LCX_ENOTSUP;
     }
@@ -86,12 +79,12 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     uint64_t n;
     const void *data;
     if (eng_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data) < 0 || et != ENG_GGUF_STRING) {
-        set_err(err, errlen, "tokenizer: tokenizer.ggml.tokens missing or not a string array");
+        eng__tok_err(err, errlen, "tokenizer: tokenizer.ggml.tokens missing or not a string array");
         rc = LCX_ENOTFOUND;
         goto out;
     }
     if (n == 0 || n > ENG_TOK_MAX_VOCAB) {
-        set_err(err, errlen, "tokenizer: %llu tokens (1..%d allowed)", (unsigned long long)n, ENG_TOK_MAX_VOCAB);
+        eng__tok_err(err, errlen, "tokenizer: %llu tokens (1..%d allowed)", (unsigned long long)n, ENG_TOK_MAX_VOCAB);
         rc = n ? LCX_ELIMIT : LCX_ECORRUPT;
         goto out;
     }
@@ -102,7 +95,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     if (!toks || !tlens) goto out;
     for (uint64_t i = 0; i < n; i++) {
         toks[i] = eng_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &tlens[i]);
-        if (!toks[i]) { set_err(err, errlen, "tokenizer: token %llu unreadable", (unsigned long long)i); rc = LCX_ECORRUPT; goto out; }
+        if (!toks[i]) { eng__tok_err(err, errlen, "tokenizer: token %llu unreadable", (unsigned long long)i); rc = LCX_ECORRUPT; goto out; }
     }
     s.tokens = toks;
     s.token_lens = tlens;
@@ -110,7 +103,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     uint64_t m;
     if (eng_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &m, &data) == 0) {
         if (et != ENG_GGUF_F32 || m != n) {
-            set_err(err, errlen, "tokenizer: tokenizer.ggml.scores must be %llu f32 values", (unsigned long long)n);
+            eng__tok_err(err, errlen, "tokenizer: tokenizer.ggml.scores must be %llu f32 values", (unsigned long long)n);
             rc = LCX_ECORRUPT;
             goto out;
         }
@@ -121,7 +114,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     }
     if (eng_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &m, &data) == 0) {
         if ((et != ENG_GGUF_I32 && et != ENG_GGUF_U32) || m != n) {
-            set_err(err, errlen, "tokenizer: tokenizer.ggml.token_type must be %llu int32 values", (unsigned long long)n);
+            eng__tok_err(err, errlen, "tokenizer: tokenizer.ggml.token_type must be %llu int32 values", (unsigned long long)n);
             rc = LCX_ECORRUPT;
             goto out;
         }
@@ -132,18 +125,18 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     }
     if (s.kind == ENG_TOK_BPE) {
         if (eng_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &m, &data) < 0 || et != ENG_GGUF_STRING) {
-            set_err(err, errlen, "tokenizer: gpt2 tokenizer without tokenizer.ggml.merges");
+            eng__tok_err(err, errlen, "tokenizer: gpt2 tokenizer without tokenizer.ggml.merges");
             rc = LCX_ENOTFOUND;
             goto out;
         }
-        if (m > ENG_TOK_MAX_VOCAB * 2ull) { set_err(err, errlen, "tokenizer: too many merges"); rc = LCX_ELIMIT; goto out; }
+        if (m > ENG_TOK_MAX_VOCAB * 2ull) { eng__tok_err(err, errlen, "tokenizer: too many merges"); rc = LCX_ELIMIT; goto out; }
         rc = LCX_ENOMEM;
         merges = malloc(sizeof(char *) * (m ? m : 1));
         mlens = malloc(sizeof(size_t) * (m ? m : 1));
         if (!merges || !mlens) goto out;
         for (uint64_t i = 0; i < m; i++) {
             merges[i] = eng_gguf_get_arr_str(g, "tokenizer.ggml.merges", i, &mlens[i]);
-            if (!merges[i]) { rc = LCX_ECORRUPT; set_err(err, errlen, "tokenizer: merge %llu unreadable", (unsigned long long)i); goto out; }
+            if (!merges[i]) { rc = LCX_ECORRUPT; eng__tok_err(err, errlen, "tokenizer: merge %llu unreadable", (unsigned long long)i); goto out; }
         }
         s.n_merges = (int32_t)m;
         s.merges = merges;
@@ -165,7 +158,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
 
     rc = eng_tokenizer_from_spec(&s, out, err, errlen);
 out:
-    if (rc == LCX_ENOMEM) set_err(err, errlen, "tokenizer: out of memory");
+    if (rc == LCX_ENOMEM) eng__tok_err(err, errlen, "tokenizer: out of memory");
     free(pre); free(name); free(toks); free(tlens); free(merges); free(mlens); free(scores); free(types);
     return rc;
 }

@@ -7,6 +7,9 @@
 #include <stdbool.h>
 #include "tokenizer.h"
 
+/* Formats a message into err when err/errlen allow (tok_common.c). */
+void eng__tok_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
