@@ -264,8 +264,12 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--reopen")) return reopen_child(argv[2]);
     if (argc >= 3 && !strcmp(argv[1], "--code")) return code_bench(argv[2], argc > 3 ? atof(argv[3]) : 24, argc > 4 ? argv[4] : "*.h");
+    /* --ingest N: only the ingest part (for perf/callgrind runs; no search, no reopen) */
+    int ingest_only = argc > 2 && !strcmp(argv[1], "--ingest");
+    if (ingest_only) argv++, argc--;
     uint32_t N = argc > 1 ? (uint32_t)atol(argv[1]) : 100000;
-    if (N < 20000) N = 20000;
+    if (N < 20000 && !ingest_only) N = 20000;
+    if (N < 1000) N = 1000;
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0) return 1;
@@ -288,7 +292,7 @@ int main(int argc, char **argv)
     printf("spans: %u, mean %.0f bytes\n", N, (double)bytes / N);
 
     /* component throughput: tokenize+embed only */
-    {
+    if (!ingest_only) {
         float *v = malloc(256 * 4 * 64);
         double t0 = lcx_now_ms();
         uint32_t m = N < 20000 ? N / 64 * 64 : 19968;   /* whole batches of 64 within N */
@@ -323,7 +327,7 @@ int main(int argc, char **argv)
         double t0 = lcx_now_ms();
         if (lcx_store_append(s, c, (int)m, NULL)) { fprintf(stderr, "append failed\n"); return 1; }
         t_ingest += lcx_now_ms() - t0;
-        if (base + m == 20000) {
+        if (base + m == 20000 && !ingest_only) {
             t20 = t_ingest;
             double cs = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
             search_bench(s, corpus, clen, 20000, 400);
@@ -337,6 +341,13 @@ int main(int argc, char **argv)
            N, B, N / (t_ingest / 1000), bytes / (t_ingest / 1000) / 1e6, 20000 / (t20 / 1000), c_ingest * 1000 / N);
     printf("RSS growth for %u spans: %.1f MiB (%.1f MiB per 100k); store mem_bytes %.1f MiB\n", N,
            (rss1 - rss0) / 1024.0, (rss1 - rss0) / 1024.0 * 100000.0 / N, lcx_store_mem_bytes(s) / 1048576.0);
+    if (ingest_only) {
+        lcx_store_close(s);
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+        return 0;
+    }
     search_bench(s, corpus, clen, N, 400);
     lcx_store_close(s);   /* writes the snapshot */
     reopen_bench(self, dir, "(snapshot)", 5, 0);

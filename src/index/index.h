@@ -49,6 +49,10 @@ int lcx__prep_text(lcx__prep *p, const char *text, size_t len);
 int lcx__prep_embed(lcx__prep *p, const lcx_embedder *emb, const char *text, size_t len, float *vec);
 /* Copies p's result into one malloc'd block (*out; free() it). */
 int lcx__prep_finish(const lcx__prep *p, lcx__doc_terms **out);
+/* The same into caller memory of lcx__prep_size(p) bytes (16-byte aligned), for callers
+ * that carve many documents out of one block. */
+size_t lcx__prep_size(const lcx__prep *p);
+lcx__doc_terms *lcx__prep_finish_to(const lcx__prep *p, void *mem);
 
 /* ---- term table slot (persisted as is in snapshots) */
 typedef struct {
@@ -95,6 +99,7 @@ struct lcx_index {
     lcx__tslot *tab; uint32_t tab_cap, tab_used;   /* own terms (id ≥ base.nt) */
     const char **otstr; uint32_t *otlen; uint32_t ot_cap;  /* own term strings (id − base.nt) */
     lcx__plist *pl; uint32_t pl_cap;               /* tail postings per term id (all terms) */
+    uint64_t *pkey; size_t pkey_cap;               /* (2·pkey_cap) posting sort scratch of commit_batch */
     /* arena for own texts and term strings */
     struct lcx__ablock *arena;
     size_t own_bytes;                /* bytes malloc'd (for lcx_store_mem_bytes) */
@@ -110,6 +115,16 @@ int lcx__index_reserve(lcx_index *ix, uint32_t n);
  * embedding with its scale (embed.h). dt: its prepared terms. */
 int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint8_t *row,
                       float scale, const lcx__doc_terms *dt, uint32_t *id_out);
+/* Adds n documents at once (ids first..first+n-1, *first_id): as n commits, but the posting
+ * appends of a big batch run on 2 threads (split by term id) and unknown term ids are
+ * assigned first (dt's tid fields are filled in). text/len: (n); rows: (n, dim) u8; scales:
+ * (n). On error nothing is published (n_docs unchanged). */
+int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id);
+/* n bytes of the index's own text arena (freed with the index), for a caller that fills a
+ * batch's texts itself (on several threads, off the write lock) and then commits them with
+ * copy_text = 0 pointing into it. Writer-only (the caller serialises writers); NULL on OOM. */
+char *lcx__index_alloc_text(lcx_index *ix, size_t n);
 /* Attaches a base (before any document is added). The caller then sets dl/text/del of the
  * first n_docs documents with lcx__index_set_base_doc and calls lcx__index_base_done. */
 int lcx__index_attach_base(lcx_index *ix, const lcx__index_base *b, uint32_t n_docs);

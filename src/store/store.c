@@ -113,6 +113,10 @@ struct lcx_store {
     pthread_mutex_t wmu;
     int fd;
     uint64_t uuid;
+    uint32_t log_ver;        /* LCX_LOG_VERSION or LCX_LOG_VERSION_V1 */
+    int text_recs;           /* batches are written as LCX_REC_TEXT (v2 log + hash embedder) */
+    char *recbuf;            /* reusable record buffer of the overlapped append path (under wmu) */
+    size_t recbuf_cap;
     uint64_t log_end;
     uint64_t last_rec_off;
     uint32_t last_rec_crc;
@@ -236,7 +240,7 @@ static int parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, it
         if (len - off < need) return LCX_ECORRUPT;
         if (fn) {
             rec_item it = {(const lcx_rec_chunk *)(p + off), p + off + sizeof fx, p + off + sizeof fx + fx.text_len,
-                           (const uint8_t *)(p + off + sizeof fx + fx.text_len + fx.path_len)};
+                           dim ? (const uint8_t *)(p + off + sizeof fx + fx.text_len + fx.path_len) : NULL};
             int rc = fn(ud, &it);
             if (rc) return rc;
         }
@@ -258,8 +262,8 @@ typedef int (*rec_fn)(void *ud, const lcx_rec_hdr *h, const char *payload, uint6
 
 /* Walks records in [start, size) of the mapped log. Returns 0 (torn tail reported in r),
  * or LCX_ECORRUPT with r->good_end at the bad record. */
-static int scan_log(const char *base, uint64_t size, uint64_t start, uint32_t dim, uint32_t chunks_before,
-                    rec_fn fn, void *ud, scan_res *r, char *msg, size_t msg_len)
+static int scan_log(const char *base, uint64_t size, uint64_t start, uint32_t dim, uint32_t ver,
+                    uint32_t chunks_before, rec_fn fn, void *ud, scan_res *r, char *msg, size_t msg_len)
 {
     memset(r, 0, sizeof *r);
     r->good_end = start;
@@ -277,7 +281,8 @@ static int scan_log(const char *base, uint64_t size, uint64_t start, uint32_t di
             if (msg) snprintf(msg, msg_len, "bad record magic at offset %llu", (unsigned long long)off);
             return LCX_ECORRUPT;
         }
-        if (h.len > LCX_REC_MAX || (h.type != LCX_REC_BATCH && h.type != LCX_REC_TOMB)) {
+        if (h.len > LCX_REC_MAX ||
+            (h.type != LCX_REC_BATCH && h.type != LCX_REC_TOMB && (h.type != LCX_REC_TEXT || ver < 2))) {
             if (msg) snprintf(msg, msg_len, "bad record header at offset %llu", (unsigned long long)off);
             return LCX_ECORRUPT;
         }
@@ -292,8 +297,8 @@ static int scan_log(const char *base, uint64_t size, uint64_t start, uint32_t di
         }
         /* checksummed record: its structure must be right */
         int rc = 0;
-        if (h.type == LCX_REC_BATCH) {
-            rc = parse_batch(payload, h.len, h.n, dim, NULL, NULL);
+        if (h.type != LCX_REC_TOMB) {
+            rc = parse_batch(payload, h.len, h.n, h.type == LCX_REC_TEXT ? 0 : dim, NULL, NULL);
             if (!rc && (uint64_t)r->n_chunks + h.n > UINT32_MAX - 1) rc = LCX_ECORRUPT;
         } else {
             if ((uint64_t)h.n * 4 != h.len) rc = LCX_ECORRUPT;
@@ -308,7 +313,7 @@ static int scan_log(const char *base, uint64_t size, uint64_t start, uint32_t di
             return LCX_ECORRUPT;
         }
         if (fn && (rc = fn(ud, &h, payload, off))) return rc;
-        if (h.type == LCX_REC_BATCH) r->n_chunks += h.n;
+        if (h.type != LCX_REC_TOMB) r->n_chunks += h.n;
         r->last_off = off;
         r->last_crc = h.crc;
         r->good_end = end;
@@ -322,7 +327,7 @@ static int check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len)
 {
     if (memcmp(h->magic, LCX_LOG_MAGIC, 8)) { snprintf(msg, msg_len, "not a longctx log (bad magic)"); return LCX_ECORRUPT; }
     if (lcx_crc32c(0, h, 252) != h->crc) { snprintf(msg, msg_len, "log header checksum mismatch"); return LCX_ECORRUPT; }
-    if (h->version != LCX_LOG_VERSION || h->hdr_size != sizeof *h) {
+    if ((h->version != LCX_LOG_VERSION && h->version != LCX_LOG_VERSION_V1) || h->hdr_size != sizeof *h) {
         snprintf(msg, msg_len, "unsupported log version %u", h->version);
         return LCX_ENOTSUP;
     }
@@ -338,16 +343,19 @@ static int check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len)
 typedef struct {
     lcx_store *s;
     lcx__prep prep;
+    float *tmp;              /* (dim) embedding of a TEXT record's chunk */
+    uint8_t *row;            /* (dim) its u8 row */
 } replay_ctx;
 
-static int replay_commit(lcx_store *s, const rec_item *it, const lcx__doc_terms *dt)
+/* row/scale: the chunk's embedding (stored in a BATCH record, recomputed for TEXT) */
+static int replay_commit(lcx_store *s, const rec_item *it, const lcx__doc_terms *dt, const uint8_t *row, float scale)
 {
     lcx_rec_chunk fx;
     memcpy(&fx, it->fx, sizeof fx);
     int rc = meta_reserve(s, s->ix->n_docs + 1);
     if (rc) return rc;
     uint32_t id;
-    if ((rc = lcx__index_commit(s->ix, it->text, fx.text_len, 1, it->vec, fx.vscale, dt, &id))) return rc;
+    if ((rc = lcx__index_commit(s->ix, it->text, fx.text_len, 1, row, scale, dt, &id))) return rc;
     meta *m = &s->m[id];
     m->tok_start = fx.tok_start;
     m->tok_end = fx.tok_end;
@@ -370,10 +378,19 @@ static int replay_item(void *ud, const rec_item *it)
     replay_ctx *c = ud;
     lcx_rec_chunk fx;
     memcpy(&fx, it->fx, sizeof fx);
-    int rc = lcx__prep_text(&c->prep, it->text, fx.text_len);
+    const uint8_t *row = it->vec;
+    float scale = fx.vscale;
+    int rc;
+    if (row) {
+        rc = lcx__prep_text(&c->prep, it->text, fx.text_len);
+    } else {   /* TEXT record: the embedding is a pure function of the text (fingerprint-checked) */
+        rc = lcx__prep_embed(&c->prep, c->s->emb, it->text, fx.text_len, c->tmp);
+        if (rc >= 0) lcx__quant_row_u8(c->tmp, c->s->dim, c->row, &scale);
+        row = c->row;
+    }
     if (rc < 0) return rc;
     lcx__doc_terms dt = {c->prep.dl, c->prep.nt, c->prep.t, c->prep.pool};
-    return replay_commit(c->s, it, &dt);
+    return replay_commit(c->s, it, &dt, row, scale);
 }
 
 /* Large batch records are tokenized on several threads (replay is otherwise one
@@ -393,8 +410,12 @@ static int collect_item(void *ud, const rec_item *it)
 
 typedef struct {
     const lcx_index *ix;
+    const lcx_embedder *emb;
     const rec_item *items;
     lcx__doc_terms **dt;
+    uint8_t *rows;           /* TEXT record: (n, dim) recomputed u8 rows, else NULL */
+    float *sc;               /* (n) their scales */
+    uint32_t dim;
     uint32_t a, b;
     int rc;
 } rwork;
@@ -403,10 +424,18 @@ static void *rwork_run(void *p)
 {
     rwork *w = p;
     lcx__prep pp = {0};
+    float *tmp = w->rows ? malloc((size_t)w->dim * sizeof *tmp) : NULL;   /* (dim) */
+    if (w->rows && !tmp) { w->rc = LCX_ENOMEM; return NULL; }
     for (uint32_t i = w->a; i < w->b; i++) {
         lcx_rec_chunk fx;
         memcpy(&fx, w->items[i].fx, sizeof fx);
-        int rc = lcx__prep_text(&pp, w->items[i].text, fx.text_len);
+        int rc;
+        if (w->rows) {
+            rc = lcx__prep_embed(&pp, w->emb, w->items[i].text, fx.text_len, tmp);
+            if (rc >= 0) lcx__quant_row_u8(tmp, w->dim, w->rows + (size_t)i * w->dim, &w->sc[i]);
+        } else {
+            rc = lcx__prep_text(&pp, w->items[i].text, fx.text_len);
+        }
         if (rc < 0 || (rc = lcx__prep_finish(&pp, &w->dt[i]))) {
             w->rc = rc < 0 ? rc : LCX_ENOMEM;
             break;
@@ -414,24 +443,28 @@ static void *rwork_run(void *p)
         lcx__index_resolve(w->ix, w->dt[i]);   /* the committing thread waits meanwhile */
     }
     lcx__prep_free(&pp);
+    free(tmp);
     return NULL;
 }
 
-static int replay_batch_parallel(replay_ctx *c, const char *payload, uint32_t len, uint32_t n)
+static int replay_batch_parallel(replay_ctx *c, const char *payload, uint32_t len, uint32_t n, int text_rec)
 {
     lcx_store *s = c->s;
     item_list l = {calloc(n, sizeof(rec_item)), 0, n};
     lcx__doc_terms **dt = calloc(n, sizeof *dt);
+    uint8_t *rows = text_rec ? malloc((size_t)n * s->dim) : NULL;   /* (n, dim) */
+    float *sc = text_rec ? malloc((size_t)n * sizeof *sc) : NULL;    /* (n) */
     int rc = LCX_ENOMEM;
-    if (!l.items || !dt) goto out;
-    if ((rc = parse_batch(payload, len, n, s->dim, collect_item, &l))) goto out;
+    if (!l.items || !dt || (text_rec && (!rows || !sc))) goto out;
+    if ((rc = parse_batch(payload, len, n, text_rec ? 0 : s->dim, collect_item, &l))) goto out;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = (int)(cpus < 1 ? 1 : cpus > PAR_MAX_THREADS ? PAR_MAX_THREADS : cpus);
     rwork w[PAR_MAX_THREADS];
     pthread_t th[PAR_MAX_THREADS];
     int started[PAR_MAX_THREADS] = {0};
     for (int t = 0; t < nt; t++)
-        w[t] = (rwork){s->ix, l.items, dt, (uint32_t)((uint64_t)n * t / nt), (uint32_t)((uint64_t)n * (t + 1) / nt), 0};
+        w[t] = (rwork){s->ix, s->emb, l.items, dt, rows, sc, s->dim, (uint32_t)((uint64_t)n * t / nt),
+                       (uint32_t)((uint64_t)n * (t + 1) / nt), 0};
     for (int t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, rwork_run, &w[t]) == 0;
     rwork_run(&w[0]);
     rc = w[0].rc;
@@ -440,21 +473,29 @@ static int replay_batch_parallel(replay_ctx *c, const char *payload, uint32_t le
         else rwork_run(&w[t]);
         if (!rc) rc = w[t].rc;
     }
-    for (uint32_t i = 0; i < n && !rc; i++) rc = replay_commit(s, &l.items[i], dt[i]);
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        lcx_rec_chunk fx;
+        memcpy(&fx, l.items[i].fx, sizeof fx);
+        rc = replay_commit(s, &l.items[i], dt[i], rows ? rows + (size_t)i * s->dim : l.items[i].vec,
+                           rows ? sc[i] : fx.vscale);
+    }
 out:
     if (dt)
         for (uint32_t i = 0; i < n; i++) free(dt[i]);
     free(dt);
     free(l.items);
+    free(rows);
+    free(sc);
     return rc;
 }
 
 static int replay_rec(void *ud, const lcx_rec_hdr *h, const char *payload, uint64_t off)
 {
     replay_ctx *c = ud;
-    if (h->type == LCX_REC_BATCH) {
-        if (h->n >= PAR_MIN) return replay_batch_parallel(c, payload, h->len, h->n);
-        return parse_batch(payload, h->len, h->n, c->s->dim, replay_item, c);
+    if (h->type != LCX_REC_TOMB) {
+        int text_rec = h->type == LCX_REC_TEXT;
+        if (h->n >= PAR_MIN) return replay_batch_parallel(c, payload, h->len, h->n, text_rec);
+        return parse_batch(payload, h->len, h->n, text_rec ? 0 : c->s->dim, replay_item, c);
     }
     for (uint32_t i = 0; i < h->n; i++) {
         uint32_t id;
@@ -593,6 +634,7 @@ static int store_load(lcx_store *s)
         memset(&h, 0, sizeof h);
         memcpy(h.magic, LCX_LOG_MAGIC, 8);
         h.version = LCX_LOG_VERSION;
+        s->log_ver = h.version;
         h.hdr_size = sizeof h;
         h.dim = s->dim;
         h.vec_format = LCX_VEC_U8;
@@ -612,6 +654,7 @@ static int store_load(lcx_store *s)
     if (rc) return rc;
     if (h.dim != s->dim || h.fp_len != strlen(s->fp) || memcmp(h.fp, s->fp, h.fp_len)) return LCX_EMISMATCH;
     s->uuid = h.uuid;
+    s->log_ver = h.version;
     uint64_t size = (uint64_t)st.st_size;
     const char *lm = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (lm == MAP_FAILED) return LCX_EIO;
@@ -623,10 +666,13 @@ static int store_load(lcx_store *s)
         s->ix = NULL;
         if ((rc = lcx_index_new(s->emb, &s->ix))) goto out;
     }
-    replay_ctx rc_ = {s, {0}};
+    replay_ctx rc_ = {s, {0}, malloc((size_t)s->dim * sizeof(float)), malloc(s->dim)};
     scan_res r;
-    rc = scan_log(lm, size, from, s->dim, s->ix->n_docs, replay_rec, &rc_, &r, msg, sizeof msg);
+    if (!rc_.tmp || !rc_.row) rc = LCX_ENOMEM;
+    else rc = scan_log(lm, size, from, s->dim, s->log_ver, s->ix->n_docs, replay_rec, &rc_, &r, msg, sizeof msg);
     lcx__prep_free(&rc_.prep);
+    free(rc_.tmp);
+    free(rc_.row);
     if (rc) goto out;
     s->log_end = r.good_end;
     if (r.n_recs) {
@@ -670,6 +716,10 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
     if (!rc) rc = lcx_mkdirs(dir);
     if (!rc) rc = lcx_index_new(emb, &s->ix);
     if (!rc) rc = store_load(s);
+    /* the hash embedder's rows are a pure function of the text (its fingerprint, checked
+     * against the log header, names every knob), so v2 logs store only the text for it and
+     * replay recomputes the rows; any other embedder's rows are stored (never re-embedded) */
+    s->text_recs = s->log_ver >= 2 && lcx__is_hash_embedder(emb);
     if (rc) {
         s->has_snap = 0;   /* never write a snapshot of a half-loaded store */
         s->broken = 1;
@@ -702,6 +752,7 @@ void lcx_store_close(lcx_store *s)
         b = n;
     }
     free(s->m);
+    free(s->recbuf);
     for (lcx__scratch *sc = s->scratch; sc;) {
         lcx__scratch *nx = sc->next;
         lcx__scratch_free(sc);
@@ -715,12 +766,49 @@ void lcx_store_close(lcx_store *s)
 }
 
 /* ------------------------------------------------------------------ append */
+/* Blocks that the workers carve a batch's doc_terms out of (one malloc per ~256 KiB
+ * instead of one per chunk); freed when the append returns. */
+struct dtblk {
+    struct dtblk *next;
+    size_t used, cap, pad;   /* pad: data starts 16-byte aligned */
+    char data[];
+};
+
+static void *dtblk_alloc(struct dtblk **head, size_t n)
+{
+    struct dtblk *b = *head;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > (256u << 10) ? n : (256u << 10);
+        struct dtblk *nb = malloc(sizeof *nb + cap);
+        if (!nb) return NULL;
+        nb->next = b;
+        nb->used = 0;
+        nb->cap = cap;
+        *head = b = nb;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+static void dtblk_free(struct dtblk *b)
+{
+    while (b) {
+        struct dtblk *n = b->next;
+        free(b);
+        b = n;
+    }
+}
+
 typedef struct {
     const lcx_store *s;
     const lcx_chunk *c;
     uint8_t *vec;              /* (n, dim) u8 rows */
     float *vsc;                /* (n) their scales */
     lcx__doc_terms **dt;       /* (n) */
+    char *texts;               /* overlapped path: the batch's text block in the index arena, else NULL */
+    const uint64_t *toff;      /* (n) offset of chunk i's text (+ NUL) in texts */
+    struct dtblk *blk;         /* this worker's doc_terms memory */
     int a, b;
     int rc;
 } work;
@@ -735,8 +823,15 @@ static void *work_run(void *arg)
     for (int i = w->a; i < w->b && !w->rc; i++) {
         const char *tx = w->c[i].text ? w->c[i].text : "";
         int rc = lcx__prep_embed(&p, w->s->emb, tx, w->c[i].text_len, tmp);
-        if (rc < 0 || (rc = lcx__prep_finish(&p, &w->dt[i]))) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
+        void *mem = rc < 0 ? NULL : dtblk_alloc(&w->blk, lcx__prep_size(&p));
+        if (!mem) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
+        w->dt[i] = lcx__prep_finish_to(&p, mem);
         lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
+        if (w->texts) {   /* the index's copy of the text, made here in parallel, not in the serial publish */
+            char *d = w->texts + w->toff[i];
+            if (w->c[i].text_len) memcpy(d, tx, w->c[i].text_len);
+            d[w->c[i].text_len] = 0;
+        }
         /* resolve known term ids now, so the exclusive commit only appends postings */
         if ((i - w->a) % 32 == 31 || i + 1 == w->b) {
             lock_r(w->s);
@@ -749,7 +844,10 @@ static void *work_run(void *arg)
     return NULL;
 }
 
-static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, lcx__doc_terms **dt)
+/* Runs extra(ud) on a thread of its own (when given) next to the embedding workers. */
+static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, lcx__doc_terms **dt,
+                         struct dtblk **blk, char *texts, const uint64_t *toff, void *(*extra)(void *),
+                         void *extra_ud)
 {
     int nt = 1;
     if (n >= PAR_MIN) {
@@ -758,10 +856,12 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
         if (nt > n / 32) nt = n / 32 ? n / 32 : 1;
     }
     work w[PAR_MAX_THREADS];
-    pthread_t th[PAR_MAX_THREADS];
-    int started[PAR_MAX_THREADS] = {0};
+    pthread_t th[PAR_MAX_THREADS], xth;
+    int started[PAR_MAX_THREADS] = {0}, xstarted = 0;
+    if (extra) xstarted = pthread_create(&xth, NULL, extra, extra_ud) == 0;
     for (int t = 0; t < nt; t++)
-        w[t] = (work){s, c, vec, vsc, dt, (int)((int64_t)n * t / nt), (int)((int64_t)n * (t + 1) / nt), 0};
+        w[t] = (work){s, c, vec, vsc, dt, texts, toff, NULL, (int)((int64_t)n * t / nt), (int)((int64_t)n * (t + 1) / nt),
+                      0};
     for (int t = 1; t < nt; t++)
         started[t] = pthread_create(&th[t], NULL, work_run, &w[t]) == 0;
     work_run(&w[0]);
@@ -771,7 +871,78 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
         else work_run(&w[t]);               /* could not start a thread: do it here */
         if (!rc) rc = w[t].rc;
     }
+    if (extra) {
+        if (xstarted) pthread_join(xth, NULL);
+        else extra(extra_ud);
+    }
+    for (int t = 0; t < nt; t++) {   /* hand every worker's blocks to the caller */
+        struct dtblk *b = w[t].blk;
+        while (b) {
+            struct dtblk *nx = b->next;
+            b->next = *blk;
+            *blk = b;
+            b = nx;
+        }
+    }
     return rc;
+}
+
+/* Serialises a batch record into rec (sizeof(lcx_rec_hdr) + payload bytes). vec/vsc: the
+ * rows of a BATCH record; NULL for a TEXT record (no rows, vscale 0). */
+static void build_record(char *rec, const lcx_chunk *c, int n, uint64_t payload, const uint8_t *vec, const float *vsc,
+                         uint32_t dim)
+{
+    char *p = rec + sizeof(lcx_rec_hdr);
+    for (int i = 0; i < n; i++) {
+        lcx_rec_chunk fx;
+        memset(&fx, 0, sizeof fx);
+        fx.tok_start = c[i].tok_start;
+        fx.tok_end = c[i].tok_end;
+        fx.layer = c[i].layer;
+        fx.round = c[i].round;
+        fx.score = c[i].score;
+        fx.line_start = c[i].line_start;
+        fx.line_end = c[i].line_end;
+        fx.text_len = c[i].text_len;
+        fx.path_len = c[i].path ? c[i].path_len : 0;
+        fx.file_type = (uint8_t)c[i].file_type;
+        fx.vscale = vec ? vsc[i] : 0.0f;
+        memcpy(p, &fx, sizeof fx);
+        p += sizeof fx;
+        if (fx.text_len) memcpy(p, c[i].text, fx.text_len);
+        p += fx.text_len;
+        if (fx.path_len) memcpy(p, c[i].path, fx.path_len);
+        p += fx.path_len;
+        if (vec) {
+            memcpy(p, vec + (size_t)i * dim, dim);
+            p += dim;
+        }
+    }
+    lcx_rec_hdr h = {LCX_REC_MAGIC, vec ? LCX_REC_BATCH : LCX_REC_TEXT, {0}, (uint32_t)payload, (uint32_t)n, 0, 0};
+    h.crc = lcx_crc32c(lcx_crc32c(0, &h, 16), rec + sizeof h, payload);
+    memcpy(rec, &h, sizeof h);
+}
+
+/* The log write of the overlapped path: record build + write + fdatasync on a thread of
+ * its own while the workers embed (the record holds no embedding rows, so it is complete
+ * before they finish). */
+typedef struct {
+    lcx_store *s;
+    const lcx_chunk *c;
+    int n;
+    uint64_t payload, at;
+    uint32_t crc;
+    int rc;
+} io_job;
+
+static void *io_run(void *arg)
+{
+    io_job *j = arg;
+    build_record(j->s->recbuf, j->c, j->n, j->payload, NULL, NULL, 0);
+    memcpy(&j->crc, j->s->recbuf + offsetof(lcx_rec_hdr, crc), 4);
+    j->rc = write_all(j->s->fd, j->s->recbuf, sizeof(lcx_rec_hdr) + j->payload, j->at);
+    if (!j->rc && fdatasync(j->s->fd) < 0) j->rc = LCX_EIO;
+    return NULL;
 }
 
 static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
@@ -790,6 +961,40 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
     m->path = path_store(s, c->path, m->path_len);
 }
 
+/* Makes a durable record visible (caller holds wmu; takes the write lock). texts/toff: the
+ * texts already copied into the index arena, or NULL (commit copies them). */
+static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, const float *vsc,
+                   lcx__doc_terms *const *dt, const char *texts, const uint64_t *toff, uint32_t *first_id)
+{
+    const char **tx = malloc((size_t)n * sizeof *tx);   /* (n) */
+    uint32_t *len = malloc((size_t)n * sizeof *len);     /* (n) */
+    int rc = tx && len ? 0 : LCX_ENOMEM;
+    for (int i = 0; i < n && !rc; i++) {
+        tx[i] = texts ? texts + toff[i] : c[i].text ? c[i].text : "";
+        len[i] = c[i].text_len;
+    }
+    uint32_t first = 0;
+    lock_w(s);
+    if (!rc) rc = lcx__index_commit_batch(s->ix, (uint32_t)n, tx, len, !texts, vec, vsc, dt, &first);
+    for (int i = 0; i < n && !rc; i++) {
+        fill_meta(s, &s->m[first + (uint32_t)i], &c[i]);
+        if (s->m[first + (uint32_t)i].path_len && !s->m[first + (uint32_t)i].path) rc = LCX_ENOMEM;
+    }
+    unlock_rw(s);
+    free(tx);
+    free(len);
+    if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
+    else if (first_id) *first_id = first;
+    return rc;
+}
+
+/* Undoes an unacknowledged record at `at` (write or later step failed). */
+static void log_undo(lcx_store *s, uint64_t at, int synced)
+{
+    if (ftruncate(s->fd, (off_t)at) < 0 || (synced && fdatasync(s->fd) < 0))
+        s->broken = 1;   /* cannot even undo: stop writing */
+}
+
 int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id)
 {
     if (!s || n < 0 || (n && !c)) return LCX_EINVAL;
@@ -801,52 +1006,83 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         }
         return 0;
     }
-    uint64_t payload = 0;
+    const int text_rec = s->text_recs;
+    const uint64_t row_bytes = text_rec ? 0 : s->dim;
+    uint64_t payload = 0, text_bytes = 0;
     for (int i = 0; i < n; i++) {
         if ((!c[i].text && c[i].text_len) || (!c[i].path && c[i].path_len) || (unsigned)c[i].file_type > LCX_FT_CONFIG)
             return LCX_EINVAL;
         if (c[i].text_len > s->opts.max_text_len || c[i].path_len > LCX_PATH_MAX) return LCX_ELIMIT;
-        payload += sizeof(lcx_rec_chunk) + c[i].text_len + (c[i].path ? c[i].path_len : 0) + (uint64_t)s->dim;
+        payload += sizeof(lcx_rec_chunk) + c[i].text_len + (c[i].path ? c[i].path_len : 0) + row_bytes;
+        text_bytes += (uint64_t)c[i].text_len + 1;
     }
     if (payload > LCX_REC_MAX) return LCX_ELIMIT;
 
-    /* embed + tokenize off-lock (pure work, parallel for large batches) */
     uint8_t *vec = malloc((size_t)n * s->dim);                 /* (n, dim) u8 rows */
     float *vsc = malloc((size_t)n * sizeof *vsc);              /* (n) */
     lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
-    char *rec = malloc(sizeof(lcx_rec_hdr) + payload);
+    uint64_t *toff = NULL;                                     /* (n) */
+    struct dtblk *blk = NULL;                                  /* memory of dt[] */
+    char *rec = NULL;
     int rc = LCX_ENOMEM;
-    if (!vec || !vsc || !dt || !rec) goto out;
-    if ((rc = prepare_batch(s, c, n, vec, vsc, dt))) goto out;
+    if (!vec || !vsc || !dt) goto out;
 
-    /* serialise the record */
-    char *p = rec + sizeof(lcx_rec_hdr);
-    for (int i = 0; i < n; i++) {
-        lcx_rec_chunk fx;
-        memset(&fx, 0, sizeof fx);
-        fx.tok_start = c[i].tok_start;
-        fx.tok_end = c[i].tok_end;
-        fx.layer = c[i].layer;
-        fx.round = c[i].round;
-        fx.score = c[i].score;
-        fx.line_start = c[i].line_start;
-        fx.line_end = c[i].line_end;
-        fx.text_len = c[i].text_len;
-        fx.path_len = c[i].path ? c[i].path_len : 0;
-        fx.file_type = (uint8_t)c[i].file_type;
-        fx.vscale = vsc[i];
-        memcpy(p, &fx, sizeof fx);
-        p += sizeof fx;
-        if (fx.text_len) memcpy(p, c[i].text, fx.text_len);
-        p += fx.text_len;
-        if (fx.path_len) memcpy(p, c[i].path, fx.path_len);
-        p += fx.path_len;
-        memcpy(p, vec + (size_t)i * s->dim, s->dim);
-        p += s->dim;
+    if (text_rec && n >= PAR_MIN) {
+        /* Overlapped path (large batches of the hash embedder): the TEXT record does not
+         * depend on the embeddings, so its write + fdatasync runs on its own thread while
+         * the workers embed, tokenize and copy the texts into the index; the serial part
+         * left is the publish. The writer lock is held from the start (the record's log
+         * offset must be fixed before writing); small batches keep the path below, which
+         * prepares off-lock so that concurrent small appends embed in parallel. */
+        if (!(toff = malloc((size_t)n * sizeof *toff))) goto out;
+        uint64_t o = 0;
+        for (int i = 0; i < n; i++) {
+            toff[i] = o;
+            o += (uint64_t)c[i].text_len + 1;
+        }
+        pthread_mutex_lock(&s->wmu);
+        char *texts = NULL;
+        if (s->broken) { rc = LCX_ESTATE; goto unlock_o; }
+        if ((uint64_t)s->ix->n_docs + (uint64_t)n > s->opts.max_chunks) { rc = LCX_ELIMIT; goto unlock_o; }
+        size_t need = sizeof(lcx_rec_hdr) + payload;
+        if (s->recbuf_cap < need) {
+            free(s->recbuf);
+            s->recbuf_cap = 0;
+            if (!(s->recbuf = malloc(need))) { rc = LCX_ENOMEM; goto unlock_o; }
+            s->recbuf_cap = need;
+        }
+        lock_w(s);   /* reserve before writing so publishing cannot fail on these allocations */
+        rc = lcx__index_reserve(s->ix, (uint32_t)n);
+        if (!rc) rc = meta_reserve(s, s->ix->n_docs + (uint32_t)n);
+        if (!rc && !(texts = lcx__index_alloc_text(s->ix, text_bytes))) rc = LCX_ENOMEM;
+        unlock_rw(s);
+        if (rc) goto unlock_o;
+        io_job j = {s, c, n, payload, s->log_end, 0, 0};
+        rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, texts, toff, io_run, &j);
+        if (j.rc) {
+            log_undo(s, j.at, 0);
+            rc = j.rc;
+            goto unlock_o;
+        }
+        if (rc) {   /* durable, but it cannot be indexed (OOM): take it back before acknowledging nothing */
+            log_undo(s, j.at, 1);
+            goto unlock_o;
+        }
+        s->log_end = j.at + sizeof(lcx_rec_hdr) + payload;
+        s->last_rec_off = j.at;
+        s->last_rec_crc = j.crc;
+        rc = publish(s, c, n, vec, vsc, dt, texts, toff, first_id);
+    unlock_o:
+        pthread_mutex_unlock(&s->wmu);
+        goto out;
     }
-    lcx_rec_hdr h = {LCX_REC_MAGIC, LCX_REC_BATCH, {0}, (uint32_t)payload, (uint32_t)n, 0, 0};
-    h.crc = lcx_crc32c(lcx_crc32c(0, &h, 16), rec + sizeof h, payload);
-    memcpy(rec, &h, sizeof h);
+
+    /* embed + tokenize off-lock (pure work, parallel for large batches) */
+    if (!(rec = malloc(sizeof(lcx_rec_hdr) + payload))) goto out;
+    if ((rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, NULL, NULL, NULL, NULL))) goto out;
+    build_record(rec, c, n, payload, text_rec ? NULL : vec, vsc, s->dim);
+    lcx_rec_hdr h;
+    memcpy(&h, rec, sizeof h);
 
     pthread_mutex_lock(&s->wmu);
     if (s->broken) { rc = LCX_ESTATE; goto unlock; }
@@ -862,35 +1098,21 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
     rc = write_all(s->fd, rec, sizeof h + payload, at);
     if (!rc && fdatasync(s->fd) < 0) rc = LCX_EIO;
     if (rc) {
-        if (ftruncate(s->fd, (off_t)at) < 0) s->broken = 1;  /* cannot even undo: stop writing */
+        log_undo(s, at, 0);
         goto unlock;
     }
     s->log_end = at + sizeof h + payload;
     s->last_rec_off = at;
     s->last_rec_crc = h.crc;
-    /* publish */
-    lock_w(s);
-    uint32_t first = s->ix->n_docs;
-    for (int i = 0; i < n && !rc; i++) {
-        uint32_t id;
-        rc = lcx__index_commit(s->ix, c[i].text ? c[i].text : "", c[i].text_len, 1, vec + (size_t)i * s->dim, vsc[i],
-                               dt[i], &id);
-        if (!rc) {
-            fill_meta(s, &s->m[id], &c[i]);
-            if (s->m[id].path_len && !s->m[id].path) rc = LCX_ENOMEM;
-        }
-    }
-    unlock_rw(s);
-    if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
-    else if (first_id) *first_id = first;
+    rc = publish(s, c, n, vec, vsc, dt, NULL, NULL, first_id);
 unlock:
     pthread_mutex_unlock(&s->wmu);
 out:
-    if (dt)
-        for (int i = 0; i < n; i++) free(dt[i]);
+    dtblk_free(blk);
     free(dt);
     free(vec);
     free(vsc);
+    free(toff);
     free(rec);
     return rc;
 }
@@ -1278,7 +1500,7 @@ int lcx_store_validate(const char *dir, char *msg, size_t msg_len)
     if (lm == MAP_FAILED) return LCX_EIO;
     scan_res r;
     char m2[160] = "";
-    rc = scan_log(lm, size, sizeof h, h.dim, 0, NULL, NULL, &r, m2, sizeof m2);
+    rc = scan_log(lm, size, sizeof h, h.dim, h.version, 0, NULL, NULL, &r, m2, sizeof m2);
     if (rc) {
         snprintf(msg, msg_len, "log: %s", m2);
         munmap((void *)lm, size);
@@ -1354,7 +1576,7 @@ int lcx__store_peek(const char *dir, char *fp, size_t fp_len, uint32_t *n_live)
         lcx_rec_hdr r;
         if (read_all(fd, &r, sizeof r, off) || r.magic != LCX_REC_MAGIC) break;
         if ((uint64_t)r.len > size - off - sizeof r) break;
-        if (r.type == LCX_REC_BATCH) live += r.n;
+        if (r.type == LCX_REC_BATCH || r.type == LCX_REC_TEXT) live += r.n;
         else if (r.type == LCX_REC_TOMB) live = live >= r.n ? live - r.n : 0;
         off += sizeof r + r.len;
     }

@@ -13,12 +13,14 @@
 #define LCX_SNAP_NAME "index.snap"
 #define LCX_LOG_MAGIC "LCXLOG01"
 #define LCX_SNAP_MAGIC "LCXSNAP1"
-#define LCX_LOG_VERSION 1
+#define LCX_LOG_VERSION 2                /* new logs; version 1 logs are still read and appended to */
+#define LCX_LOG_VERSION_V1 1
 #define LCX_SNAP_VERSION 1
 #define LCX_VEC_U8 2                         /* offset-binary u8 rows + f32 scale */
 #define LCX_REC_MAGIC 0x5243584cu            /* "LXCR" */
 #define LCX_REC_BATCH 1
 #define LCX_REC_TOMB 2
+#define LCX_REC_TEXT 3                       /* batch without embedding rows (log version ≥ 2 only) */
 #define LCX_REC_MAX (1u << 30)               /* payload cap: 1 GiB per record */
 #define LCX_TEXT_HARD_MAX (64u << 20)        /* per chunk, whatever the options say */
 #define LCX_PATH_MAX 4096
@@ -26,7 +28,7 @@
 
 typedef struct {
     char magic[8];        /* "LCXLOG01" */
-    uint32_t version;     /* 1 */
+    uint32_t version;     /* 2 (1: written before text-only batch records existed) */
     uint32_t hdr_size;    /* 256 */
     uint32_t dim;
     uint32_t vec_format;  /* 2 = offset-binary u8 + f32 scale (embed.h) */
@@ -40,7 +42,7 @@ static_assert(sizeof(lcx_log_hdr) == 256, "log header is 256 bytes");
 
 typedef struct {
     uint32_t magic;       /* LCX_REC_MAGIC */
-    uint8_t type;         /* LCX_REC_BATCH | LCX_REC_TOMB */
+    uint8_t type;         /* LCX_REC_BATCH | LCX_REC_TOMB | LCX_REC_TEXT */
     uint8_t zero[3];
     uint32_t len;         /* payload bytes */
     uint32_t n;           /* chunks (BATCH) or ids (TOMB) */
@@ -59,7 +61,7 @@ typedef struct {
     uint8_t pad[3];
     float vscale;         /* scale of the embedding row */
     uint8_t pad2[4];
-} lcx_rec_chunk;          /* followed by text, path, dim × u8 embedding row */
+} lcx_rec_chunk;          /* followed by text, path, dim × u8 embedding row (BATCH; TEXT: no row, vscale 0) */
 static_assert(sizeof(lcx_rec_chunk) == 56, "record chunk is 56 bytes");
 
 enum { SEC_DOCS = 0, SEC_BLOB, SEC_VEC, SEC_TTAB, SEC_TOFF, SEC_TSTR, SEC_POFF, SEC_PDOC, SEC_PTF, SEC_VSC, SEC_N };

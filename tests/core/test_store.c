@@ -3,6 +3,8 @@
 #include "testutil.h"
 #include "longctx/lcx.h"
 #include "store/store_fmt.h"
+#include "embed/embed.h"
+#include "util/util.h"
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -344,7 +346,9 @@ static void child_loop(const char *dir, int wfd, uint32_t seed)
     next = lcx_store_count(s);
     srand(seed);
     for (uint32_t iter = 0;; iter++) {
-        uint32_t n = 1 + (uint32_t)(rand() % 40);
+        /* small batches (prepared off-lock, then written) and every third one ≥ 64 (its
+         * record written and fsync'd on a thread of its own while the workers embed) */
+        uint32_t n = iter % 3 == 2 ? 64 + (uint32_t)(rand() % 100) : 1 + (uint32_t)(rand() % 40);
         if (append_n(s, next, n, NULL)) _exit(4);
         uint32_t last = next + n - 1;
         if (write(wfd, &last, 4) != 4) _exit(5);   /* acknowledged up to `last` */
@@ -444,6 +448,168 @@ static void test_crash_kill9(void **st)
     free(dir);
 }
 
+/* Record types in a log, in order (up to max); returns the header's version. */
+static uint32_t log_types(const char *dir, uint8_t *types, int max, int *n)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/chunks.log", dir);
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    lcx_log_hdr h;
+    assert_int_equal(fread(&h, sizeof h, 1, f), 1);
+    *n = 0;
+    lcx_rec_hdr r;
+    while (fread(&r, sizeof r, 1, f) == 1 && *n < max) {
+        types[(*n)++] = r.type;
+        fseek(f, (long)r.len, SEEK_CUR);
+    }
+    fclose(f);
+    return h.version;
+}
+
+/* A log written before TEXT records existed (version 1: every batch record carries its
+ * u8 rows) — built here byte by byte as docs/storage-format.md describes it. */
+static void write_v1_log(const char *dir, uint32_t n_batches, uint32_t per)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/chunks.log", dir);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    lcx_log_hdr h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, LCX_LOG_MAGIC, 8);
+    h.version = 1;
+    h.hdr_size = sizeof h;
+    h.dim = 256;
+    h.vec_format = LCX_VEC_U8;
+    h.uuid = 0x1234567890abcdefull;
+    const char *fp = lcx_embedder_fingerprint(g_emb);
+    h.fp_len = (uint32_t)strlen(fp);
+    memcpy(h.fp, fp, h.fp_len);
+    h.crc = lcx_crc32c(0, &h, 252);
+    assert_int_equal(fwrite(&h, sizeof h, 1, f), 1);
+    for (uint32_t b = 0; b < n_batches; b++) {
+        char *pay = malloc((size_t)per * (sizeof(lcx_rec_chunk) + 128 + 256)), *q = pay;
+        for (uint32_t k = 0; k < per; k++) {
+            uint32_t i = b * per + k;
+            char t[128];
+            mk_text(t, sizeof t, i);
+            size_t tl = strlen(t);
+            const char *tp = t;
+            float v[256];
+            assert_int_equal(lcx_embed(g_emb, &tp, &tl, 1, v), 0);
+            lcx_rec_chunk fx;
+            memset(&fx, 0, sizeof fx);
+            fx.tok_start = (int64_t)i * 100;
+            fx.tok_end = fx.tok_start + 99;
+            fx.layer = (int32_t)(i % 3);
+            fx.score = 0.5f;
+            fx.text_len = (uint32_t)tl;
+            uint8_t row[256];
+            lcx__quant_row_u8(v, 256, row, &fx.vscale);
+            memcpy(q, &fx, sizeof fx);
+            q += sizeof fx;
+            memcpy(q, t, tl);
+            q += tl;
+            memcpy(q, row, 256);
+            q += 256;
+        }
+        lcx_rec_hdr r = {LCX_REC_MAGIC, LCX_REC_BATCH, {0}, (uint32_t)(q - pay), per, 0, 0};
+        r.crc = lcx_crc32c(lcx_crc32c(0, &r, 16), pay, r.len);
+        assert_int_equal(fwrite(&r, sizeof r, 1, f), 1);
+        assert_int_equal(fwrite(pay, r.len, 1, f), 1);
+        free(pay);
+    }
+    fclose(f);
+}
+
+static void test_v1_log_compat(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    write_v1_log(dir, 3, 70);   /* 70 ≥ PAR_MIN: the parallel replay path */
+    char msg[256];
+    assert_int_equal(lcx_store_validate(dir, msg, sizeof msg), 0);
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 210);
+    expect_found(s, 0);
+    expect_found(s, 150);
+    expect_found(s, 209);
+    /* appends to a v1 log stay readable by older binaries: BATCH records with rows */
+    assert_int_equal(append_n(s, 210, 100, NULL), 0);
+    assert_int_equal(append_n(s, 310, 5, NULL), 0);
+    expect_found(s, 250);
+    lcx_store_close(s);
+    uint8_t ty[16];
+    int nr;
+    assert_int_equal(log_types(dir, ty, 16, &nr), 1);
+    assert_int_equal(nr, 5);
+    for (int i = 0; i < nr; i++) assert_int_equal(ty[i], LCX_REC_BATCH);
+    assert_int_equal(lcx_store_validate(dir, msg, sizeof msg), 0);
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 315);
+    expect_found(s, 5);
+    expect_found(s, 300);
+    expect_found(s, 312);
+    lcx_store_close(s);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+/* New logs (version 2) store the hash embedder's batches as TEXT records; replay
+ * recomputes the rows, which must be exactly the ones the writer had in RAM. */
+static void test_text_records_replay(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(append_n(s, 0, 300, NULL), 0);   /* overlapped path (≥ PAR_MIN) */
+    assert_int_equal(append_n(s, 300, 7, NULL), 0);   /* small-batch path */
+    assert_int_equal(append_n(s, 307, 64, NULL), 0);
+    enum { NQ = 12 };
+    lcx_hit before[NQ][8];
+    int nb[NQ];
+    lcx_search_opts o = lcx_search_defaults();
+    for (int q = 0; q < NQ; q++) {
+        char qs[96];
+        snprintf(qs, sizeof qs, "token %s marker%u", q % 2 ? "kilo" : "delta", (uint32_t)(q * 29) * 7919u);
+        nb[q] = lcx_store_search(s, qs, strlen(qs), &o, before[q], 8);
+        assert_true(nb[q] > 0);
+    }
+    lcx_store_close(s);   /* 371 < 1024 chunks: no snapshot, the reopen replays the log */
+    char p[4200];
+    snprintf(p, sizeof p, "%s/index.snap", dir);
+    assert_int_not_equal(access(p, F_OK), 0);
+    uint8_t ty[8];
+    int nr;
+    assert_int_equal(log_types(dir, ty, 8, &nr), LCX_LOG_VERSION);
+    assert_int_equal(nr, 3);
+    for (int i = 0; i < nr; i++) assert_int_equal(ty[i], LCX_REC_TEXT);
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 371);
+    for (int q = 0; q < NQ; q++) {
+        char qs[96];
+        snprintf(qs, sizeof qs, "token %s marker%u", q % 2 ? "kilo" : "delta", (uint32_t)(q * 29) * 7919u);
+        lcx_hit h[8];
+        int n = lcx_store_search(s, qs, strlen(qs), &o, h, 8);
+        assert_int_equal(n, nb[q]);
+        for (int k = 0; k < n; k++) {
+            assert_int_equal(h[k].id, before[q][k].id);
+            assert_true(h[k].score == before[q][k].score && h[k].dense == before[q][k].dense &&
+                        h[k].bm25 == before[q][k].bm25);
+        }
+    }
+    expect_found(s, 0);
+    expect_found(s, 299);
+    expect_found(s, 303);
+    expect_found(s, 370);
+    lcx_store_close(s);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     srand((unsigned)time(NULL));
@@ -455,6 +621,8 @@ int main(void)
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_corrupt_snapshot_falls_back),
         cmocka_unit_test(test_crash_kill9),
+        cmocka_unit_test(test_v1_log_compat),
+        cmocka_unit_test(test_text_records_replay),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
