@@ -214,16 +214,97 @@ DEF_Q80_TILE(q80_tile_q8_0, ENG_T_Q8_0)
 DEF_Q80_TILE(q80_tile_q4_0, ENG_T_Q4_0)
 DEF_Q80_TILE(q80_tile_q5_0, ENG_T_Q5_0)
 
+/* Generation: per activation block b (shared by every weight row of the call, so computed
+ * once): xv[b].d = d_x broadcast to 8 lanes (a memory operand for the mul instead of a
+ * broadcast per row and block) and, for Q4_0/Q5_0, xv[b].z = zoff * (x_2i + x_2i+1) as 16
+ * int16 (|.| <= 16*254): subtracting it from maddubs(u, x) gives exactly the pair sums of
+ * (u - zoff) * x (|.| <= 2*16*128, no overflow), which replaces the float zero-point
+ * table, its broadcast and a float subtraction. */
+typedef struct { __m256 d; __m256i z; } q80_xv;
+
+AI void load_xv_q8_0(const uint8_t *X, int64_t nb, int zoff, q80_xv *xv)
+{
+    const __m256i z8 = _mm256_set1_epi8((char)zoff);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = X + b * sizeof(eng_block_q8_0);
+        xv[b].d = _mm256_set1_ps(ldh(blk));
+        xv[b].z = zoff ? _mm256_maddubs_epi16(z8, _mm256_loadu_si256((const __m256i *)(blk + 2))) : _mm256_setzero_si256();
+    }
+}
+
+/* hot: generation (n_tok = 1) for the Q8_0 family: rows [0, nrows) of W, one row per pass
+ * (a single sequential stream for the prefetchers), two blocks per step into two
+ * accumulators (the fma chain of one accumulator limited the in-cache rate). Per block:
+ * int8 products summed exactly in int32 lanes, then one fma with d_w*d_x, as q80fam_tile. */
+AI void q80fam_vec(eng_type wt, const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
+                   const q80_xv *xv, bool add, float *y)
+{
+    const size_t bs = q80fam_bytes(wt);
+    const bool uns = wt != ENG_T_Q8_0;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = 0; r < nrows; r++) {
+        const uint8_t *row = W + r * wrb;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        int64_t b = 0;
+#define Q80_VEC_BLOCK(B, A)                                                                          \
+    do {                                                                                             \
+        const uint8_t *blk = row + (B) * bs;                                                         \
+        _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);                                      \
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(X + (B) * sizeof(eng_block_q8_0) + 2)); \
+        __m256i p;                                                                                   \
+        if (uns) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q80fam_unpack_u(wt, blk), x), xv[B].z);    \
+        else {                                                                                       \
+            const __m256i w = q80fam_unpack(wt, blk);                                                \
+            p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));                \
+        }                                                                                            \
+        const __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));                            \
+        uint16_t h;                                                                                  \
+        memcpy(&h, blk, 2);                                                                          \
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), xv[B].d);          \
+        acc[A] = _mm256_fmadd_ps(pf, d, acc[A]);                                                     \
+    } while (0)
+        for (; b + 2 <= nb; b += 2) {
+            Q80_VEC_BLOCK(b, 0);
+            Q80_VEC_BLOCK(b + 1, 1);
+        }
+        if (b < nb) Q80_VEC_BLOCK(b, 0);
+#undef Q80_VEC_BLOCK
+        const float v = lcx_hsum8(_mm256_add_ps(acc[0], acc[1]));
+        if (add) y[r] += v;
+        else y[r] = v;
+    }
+}
+
+static void q80_vec_q8_0(const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
+                         const q80_xv *xv, bool add, float *y)
+{
+    q80fam_vec(ENG_T_Q8_0, W, wrb, nrows, X, nb, xv, add, y);
+}
+static void q80_vec_q4_0(const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
+                         const q80_xv *xv, bool add, float *y)
+{
+    q80fam_vec(ENG_T_Q4_0, W, wrb, nrows, X, nb, xv, add, y);
+}
+static void q80_vec_q5_0(const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
+                         const q80_xv *xv, bool add, float *y)
+{
+    q80fam_vec(ENG_T_Q5_0, W, wrb, nrows, X, nb, xv, add, y);
+}
+
 typedef void (*q80_tile_fn)(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb,
                             const float *dxf, const float *cxf, bool add, float *y, int64_t ldy);
 
 /* Q4_0/Q5_0/Q8_0 x Q8_0 driver: column segments of ENG_SEG blocks (d_x table on the
  * stack), row chunks that stay in L2, token tiles of PP_T, one weight row per tile for
  * prompts (the weight block is unpacked once for PP_T tokens), four rows for generation. */
-static void q80fam_matmul(q80_tile_fn fn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in, int64_t r0,
+typedef void (*q80_vec_fn)(const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
+                           const q80_xv *xv, bool add, float *y);
+
+static void q80fam_matmul(q80_tile_fn fn, q80_vec_fn vfn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in, int64_t r0,
                           int64_t r1, const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
     float dxf[PP_T * ENG_SEG], cxf[PP_T * ENG_SEG];
+    q80_xv xv[n_tok == 1 ? ENG_SEG : 1]; /* 32 KiB */
     const int zoff = bs == sizeof(eng_block_q4_0) ? 8 : bs == sizeof(eng_block_q5_0) ? 16 : 0;
     const int64_t nb_all = n_in / 32;
     int64_t chunk = (int64_t)((96 * 1024) / (wrb ? wrb : 1));
@@ -233,12 +314,12 @@ static void q80fam_matmul(q80_tile_fn fn, size_t bs, const uint8_t *W, size_t wr
         const bool add = s0 > 0;
         const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
         if (n_tok == 1) {
-            load_dx_q8_0(Xs, xrb, 1, nb, dxf, zoff, cxf);
+            load_xv_q8_0(Xs, nb, zoff, xv);
             /* One row per pass = one sequential weight stream (rows are contiguous). Several
              * rows per pass (x block shared) looked better in cache, but from DRAM 4 rows
              * streamed at 6.6 GB/s and 1 row at 10.4 GB/s (145 MB lm_head, a plain read
              * loop: 10-12 GB/s): the parallel streams defeat the hardware prefetcher. */
-            for (int64_t r = r0; r < r1; r++) fn(1, 1, Ws + r * wrb, wrb, Xs, xrb, nb, dxf, cxf, add, y + r, ldy);
+            vfn(Ws + r0 * wrb, wrb, r1 - r0, Xs, nb, xv, add, y + r0);
             continue;
         }
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
@@ -518,13 +599,13 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
     tile_fn fn;
     switch (wt) {
     case ENG_T_Q8_0:
-        q80fam_matmul(q80_tile_q8_0, sizeof(eng_block_q8_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        q80fam_matmul(q80_tile_q8_0, q80_vec_q8_0, sizeof(eng_block_q8_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
         return true;
     case ENG_T_Q4_0:
-        q80fam_matmul(q80_tile_q4_0, sizeof(eng_block_q4_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        q80fam_matmul(q80_tile_q4_0, q80_vec_q4_0, sizeof(eng_block_q4_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
         return true;
     case ENG_T_Q5_0:
-        q80fam_matmul(q80_tile_q5_0, sizeof(eng_block_q5_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        q80fam_matmul(q80_tile_q5_0, q80_vec_q5_0, sizeof(eng_block_q5_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
         return true;
     case ENG_T_Q4_K: fn = tile_q4_K; break;
     case ENG_T_Q5_K: fn = tile_q5_K; break;

@@ -565,13 +565,15 @@ static void test_ref_dot_vs_float(void **state)
 /* eng_matmul_isa(isa) vs scalar over shapes that hit every tile size and remainder. */
 static void check_isa(eng_isa isa)
 {
-    /* 19200 = 600 Q8_0 blocks: rows longer than one column segment (512 blocks) */
-    const int64_t n_ins[] = {256, 512, 768, 19200};
+    /* 19200 = 600 Q8_0 blocks: rows longer than one column segment (512 blocks);
+     * 800 = 25 blocks: odd block count (the generation kernel steps 2 blocks at a time) */
+    const int64_t n_ins[] = {256, 512, 768, 800, 19200};
     const int64_t rows = 13, ntoks[] = {1, 2, 3, 4, 5, 7, 9};
     for (size_t k = 0; k < LCX_ARRAY_LEN(k_wtypes); k++) {
         eng_type t = k_wtypes[k], vt = eng_vec_dot_type(t);
         for (size_t a = 0; a < LCX_ARRAY_LEN(n_ins); a++) {
             if (n_ins[a] > 1024 && t != ENG_T_Q8_0 && t != ENG_T_Q4_0 && t != ENG_T_Q5_0) continue;
+            if (n_ins[a] % eng_type_block_elems(t)) continue; /* K-quants: 256-multiples only */
             int64_t n = n_ins[a] + ((t == ENG_T_F32 || t == ENG_T_F16 || t == ENG_T_BF16) ? 5 : 0);
             const size_t wrb = eng_row_bytes(t, n), xrb = eng_row_bytes(vt, n) + 16; /* padded stride */
             uint8_t *W = xmalloc(wrb * rows), *X = xmalloc(xrb * 9);
@@ -694,11 +696,16 @@ static void test_exact_integer_sums(void **state)
                     }
                 }
             }
-        float ys[ROWS * NT], yv[ROWS * NT];
-        eng_matmul_isa(ENG_ISA_SCALAR, t, W, wrb, N, 0, ROWS, X, xrb, NT, ys, ROWS);
-        eng_matmul_isa(eng_isa_best(), t, W, wrb, N, 0, ROWS, X, xrb, NT, yv, ROWS);
-        for (int i = 0; i < ROWS * NT; i++)
-            if (ys[i] != yv[i]) fail_msg("%s: %s %.9g != scalar %.9g", eng_type_name(t), eng_isa_name(eng_isa_best()), yv[i], ys[i]);
+        /* nt 1: the generation (matvec) kernels; NT: the prompt tiles */
+        for (int nt = 1; nt <= NT; nt += NT - 1) {
+            float ys[ROWS * NT], yv[ROWS * NT];
+            eng_matmul_isa(ENG_ISA_SCALAR, t, W, wrb, N, 0, ROWS, X, xrb, nt, ys, ROWS);
+            eng_matmul_isa(eng_isa_best(), t, W, wrb, N, 0, ROWS, X, xrb, nt, yv, ROWS);
+            for (int i = 0; i < ROWS * nt; i++)
+                if (ys[i] != yv[i])
+                    fail_msg("%s nt=%d: %s %.9g != scalar %.9g", eng_type_name(t), nt, eng_isa_name(eng_isa_best()), yv[i],
+                             ys[i]);
+        }
         free(W);
         free(X);
     }
