@@ -123,16 +123,25 @@ int lcx_chunk_text(const char *text, size_t len, lcx_file_type ft, lcx_span **ou
     *out = NULL;
     *n = 0;
     if (!len || blank_range(text, len)) return 0;
-    /* line starts: nl lines, ls[nl] = len */
-    uint32_t nl = 0;
-    for (size_t i = 0; i < len; i++) nl += text[i] == '\n';
-    if (text[len - 1] != '\n') nl++;
-    size_t *ls = malloc(((size_t)nl + 1) * sizeof *ls);
+    /* line starts: nl lines, ls[nl] = len. memchr per line (vectorised in libc) instead
+     * of two byte loops over the text: the chunker was 6 % of a /usr/include build. */
+    size_t cap = len / 24 + 16;   /* grows for files of very short lines */
+    size_t *ls = malloc(cap * sizeof *ls);
     if (!ls) return LCX_ENOMEM;
-    uint32_t k = 0;
+    size_t k = 0;
     ls[k++] = 0;
-    for (size_t i = 0; i < len && k < nl; i++)
-        if (text[i] == '\n') ls[k++] = i + 1;
+    const char *p = text, *e = text + len;
+    for (const char *q; (q = memchr(p, '\n', (size_t)(e - p))) && q + 1 < e; p = q + 1) {
+        if (k + 1 >= cap) {
+            size_t *nls = realloc(ls, cap * 2 * sizeof *ls);
+            if (!nls) { free(ls); return LCX_ENOMEM; }
+            ls = nls;
+            cap *= 2;
+        }
+        ls[k++] = (size_t)(q + 1 - text);
+    }
+    if (k > UINT32_MAX - 1) { free(ls); return LCX_ELIMIT; }
+    uint32_t nl = (uint32_t)k;
     ls[nl] = len;
     acc a = {.text = text, .ls = ls, .nl = nl};
     int rc;

@@ -21,6 +21,7 @@ typedef struct {
     uint32_t first_id, n_chunks;   /* chunk ids [first_id, first_id + n_chunks) in the store */
     uint8_t ft;
     bool seen;                /* marked by the current walk */
+    bool pending;             /* its chunks are in an append in flight (not in the manifest yet) */
     lcx_symbol *syms;
     int n_syms;
 } lcx_file_ent;
@@ -100,9 +101,15 @@ struct lcx_scopes {
     pthread_t wth;
     bool wth_running, stopping;
     int wake[2];              /* pipe: wakes the watcher when scopes come and go */
+    /* indexing knobs (tests shrink them to exercise multi-batch builds and checkpoints) */
+    uint32_t batch_chunks;    /* chunks per store append (0 = default 4096) */
+    double checkpoint_ms;     /* manifest rewritten after a flush this long after the last */
 };
 
 /* scopes.c */
+/* Test hook: chunks per append batch (0 = default) and the checkpoint interval (ms; 0 =
+ * after every flush). Call before any scope is loaded. */
+void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoint_ms);
 int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
                         bool package, lcx_scope_progress cb, void *ud, lcx_scope **out);
 void lcx_scopes__release(lcx_scopes *m, lcx_scope *s);

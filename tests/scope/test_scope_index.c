@@ -5,6 +5,7 @@
 #include "testutil.h"
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "longctx/lcx_scope.h"
+#include "scope/scopes_int.h"   /* lcx_scopes__set_batch: multi-batch builds and checkpoints */
 #include "util/util.h"
 #include <sched.h>
 #include <fcntl.h>
@@ -278,8 +279,21 @@ static void test_retrieve_basic(void **st)
     free(proj);
 }
 
-/* Runs lcx_scopes_index in a child process; returns files_read_last (or -1). */
-static int index_in_child(const char *data, const char *proj, int dim, uint32_t *chunks)
+/* How a child indexes: embedder dim, chunks per append batch (0 = default), manifest
+ * checkpoint interval, and a crash (_exit from the progress callback, appends possibly in
+ * flight) once this many files were applied (0 = none). */
+typedef struct { int dim; uint32_t batch; double checkpoint_ms; uint64_t crash_after; } child_opts;
+
+static int crash_cb(uint64_t done, uint64_t found, uint64_t bytes, void *ud)
+{
+    (void)found; (void)bytes;
+    if (done >= *(uint64_t *)ud) _exit(9);   /* a crash: nothing is closed or flushed */
+    return 0;
+}
+
+/* Runs lcx_scopes_index in a child process; returns files_read_last (or -1; -9 when the
+ * child crashed on purpose). */
+static int index_child(const char *data, const char *proj, const child_opts *co, uint32_t *chunks, uint32_t *files)
 {
     int fd[2];
     assert_int_equal(pipe(fd), 0);
@@ -288,30 +302,40 @@ static int index_in_child(const char *data, const char *proj, int dim, uint32_t 
     if (pid == 0) {
         close(fd[0]);
         lcx_embedder *e;
-        if (lcx_embedder_hash_new(dim, &e) < 0) _exit(2);
+        if (lcx_embedder_hash_new(co->dim, &e) < 0) _exit(2);
         lcx_scopes_opts o = lcx_scopes_defaults();
         o.data_dir = data;
         o.watch = false;
         lcx_scopes *m;
         if (lcx_scopes_open(&o, e, &m) < 0) _exit(3);
+        if (co->batch) lcx_scopes__set_batch(m, co->batch, co->checkpoint_ms);
         lcx_scope_info inf;
-        if (lcx_scopes_index(m, proj, NULL, NULL, &inf, NULL) < 0) _exit(4);
-        uint32_t v[2] = {inf.files_read_last, inf.chunks};
+        uint64_t crash = co->crash_after;
+        if (lcx_scopes_index(m, proj, crash ? crash_cb : NULL, &crash, &inf, NULL) < 0) _exit(4);
+        uint32_t v[3] = {inf.files_read_last, inf.chunks, inf.files};
         if (write(fd[1], v, sizeof v) != sizeof v) _exit(5);
         lcx_scopes_close(m);
         lcx_embedder_free(e);
         _exit(0);
     }
     close(fd[1]);
-    uint32_t v[2] = {UINT32_MAX, 0};
+    uint32_t v[3] = {UINT32_MAX, 0, 0};
     ssize_t n = read(fd[0], v, sizeof v);
     close(fd[0]);
     int status;
     waitpid(pid, &status, 0);
+    if (co->crash_after && WIFEXITED(status) && WEXITSTATUS(status) == 9) return -9;
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_int_equal(n, sizeof v);
     if (chunks) *chunks = v[1];
+    if (files) *files = v[2];
     return (int)v[0];
+}
+
+static int index_in_child(const char *data, const char *proj, int dim, uint32_t *chunks)
+{
+    child_opts co = {.dim = dim};
+    return index_child(data, proj, &co, chunks, NULL);
 }
 
 static void test_persistence(void **st)
@@ -368,6 +392,155 @@ static void test_persistence(void **st)
     assert_int_equal(index_in_child(data, proj, 128, &c2), 20);
     tu_rmrf(data);
     tu_rmrf(proj);
+    free(data);
+    free(proj);
+}
+
+/* A project of n C files of 60 lines (2 chunks each: 50-line windows, step 45), each
+ * defining big_fn_<i> at line 30, plus a binary file and an empty one. */
+static char *make_big_project(int n)
+{
+    char *d0 = tu_tmpdir();
+    char *d = realpath(d0, NULL);
+    free(d0);
+    wr(d, "go.mod", "module big\n");
+    for (int i = 0; i < n; i++) {
+        lcx_buf b = {0};
+        for (int l = 1; l <= 60; l++) {
+            if (l == 30) lcx_buf_printf(&b, "int big_fn_%03d(int x) { return x + %d; }\n", i, i);
+            else lcx_buf_printf(&b, "/* file %d line %d filler text */\n", i, l);
+        }
+        char rel[64];
+        snprintf(rel, sizeof rel, "src/f%03d.c", i);
+        wr(d, rel, b.data);
+        lcx_buf_free(&b);
+    }
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/blob.bin", d);
+    assert_int_equal(tu_write(p, "ab\0cd", 5), 0);
+    wr(d, "empty.c", "");
+    return d;
+}
+
+/* The symbol pull of big_fn_<i> must land on the chunk of src/f<i>.c that defines it:
+ * it goes through the file's first_id/n_chunks, which batched appends fill in late. */
+static void check_big_symbols(const char *data, const char *proj, int n)
+{
+    lcx_scopes *m = open_mgr(data, false);
+    char prefill[PATH_MAX + 64];
+    snprintf(prefill, sizeof prefill, "see %s/src/f000.c", proj);
+    for (int i = 0; i < n; i += 7) {
+        char q[64], want[64], path[64];
+        snprintf(q, sizeof q, "where is big_fn_%03d defined", i);
+        snprintf(want, sizeof want, "int big_fn_%03d(int x)", i);
+        snprintf(path, sizeof path, "/src/f%03d.c", i);
+        lcx_code_result r;
+        assert_int_equal(retrieve(m, prefill, q, 2, NULL, &r), 0);
+        assert_true(r.n_hits >= 1);
+        assert_true(r.hits[0].symbol_hit);
+        assert_non_null(strstr(r.hits[0].text, want));
+        assert_non_null(strstr(r.hits[0].file_path, path));
+        lcx_code_result_free(&r);
+    }
+    lcx_scopes_close(m);
+}
+
+/* Pipelined build with many small batches (two appends in flight, a manifest checkpoint
+ * after every append) gives the same scope as one big batch, reloads without re-reading,
+ * and refreshes only changed files. */
+static void test_batched_build(void **st)
+{
+    const int n = 150;
+    char *proj = make_big_project(n);
+    char *d1 = tu_tmpdir(), *d2 = tu_tmpdir();
+    uint32_t c1, c2, f1, f2;
+    child_opts one = {0}, many = {.batch = 7, .checkpoint_ms = 0};
+    assert_int_equal(index_child(d1, proj, &one, &c1, &f1), n + 2);   /* + go.mod, empty.c */
+    assert_int_equal(index_child(d2, proj, &many, &c2, &f2), n + 2);
+    assert_int_equal(f1, n + 2);
+    assert_int_equal(f2, f1);
+    assert_int_equal(c1, 2 * n + 1);   /* 2 per C file + go.mod; the empty file has none */
+    assert_int_equal(c2, c1);
+    check_big_symbols(d2, proj, n);
+    /* reload: nothing re-read, nothing duplicated */
+    assert_int_equal(index_child(d2, proj, &many, &c2, NULL), 0);
+    assert_int_equal(c2, c1);
+    /* three files change: only they are re-read, in several batches */
+    for (int i = 10; i < 13; i++) {
+        char rel[64], txt[128];
+        snprintf(rel, sizeof rel, "src/f%03d.c", i);
+        snprintf(txt, sizeof txt, "int big_fn_%03d(int x) { return x - %d; }\n", i, i);
+        wr(proj, rel, txt);
+    }
+    assert_int_equal(index_child(d2, proj, &many, &c2, NULL), 3);
+    assert_int_equal(c2, c1 - 3);   /* each became one chunk */
+    check_big_symbols(d2, proj, n);
+    tu_rmrf(d1);
+    tu_rmrf(d2);
+    tu_rmrf(proj);
+    free(d1);
+    free(d2);
+    free(proj);
+}
+
+/* A crash in the middle of a long build (appends in flight, checkpoints written) leaves
+ * a scope that reloads: what the manifest names is kept, the rest is re-indexed, nothing
+ * is duplicated. Then chunks the manifest does not name (appended after the last
+ * checkpoint) are found and dropped on reload, and their files re-indexed. */
+static void test_crash_reload(void **st)
+{
+    const int n = 300;
+    char *proj = make_big_project(n);
+    char *clean = tu_tmpdir(), *data = tu_tmpdir();
+    uint32_t cc, c, f;
+    child_opts plain = {0};
+    assert_int_equal(index_child(clean, proj, &plain, &cc, NULL), n + 2);
+    child_opts crash = {.batch = 8, .checkpoint_ms = 0, .crash_after = 256};
+    assert_int_equal(index_child(data, proj, &crash, NULL, NULL), -9);
+    int reread = index_child(data, proj, &plain, &c, &f);
+    assert_true(reread > 0 && reread < n + 2);   /* the checkpointed files were kept */
+    assert_int_equal(f, n + 2);
+    assert_int_equal(c, cc);
+    assert_int_equal(index_child(data, proj, &plain, &c, NULL), 0);
+    assert_int_equal(c, cc);
+    check_big_symbols(data, proj, n);
+
+    /* orphans: chunks of an indexed file and of a file that does not exist, appended
+     * behind the manifest's back (as by a crash right after an append) */
+    char h[17], sd[PATH_MAX];
+    lcx_scope_hash(proj, h);
+    snprintf(sd, sizeof sd, "%s/scopes/%s/store", data, h);
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(sd, g_emb, NULL, &s), 0);
+    lcx_chunk ch[2] = {lcx_chunk_init(), lcx_chunk_init()};
+    ch[0].text = "int big_fn_001(int x) { return 0; } /* stale copy */";
+    ch[0].path = "src/f001.c";
+    ch[1].text = "int ghost_function(void) { return 1; }";
+    ch[1].path = "src/ghost.c";
+    for (int i = 0; i < 2; i++) {
+        ch[i].text_len = (uint32_t)strlen(ch[i].text);
+        ch[i].path_len = (uint32_t)strlen(ch[i].path);
+        ch[i].line_start = ch[i].line_end = 1;
+        ch[i].file_type = LCX_FT_CODE;
+    }
+    assert_int_equal(lcx_store_append(s, ch, 2, NULL), 0);
+    lcx_store_close(s);
+    assert_int_equal(index_child(data, proj, &plain, &c, NULL), 1);   /* f001.c only */
+    assert_int_equal(c, cc);
+    check_big_symbols(data, proj, n);
+    lcx_scopes *m = open_mgr(data, false);
+    char prefill[PATH_MAX + 64];
+    snprintf(prefill, sizeof prefill, "see %s/src/f000.c", proj);
+    lcx_code_result r;
+    assert_int_equal(retrieve(m, prefill, "ghost_function stale copy", 8, NULL, &r), 0);
+    assert_false(any_hit_contains(&r, "ghost_function"));
+    assert_false(any_hit_contains(&r, "stale copy"));
+    lcx_code_result_free(&r);
+    lcx_scopes_close(m);
+    tu_rmrf(clean);
+    tu_rmrf(data);
+    tu_rmrf(proj);
+    free(clean);
     free(data);
     free(proj);
 }
@@ -701,7 +874,8 @@ int main(void)
         cmocka_unit_test(test_persistence),   cmocka_unit_test(test_watcher),
         cmocka_unit_test(test_hot_promotion), cmocka_unit_test(test_ws_sessions),
         cmocka_unit_test(test_unreadable),   cmocka_unit_test(test_concurrency),
-        cmocka_unit_test(test_shared_data_dir),
+        cmocka_unit_test(test_shared_data_dir), cmocka_unit_test(test_batched_build),
+        cmocka_unit_test(test_crash_reload),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -545,6 +545,57 @@ static void test_chunk_code(void **st)
     assert_int_equal(lcx_file_type_of("main.rs"), LCX_FT_CODE);
 }
 
+/* The line index (memchr based) against a byte-by-byte reference on random texts: many
+ * very short lines (the index must grow), blank runs, with and without a final newline.
+ * Code windows: 50 lines, step 45, blank windows dropped, the last newline excluded. */
+static void test_chunk_random(void **st)
+{
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int it = 0; it < 300; it++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        size_t len = (size_t)(r >> 33) % 6000;
+        char *t = malloc(len + 1);
+        for (size_t i = 0; i < len; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned v = (unsigned)(r >> 40) % 100;
+            t[i] = v < (it % 3 == 0 ? 60u : 8u) ? '\n' : v < 70 ? ' ' : (char)('a' + v % 26);
+        }
+        t[len] = 0;
+        /* reference line starts */
+        size_t *ls = malloc((len + 2) * sizeof *ls);
+        uint32_t nl = 0;
+        ls[nl++] = 0;
+        for (size_t i = 0; i + 1 < len; i++)
+            if (t[i] == '\n') ls[nl++] = i + 1;
+        if (!len) nl = 0;
+        ls[nl] = len;
+        lcx_span *sp;
+        int n;
+        assert_int_equal(lcx_chunk_text(t, len, LCX_FT_CODE, &sp, &n), 0);
+        int k = 0;
+        for (uint32_t a = 1; nl && a <= nl; a += 45) {
+            uint32_t b = a + 49 < nl ? a + 49 : nl;
+            size_t off = ls[a - 1], end = ls[b];
+            if (end > off && t[end - 1] == '\n') end--;
+            bool blank = true;
+            for (size_t i = off; i < end; i++) blank &= t[i] == ' ' || t[i] == '\n';
+            if (!blank) {
+                assert_true(k < n);
+                assert_int_equal(sp[k].line_start, a);
+                assert_int_equal(sp[k].line_end, b);
+                assert_int_equal(sp[k].off, off);
+                assert_int_equal(sp[k].len, end - off);
+                k++;
+            }
+            if (b >= nl) break;
+        }
+        assert_int_equal(n, k);
+        free(sp);
+        free(ls);
+        free(t);
+    }
+}
+
 static void test_chunk_prose(void **st)
 {
     /* paragraphs of 20, 20, 20 lines separated by blank lines: 1-20 + 22-41 fit in 41
@@ -750,7 +801,7 @@ int main(void)
         cmocka_unit_test(test_wildmatch),     cmocka_unit_test(test_ignore_table),
         cmocka_unit_test(test_ignore_vs_git), cmocka_unit_test(test_walker_filters),
         cmocka_unit_test(test_read_file),     cmocka_unit_test(test_detect),
-        cmocka_unit_test(test_chunk_code),    cmocka_unit_test(test_chunk_prose),
+        cmocka_unit_test(test_chunk_code),    cmocka_unit_test(test_chunk_prose), cmocka_unit_test(test_chunk_random),
         cmocka_unit_test(test_symbols),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
