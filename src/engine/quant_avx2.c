@@ -90,129 +90,99 @@ AI size_t q80fam_bytes(eng_type wt)
 #define PF_DIST 4096
 #endif
 #define PP_T 8      /* token tile for prompt processing (Q8_0 family) */
+#define PP_SEG 128  /* column segment for Q4_0/Q5_0 prompts: bounds the zx table to 32 KiB */
 
 /* Also, when zoff != 0 (Q4_0: 8, Q5_0: 16), the zero-point table, so that for unsigned
- * weight quants u the block sum Σ (u - zoff)*x is formed exactly before scaling:
- *   cxf[b*PP_T + t] = zoff * Σ_{i in block} x_i / 8, subtracted from each of the 8 int32
- *   lanes of the block's integer sums (exact: /8 is a power of two and zoff*Σx is a
- *   multiple of 8). Removing the zero point in float after scaling instead (a correction
- *   term that cancels a large sum) perturbs outputs by ~1e-6 relative, which flips
- *   round-half cases of the next layer's Q8_0 activation quantization and moved logits by
- *   0.02 against llama.cpp, which subtracts in integers. */
-AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf, int zoff, float *cxf)
+ * weight quants u the block sum Σ (u - zoff)*x is formed exactly in integers:
+ *   zx[b*PP_T + t] = zoff * (x_2i + x_2i+1) as 16 int16 (maddubs(zoff, x), |.| <= 16*254),
+ *   subtracted from maddubs(u, x) to give the pair sums of (u - zoff)*x exactly
+ *   (|.| <= 2*16*128: no int16 overflow). Removing the zero point in float after scaling
+ *   instead (a correction term that cancels a large sum) perturbs outputs by ~1e-6
+ *   relative, which flips round-half cases of the next layer's Q8_0 activation
+ *   quantization and moved logits by 0.02 against llama.cpp, which subtracts in integers. */
+AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf, int zoff, __m256i *zx)
 {
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    const __m256i z8 = _mm256_set1_epi8((char)zoff);
     for (int t = 0; t < T; t++) {
         const uint8_t *xb = X + t * xrb;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = xb + b * sizeof(eng_block_q8_0);
-            const float d = ldh(blk);
-            dxf[b * PP_T + t] = d;
-            if (zoff) {
-                __m256i s = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)(blk + 2))), ones16);
-                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-                h = _mm_hadd_epi32(h, h);
-                h = _mm_hadd_epi32(h, h);
-                const float sum = (float)_mm_cvtsi128_si32(h);
-                cxf[b * PP_T + t] = (float)zoff * sum * 0.125f;
-            }
+            dxf[b * PP_T + t] = ldh(blk);
+            if (zoff) zx[b * PP_T + t] = _mm256_maddubs_epi16(z8, _mm256_loadu_si256((const __m256i *)(blk + 2)));
         }
     }
-    if (T > 1) /* the tile reads all PP_T lanes: keep the unused ones defined */
+    if (T > 1) /* the tile reads all PP_T lanes of dxf: keep the unused ones defined */
         for (int t = T; t < PP_T; t++)
-            for (int64_t b = 0; b < nb; b++) {
-                dxf[b * PP_T + t] = 0.f;
-                if (zoff) cxf[b * PP_T + t] = 0.f;
-            }
+            for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = 0.f;
 }
 
-/* hot: R weight rows x T tokens over nb blocks; y[t*ldy + r] (+)= dot. dxf from load_dx_q8_0.
- * Per block product: sign, maddubs, madd, cvt, mul (d_w*d_x), fma. d_w is broadcast as
- * fp16 and widened in-vector (no scalar round trip); d_x comes from the float table. */
-AI void q80fam_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X,
-                    size_t xrb, int64_t nb, const float *dxf, const float *cxf, bool add, float *y, int64_t ldy)
+/* hot: prompts, one weight row x T tokens over nb blocks; y[t*ldy] (+)= dot. dxf, zx from
+ * load_dx_q8_0. Each weight block is unpacked once for the T tokens. Per block product:
+ * Q8_0: sign, maddubs, madd, cvt, fma; Q4_0/Q5_0: the unsigned quants straight into
+ * maddubs, the zero point subtracted in int16 (zx), madd, cvt, fma. The T scales
+ * d_w*d_x come from one vector multiply per block. */
+AI void q80fam_tile(eng_type wt, const int T, const uint8_t *W, const uint8_t *X, size_t xrb, int64_t nb,
+                    const float *dxf, const __m256i *zx, bool add, float *y, int64_t ldy)
 {
     const size_t bs = q80fam_bytes(wt);
-    /* Q4_0/Q5_0: unsigned quants straight into maddubs (no abs/sign); the zero point is
-     * taken out by subtracting zoff*Σx/8 from each lane of the block's integer sums before
-     * scaling (exact, see load_dx_q8_0). */
-    const bool uns = wt != ENG_T_Q8_0 && (T == 1 || R == 1);
+    const bool uns = wt != ENG_T_Q8_0;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4][PP_T];
+    __m256 acc[PP_T];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m256i aw[4], sw[4];
-        __m256 dw[4];
-        float sc[PP_T]; /* R == 1: d_w * d_x for the T tokens, one vector multiply per block */
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            const uint8_t *blk = W + r * wrb + b * bs;
-            if (T == 1 && PF_DIST) _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0); /* generation: stream ahead */
-            if (uns) {
-                aw[r] = q80fam_unpack_u(wt, blk);
-                sw[r] = aw[r];
-            } else {
-                sw[r] = q80fam_unpack(wt, blk);
-                aw[r] = _mm256_sign_epi8(sw[r], sw[r]);
-            }
-            uint16_t h;
-            memcpy(&h, blk, 2);
-            dw[r] = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+        const uint8_t *blk = W + b * bs;
+        __m256i aw, sw;
+        if (uns) {
+            aw = q80fam_unpack_u(wt, blk);
+            sw = aw;
+        } else {
+            sw = q80fam_unpack(wt, blk);
+            aw = _mm256_sign_epi8(sw, sw);
         }
-        if (R == 1 && T > 1) _mm256_storeu_ps(sc, _mm256_mul_ps(dw[0], _mm256_loadu_ps(dxf + b * PP_T)));
+        uint16_t h;
+        memcpy(&h, blk, 2);
+        float sc[PP_T];
+        _mm256_storeu_ps(sc, _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), _mm256_loadu_ps(dxf + b * PP_T)));
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const uint8_t *xb = X + t * xrb + b * sizeof(eng_block_q8_0);
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(xb + 2));
-            const __m256 dx = _mm256_broadcast_ss(dxf + b * PP_T + t);
-            const __m256 c8 = uns ? _mm256_broadcast_ss(cxf + b * PP_T + t) : _mm256_setzero_ps();
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                __m256i p = _mm256_maddubs_epi16(aw[r], uns ? x : _mm256_sign_epi8(x, sw[r]));
-                __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                if (uns) pf = _mm256_sub_ps(pf, c8);
-                const __m256 d = (R == 1 && T > 1) ? _mm256_broadcast_ss(sc + t) : _mm256_mul_ps(dw[r], dx);
-                acc[r][t] = _mm256_fmadd_ps(pf, d, acc[r][t]);
-            }
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(X + t * xrb + b * sizeof(eng_block_q8_0) + 2));
+            __m256i p;
+            if (uns) p = _mm256_sub_epi16(_mm256_maddubs_epi16(aw, x), zx[b * PP_T + t]);
+            else p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, sw));
+            const __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+            acc[t] = _mm256_fmadd_ps(pf, _mm256_broadcast_ss(sc + t), acc[t]);
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            float v = lcx_hsum8(acc[r][t]);
-            if (add) y[t * ldy + r] += v;
-            else y[t * ldy + r] = v;
-        }
+    for (int t = 0; t < T; t++) {
+        const float v = lcx_hsum8(acc[t]);
+        if (add) y[t * ldy] += v;
+        else y[t * ldy] = v;
+    }
 }
 
-#define Q80_CASES(WT)                                                                                   \
-    switch (R * 16 + T) {                                                                               \
-    case 4 * 16 + 1: q80fam_tile(WT, 4, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    case 2 * 16 + 1: q80fam_tile(WT, 2, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    case 1 * 16 + 8: q80fam_tile(WT, 1, 8, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    case 1 * 16 + 7: q80fam_tile(WT, 1, 7, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    case 1 * 16 + 6: q80fam_tile(WT, 1, 6, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    case 1 * 16 + 5: q80fam_tile(WT, 1, 5, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    case 1 * 16 + 4: q80fam_tile(WT, 1, 4, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    case 1 * 16 + 3: q80fam_tile(WT, 1, 3, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    case 1 * 16 + 2: q80fam_tile(WT, 1, 2, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                \
-    default: q80fam_tile(WT, 1, 1, W, wrb, X, xrb, nb, dxf, cxf, add, y, ldy); break;                        \
-    }
-
 #define DEF_Q80_TILE(NAME, WT)                                                                          \
-    static void NAME(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb, \
-                     const float *dxf, const float *cxf, bool add, float *y, int64_t ldy)               \
+    static void NAME(int T, const uint8_t *W, const uint8_t *X, size_t xrb, int64_t nb, const float *dxf, \
+                     const __m256i *zx, bool add, float *y, int64_t ldy)                                \
     {                                                                                                   \
-        Q80_CASES(WT)                                                                                   \
+        switch (T) {                                                                                    \
+        case 8: q80fam_tile(WT, 8, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
+        case 7: q80fam_tile(WT, 7, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
+        case 6: q80fam_tile(WT, 6, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
+        case 5: q80fam_tile(WT, 5, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
+        case 4: q80fam_tile(WT, 4, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
+        case 3: q80fam_tile(WT, 3, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
+        case 2: q80fam_tile(WT, 2, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
+        default: q80fam_tile(WT, 1, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                         \
+        }                                                                                               \
     }
 DEF_Q80_TILE(q80_tile_q8_0, ENG_T_Q8_0)
 DEF_Q80_TILE(q80_tile_q4_0, ENG_T_Q4_0)
 DEF_Q80_TILE(q80_tile_q5_0, ENG_T_Q5_0)
+
+typedef void (*q80_tile_fn)(int T, const uint8_t *W, const uint8_t *X, size_t xrb, int64_t nb, const float *dxf,
+                            const __m256i *zx, bool add, float *y, int64_t ldy);
 
 /* Generation: per activation block b (shared by every weight row of the call, so computed
  * once): xv[b].d = d_x broadcast to 8 lanes (a memory operand for the mul instead of a
@@ -291,44 +261,44 @@ static void q80_vec_q5_0(const uint8_t *W, size_t wrb, int64_t nrows, const uint
     q80fam_vec(ENG_T_Q5_0, W, wrb, nrows, X, nb, xv, add, y);
 }
 
-typedef void (*q80_tile_fn)(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t nb,
-                            const float *dxf, const float *cxf, bool add, float *y, int64_t ldy);
 
-/* Q4_0/Q5_0/Q8_0 x Q8_0 driver: column segments of ENG_SEG blocks (d_x table on the
- * stack), row chunks that stay in L2, token tiles of PP_T, one weight row per tile for
- * prompts (the weight block is unpacked once for PP_T tokens), four rows for generation. */
 typedef void (*q80_vec_fn)(const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
                            const q80_xv *xv, bool add, float *y);
 
-static void q80fam_matmul(q80_tile_fn fn, q80_vec_fn vfn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in, int64_t r0,
-                          int64_t r1, const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
+/* Q4_0/Q5_0/Q8_0 x Q8_0 driver: column segments (the x tables on the stack), generation
+ * one row per pass over all rows, prompts in row chunks that stay in L2 while every token
+ * tile of PP_T sweeps over them (one weight row per tile: the weight block is unpacked
+ * once for PP_T tokens). */
+static void q80fam_matmul(q80_tile_fn fn, q80_vec_fn vfn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in,
+                          int64_t r0, int64_t r1, const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
-    float dxf[PP_T * ENG_SEG], cxf[PP_T * ENG_SEG];
-    q80_xv xv[n_tok == 1 ? ENG_SEG : 1]; /* 32 KiB */
+    /* 32 KiB of x tables: generation xv[ENG_SEG], prompts zx[PP_T * PP_SEG] */
+    union { q80_xv xv[ENG_SEG]; __m256i zx[PP_T * PP_SEG]; } tb;
+    float dxf[PP_T * ENG_SEG];
     const int zoff = bs == sizeof(eng_block_q4_0) ? 8 : bs == sizeof(eng_block_q5_0) ? 16 : 0;
-    const int64_t nb_all = n_in / 32;
+    const int64_t nb_all = n_in / 32, seg = (n_tok == 1 || !zoff) ? ENG_SEG : PP_SEG;
     int64_t chunk = (int64_t)((96 * 1024) / (wrb ? wrb : 1));
     chunk = chunk < 4 ? 4 : chunk;
-    for (int64_t s0 = 0; s0 < nb_all; s0 += ENG_SEG) {
-        const int64_t nb = nb_all - s0 < ENG_SEG ? nb_all - s0 : ENG_SEG;
+    for (int64_t s0 = 0; s0 < nb_all; s0 += seg) {
+        const int64_t nb = nb_all - s0 < seg ? nb_all - s0 : seg;
         const bool add = s0 > 0;
         const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
         if (n_tok == 1) {
-            load_xv_q8_0(Xs, nb, zoff, xv);
+            load_xv_q8_0(Xs, nb, zoff, tb.xv);
             /* One row per pass = one sequential weight stream (rows are contiguous). Several
              * rows per pass (x block shared) looked better in cache, but from DRAM 4 rows
              * streamed at 6.6 GB/s and 1 row at 10.4 GB/s (145 MB lm_head, a plain read
              * loop: 10-12 GB/s): the parallel streams defeat the hardware prefetcher. */
-            vfn(Ws + r0 * wrb, wrb, r1 - r0, Xs, nb, xv, add, y + r0);
+            vfn(Ws + r0 * wrb, wrb, r1 - r0, Xs, nb, tb.xv, add, y + r0);
             continue;
         }
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
             const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
             for (int64_t t = 0; t < n_tok; t += PP_T) {
                 const int T = n_tok - t < PP_T ? (int)(n_tok - t) : PP_T;
-                load_dx_q8_0(Xs + t * xrb, xrb, T, nb, dxf, zoff, cxf);
+                load_dx_q8_0(Xs + t * xrb, xrb, T, nb, dxf, zoff, tb.zx);
                 for (int64_t r = c0; r < c1; r++)
-                    fn(1, T, Ws + r * wrb, wrb, Xs + t * xrb, xrb, nb, dxf, cxf, add, y + t * ldy + r, ldy);
+                    fn(T, Ws + r * wrb, Xs + t * xrb, xrb, nb, dxf, tb.zx, add, y + t * ldy + r, ldy);
             }
         }
     }
