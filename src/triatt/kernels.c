@@ -4,15 +4,19 @@
  *   score = Σ_d K[d]·w[d] + Σ_f m[f]·sqrt(kr_f² + ki_f² + eps)
  * which is the collapsed TriAttention score with the centre and trig sums folded into w.
  *
- * Speed notes (hot: 28 layers × 4 KV heads × 32K cells = 3.7M rows per round):
- *  - one row per iteration with two accumulators; measured on the EPYC dev box, a 4-row
- *    variant (8 chains, one hadd tree) and rsqrt+Newton instead of vsqrtps were both slower
- *    (compute-only 106 → 112 ms per 32K round; streaming 300 → 390 ms), so they were dropped;
- *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed — the round
- *    is memory-bound for f32 keys at 32K cells (1.9 GB per round). */
+ * Speed notes (hot: 28 layers × 4 KV heads × 32K cells = 3.7M rows per round; measured on
+ * the 2-core EPYC (Zen 3) dev box, docs/benchmarks/triatt.md):
+ *  - the round is memory-bound: F16 keys are 0.94 GB per 32K round and one sequential
+ *    stream reads ~8-11 GB/s on one core, while 4 interleaved streams read ~12-14 GB/s. So
+ *    the scorer splits a block's cells into TRIATT_MAX_STREAMS segments and the multi-stream
+ *    kernel (triatt__kernel_ms_*) takes one row of each segment per iteration;
+ *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row); rows are processed two at a
+ *    time (rows2_half); rsqrt+Newton and 4-row variants were measured no faster;
+ *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed. */
 #include "triatt/internal.h"
 #include <immintrin.h>
 #include "util/simd.h"
+#include <assert.h>
 #include <math.h>
 
 void triatt__kernel_scalar(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
@@ -50,78 +54,189 @@ static inline __m256 ld8(const void *base, size_t idx, bool f16)
     return _mm256_loadu_ps((const float *)base + idx);
 }
 
-static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kparams *p, const void *keys,
-                                                                size_t stride, int n, float *out,
-                                                                bool accumulate, const bool f16)
+/* Row c of a key block (float or half elements). */
+static inline const void *row_at(const void *keys, size_t off, bool f16)
+{
+    return f16 ? (const void *)((const uint16_t *)keys + off) : (const void *)((const float *)keys + off);
+}
+
+/* Reduces two rows' 8-lane partial sums in one fixed order (lane 0: x, lane 1: y). Every AVX2
+ * path of the default terms goes through rows2_half and this reduction, so a row's score does
+ * not depend on which path (paired rows, paired streams, lone tail row) computed it. */
+static inline __m128 red2(__m256 x, __m256 y)
+{
+    __m256 h = _mm256_hadd_ps(x, y);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    return _mm_hadd_ps(q, q);
+}
+
+/* hot: the default (MLR, half pairing) terms of two key rows r0, r1 (r1 may equal r0).
+ * One pass over each row: every element is loaded (and for F16 converted) once for both
+ * the dot product and the norm. The cost is bounded by vsqrtps (8 per 128-dim row, ~5
+ * cycles each on Zen 3); rsqrt + Newton for some or all of the frequency groups was
+ * measured no faster (in-process A/B, ±5% noise) and is less exact, so it is not used.
+ * Two rows per call give the out-of-order core two independent chains per accumulator.
+ * FC is a compile-time constant in the common instance (64 = head_dim 128) so the loop
+ * unrolls fully; 0 = use p->fc. */
+static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kparams *p, const void *r0,
+                                                               const void *r1, const bool f16, const int FC)
+{
+    const int fc = FC ? FC : p->fc;
+    const __m256 veps = _mm256_set1_ps(p->eps);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+#pragma GCC unroll 8
+    for (int f = 0; f < fc; f += 8) {
+        const __m256 wr = _mm256_loadu_ps(p->w + f), wi = _mm256_loadu_ps(p->w + fc + f);
+        const __m256 m = _mm256_loadu_ps(p->m + f);
+        __m256 kr = ld8(r0, f, f16), ki = ld8(r0, fc + f, f16);
+        __m256 lr = ld8(r1, f, f16), li = ld8(r1, fc + f, f16);
+        a0 = _mm256_fmadd_ps(kr, wr, a0);
+        a1 = _mm256_fmadd_ps(ki, wi, a1);
+        b0 = _mm256_fmadd_ps(lr, wr, b0);
+        b1 = _mm256_fmadd_ps(li, wi, b1);
+        __m256 s0 = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
+        __m256 s1 = _mm256_fmadd_ps(lr, lr, _mm256_fmadd_ps(li, li, veps));
+        a2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s0), m, a2);
+        b2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s1), m, b2);
+    }
+    return red2(_mm256_add_ps(_mm256_add_ps(a0, a1), a2), _mm256_add_ps(_mm256_add_ps(b0, b1), b2));
+}
+
+/* Software prefetch of one row MS_PREFETCH_ROWS ahead in each stream of the multi-stream
+ * kernel: 10-15% faster per 32K round than relying on the hardware prefetcher alone
+ * (in-process A/B, distances 2-16 rows all alike; to L2 only (T1/T2) no better). Prefetches
+ * past the end of a chunk are harmless (they never fault). */
+#define MS_PREFETCH_ROWS 4
+static inline void prefetch_row(const void *r, int bytes)
+{
+    const char *p = r;
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
+static inline void put(float *out, bool accumulate, float v) { *out = accumulate ? *out + v : v; }
+
+/* hot: any terms / pairing, one row (the general path; the default terms use rows2_half). */
+static inline __attribute__((always_inline)) float row_general(const triatt_kparams *p, const void *r,
+                                                               const bool f16)
 {
     const int n_rot = p->n_rot, fc = p->fc;
     const __m256 veps = _mm256_set1_ps(p->eps);
-    if (p->use_trig && p->use_extra) {
-        /* the default (MLR) terms: one pass over the row, each element loaded (and for F16
-         * converted) once for both the dot product and the norm — 25–35% faster than two
-         * passes in an in-process A/B on the dev box */
-        for (int c = 0; c < n; c++) {      /* hot: one key row per iteration */
-            const size_t o = (size_t)c * stride;
-            __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
-            if (p->pairing == TRIATT_PAIR_HALF) {
-                for (int f = 0; f < fc; f += 8) {
-                    __m256 kr = ld8(keys, o + f, f16), ki = ld8(keys, o + fc + f, f16);
-                    acc0 = _mm256_fmadd_ps(kr, _mm256_loadu_ps(p->w + f), acc0);
-                    acc1 = _mm256_fmadd_ps(ki, _mm256_loadu_ps(p->w + fc + f), acc1);
-                    __m256 s = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
-                    acc2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m + f), acc2);
-                }
-            } else {
-                for (int d = 0; d < n_rot; d += 8) {
-                    __m256 x = ld8(keys, o + d, f16);
-                    acc0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(p->w + d), acc0);
-                    __m256 sq = _mm256_mul_ps(x, x);
-                    __m256 s = _mm256_add_ps(_mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1)), veps);
-                    acc2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m_il + d), acc2);
-                }
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
+    if (p->use_trig)
+        for (int d = 0; d < n_rot; d += 16) {
+            acc0 = _mm256_fmadd_ps(ld8(r, d, f16), _mm256_loadu_ps(p->w + d), acc0);
+            acc1 = _mm256_fmadd_ps(ld8(r, d + 8, f16), _mm256_loadu_ps(p->w + d + 8), acc1);
+        }
+    if (p->use_extra) {
+        if (p->pairing == TRIATT_PAIR_HALF) {
+            for (int f = 0; f < fc; f += 8) {
+                __m256 kr = ld8(r, f, f16), ki = ld8(r, fc + f, f16);
+                __m256 s = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
+                acc2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m + f), acc2);
             }
-            float v = lcx_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), acc2));
-            out[c] = accumulate ? out[c] + v : v;
+        } else {
+            /* pairs are adjacent: square, add the swapped neighbour so both slots hold
+             * kr²+ki², and weight each slot by m[f]/2 (m_il) */
+            for (int d = 0; d < n_rot; d += 8) {
+                __m256 x = ld8(r, d, f16);
+                __m256 sq = _mm256_mul_ps(x, x);
+                __m256 s = _mm256_add_ps(_mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1)), veps);
+                acc2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m_il + d), acc2);
+            }
+        }
+    }
+    return lcx_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), acc2));
+}
+
+static inline bool fast_terms(const triatt_kparams *p)
+{
+    return p->use_trig && p->use_extra && p->pairing == TRIATT_PAIR_HALF;
+}
+
+/* ns streams (ns <= TRIATT_MAX_STREAMS) of n rows each, one row of every stream per iteration:
+ * the hardware prefetcher then runs ns concurrent sequential streams, which on the EPYC dev
+ * box reads DRAM ~25-40% faster than one stream (see docs/benchmarks/triatt.md). */
+static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams *p, int ns,
+                                                            const void *const *keys, const size_t *stride,
+                                                            int n, float *const *out, bool accumulate,
+                                                            const bool f16, const int FC)
+{
+    const int row_bytes = (FC ? 2 * FC : p->n_rot) * (f16 ? 2 : 4);   /* scored part of a row */
+    if (fast_terms(p)) {
+        for (int c = 0; c < n; c++)        /* hot: one row of each stream per iteration */
+            for (int j = 0; j < ns; j += 2) {
+                prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], f16), row_bytes);
+                if (j + 1 < ns)
+                    prefetch_row(row_at(keys[j + 1], (size_t)(c + MS_PREFETCH_ROWS) * stride[j + 1], f16), row_bytes);
+                const void *r0 = row_at(keys[j], (size_t)c * stride[j], f16);
+                const void *r1 = j + 1 < ns ? row_at(keys[j + 1], (size_t)c * stride[j + 1], f16) : r0;
+                __m128 v = rows2_half(p, r0, r1, f16, FC);
+                put(out[j] + c, accumulate, _mm_cvtss_f32(v));
+                if (j + 1 < ns) put(out[j + 1] + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            }
+        return;
+    }
+    for (int c = 0; c < n; c++)            /* hot */
+        for (int j = 0; j < ns; j++) {
+            prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], f16), row_bytes);
+            put(out[j] + c, accumulate, row_general(p, row_at(keys[j], (size_t)c * stride[j], f16), f16));
+        }
+}
+
+/* Single stream: consecutive rows in pairs (same arithmetic as the multi-stream kernel). */
+static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kparams *p, const void *keys,
+                                                                size_t stride, int n, float *out,
+                                                                bool accumulate, const bool f16, const int FC)
+{
+    if (fast_terms(p)) {
+        int c = 0;
+        for (; c + 2 <= n; c += 2) {       /* hot: two key rows per iteration */
+            const void *r0 = row_at(keys, (size_t)c * stride, f16);
+            __m128 v = rows2_half(p, r0, row_at(keys, (size_t)(c + 1) * stride, f16), f16, FC);
+            put(out + c, accumulate, _mm_cvtss_f32(v));
+            put(out + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+        }
+        if (c < n) {
+            const void *r0 = row_at(keys, (size_t)c * stride, f16);
+            put(out + c, accumulate, _mm_cvtss_f32(rows2_half(p, r0, r0, f16, FC)));
         }
         return;
     }
-    for (int c = 0; c < n; c++) {          /* hot: one key row per iteration */
-        const size_t o = (size_t)c * stride;
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-        if (p->use_trig)
-            for (int d = 0; d < n_rot; d += 16) {
-                acc0 = _mm256_fmadd_ps(ld8(keys, o + d, f16), _mm256_loadu_ps(p->w + d), acc0);
-                acc1 = _mm256_fmadd_ps(ld8(keys, o + d + 8, f16), _mm256_loadu_ps(p->w + d + 8), acc1);
-            }
-        if (p->use_extra) {
-            if (p->pairing == TRIATT_PAIR_HALF) {
-                for (int f = 0; f < fc; f += 8) {
-                    __m256 kr = ld8(keys, o + f, f16), ki = ld8(keys, o + fc + f, f16);
-                    __m256 s = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
-                    acc0 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m + f), acc0);
-                }
-            } else {
-                /* pairs are adjacent: square, add the swapped neighbour so both slots hold
-                 * kr²+ki², and weight each slot by m[f]/2 (m_il) */
-                for (int d = 0; d < n_rot; d += 8) {
-                    __m256 x = ld8(keys, o + d, f16);
-                    __m256 sq = _mm256_mul_ps(x, x);
-                    __m256 s = _mm256_add_ps(_mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1)), veps);
-                    acc1 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m_il + d), acc1);
-                }
-            }
-        }
-        float v = lcx_hsum8(_mm256_add_ps(acc0, acc1));
-        out[c] = accumulate ? out[c] + v : v;
-    }
+    for (int c = 0; c < n; c++)            /* hot: one key row per iteration */
+        put(out + c, accumulate, row_general(p, row_at(keys, (size_t)c * stride, f16), f16));
 }
 
 void triatt__kernel_avx2(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                          float *out, bool accumulate)
 {
     if (p->n_rot % 16) { triatt__kernel_scalar(p, keys, row_stride, n, out, accumulate); return; }
-    if (p->f16) kernel_avx2_t(p, keys, row_stride, n, out, accumulate, true);
-    else kernel_avx2_t(p, keys, row_stride, n, out, accumulate, false);
+    if (p->fc == 64) {
+        if (p->f16) kernel_avx2_t(p, keys, row_stride, n, out, accumulate, true, 64);
+        else kernel_avx2_t(p, keys, row_stride, n, out, accumulate, false, 64);
+    } else {
+        if (p->f16) kernel_avx2_t(p, keys, row_stride, n, out, accumulate, true, 0);
+        else kernel_avx2_t(p, keys, row_stride, n, out, accumulate, false, 0);
+    }
+}
+
+void triatt__kernel_ms_scalar(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
+                              int n, float *const *out, bool accumulate)
+{
+    for (int j = 0; j < ns; j++) triatt__kernel_scalar(p, keys[j], row_stride[j], n, out[j], accumulate);
+}
+
+void triatt__kernel_ms_avx2(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
+                            int n, float *const *out, bool accumulate)
+{
+    assert(ns >= 1 && ns <= TRIATT_MAX_STREAMS);
+    if (p->n_rot % 16) { triatt__kernel_ms_scalar(p, ns, keys, row_stride, n, out, accumulate); return; }
+    if (p->fc == 64) {
+        if (p->f16) ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, true, 64);
+        else ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, false, 64);
+    } else {
+        if (p->f16) ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, true, 0);
+        else ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, false, 0);
+    }
 }
 
 void triatt__fast_kernel_scalar(const float *feat, size_t stride, int fc, const float *v, int n, float *out)
@@ -163,6 +278,13 @@ triatt_kernel_fn triatt__pick_kernel(int which)
     if (which == 0) return triatt__kernel_scalar;
     if (which >= 2 && lcx_cpu_has_avx512()) return triatt__kernel_avx512;
     return triatt__kernel_avx2;
+}
+
+triatt_kernel_ms_fn triatt__pick_kernel_ms(int which)
+{
+    if (which == 0) return triatt__kernel_ms_scalar;
+    if (which >= 2 && lcx_cpu_has_avx512()) return triatt__kernel_ms_avx512;
+    return triatt__kernel_ms_avx2;
 }
 
 /* Fast-path feature accumulation for one block: feat rows [a | b | e] += (A_f, B_f) of each key

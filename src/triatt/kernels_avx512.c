@@ -9,37 +9,43 @@ static inline __m512 ld16(const void *base, size_t idx, bool f16)
     return _mm512_loadu_ps((const float *)base + idx);
 }
 
+/* hot: one key row, any terms / pairing */
+static inline __attribute__((always_inline)) float row_t(const triatt_kparams *p, const void *keys, size_t o,
+                                                         const bool f16)
+{
+    const int n_rot = p->n_rot, fc = p->fc;
+    const __m512 veps = _mm512_set1_ps(p->eps);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    if (p->use_trig)
+        for (int d = 0; d < n_rot; d += 32) {
+            acc0 = _mm512_fmadd_ps(ld16(keys, o + d, f16), _mm512_loadu_ps(p->w + d), acc0);
+            acc1 = _mm512_fmadd_ps(ld16(keys, o + d + 16, f16), _mm512_loadu_ps(p->w + d + 16), acc1);
+        }
+    if (p->use_extra) {
+        if (p->pairing == TRIATT_PAIR_HALF) {
+            for (int f = 0; f < fc; f += 16) {
+                __m512 kr = ld16(keys, o + f, f16), ki = ld16(keys, o + fc + f, f16);
+                __m512 s = _mm512_fmadd_ps(kr, kr, _mm512_fmadd_ps(ki, ki, veps));
+                acc0 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m + f), acc0);
+            }
+        } else {
+            for (int d = 0; d < n_rot; d += 16) {
+                __m512 x = ld16(keys, o + d, f16);
+                __m512 sq = _mm512_mul_ps(x, x);
+                __m512 s = _mm512_add_ps(_mm512_add_ps(sq, _mm512_permute_ps(sq, 0xB1)), veps);
+                acc1 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m_il + d), acc1);
+            }
+        }
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
 static inline __attribute__((always_inline)) void kernel_t(const triatt_kparams *p, const void *keys,
                                                            size_t stride, int n, float *out,
                                                            bool accumulate, const bool f16)
 {
-    const int n_rot = p->n_rot, fc = p->fc;
-    const __m512 veps = _mm512_set1_ps(p->eps);
     for (int c = 0; c < n; c++) {          /* hot: one key row per iteration */
-        const size_t o = (size_t)c * stride;
-        __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-        if (p->use_trig)
-            for (int d = 0; d < n_rot; d += 32) {
-                acc0 = _mm512_fmadd_ps(ld16(keys, o + d, f16), _mm512_loadu_ps(p->w + d), acc0);
-                acc1 = _mm512_fmadd_ps(ld16(keys, o + d + 16, f16), _mm512_loadu_ps(p->w + d + 16), acc1);
-            }
-        if (p->use_extra) {
-            if (p->pairing == TRIATT_PAIR_HALF) {
-                for (int f = 0; f < fc; f += 16) {
-                    __m512 kr = ld16(keys, o + f, f16), ki = ld16(keys, o + fc + f, f16);
-                    __m512 s = _mm512_fmadd_ps(kr, kr, _mm512_fmadd_ps(ki, ki, veps));
-                    acc0 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m + f), acc0);
-                }
-            } else {
-                for (int d = 0; d < n_rot; d += 16) {
-                    __m512 x = ld16(keys, o + d, f16);
-                    __m512 sq = _mm512_mul_ps(x, x);
-                    __m512 s = _mm512_add_ps(_mm512_add_ps(sq, _mm512_permute_ps(sq, 0xB1)), veps);
-                    acc1 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m_il + d), acc1);
-                }
-            }
-        }
-        float v = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+        float v = row_t(p, keys, (size_t)c * stride, f16);
         out[c] = accumulate ? out[c] + v : v;
     }
 }
@@ -50,6 +56,31 @@ void triatt__kernel_avx512(const triatt_kparams *p, const void *keys, size_t row
     if (p->n_rot % 32) { triatt__kernel_avx2(p, keys, row_stride, n, out, accumulate); return; }
     if (p->f16) kernel_t(p, keys, row_stride, n, out, accumulate, true);
     else kernel_t(p, keys, row_stride, n, out, accumulate, false);
+}
+
+/* ns streams, one row of each per iteration (see triatt__kernel_ms_avx2 for why). */
+static inline __attribute__((always_inline)) void ms_t(const triatt_kparams *p, int ns, const void *const *keys,
+                                                       const size_t *stride, int n, float *const *out,
+                                                       bool accumulate, const bool f16)
+{
+    const int row_bytes = p->n_rot * (f16 ? 2 : 4);
+    for (int c = 0; c < n; c++)            /* hot */
+        for (int j = 0; j < ns; j++) {
+            /* prefetch 4 rows ahead in each stream, as the AVX2 kernel (never faults) */
+            const char *ahead = f16 ? (const char *)((const uint16_t *)keys[j] + (size_t)(c + 4) * stride[j])
+                                    : (const char *)((const float *)keys[j] + (size_t)(c + 4) * stride[j]);
+            for (int o = 0; o < row_bytes; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
+            float v = row_t(p, keys[j], (size_t)c * stride[j], f16);
+            out[j][c] = accumulate ? out[j][c] + v : v;
+        }
+}
+
+void triatt__kernel_ms_avx512(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
+                              int n, float *const *out, bool accumulate)
+{
+    if (p->n_rot % 32) { triatt__kernel_ms_avx2(p, ns, keys, row_stride, n, out, accumulate); return; }
+    if (p->f16) ms_t(p, ns, keys, row_stride, n, out, accumulate, true);
+    else ms_t(p, ns, keys, row_stride, n, out, accumulate, false);
 }
 
 void triatt__fast_kernel_avx512(const float *feat, size_t stride, int fc, const float *v, int n, float *out)

@@ -17,8 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK 256          /* key rows fetched per accessor call */
+#define CHUNK 256          /* key rows fetched per accessor call (single stream) */
+#define MS_CHUNK 128       /* rows per stream per accessor call in the multi-stream loop */
+#define MS_MIN_CELLS 2048  /* fewer cells: one stream (the segments would be too short to matter) */
 #define MAX_THREADS 64
+
+#define SCRATCH_ROWS LCX_MAX(CHUNK, MS_CHUNK * TRIATT_MAX_STREAMS)
 
 typedef struct triatt_scorer triatt_scorer;
 
@@ -29,7 +33,8 @@ typedef struct {
     float *acc;            /* (acc_cap) per-thread accumulator, one float per cell */
     size_t acc_cap;
     float *hbuf;           /* (G, acc_cap) per-head scores for reference aggregation */
-    float *scratch;        /* (CHUNK, head_dim) key conversion space for the accessor */
+    float *scratch;        /* (SCRATCH_ROWS, head_dim) key conversion space for the accessor:
+                            * CHUNK rows, or MS_CHUNK rows per stream */
     float *w, *m, *m_il;   /* (n_rot), (fc), (n_rot) folded per-block coefficients */
     int rc;
 } worker;
@@ -41,6 +46,8 @@ struct triatt_scorer {
     double *omega;               /* (fc) */
     triatt_scorer_opts o;
     triatt_kernel_fn kernel;
+    triatt_kernel_ms_fn kernel_ms;
+    int n_streams;               /* 1..TRIATT_MAX_STREAMS concurrent segments per block */
     void (*fast_kernel)(const float *, size_t, int, const float *, int, float *);
     /* round state (read-only for the workers while a job runs) */
     int *blocks;                 /* (n_blocks) block ids l·KV + g in the round */
@@ -134,6 +141,7 @@ void triatt_scorer_free(triatt_scorer *s)
 void triatt__scorer_force_kernel(triatt_scorer *s, int which)
 {
     s->kernel = triatt__pick_kernel(which);
+    s->kernel_ms = triatt__pick_kernel_ms(which);
     if (which == 0) s->fast_kernel = triatt__fast_kernel_scalar;
     else if (which >= 2 && lcx_cpu_has_avx512()) s->fast_kernel = triatt__fast_kernel_avx512;
     else s->fast_kernel = triatt__fast_kernel_avx2;
@@ -167,13 +175,14 @@ triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_
     for (int t = 0; t < s->nt; t++) {
         worker *w = &s->wk[t];
         w->s = s; w->tid = t;
-        w->scratch = malloc((size_t)CHUNK * s->hd * sizeof(float));
+        w->scratch = malloc((size_t)SCRATCH_ROWS * s->hd * sizeof(float));
         w->w = malloc(s->n_rot * sizeof(float));
         w->m = malloc(s->fc * sizeof(float));
         w->m_il = malloc(s->n_rot * sizeof(float));
         if (!w->scratch || !w->w || !w->m || !w->m_il) goto fail;
     }
     triatt__scorer_force_kernel(s, 2);
+    s->n_streams = TRIATT_MAX_STREAMS;
     if (s->nt > 1) {
         pthread_mutex_init(&s->mu, NULL);
         pthread_cond_init(&s->cv_start, NULL);
@@ -221,17 +230,48 @@ static const void *fetch(const triatt_keys *keys, int l, int g, int c0, int n, f
     return keys->get(keys->ud, l, g, c0, n, scratch, stride);
 }
 
-/* Runs the kernel of one centre over every cell of (layer, kv) into dst (= or +=). */
+void triatt__scorer_set_streams(triatt_scorer *s, int n_streams)
+{
+    s->n_streams = LCX_MAX(1, LCX_MIN(TRIATT_MAX_STREAMS, n_streams));
+}
+
+/* Runs the kernel of one centre over every cell of (layer, kv) into dst (= or +=).
+ * Memory-bound at scale (one pass over the keys per round), so the cells are split into ns
+ * equal segments read in lock-step by the multi-stream kernel: ns sequential DRAM streams in
+ * flight instead of one. The segment length is chosen ≡ 5 (mod 16) rows so the streams'
+ * concurrent rows sit at different offsets within a 4 KiB page (different L1/L2 sets) for
+ * the usual power-of-two row sizes; the few cells after the segments (< ns·16 + ns) go through
+ * the single-stream kernel. Each cell is computed by the same arithmetic either way. */
 static int run_block(triatt_scorer *s, worker *w, int l, int g, triatt_kparams *kp,
                      float *dst, bool accumulate)
 {
     kp->f16 = s->keys->get16 != NULL;
-    for (int c0 = 0; c0 < s->n_cells; c0 += CHUNK) {
-        int n = LCX_MIN(CHUNK, s->n_cells - c0);
+    const int n = s->n_cells, ns = n >= MS_MIN_CELLS ? s->n_streams : 1;
+    int seg = 0;
+    if (ns > 1) {
+        seg = n / ns;
+        seg -= (seg - 5) & 15;             /* largest seg <= n/ns with seg ≡ 5 (mod 16) */
+        for (int off = 0; off < seg; off += MS_CHUNK) {
+            int k = LCX_MIN(MS_CHUNK, seg - off);
+            const void *ptr[TRIATT_MAX_STREAMS];
+            size_t stride[TRIATT_MAX_STREAMS];
+            float *out[TRIATT_MAX_STREAMS];
+            for (int j = 0; j < ns; j++) {
+                int c0 = j * seg + off;
+                stride[j] = s->hd;
+                ptr[j] = fetch(s->keys, l, g, c0, k, w->scratch + (size_t)j * MS_CHUNK * s->hd, &stride[j]);
+                if (!ptr[j]) return LCX_EIO;
+                out[j] = dst + c0;
+            }
+            s->kernel_ms(kp, ns, ptr, stride, k, out, accumulate);
+        }
+    }
+    for (int c0 = ns * seg; c0 < n; c0 += CHUNK) {
+        int k = LCX_MIN(CHUNK, n - c0);
         size_t stride = s->hd;
-        const void *k = fetch(s->keys, l, g, c0, n, w->scratch, &stride);
-        if (!k) return LCX_EIO;
-        s->kernel(kp, k, stride, n, dst + c0, accumulate);
+        const void *ptr = fetch(s->keys, l, g, c0, k, w->scratch, &stride);
+        if (!ptr) return LCX_EIO;
+        s->kernel(kp, ptr, stride, k, dst + c0, accumulate);
     }
     return LCX_OK;
 }

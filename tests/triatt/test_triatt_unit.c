@@ -59,6 +59,45 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
         triatt__kernel_avx512(&kh, k16, stride, n, o4, false);
         for (int c = 0; c < n; c++) assert_true(fabs(o4[c] - o2[c]) <= 1e-4 * (1 + fabs(o2[c])));
     }
+    /* multi-stream kernels: ns streams of 9 rows (f32 and f16), each stream checked against the
+     * scalar reference; the AVX2 multi-stream kernel gives bit-identical rows to the AVX2
+     * single-stream kernel (the scorer relies on that: scores do not depend on the split) */
+    for (int h = 0; h < 2; h++)
+        for (int ns = 1; ns <= TRIATT_MAX_STREAMS; ns++)
+            for (int acc = 0; acc < 2; acc++) {
+                const triatt_kparams *pp = h ? &kh : &kp;
+                const void *ks[TRIATT_MAX_STREAMS];
+                size_t sts[TRIATT_MAX_STREAMS];
+                float m0[TRIATT_MAX_STREAMS][9], m1[TRIATT_MAX_STREAMS][9], m2[TRIATT_MAX_STREAMS][9];
+                float *p0[TRIATT_MAX_STREAMS], *p1[TRIATT_MAX_STREAMS], *p2[TRIATT_MAX_STREAMS];
+                for (int j = 0; j < ns; j++) {
+                    /* streams in reverse order so they are not one contiguous run */
+                    size_t off = (size_t)(ns - 1 - j) * 9 * stride;
+                    ks[j] = h ? (const void *)(k16 + off) : (const void *)(keys + off);
+                    sts[j] = stride;
+                    for (int c = 0; c < 9; c++) m0[j][c] = m1[j][c] = m2[j][c] = (float)(j + c);
+                    p0[j] = m0[j]; p1[j] = m1[j]; p2[j] = m2[j];
+                }
+                triatt__kernel_ms_scalar(pp, ns, ks, sts, 9, p0, acc);
+                triatt__kernel_ms_avx2(pp, ns, ks, sts, 9, p1, acc);
+                for (int j = 0; j < ns; j++) {
+                    if (acc) for (int c = 0; c < 9; c++) m2[j][c] = (float)(j + c);
+                    triatt__kernel_avx2(pp, ks[j], stride, 9, m2[j], acc);
+                    for (int c = 0; c < 9; c++) {
+                        if (fabs(m0[j][c] - m1[j][c]) > 1e-4 * (1 + fabs(m0[j][c])))
+                            fail_msg("ms avx2 n_rot=%d pair=%d terms=%d f16=%d ns=%d acc=%d stream %d row %d: %g vs %g",
+                                     n_rot, pr, terms, h, ns, acc, j, c, m1[j][c], m0[j][c]);
+                        assert_true(m1[j][c] == m2[j][c]);
+                    }
+                }
+                if (lcx_cpu_has_avx512()) {
+                    for (int j = 0; j < ns; j++)
+                        for (int c = 0; c < 9; c++) m2[j][c] = (float)(j + c);
+                    triatt__kernel_ms_avx512(pp, ns, ks, sts, 9, p2, acc);
+                    for (int j = 0; j < ns; j++)
+                        for (int c = 0; c < 9; c++) assert_true(fabs(m0[j][c] - m2[j][c]) <= 1e-4 * (1 + fabs(m0[j][c])));
+                }
+            }
     free(k16); free(kr);
     /* accumulate mode adds */
     memcpy(o2, o1, sizeof o1);
@@ -817,6 +856,50 @@ static void test_simulator_direction(void **st)
     assert_int_equal(triatt_simulate(&p, &r), LCX_EINVAL);
 }
 
+/* Scorer rounds large enough for the multi-stream split (>= 2048 cells, with a tail that does
+ * not fill the segments): 4 streams == 1 stream bit for bit, and both match the scalar
+ * kernel; f32 through scratch (each stream converts into its own part of the scratch) and f16
+ * read in place; half and adjacent pairing, 1 and 2 threads. */
+static void test_multistream_scorer(void **st)
+{
+    for (int pr = 0; pr < 2; pr++) {
+        world w;
+        make_world(&w, 2, 4, 2, 128, 128, (triatt_pairing)pr, 2500, 8);
+        size_t nk = (size_t)2 * 2 * w.n * 128;
+        f16world fw = {&w, malloc(nk * 2)};
+        for (size_t i = 0; i < nk; i++) fw.h[i] = (uint16_t)_cvtss_sh(w.keys[i], 0);
+        triatt_calib *cal = calib_world(&w);
+        triatt_keys k32 = {strict_get, &w, NULL}, k16 = {NULL, &fw, get16_world};
+        float *a = malloc(w.n * 4), *b = malloc(w.n * 4), *c = malloc(w.n * 4);
+        int32_t P = w.pos[w.n - 1];
+        for (int h = 0; h < 2; h++)
+            for (int nt = 1; nt <= 2; nt++) {
+                const triatt_keys *k = h ? &k16 : &k32;
+                triatt_scorer_opts o = {.n_threads = nt, .eps = 1e-8};
+                triatt_scorer *s = triatt_scorer_init(&w.g, &o);
+                assert_non_null(s);
+                assert_int_equal(triatt_score(s, cal, k, w.pos, w.n, P, P - 31, a), 0);   /* default: 4 */
+                triatt__scorer_set_streams(s, 1);
+                assert_int_equal(triatt_score(s, cal, k, w.pos, w.n, P, P - 31, b), 0);
+                triatt__scorer_set_streams(s, 3);
+                triatt__scorer_force_kernel(s, 0);
+                assert_int_equal(triatt_score(s, cal, k, w.pos, w.n, P, P - 31, c), 0);
+                for (int i = 0; i < w.n; i++) {
+                    if (isnan(a[i])) { assert_true(isnan(b[i]) && isnan(c[i]) && i >= w.n - 16); continue; }
+                    if (memcmp(&a[i], &b[i], 4)) fail_msg("pair %d f16 %d nt %d cell %d: 4 streams %.9g, 1 stream %.9g",
+                                                          pr, h, nt, i, a[i], b[i]);
+                    if (fabs(a[i] - c[i]) > 1e-4 * (1 + fabs(c[i])))
+                        fail_msg("pair %d f16 %d nt %d cell %d: avx2 %g scalar %g", pr, h, nt, i, a[i], c[i]);
+                }
+                triatt_scorer_free(s);
+            }
+        free(a); free(b); free(c);
+        triatt_calib_free(cal);
+        free(fw.h);
+        free_world(&w);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -830,6 +913,7 @@ int main(void)
         cmocka_unit_test(test_config_env),
         cmocka_unit_test(test_driver_round),
         cmocka_unit_test(test_f16_accessor),
+        cmocka_unit_test(test_multistream_scorer),
         cmocka_unit_test(test_driver_compaction),
         cmocka_unit_test(test_simulator_direction),
     };
