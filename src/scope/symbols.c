@@ -570,6 +570,18 @@ static void swift_line(syms *s, const char *p, const char *e, uint32_t line, sco
     }
 }
 
+/* Whether [p, e) holds a closing block-comment mark. */
+static bool has_comment_end(const char *p, const char *e)
+{
+    while (p + 1 < e) {
+        const char *q = memchr(p, '*', (size_t)(e - p - 1));
+        if (!q) return false;
+        if (q[1] == '/') return true;
+        p = q + 1;
+    }
+    return false;
+}
+
 int lcx_symbols_extract(const char *relpath, const char *text, size_t len, lcx_symbol **out)
 {
     *out = NULL;
@@ -582,7 +594,8 @@ int lcx_symbols_extract(const char *relpath, const char *text, size_t len, lcx_s
     bool in_block_comment = false;
     while (i < len && !s.err) {
         size_t b = i;
-        while (i < len && text[i] != '\n') i++;
+        const char *nl = memchr(text + i, '\n', len - i);   /* libc's vector scan, not a byte loop */
+        i = nl ? (size_t)(nl - text) : len;
         const char *p = text + b, *e = text + i;
         i++;
         line++;
@@ -592,15 +605,11 @@ int lcx_symbols_extract(const char *relpath, const char *text, size_t len, lcx_s
             cur c = {p, e};
             ws(&c);
             if (in_block_comment) {
-                for (const char *q = p; q + 1 < e; q++)
-                    if (q[0] == '*' && q[1] == '/') { in_block_comment = false; break; }
+                if (has_comment_end(p, e)) in_block_comment = false;
                 continue;
             }
             if (c.e - c.p >= 2 && c.p[0] == '/' && c.p[1] == '*') {
-                bool closed = false;
-                for (const char *q = c.p + 2; q + 1 < e; q++)
-                    if (q[0] == '*' && q[1] == '/') { closed = true; break; }
-                in_block_comment = !closed;
+                in_block_comment = !has_comment_end(c.p + 2, e);
                 continue;
             }
             if (c.e - c.p >= 2 && c.p[0] == '/' && c.p[1] == '/') continue;

@@ -388,10 +388,14 @@ int lcx_scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_l
     if (memchr(p, 0, sn)) { free(p); return LCX_ENOTSUP; }
     const unsigned char *u = (const unsigned char *)p, *e = u + n;
     size_t i = 0;
-    while (i < sn) {
-        int l = utf8_seq(u + i, e);
-        if (!l) { free(p); return LCX_ENOTSUP; }
-        i += (size_t)l;
+    if (lcx_utf8_valid(p, sn)) {
+        i = sn;   /* fast path (ASCII 32 bytes at a time): sn is a sequence boundary */
+    } else {
+        while (i < sn) {   /* invalid, or a sequence cut by the 8 KB boundary (fine) */
+            int l = utf8_seq(u + i, e);
+            if (!l) { free(p); return LCX_ENOTSUP; }
+            i += (size_t)l;
+        }
     }
     /* hot: the rest must be valid UTF-8 for the store; stray bytes become '?' */
     if (!lcx_utf8_valid(p + i, n - i)) {
