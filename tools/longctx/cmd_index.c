@@ -2,6 +2,7 @@
  * scope store used by longctx-svc, the proxy and `longctx mcp`. A progress bar goes to
  * stderr when it is a terminal; one summary line goes to stdout at the end. Re-running it
  * only re-reads files whose size or mtime changed. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@
 
 typedef struct {
     bool tty;
-    uint64_t total;          /* files the counting pre-walk found (0 = unknown) */
+    uint64_t total;          /* files the counting walk found (0 = not known yet); atomic */
+    const char *root;
     double t0, last;
 } progress;
 
@@ -25,14 +27,29 @@ static int count_cb(const char *rel, const struct stat *st, void *ud)
     return 0;
 }
 
+/* The bar's denominator: a counting walk (no file is read) on its own thread, so the
+ * 0.1 s it takes on /usr/include overlaps the indexing instead of delaying it. */
+static void *count_run(void *arg)
+{
+    progress *p = arg;
+    uint64_t n = 0;
+    lcx_walk_stats ws = {0};
+    lcx_walk_opts wo = {.max_file_bytes = 5u << 20, .recursive = true};
+    lcx_walk(p->root, "", &wo, count_cb, NULL, &n, &ws);
+    if (n > 50000) n = 50000;
+    __atomic_store_n(&p->total, n ? n : 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
 static int on_progress(uint64_t done, uint64_t found, uint64_t bytes, void *ud)
 {
     progress *p = ud;
     if (!p->tty) return 0;
     double now = lcx_now_ms();
-    if (now - p->last < 100 && done < p->total) return 0;
+    uint64_t known = __atomic_load_n(&p->total, __ATOMIC_ACQUIRE);
+    uint64_t total = known > found ? known : found;
+    if (now - p->last < 100 && done < total) return 0;   /* the last call (done = found) always prints */
     p->last = now;
-    uint64_t total = p->total > found ? p->total : found;
     double frac = total ? (double)done / (double)total : 0;
     if (frac > 1) frac = 1;
     char bar[31];
@@ -84,14 +101,9 @@ int cmd_index(int argc, char **argv)
         fprintf(stderr, "longctx index: %s: %s (%s)\n", path, why ? why : "error", lcx_strerror(rc));
         return 1;
     }
-    progress pr = {.tty = want_progress && isatty(2), .t0 = lcx_now_ms()};
-    if (pr.tty) {
-        /* a quick counting walk (no file is read) so the bar has a denominator */
-        lcx_walk_stats ws = {0};
-        lcx_walk_opts wo = {.max_file_bytes = 5u << 20, .recursive = true};
-        lcx_walk(canon, "", &wo, count_cb, NULL, &pr.total, &ws);
-        if (pr.total > 50000) pr.total = 50000;
-    }
+    progress pr = {.tty = want_progress && isatty(2), .t0 = lcx_now_ms(), .root = canon};
+    pthread_t cth;
+    bool counting = pr.tty && pthread_create(&cth, NULL, count_run, &pr) == 0;
     lcx_embedder *emb = NULL;
     lcx_scopes *m = NULL;
     rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
@@ -102,12 +114,14 @@ int cmd_index(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "longctx index: cannot open %s: %s\n", cfg.data_dir, lcx_strerror(rc));
         lcx_embedder_free(emb);
+        if (counting) pthread_join(cth, NULL);
         return 1;
     }
     lcx_scope_info inf;
     double t0 = lcx_now_ms();
     rc = lcx_scopes_index(m, canon, on_progress, &pr, &inf, &why);
     double ms = lcx_now_ms() - t0;
+    if (counting) pthread_join(cth, NULL);
     if (pr.tty) fprintf(stderr, "\n");
     if (rc) {
         fprintf(stderr, "longctx index: %s: %s (%s)\n", canon, why ? why : "error", lcx_strerror(rc));
