@@ -178,7 +178,7 @@ void lcx_store_close(lcx_store *s);
 /* Appends n chunks atomically: all or none; durable on disk (written + fdatasync'd) when
  * it returns 0. Text and path are copied. *first_id (may be NULL) receives the id of the
  * first new chunk. LCX_ELIMIT: a text over max_text_len, a path over 4096 bytes, the
- * store over max_chunks, or a batch over 1 GiB; LCX_EIO: write/fsync failed (nothing
+ * store over max_chunks, or a batch over 1 GiB or 16M chunks; LCX_EIO: write/fsync failed (nothing
  * was added); LCX_ESTATE: an earlier durable batch could not be published (OOM): reopen. */
 int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id);
 /* Tombstones every live chunk whose path equals path (used when a file changes or goes);

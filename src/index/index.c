@@ -603,79 +603,58 @@ static uint64_t *radix_hi(uint64_t *v, uint64_t *tmp, size_t n, int bits)
     return v;
 }
 
-int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
-                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id)
+/* Scratch for 2 × cap sort keys (kept by the index: no page faults per batch). */
+static uint64_t *pkey_reserve(lcx_index *ix, size_t total)
 {
-    int rc = lcx__index_reserve(ix, n);
-    if (rc) return rc;
+    if (total > ix->pkey_cap) {
+        free(ix->pkey);
+        ix->own_bytes -= ix->pkey_cap * 2 * sizeof *ix->pkey;
+        ix->pkey_cap = 0;
+        size_t cap = total + total / 4;
+        if (!(ix->pkey = malloc(cap * 2 * sizeof *ix->pkey))) return NULL;   /* (cap) keys + (cap) tmp */
+        ix->pkey_cap = cap;
+        ix->own_bytes += cap * 2 * sizeof *ix->pkey;
+    }
+    return ix->pkey;
+}
+
+/* Postings from sort keys in document order (key = pkey, total of them): sorted by term
+ * (stable, so doc order within a term), then appended term by term — each list is
+ * touched once per batch, not once per document (at ~80 distinct terms per span the
+ * per-document appends cost ~3 cache misses each). Big batches split the sorted array
+ * over 2 threads at a term boundary (each list has one writer). A failure leaves
+ * postings for ids ≥ n_docs, which searches skip and a retried commit does not duplicate. */
+static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total)
+{
+    if (!total) return 0;
+    uint64_t *key = ix->pkey, *tmp = key + ix->pkey_cap;
+    int bits = 1;
+    while (bits < 32 && (ix->n_terms - 1) >> bits) bits++;
+    uint64_t *sorted = radix_hi(key, tmp, total, bits);
+    size_t mid = total;
+    if (n >= 64 && total >= 4096 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
+        mid = total / 2;
+        while (mid < total && (sorted[mid] >> 32) == (sorted[mid - 1] >> 32)) mid++;
+    }
+    post_job pj[2] = {{ix, sorted, 0, mid, first, 0, 0}, {ix, sorted, mid, total, first, 0, 0}};
+    pthread_t th;
+    int started = mid < total && pthread_create(&th, NULL, post_run, &pj[1]) == 0;
+    post_run(&pj[0]);
+    if (started) pthread_join(th, NULL);
+    else if (mid < total) post_run(&pj[1]);
+    int rc = 0;
+    for (int t = 0; t < 2; t++) {
+        ix->own_bytes += pj[t].bytes;
+        if (pj[t].rc && !rc) rc = pj[t].rc;
+    }
+    return rc;
+}
+
+/* Texts, rows, lengths; then publishes ids first..first+n-1. */
+static int commit_docs(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+                       const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id)
+{
     const uint32_t first = ix->n_docs;
-    size_t total = 0;
-    for (uint32_t d = 0; d < n; d++) total += dt[d]->nt;
-    uint64_t *key = NULL;
-    if (n < (1u << 24) && total) {
-        /* the sort keys of step 2 (scratch kept by the index: no page faults per batch) */
-        if (total > ix->pkey_cap) {
-            free(ix->pkey);
-            ix->own_bytes -= ix->pkey_cap * 2 * sizeof *ix->pkey;
-            ix->pkey_cap = 0;
-            size_t cap = total + total / 4;
-            if (!(ix->pkey = malloc(cap * 2 * sizeof *ix->pkey))) return LCX_ENOMEM;   /* (cap) keys + (cap) tmp */
-            ix->pkey_cap = cap;
-            ix->own_bytes += cap * 2 * sizeof *ix->pkey;
-        }
-        key = ix->pkey;
-    }
-    /* 1. ids for the terms that resolve did not know (new to the index, or first seen
-     *    earlier in this batch): serial, they grow the term table. One pass that also
-     *    writes the sort keys (the doc_terms were written by the workers' caches). */
-    size_t m = 0;
-    for (uint32_t d = 0; d < n; d++) {
-        lcx__pterm *t = dt[d]->t;
-        for (uint32_t i = 0, nt = dt[d]->nt; i < nt; i++) {
-            if (t[i].tid >= ix->n_terms) {
-                int64_t tid = term_get(ix, dt[d]->pool + t[i].off, t[i].len, t[i].hash);
-                if (tid < 0) return (int)tid;
-                t[i].tid = (uint32_t)tid;
-            }
-            if (key) key[m++] = (uint64_t)t[i].tid << 32 | (uint64_t)d << 8 | (t[i].tf > 255 ? 255u : t[i].tf);
-        }
-    }
-    if (!key) {   /* beyond the sort key's doc field (≥ 16M documents): document by document */
-        for (uint32_t d = 0; d < n; d++)
-            for (uint32_t i = 0; i < dt[d]->nt; i++) {
-                lcx__plist *p = &ix->pl[dt[d]->t[i].tid];
-                if (p->n && p->doc[p->n - 1] >= first + d) continue;
-                uint16_t tf = dt[d]->t[i].tf;
-                if ((rc = plist_push(&ix->own_bytes, p, first + d, tf > 255 ? 255 : (uint8_t)tf))) return rc;
-            }
-    } else {
-        /* 2. postings: sorted by term (stable, so doc order within a term), then appended
-         *    term by term — each list is touched once per batch, not once per document
-         *    (at ~80 distinct terms per span the per-document appends were ~3 cache misses
-         *    each). Big batches split the sorted array over 2 threads at a term boundary
-         *    (each list has one writer). A failure leaves postings for ids ≥ n_docs,
-         *    which searches skip and a retried commit does not duplicate. */
-        uint64_t *tmp = key + ix->pkey_cap;
-        int bits = 1;
-        while (bits < 32 && (ix->n_terms - 1) >> bits) bits++;
-        uint64_t *sorted = radix_hi(key, tmp, total, bits);
-        size_t mid = total;
-        if (n >= 64 && total >= 4096 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
-            mid = total / 2;
-            while (mid < total && (sorted[mid] >> 32) == (sorted[mid - 1] >> 32)) mid++;
-        }
-        post_job pj[2] = {{ix, sorted, 0, mid, first, 0, 0}, {ix, sorted, mid, total, first, 0, 0}};
-        pthread_t th;
-        int started = mid < total && pthread_create(&th, NULL, post_run, &pj[1]) == 0;
-        post_run(&pj[0]);
-        if (started) pthread_join(th, NULL);
-        else if (mid < total) post_run(&pj[1]);
-        for (int t = 0; t < 2; t++) {
-            ix->own_bytes += pj[t].bytes;
-            if (pj[t].rc) return pj[t].rc;
-        }
-    }
-    /* 3. texts, rows, lengths; then publish the ids */
     for (uint32_t d = 0; d < n; d++) {
         uint32_t id = first + d;
         const char *tp = text[d];
@@ -698,6 +677,118 @@ int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, 
     ix->n_live += n;
     if (first_id) *first_id = first;
     return 0;
+}
+
+int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id)
+{
+    int rc = lcx__index_reserve(ix, n);
+    if (rc) return rc;
+    const uint32_t first = ix->n_docs;
+    size_t total = 0;
+    for (uint32_t d = 0; d < n; d++) total += dt[d]->nt;
+    uint64_t *key = NULL;
+    if (n < (1u << 24) && total && !(key = pkey_reserve(ix, total))) return LCX_ENOMEM;
+    /* 1. ids for the terms that resolve did not know (new to the index, or first seen
+     *    earlier in this batch): serial, they grow the term table. One pass that also
+     *    writes the sort keys. */
+    size_t m = 0;
+    for (uint32_t d = 0; d < n; d++) {
+        lcx__pterm *t = dt[d]->t;
+        for (uint32_t i = 0, nt = dt[d]->nt; i < nt; i++) {
+            if (t[i].tid >= ix->n_terms) {
+                int64_t tid = term_get(ix, dt[d]->pool + t[i].off, t[i].len, t[i].hash);
+                if (tid < 0) return (int)tid;
+                t[i].tid = (uint32_t)tid;
+            }
+            if (key) key[m++] = (uint64_t)t[i].tid << 32 | (uint64_t)d << 8 | (t[i].tf > 255 ? 255u : t[i].tf);
+        }
+    }
+    if (!key) {   /* beyond the sort key's doc field (≥ 16M documents): document by document */
+        for (uint32_t d = 0; d < n; d++)
+            for (uint32_t i = 0; i < dt[d]->nt; i++) {
+                lcx__plist *p = &ix->pl[dt[d]->t[i].tid];
+                if (p->n && p->doc[p->n - 1] >= first + d) continue;
+                uint16_t tf = dt[d]->t[i].tf;
+                if ((rc = plist_push(&ix->own_bytes, p, first + d, tf > 255 ? 255 : (uint8_t)tf))) return rc;
+            }
+    } else if ((rc = post_keys(ix, n, first, total))) {
+        return rc;
+    }
+    return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
+}
+
+/* hot (ingest workers, after lcx__index_resolve): the document's sort keys, in term order */
+int lcx__post_keys_add(lcx__post_keys *k, lcx__doc_terms *dt, uint32_t d)
+{
+    if (d >= (1u << 24)) return LCX_ELIMIT;
+    if (k->n + dt->nt > k->cap) {
+        size_t nc = k->cap ? k->cap * 2 : 8192;
+        while (nc < k->n + dt->nt) nc *= 2;
+        uint64_t *nk = realloc(k->key, nc * sizeof *nk);
+        if (!nk) return LCX_ENOMEM;
+        k->key = nk;
+        k->cap = nc;
+    }
+    uint64_t *out = k->key + k->n;
+    const lcx__pterm *t = dt->t;
+    for (uint32_t i = 0; i < dt->nt; i++) {
+        uint64_t lo = (uint64_t)d << 8 | (t[i].tf > 255 ? 255u : t[i].tf);
+        out[i] = (uint64_t)t[i].tid << 32 | lo;
+        if (t[i].tid == UINT32_MAX) {   /* unknown to the index: the commit assigns its id */
+            if (k->n_unres == k->ucap) {
+                size_t nc = k->ucap ? k->ucap * 2 : 1024;
+                lcx__post_unres *nu = realloc(k->unres, nc * sizeof *nu);
+                if (!nu) return LCX_ENOMEM;
+                k->unres = nu;
+                k->ucap = nc;
+            }
+            k->unres[k->n_unres++] = (lcx__post_unres){k->n + i, dt, i};
+        }
+    }
+    k->n += dt->nt;
+    return 0;
+}
+
+void lcx__post_keys_free(lcx__post_keys *k)
+{
+    if (!k) return;
+    free(k->key);
+    free(k->unres);
+    memset(k, 0, sizeof *k);
+}
+
+int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+                           const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
+                           const lcx__post_keys *runs, int n_runs, uint32_t *first_id)
+{
+    if (n >= (1u << 24)) return LCX_ELIMIT;
+    int rc = lcx__index_reserve(ix, n);
+    if (rc) return rc;
+    const uint32_t first = ix->n_docs;
+    size_t total = 0;
+    for (int r = 0; r < n_runs; r++) total += runs[r].n;
+    uint64_t *key = NULL;
+    if (total && !(key = pkey_reserve(ix, total))) return LCX_ENOMEM;
+    /* the runs in order (documents in order), then ids for the terms resolve did not know:
+     * serial, they grow the term table; a term first seen earlier in this batch is found */
+    size_t m = 0;
+    for (int r = 0; r < n_runs; r++) {
+        if (runs[r].n) memcpy(key + m, runs[r].key, runs[r].n * sizeof *key);
+        for (size_t u = 0; u < runs[r].n_unres; u++) {
+            const lcx__post_unres *e = &runs[r].unres[u];
+            lcx__pterm *t = &e->dt->t[e->i];
+            if (t->tid >= ix->n_terms) {
+                int64_t tid = term_get(ix, e->dt->pool + t->off, t->len, t->hash);
+                if (tid < 0) return (int)tid;
+                t->tid = (uint32_t)tid;
+            }
+            key[m + e->at] = (uint64_t)t->tid << 32 | (key[m + e->at] & 0xffffffffu);
+        }
+        m += runs[r].n;
+    }
+    if ((rc = post_keys(ix, n, first, total))) return rc;
+    return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
 }
 
 int lcx__index_attach_base(lcx_index *ix, const lcx__index_base *b, uint32_t n_docs)

@@ -121,6 +121,29 @@ int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_te
  * (n). On error nothing is published (n_docs unchanged). */
 int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                             const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id);
+/* A batch's postings as sort keys, built by the caller's workers (each for a contiguous
+ * range of the batch, in document order) right after lcx__index_resolve, so that the
+ * serial commit neither re-reads every document's terms nor probes the term table for
+ * known terms: key = tid << 32 | batch doc index << 8 | min(tf, 255). A term the index
+ * did not know has tid UINT32_MAX and an unres entry (key position, its doc_terms and
+ * term index) — the commit assigns its id (dt must outlive the commit). */
+typedef struct {
+    size_t at;
+    lcx__doc_terms *dt;
+    uint32_t i;
+} lcx__post_unres;
+typedef struct {
+    uint64_t *key; size_t n, cap;              /* (n) keys */
+    lcx__post_unres *unres; size_t n_unres, ucap;
+} lcx__post_keys;
+/* Appends the keys of dt as batch document d (< 2^24). 0 or LCX_ENOMEM / LCX_ELIMIT. */
+int lcx__post_keys_add(lcx__post_keys *k, lcx__doc_terms *dt, uint32_t d);
+void lcx__post_keys_free(lcx__post_keys *k);   /* of NULL: no-op */
+/* lcx__index_commit_batch with the postings given as key runs (runs in document order,
+ * together covering docs 0..n-1 exactly); dt supplies the document lengths. */
+int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+                           const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
+                           const lcx__post_keys *runs, int n_runs, uint32_t *first_id);
 /* n bytes of the index's own text arena (freed with the index), for a caller that fills a
  * batch's texts itself (on several threads, off the write lock) and then commits them with
  * copy_text = 0 pointing into it. Writer-only (the caller serialises writers); NULL on OOM. */

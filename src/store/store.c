@@ -84,6 +84,7 @@
 #define SNAP_AUTO_MIN 1024   /* close() snapshots when this many chunks arrived since */
 #define PAR_MIN 64           /* batches this large are embedded on several threads */
 #define PAR_MAX_THREADS 4
+#define LCX_BATCH_MAX (1 << 24)  /* chunks per append (the posting sort key's doc field) */
 
 typedef struct {
     int64_t tok_start, tok_end;
@@ -116,6 +117,8 @@ struct lcx_store {
     uint32_t log_ver;        /* LCX_LOG_VERSION or LCX_LOG_VERSION_V1 */
     int text_recs;           /* batches are written as LCX_REC_TEXT (v2 log + hash embedder) */
     char *recbuf;            /* reusable record buffer of the overlapped append path (under wmu) */
+    lcx__post_keys wkeys[PAR_MAX_THREADS];   /* its workers' posting keys (under wmu) */
+    struct dtblk *dtspare;   /* its spare doc_terms blocks (under wmu) */
     size_t recbuf_cap;
     uint64_t log_end;
     uint64_t last_rec_off;
@@ -731,6 +734,7 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
 }
 
 static int snapshot_locked(lcx_store *s);
+static void dtblk_free(struct dtblk *b);
 
 void lcx_store_close(lcx_store *s)
 {
@@ -753,6 +757,8 @@ void lcx_store_close(lcx_store *s)
     }
     free(s->m);
     free(s->recbuf);
+    dtblk_free(s->dtspare);
+    for (int t = 0; t < PAR_MAX_THREADS; t++) lcx__post_keys_free(&s->wkeys[t]);
     for (lcx__scratch *sc = s->scratch; sc;) {
         lcx__scratch *nx = sc->next;
         lcx__scratch_free(sc);
@@ -774,16 +780,25 @@ struct dtblk {
     char data[];
 };
 
-static void *dtblk_alloc(struct dtblk **head, size_t n)
+#define DTBLK_SIZE (256u << 10)
+#define DTBLK_KEEP 64        /* spare blocks a store keeps between big appends (16 MiB) */
+
+/* spare: blocks to reuse before calling malloc (their pages are already faulted in) */
+static void *dtblk_alloc(struct dtblk **head, struct dtblk **spare, size_t n)
 {
     struct dtblk *b = *head;
     if (!b || b->cap - b->used < n) {
-        size_t cap = n > (256u << 10) ? n : (256u << 10);
-        struct dtblk *nb = malloc(sizeof *nb + cap);
-        if (!nb) return NULL;
+        size_t cap = n > DTBLK_SIZE ? n : DTBLK_SIZE;
+        struct dtblk *nb = NULL;
+        if (*spare && (*spare)->cap >= n) {
+            nb = *spare;
+            *spare = nb->next;
+        } else {
+            if (!(nb = malloc(sizeof *nb + cap))) return NULL;
+            nb->cap = cap;
+        }
         nb->next = b;
         nb->used = 0;
-        nb->cap = cap;
         *head = b = nb;
     }
     void *p = b->data + b->used;
@@ -809,6 +824,8 @@ typedef struct {
     char *texts;               /* overlapped path: the batch's text block in the index arena, else NULL */
     const uint64_t *toff;      /* (n) offset of chunk i's text (+ NUL) in texts */
     struct dtblk *blk;         /* this worker's doc_terms memory */
+    struct dtblk *spare;       /* blocks to reuse first */
+    lcx__post_keys *keys;      /* this worker's posting sort keys (docs a..b-1) */
     int a, b;
     int rc;
 } work;
@@ -823,7 +840,7 @@ static void *work_run(void *arg)
     for (int i = w->a; i < w->b && !w->rc; i++) {
         const char *tx = w->c[i].text ? w->c[i].text : "";
         int rc = lcx__prep_embed(&p, w->s->emb, tx, w->c[i].text_len, tmp);
-        void *mem = rc < 0 ? NULL : dtblk_alloc(&w->blk, lcx__prep_size(&p));
+        void *mem = rc < 0 ? NULL : dtblk_alloc(&w->blk, &w->spare, lcx__prep_size(&p));
         if (!mem) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
         w->dt[i] = lcx__prep_finish_to(&p, mem);
         lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
@@ -837,6 +854,8 @@ static void *work_run(void *arg)
             lock_r(w->s);
             for (int j = i - (i - w->a) % 32; j <= i; j++) lcx__index_resolve(w->s->ix, w->dt[j]);
             unlock_rw(w->s);
+            for (int j = i - (i - w->a) % 32; j <= i && !w->rc; j++)
+                w->rc = lcx__post_keys_add(w->keys, w->dt[j], (uint32_t)j);
         }
     }
     lcx__prep_free(&p);
@@ -845,9 +864,12 @@ static void *work_run(void *arg)
 }
 
 /* Runs extra(ud) on a thread of its own (when given) next to the embedding workers. */
+/* keys: PAR_MAX_THREADS runs (emptied here, buffers reused); *n_runs receives how many
+ * were filled, in document order. *blk: spare blocks in (may be NULL), every block the
+ * workers hold out (dt[] lives in them). */
 static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, lcx__doc_terms **dt,
-                         struct dtblk **blk, char *texts, const uint64_t *toff, void *(*extra)(void *),
-                         void *extra_ud)
+                         struct dtblk **blk, lcx__post_keys *keys, int *n_runs, char *texts, const uint64_t *toff,
+                         void *(*extra)(void *), void *extra_ud)
 {
     int nt = 1;
     if (n >= PAR_MIN) {
@@ -859,9 +881,18 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
     pthread_t th[PAR_MAX_THREADS], xth;
     int started[PAR_MAX_THREADS] = {0}, xstarted = 0;
     if (extra) xstarted = pthread_create(&xth, NULL, extra, extra_ud) == 0;
-    for (int t = 0; t < nt; t++)
-        w[t] = (work){s, c, vec, vsc, dt, texts, toff, NULL, (int)((int64_t)n * t / nt), (int)((int64_t)n * (t + 1) / nt),
-                      0};
+    for (int t = 0; t < nt; t++) {
+        keys[t].n = keys[t].n_unres = 0;
+        w[t] = (work){s, c, vec, vsc, dt, texts, toff, NULL, NULL, &keys[t], (int)((int64_t)n * t / nt),
+                      (int)((int64_t)n * (t + 1) / nt), 0};
+    }
+    for (int t = 0; *blk; t = (t + 1) % nt) {   /* spare blocks in: dealt out to the workers */
+        struct dtblk *b = *blk;
+        *blk = b->next;
+        b->next = w[t].spare;
+        w[t].spare = b;
+    }
+    *n_runs = nt;
     for (int t = 1; t < nt; t++)
         started[t] = pthread_create(&th[t], NULL, work_run, &w[t]) == 0;
     work_run(&w[0]);
@@ -875,13 +906,15 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
         if (xstarted) pthread_join(xth, NULL);
         else extra(extra_ud);
     }
-    for (int t = 0; t < nt; t++) {   /* hand every worker's blocks to the caller */
-        struct dtblk *b = w[t].blk;
-        while (b) {
-            struct dtblk *nx = b->next;
-            b->next = *blk;
-            *blk = b;
-            b = nx;
+    for (int t = 0; t < nt; t++) {   /* hand every worker's blocks (used and spare) to the caller */
+        for (int k = 0; k < 2; k++) {
+            struct dtblk *b = k ? w[t].spare : w[t].blk;
+            while (b) {
+                struct dtblk *nx = b->next;
+                b->next = *blk;
+                *blk = b;
+                b = nx;
+            }
         }
     }
     return rc;
@@ -964,7 +997,8 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
 /* Makes a durable record visible (caller holds wmu; takes the write lock). texts/toff: the
  * texts already copied into the index arena, or NULL (commit copies them). */
 static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, const float *vsc,
-                   lcx__doc_terms *const *dt, const char *texts, const uint64_t *toff, uint32_t *first_id)
+                   lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs, const char *texts,
+                   const uint64_t *toff, uint32_t *first_id)
 {
     const char **tx = malloc((size_t)n * sizeof *tx);   /* (n) */
     uint32_t *len = malloc((size_t)n * sizeof *len);     /* (n) */
@@ -975,7 +1009,7 @@ static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, 
     }
     uint32_t first = 0;
     lock_w(s);
-    if (!rc) rc = lcx__index_commit_batch(s->ix, (uint32_t)n, tx, len, !texts, vec, vsc, dt, &first);
+    if (!rc) rc = lcx__index_commit_keys(s->ix, (uint32_t)n, tx, len, !texts, vec, vsc, dt, keys, n_runs, &first);
     for (int i = 0; i < n && !rc; i++) {
         fill_meta(s, &s->m[first + (uint32_t)i], &c[i]);
         if (s->m[first + (uint32_t)i].path_len && !s->m[first + (uint32_t)i].path) rc = LCX_ENOMEM;
@@ -998,6 +1032,7 @@ static void log_undo(lcx_store *s, uint64_t at, int synced)
 int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id)
 {
     if (!s || n < 0 || (n && !c)) return LCX_EINVAL;
+    if (n >= LCX_BATCH_MAX) return LCX_ELIMIT;
     if (n == 0) {
         if (first_id) {
             lock_r(s);
@@ -1023,6 +1058,8 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
     lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
     uint64_t *toff = NULL;                                     /* (n) */
     struct dtblk *blk = NULL;                                  /* memory of dt[] */
+    lcx__post_keys keys[PAR_MAX_THREADS] = {{0}};              /* small-batch path (the other uses s->wkeys) */
+    int n_runs = 0;
     char *rec = NULL;
     int rc = LCX_ENOMEM;
     if (!vec || !vsc || !dt) goto out;
@@ -1058,7 +1095,9 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         unlock_rw(s);
         if (rc) goto unlock_o;
         io_job j = {s, c, n, payload, s->log_end, 0, 0};
-        rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, texts, toff, io_run, &j);
+        blk = s->dtspare;
+        s->dtspare = NULL;
+        rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, s->wkeys, &n_runs, texts, toff, io_run, &j);
         if (j.rc) {
             log_undo(s, j.at, 0);
             rc = j.rc;
@@ -1071,15 +1110,21 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         s->log_end = j.at + sizeof(lcx_rec_hdr) + payload;
         s->last_rec_off = j.at;
         s->last_rec_crc = j.crc;
-        rc = publish(s, c, n, vec, vsc, dt, texts, toff, first_id);
+        rc = publish(s, c, n, vec, vsc, dt, s->wkeys, n_runs, texts, toff, first_id);
     unlock_o:
+        for (int k = 0; blk && k < DTBLK_KEEP; k++) {   /* keep some blocks for the next big append */
+            struct dtblk *b = blk;
+            blk = b->next;
+            b->next = s->dtspare;
+            s->dtspare = b;
+        }
         pthread_mutex_unlock(&s->wmu);
         goto out;
     }
 
     /* embed + tokenize off-lock (pure work, parallel for large batches) */
     if (!(rec = malloc(sizeof(lcx_rec_hdr) + payload))) goto out;
-    if ((rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, NULL, NULL, NULL, NULL))) goto out;
+    if ((rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, keys, &n_runs, NULL, NULL, NULL, NULL))) goto out;
     build_record(rec, c, n, payload, text_rec ? NULL : vec, vsc, s->dim);
     lcx_rec_hdr h;
     memcpy(&h, rec, sizeof h);
@@ -1104,11 +1149,12 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
     s->log_end = at + sizeof h + payload;
     s->last_rec_off = at;
     s->last_rec_crc = h.crc;
-    rc = publish(s, c, n, vec, vsc, dt, NULL, NULL, first_id);
+    rc = publish(s, c, n, vec, vsc, dt, keys, n_runs, NULL, NULL, first_id);
 unlock:
     pthread_mutex_unlock(&s->wmu);
 out:
     dtblk_free(blk);
+    for (int t = 0; t < PAR_MAX_THREADS; t++) lcx__post_keys_free(&keys[t]);
     free(dt);
     free(vec);
     free(vsc);
