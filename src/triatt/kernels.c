@@ -10,8 +10,8 @@
  *    stream reads ~8-11 GB/s on one core, while 4 interleaved streams read ~12-14 GB/s. So
  *    the scorer splits a block's cells into TRIATT_MAX_STREAMS segments and the multi-stream
  *    kernel (triatt__kernel_ms_*) takes one row of each segment per iteration;
- *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row); rows are processed two at a
- *    time (rows2_half); rsqrt+Newton and 4-row variants were measured no faster;
+ *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row): rows are processed two at a
+ *    time (rows2_half) and 2 of 8 frequency groups use rsqrt+Newton on the idle FMA pipes;
  *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed. */
 #include "triatt/internal.h"
 #include <immintrin.h>
@@ -72,17 +72,19 @@ static inline __m128 red2(__m256 x, __m256 y)
 
 /* hot: the default (MLR, half pairing) terms of two key rows r0, r1 (r1 may equal r0).
  * One pass over each row: every element is loaded (and for F16 converted) once for both
- * the dot product and the norm. The cost is bounded by vsqrtps (8 per 128-dim row, ~5
- * cycles each on Zen 3); rsqrt + Newton for some or all of the frequency groups was
- * measured no faster (in-process A/B, ±5% noise) and is less exact, so it is not used.
- * Two rows per call give the out-of-order core two independent chains per accumulator.
+ * the dot product and the norm. vsqrtps (~5 cycles each on Zen 3, 8 per 128-dim row) bounds
+ * the loop, while the FMA pipes have slack; so 2 of every 8 frequency groups (NEWTON_GROUPS
+ * bit mask over f/8 mod 8) take rsqrt + one Newton step on the FMA pipes instead, which
+ * balances the two: compute-only −10% in an in-process A/B (all-Newton or 3 of 8 were no
+ * better). Two rows per call give two independent chains per accumulator.
  * FC is a compile-time constant in the common instance (64 = head_dim 128) so the loop
- * unrolls fully; 0 = use p->fc. */
+ * unrolls fully and the group choice is static; 0 = use p->fc. */
+#define NEWTON_GROUPS 0x88
 static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kparams *p, const void *r0,
                                                                const void *r1, const bool f16, const int FC)
 {
     const int fc = FC ? FC : p->fc;
-    const __m256 veps = _mm256_set1_ps(p->eps);
+    const __m256 veps = _mm256_set1_ps(p->eps), vtiny = _mm256_set1_ps(1e-30f);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
 #pragma GCC unroll 8
     for (int f = 0; f < fc; f += 8) {
@@ -96,8 +98,19 @@ static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kpar
         b1 = _mm256_fmadd_ps(li, wi, b1);
         __m256 s0 = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
         __m256 s1 = _mm256_fmadd_ps(lr, lr, _mm256_fmadd_ps(li, li, veps));
-        a2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s0), m, a2);
-        b2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s1), m, b2);
+        if (!((NEWTON_GROUPS >> ((f >> 3) & 7)) & 1)) {
+            a2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s0), m, a2);
+            b2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s1), m, b2);
+        } else {
+            /* m·sqrt(s) = (m/2)·y·(3 − r·y), y = s·r, r = rsqrt(s) (one Newton step: ~1e-7
+             * relative). r is taken of max(s, 1e-30) so it stays finite when eps = 0 and a
+             * key pair is 0 (then y = 0·r = 0 exactly, as sqrt gives) */
+            const __m256 mh = _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), three = _mm256_set1_ps(3.0f);
+            __m256 r0n = _mm256_rsqrt_ps(_mm256_max_ps(s0, vtiny)), y0 = _mm256_mul_ps(s0, r0n);
+            __m256 r1n = _mm256_rsqrt_ps(_mm256_max_ps(s1, vtiny)), y1 = _mm256_mul_ps(s1, r1n);
+            a2 = _mm256_fmadd_ps(_mm256_mul_ps(mh, y0), _mm256_fnmadd_ps(y0, r0n, three), a2);
+            b2 = _mm256_fmadd_ps(_mm256_mul_ps(mh, y1), _mm256_fnmadd_ps(y1, r1n, three), b2);
+        }
     }
     return red2(_mm256_add_ps(_mm256_add_ps(a0, a1), a2), _mm256_add_ps(_mm256_add_ps(b0, b1), b2));
 }
@@ -162,6 +175,41 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
                                                             const bool f16, const int FC)
 {
     const int row_bytes = (FC ? 2 * FC : p->n_rot) * (f16 ? 2 : 4);   /* scored part of a row */
+    if (fast_terms(p) && ns == 4) {
+        /* the default split, specialised so the stream loop unrolls: two consecutive rows of
+         * each stream per step (the same pairing as the single-stream kernel), pointers
+         * advancing by their strides */
+        const size_t es = f16 ? 2 : 4;
+        const size_t st0 = stride[0] * es, st1 = stride[1] * es, st2 = stride[2] * es, st3 = stride[3] * es;
+        const char *q0 = keys[0], *q1 = keys[1], *q2 = keys[2], *q3 = keys[3];
+        float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
+        int c = 0;
+        for (; c + 2 <= n; c += 2) {       /* hot: rows c, c+1 of each of the 4 streams per step */
+            __m128 v;
+            prefetch_row(q0 + MS_PREFETCH_ROWS * st0, 2 * row_bytes);
+            v = rows2_half(p, q0, q0 + st0, f16, FC);
+            put(o0 + c, accumulate, _mm_cvtss_f32(v));
+            put(o0 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            prefetch_row(q1 + MS_PREFETCH_ROWS * st1, 2 * row_bytes);
+            v = rows2_half(p, q1, q1 + st1, f16, FC);
+            put(o1 + c, accumulate, _mm_cvtss_f32(v));
+            put(o1 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            prefetch_row(q2 + MS_PREFETCH_ROWS * st2, 2 * row_bytes);
+            v = rows2_half(p, q2, q2 + st2, f16, FC);
+            put(o2 + c, accumulate, _mm_cvtss_f32(v));
+            put(o2 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            prefetch_row(q3 + MS_PREFETCH_ROWS * st3, 2 * row_bytes);
+            v = rows2_half(p, q3, q3 + st3, f16, FC);
+            put(o3 + c, accumulate, _mm_cvtss_f32(v));
+            put(o3 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            q0 += 2 * st0; q1 += 2 * st1; q2 += 2 * st2; q3 += 2 * st3;
+        }
+        if (c < n) {
+            const char *q[4] = {q0, q1, q2, q3};
+            for (int j = 0; j < 4; j++) put(out[j] + c, accumulate, _mm_cvtss_f32(rows2_half(p, q[j], q[j], f16, FC)));
+        }
+        return;
+    }
     if (fast_terms(p)) {
         for (int c = 0; c < n; c++)        /* hot: one row of each stream per iteration */
             for (int j = 0; j < ns; j += 2) {
@@ -229,6 +277,7 @@ void triatt__kernel_ms_avx2(const triatt_kparams *p, int ns, const void *const *
                             int n, float *const *out, bool accumulate)
 {
     assert(ns >= 1 && ns <= TRIATT_MAX_STREAMS);
+    if (ns == 1) { triatt__kernel_avx2(p, keys[0], row_stride[0], n, out[0], accumulate); return; }
     if (p->n_rot % 16) { triatt__kernel_ms_scalar(p, ns, keys, row_stride, n, out, accumulate); return; }
     if (p->fc == 64) {
         if (p->f16) ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, true, 64);
