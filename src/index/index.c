@@ -633,7 +633,16 @@ static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total)
     uint64_t *sorted = radix_hi(key, tmp, total, bits);
     size_t mid = total;
     if (n >= 64 && total >= 4096 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
-        mid = total / 2;
+        /* split at equal cost, not equal postings: a list costs ~2 cache misses (header,
+         * tail) on top of ~1 ns per posting; measured ≈ 12 postings' worth per list. The
+         * low term ids (early, common words) hold most postings in few lists, the high ones
+         * (rare and new terms) one or two postings per list. */
+        enum { RUN_W = 12 };
+        size_t runs = 1;
+        for (size_t i = 1; i < total; i++) runs += (sorted[i] >> 32) != (sorted[i - 1] >> 32);
+        uint64_t half = ((uint64_t)total + RUN_W * (uint64_t)runs) / 2, cost = RUN_W;
+        for (mid = 1; mid < total && cost < half; mid++)
+            cost += 1 + ((sorted[mid] >> 32) != (sorted[mid - 1] >> 32) ? RUN_W : 0);
         while (mid < total && (sorted[mid] >> 32) == (sorted[mid - 1] >> 32)) mid++;
     }
     post_job pj[2] = {{ix, sorted, 0, mid, first, 0, 0}, {ix, sorted, mid, total, first, 0, 0}};
