@@ -625,16 +625,21 @@ typedef struct batch {
     bool threaded;
 } batch;
 
-/* Appends in flight at once. Two: while one waits for its fdatasync (60 ms per 8 MB
- * batch on this disk: 1.3 s of a 116 MB build) or runs the store's serial commit, the
- * other embeds on both cores. Ids stay contiguous per batch, not in walk order. */
-#define MAX_FLY 2
+/* Appends in flight at once: 1. The core embeds a large batch on every core and holds its
+ * writer lock from the start of a large append (its log write + fdatasync overlap the
+ * embedding inside the append), so a second append in flight would only wait for that lock
+ * while holding another batch of memory; measured: 2 in flight used 0.7 CPU-s more for the
+ * same wall time (docs/benchmarks/scope.md). What the pipeline overlaps is the producer
+ * (and the consumer building the next batch) with the running append. The knob
+ * (lcx_scopes__set_fly) allows up to FLY_CAP for A/B runs. */
+#define MAX_FLY 1
+#define FLY_CAP 2
 
 typedef struct {
     lcx_scope *s;
     lcx_scopes *m;
     batch *cur;              /* being filled; NULL = none yet */
-    batch *fly[MAX_FLY];     /* submitted, oldest first */
+    batch *fly[FLY_CAP];     /* submitted, oldest first */
     int n_fly;
     uint32_t batch_chunks;
     size_t batch_bytes;
@@ -714,14 +719,20 @@ static int submit(builder *b, bool wait)
     int rc = 0;
     if (!t || !t->n_pend) return 0;
     b->cur = NULL;
-    while (b->n_fly == MAX_FLY) {
+    int max_fly = b->m->max_fly > 0 && b->m->max_fly <= FLY_CAP ? b->m->max_fly : MAX_FLY;
+    while (b->n_fly >= max_fly) {
         int r = complete_oldest(b);
         if (!rc) rc = r;
     }
     t->store = b->s->store;
-    if (!(wait && b->n_fly == 0)) t->threaded = pthread_create(&t->th, NULL, batch_run, t) == 0;
+    bool serial = b->m->serial_build;
+    if (!serial && !(wait && b->n_fly == 0)) t->threaded = pthread_create(&t->th, NULL, batch_run, t) == 0;
     if (!t->threaded) batch_run(t);
     b->fly[b->n_fly++] = t;
+    if (serial) {
+        int r = complete_oldest(b);
+        if (!rc) rc = r;
+    }
     return rc;
 }
 
@@ -998,7 +1009,7 @@ static int run_walk(builder *b, producer *P)
     int rc = 0;
     if (b->s->n_files) rc = ptab_build(&P->prior, b->s);
     pthread_t th;
-    bool threaded = rc == 0 && pthread_create(&th, NULL, prod_run, P) == 0;
+    bool threaded = rc == 0 && !b->m->serial_build && pthread_create(&th, NULL, prod_run, P) == 0;
     if (rc == 0 && !threaded) {
         P->sync = b;   /* no thread: the serial builder, same code path */
         prod_run(P);
@@ -1448,6 +1459,16 @@ void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoi
 {
     m->batch_chunks = batch_chunks;
     m->checkpoint_ms = checkpoint_ms;
+}
+
+void lcx_scopes__set_serial(lcx_scopes *m, bool serial)
+{
+    m->serial_build = serial;
+}
+
+void lcx_scopes__set_fly(lcx_scopes *m, int max_fly)
+{
+    m->max_fly = max_fly;
 }
 
 /* Unlinks s from the dying list (m->mu held). */

@@ -104,12 +104,19 @@ struct lcx_scopes {
     /* indexing knobs (tests shrink them to exercise multi-batch builds and checkpoints) */
     uint32_t batch_chunks;    /* chunks per store append (0 = default 4096) */
     double checkpoint_ms;     /* manifest rewritten after a flush this long after the last */
+    bool serial_build;        /* benchmarks: no producer thread, one append at a time */
+    int max_fly;              /* benchmarks: appends in flight (0 = default) */
 };
 
 /* scopes.c */
 /* Test hook: chunks per append batch (0 = default) and the checkpoint interval (ms; 0 =
  * after every flush). Call before any scope is loaded. */
 void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoint_ms);
+/* Benchmark hook: build serially (walk, read, chunk and append on the calling thread, one
+ * append at a time) — the A/B reference for the pipeline. */
+void lcx_scopes__set_serial(lcx_scopes *m, bool serial);
+/* Benchmark hook: appends in flight at once (1..MAX_FLY; 0 = default). */
+void lcx_scopes__set_fly(lcx_scopes *m, int max_fly);
 int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
                         bool package, lcx_scope_progress cb, void *ud, lcx_scope **out);
 void lcx_scopes__release(lcx_scopes *m, lcx_scope *s);

@@ -282,7 +282,7 @@ static void test_retrieve_basic(void **st)
 /* How a child indexes: embedder dim, chunks per append batch (0 = default), manifest
  * checkpoint interval, and a crash (_exit from the progress callback, appends possibly in
  * flight) once this many files were applied (0 = none). */
-typedef struct { int dim; uint32_t batch; double checkpoint_ms; uint64_t crash_after; } child_opts;
+typedef struct { int dim; uint32_t batch; double checkpoint_ms; uint64_t crash_after; int fly; } child_opts;
 
 static int crash_cb(uint64_t done, uint64_t found, uint64_t bytes, void *ud)
 {
@@ -309,6 +309,7 @@ static int index_child(const char *data, const char *proj, const child_opts *co,
         lcx_scopes *m;
         if (lcx_scopes_open(&o, e, &m) < 0) _exit(3);
         if (co->batch) lcx_scopes__set_batch(m, co->batch, co->checkpoint_ms);
+        if (co->fly) lcx_scopes__set_fly(m, co->fly);
         lcx_scope_info inf;
         uint64_t crash = co->crash_after;
         if (lcx_scopes_index(m, proj, crash ? crash_cb : NULL, &crash, &inf, NULL) < 0) _exit(4);
@@ -445,18 +446,18 @@ static void check_big_symbols(const char *data, const char *proj, int n)
     lcx_scopes_close(m);
 }
 
-/* Pipelined build with many small batches (two appends in flight, a manifest checkpoint
- * after every append) gives the same scope as one big batch, reloads without re-reading,
- * and refreshes only changed files. */
+/* Pipelined build with many small batches (one or two appends in flight, a manifest
+ * checkpoint after every append) gives the same scope as one big batch, reloads without
+ * re-reading, and refreshes only changed files. */
 static void test_batched_build(void **st)
 {
     const int n = 150;
     char *proj = make_big_project(n);
     char *d1 = tu_tmpdir(), *d2 = tu_tmpdir();
     uint32_t c1, c2, f1, f2;
-    child_opts one = {0}, many = {.batch = 7, .checkpoint_ms = 0};
+    child_opts one = {0}, many = {.batch = 7, .checkpoint_ms = 0}, many2 = {.batch = 5, .checkpoint_ms = 0, .fly = 2};
     assert_int_equal(index_child(d1, proj, &one, &c1, &f1), n + 2);   /* + go.mod, empty.c */
-    assert_int_equal(index_child(d2, proj, &many, &c2, &f2), n + 2);
+    assert_int_equal(index_child(d2, proj, &many2, &c2, &f2), n + 2);
     assert_int_equal(f1, n + 2);
     assert_int_equal(f2, f1);
     assert_int_equal(c1, 2 * n + 1);   /* 2 per C file + go.mod; the empty file has none */
