@@ -140,6 +140,20 @@ static double loadavg(void)
     return l;
 }
 
+/* MiB of this process's anonymous memory in transparent huge pages (the engine copies the
+ * weights there unless LCX_ENGINE_WEIGHTS=mmap; see docs/engine.md). */
+static double anon_huge_mib(void)
+{
+    double kb = -1;
+    char line[256];
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %lf", &kb) == 1) break;
+    fclose(f);
+    return kb / 1024;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -194,6 +208,9 @@ int main(int argc, char **argv)
         eng_model *m;
         char err[256];
         if (eng_model_load(path, &m, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+        const char *wm = getenv("LCX_ENGINE_WEIGHTS");
+        printf("# %s: weights %s, %.0f MiB in huge pages\n", ty, wm && !strcmp(wm, "mmap") ? "mmap'd" : "copied",
+               anon_huge_mib());
         int32_t *toks = malloc(sizeof(int32_t) * (pp > tg ? pp : tg));
         uint32_t x = 7;
         for (int i = 0; i < (pp > tg ? pp : tg); i++) { x = x * 1103515245u + 12345u; toks[i] = (int32_t)((x >> 8) % N_VOCAB); }

@@ -283,25 +283,59 @@ typedef struct {
     int64_t ldy;
 } mm_job;
 
+#define MM_MAX_CHUNKS 512
+
 typedef struct {
     mm_job j[3];
-    int nj, n_tok;
-    long rows_per_chunk[3];
-    long first_chunk[4];      /* chunk index where job k starts; first_chunk[nj] = total */
+    int nj, n_tok, n_chunks;
+    struct { int32_t job, r0, r1; } ch[MM_MAX_CHUNKS];   /* claimed in order */
 } mm_sec;
 
-/* One chunk = a run of rows of one matrix; rows are multiples of 16 so kernels that tile
- * rows keep full tiles. */
+/* One chunk = a run of rows of one matrix. */
 static void mm_task(void *arg, long chunk, int ith)
 {
     mm_sec *s = arg;
-    int k = 0;
-    while (chunk >= s->first_chunk[k + 1]) k++;
-    const mm_job *j = &s->j[k];
-    const long r0 = (chunk - s->first_chunk[k]) * s->rows_per_chunk[k];
-    const long r1 = LCX_MIN(r0 + s->rows_per_chunk[k], (long)j->w->n_out);
-    eng_matmul(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, r0, r1, j->X, j->xrb, s->n_tok, j->y, j->ldy);
+    const mm_job *j = &s->j[s->ch[chunk].job];
+    eng_matmul(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, s->ch[chunk].r0, s->ch[chunk].r1, j->X, j->xrb,
+               s->n_tok, j->y, j->ldy);
     (void)ith;
+}
+
+/* Guided schedule: chunks are claimed in order and shrink as the section's remaining work
+ * (weight bytes) shrinks: each is 1/(4*nth) of what is left, at least MM_MIN_ROWS rows.
+ * Why: the section ends when its last chunk ends, so the last chunks must be small (two
+ * threads finish within a few microseconds of each other), while the first ones are big (few
+ * atomic claims on a 145 MB lm_head). 1/(4*nth) rather than guided scheduling's usual
+ * 1/nth: a worker descheduled while holding a chunk (shared machines) stalls the section by
+ * at most 1/8 of its work at 2 threads. Row counts stay multiples of 16 (kernels tile rows)
+ * except at a matrix's end. Single-threaded: one chunk per matrix. */
+#define MM_MIN_ROWS 16
+static void mm_plan(mm_sec *s, int nth)
+{
+    double left = 0;
+    for (int k = 0; k < s->nj; k++) left += (double)s->j[k].w->row_bytes * s->j[k].w->n_out;
+    int n = 0;
+    for (int k = 0; k < s->nj; k++) {
+        const int32_t nrow = (int32_t)s->j[k].w->n_out;
+        const double rb = (double)s->j[k].w->row_bytes;
+        int32_t r = 0;
+        while (r < nrow) {
+            int32_t take = nrow - r;
+            if (nth > 1 && n < MM_MAX_CHUNKS - 3 * 2) {   /* room left for the other matrices' last chunks */
+                const double want = left / (4.0 * nth) / rb;
+                take = want < MM_MIN_ROWS ? MM_MIN_ROWS : (int32_t)LCX_MIN(want, (double)nrow);
+                take = (take + MM_MIN_ROWS - 1) / MM_MIN_ROWS * MM_MIN_ROWS;
+                if (nrow - (r + take) < MM_MIN_ROWS) take = nrow - r;
+            }
+            s->ch[n].job = k;
+            s->ch[n].r0 = r;
+            s->ch[n].r1 = r + take;
+            n++;
+            r += take;
+            left -= rb * take;
+        }
+    }
+    s->n_chunks = n;
 }
 
 typedef struct { eng_ctx *c; const float *x; int n_in, n_tok, slot; } qz_task_arg;
@@ -340,22 +374,16 @@ static void act_invalidate(eng_ctx *c) { c->act_src[0] = c->act_src[1] = NULL; }
 /* y_k = W_k x for up to three matrices sharing input x (n_tok rows of n_in). */
 static void matmul_multi(eng_ctx *c, const float *x, int n_in, int n_tok, const eng_wmat **w, float **y, int nj)
 {
-    mm_sec s = {.nj = nj, .n_tok = n_tok};
-    long total = 0;
+    mm_sec s;
+    s.nj = nj;
+    s.n_tok = n_tok;
     for (int k = 0; k < nj; k++) {
         size_t xrb;
         const void *X = act_for(c, x, n_in, n_tok, eng_vec_dot_type(w[k]->type), &xrb);
         s.j[k] = (mm_job){w[k], X, xrb, y[k], w[k]->n_out};
-        /* ~4 chunks per thread per matrix: balance without too many claims */
-        const long nrow = (long)w[k]->n_out;
-        long rpc = (nrow + 4L * c->nth - 1) / (4L * c->nth);
-        rpc = LCX_MAX(16, (rpc + 15) / 16 * 16);
-        s.rows_per_chunk[k] = rpc;
-        s.first_chunk[k] = total;
-        total += (nrow + rpc - 1) / rpc;
     }
-    s.first_chunk[nj] = total;
-    eng_pool_run(c->pool, mm_task, &s, total);
+    mm_plan(&s, c->nth);
+    eng_pool_run(c->pool, mm_task, &s, s.n_chunks);
 }
 
 /* ---------------------------------------------------------------- attention section */
@@ -467,6 +495,72 @@ static void swiglu_task(void *arg, long chunk, int ith)
     }
 }
 
+/* ---------------------------------------------------------------- per-token sections */
+
+/* The per-token work between matmuls (residual adds, RMSNorms, biases, RoPE, K/V stores) is
+ * split by token blocks like everything else, so a second thread is not left spinning
+ * through it during prompt processing. For one token it is a single chunk, which
+ * eng_pool_run runs inline (no hand-off). */
+typedef enum { TOK_ATTN_IN, TOK_QKV_POST, TOK_FFN_IN } tok_stage;
+typedef struct {
+    eng_ctx *c;
+    const eng_layer *L;
+    int il, n;
+    tok_stage stage;
+    bool residual;            /* TOK_ATTN_IN: add the previous layer's FFN output first */
+} tok_sec;
+#define TOK_CHUNK 8
+
+/* rows t of token block: x += xn (if residual), then xn = rmsnorm(x) * w */
+static void tok_task(void *arg, long chunk, int ith)
+{
+    tok_sec *s = arg;
+    eng_ctx *c = s->c;
+    const eng_layer *L = s->L;
+    const eng_model_info *I = &c->m->info;
+    const int E = I->n_embd, hd = I->head_dim, nh = I->n_head, nkv = I->n_head_kv;
+    const size_t qd = (size_t)nh * hd, kvd = (size_t)nkv * hd;
+    const int t0 = (int)chunk * TOK_CHUNK, t1 = LCX_MIN(t0 + TOK_CHUNK, s->n);
+    (void)ith;
+    for (int t = t0; t < t1; t++) {
+        if (s->stage != TOK_QKV_POST) {
+            float *x = c->x + (size_t)t * E, *xn = c->xn + (size_t)t * E;
+            if (s->residual)
+                for (int i = 0; i < E; i++) x[i] += xn[i];
+            rmsnorm(xn, x, s->stage == TOK_ATTN_IN ? L->attn_norm : L->ffn_norm, E, I->rms_eps);
+            continue;
+        }
+        float *q = c->q + t * qd, *k = c->k + t * kvd, *v = c->v + t * kvd;
+        if (L->bq) for (size_t i = 0; i < qd; i++) q[i] += L->bq[i];
+        if (L->bk) for (size_t i = 0; i < kvd; i++) k[i] += L->bk[i];
+        if (L->bv) for (size_t i = 0; i < kvd; i++) v[i] += L->bv[i];
+        const float *cs = c->rope_cs + (size_t)t * I->n_rot;
+        if (L->q_norm)
+            for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, I->rms_eps);
+        /* pre-RoPE queries for TriAttention calibration (this stage runs on the caller's
+         * thread, in token order, when a hook is set) */
+        if (c->q_hook) c->q_hook(c->q_hook_ud, s->il, c->ub_pos[t], q);
+        for (int h = 0; h < nh; h++) rope_apply(q + h * hd, cs, I->n_rot, I->rope_type);
+        for (int h = 0; h < nkv; h++) {
+            if (L->k_norm) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, I->rms_eps);
+            rope_apply(k + h * hd, cs, I->n_rot, I->rope_type);
+        }
+        const size_t off = ((size_t)s->il * c->n_ctx + c->ub_cell[t]) * kvd;
+        memcpy(c->kc + off, k, kvd * sizeof(float));
+        memcpy(c->vc + off, v, kvd * sizeof(float));
+    }
+}
+
+static void tok_run(eng_ctx *c, const eng_layer *L, int il, int n, tok_stage st, bool residual)
+{
+    tok_sec s = {c, L, il, n, st, residual};
+    const long nch = (n + TOK_CHUNK - 1) / TOK_CHUNK;
+    if (st == TOK_QKV_POST && c->q_hook)      /* the hook is called from one thread, in order */
+        for (long ch = 0; ch < nch; ch++) tok_task(&s, ch, 0);
+    else
+        eng_pool_run(c->pool, tok_task, &s, nch);
+}
+
 /* ---------------------------------------------------------------- one ubatch */
 
 static int find_free_cells(eng_ctx *c, int n)
@@ -477,14 +571,17 @@ static int find_free_cells(eng_ctx *c, int n)
     return got == n ? 0 : LCX_ELIMIT;
 }
 
-/* out_rows: which rows (token indices within the ubatch) need logits; written to
- * logits + dst_row0*n_vocab consecutively. */
+/* Rows out_first .. out_first+n_out-1 of the ubatch get logits, written consecutively to
+ * logits_dst (n_vocab floats each).
+ * Residual stream: x (n, n_embd); each block's output lands in xn and is added to x by the
+ * next per-token stage (TOK_FFN_IN after attention, the next layer's TOK_ATTN_IN after the
+ * FFN, and the loop before the output norm after the last layer). */
 static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first, int n_out, float *logits_dst)
 {
     const eng_model *m = c->m;
     const eng_model_info *I = &m->info;
     const int E = I->n_embd, hd = I->head_dim, nh = I->n_head, nkv = I->n_head_kv, F = I->n_ff;
-    const size_t qd = (size_t)nh * hd, kvd = (size_t)nkv * hd;
+    const size_t qd = (size_t)nh * hd;
 
     for (int t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes;
@@ -503,32 +600,14 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
 
     for (int il = 0; il < I->n_layer; il++) {
         const eng_layer *L = &m->layers[il];
-        for (int t = 0; t < n; t++) rmsnorm(c->xn + (size_t)t * E, c->x + (size_t)t * E, L->attn_norm, E, I->rms_eps);
+        tok_run(c, L, il, n, TOK_ATTN_IN, il > 0);
         act_invalidate(c);
         {
             const eng_wmat *w[3] = {&L->wq, &L->wk, &L->wv};
             float *y[3] = {c->q, c->k, c->v};
             matmul_multi(c, c->xn, E, n, w, y, 3);
         }
-        for (int t = 0; t < n; t++) {
-            float *q = c->q + t * qd, *k = c->k + t * kvd, *v = c->v + t * kvd;
-            if (L->bq) for (size_t i = 0; i < qd; i++) q[i] += L->bq[i];
-            if (L->bk) for (size_t i = 0; i < kvd; i++) k[i] += L->bk[i];
-            if (L->bv) for (size_t i = 0; i < kvd; i++) v[i] += L->bv[i];
-            const float *cs = c->rope_cs + (size_t)t * I->n_rot;
-            if (L->q_norm)
-                for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, I->rms_eps);
-            /* pre-RoPE queries for TriAttention calibration */
-            if (c->q_hook) c->q_hook(c->q_hook_ud, il, c->ub_pos[t], q);
-            for (int h = 0; h < nh; h++) rope_apply(q + h * hd, cs, I->n_rot, I->rope_type);
-            for (int h = 0; h < nkv; h++) {
-                if (L->k_norm) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, I->rms_eps);
-                rope_apply(k + h * hd, cs, I->n_rot, I->rope_type);
-            }
-            const size_t off = ((size_t)il * c->n_ctx + c->ub_cell[t]) * kvd;
-            memcpy(c->kc + off, k, kvd * sizeof(float));
-            memcpy(c->vc + off, v, kvd * sizeof(float));
-        }
+        tok_run(c, L, il, n, TOK_QKV_POST, false);
         att_sec as = {c, il, n};
         eng_pool_run(c->pool, att_task, &as, (long)n * nkv);
         act_invalidate(c);
@@ -537,8 +616,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
             float *y[1] = {c->xn};
             matmul_multi(c, c->att, (int)qd, n, w, y, 1);
         }
-        for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xn[i];
-        for (int t = 0; t < n; t++) rmsnorm(c->xn + (size_t)t * E, c->x + (size_t)t * E, L->ffn_norm, E, I->rms_eps);
+        tok_run(c, L, il, n, TOK_FFN_IN, true);
         act_invalidate(c);
         {
             const eng_wmat *w[2] = {&L->wg, &L->wu};
@@ -553,9 +631,14 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
             float *y[1] = {c->xn};
             matmul_multi(c, c->gate, F, n, w, y, 1);
         }
-        for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->xn[i];
     }
     if (n_out <= 0) return;
+    /* last layer's residual, for the output rows only (the other rows' x is not read again) */
+    for (int t = out_first; t < out_first + n_out; t++) {
+        float *x = c->x + (size_t)t * E;
+        const float *d = c->xn + (size_t)t * E;
+        for (int i = 0; i < E; i++) x[i] += d[i];
+    }
     for (int t = 0; t < n_out; t++)
         rmsnorm(c->xn + (size_t)t * E, c->x + (size_t)(out_first + t) * E, m->out_norm, E, I->rms_eps);
     act_invalidate(c);

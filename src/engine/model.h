@@ -32,6 +32,8 @@ struct eng_model {
     float *out_norm;                      /* (n_embd) */
     float *rope_freqs;                    /* (n_rot/2) frequency divisors (llama3), or NULL */
     eng_layer *layers;
+    void *wcopy;                          /* huge-page copy of the matrices, or NULL (model.c) */
+    size_t wcopy_len;
 };
 
 /* Formats a message into err (when given) and returns rc: `return eng__errf(err, n,
