@@ -16,6 +16,7 @@
  * get 4 KiB pages unless THP is "always"; the headline numbers use 4 KiB pages). */
 #include <immintrin.h>
 #include <sys/mman.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,9 @@
 #include "triatt/internal.h"
 
 #define POOL 8
-typedef struct { const float *f32; const uint16_t *f16; int n, hd; } keysrc;
+#define POOL_Q8 16          /* Q8_0 blocks are 4.25 MiB: 16 of them (68 MiB) to stay past L3 */
+#define Q8_ROW 136          /* bytes per 128-dim Q8_0 row: 4 blocks of {half d, int8 q[32]} */
+typedef struct { const float *f32; const uint16_t *f16; const unsigned char *q8; int n, hd; } keysrc;
 
 static const float *get_f32(void *ud, int l, int kv, int c0, int n, float *scratch, size_t *stride)
 {
@@ -41,6 +44,22 @@ static const uint16_t *get_f16(void *ud, int l, int kv, int c0, int n, float *sc
     (void)scratch; (void)n;
     *stride = k->hd;
     return k->f16 + ((size_t)((l * 4 + kv) % POOL) * k->n + c0) * k->hd;
+}
+
+static const void *get_q8(void *ud, int l, int kv, int c0, int n, float *scratch, size_t *stride)
+{
+    keysrc *k = ud;
+    (void)scratch; (void)n;
+    *stride = Q8_ROW;
+    return k->q8 + ((size_t)((l * 4 + kv) % POOL_Q8) * k->n + c0) * Q8_ROW;
+}
+
+static const void *get_q8_l2(void *ud, int l, int kv, int c0, int n, float *scratch, size_t *stride)
+{
+    keysrc *k = ud;
+    (void)scratch; (void)n; (void)l; (void)kv;
+    *stride = Q8_ROW;
+    return k->q8 + (size_t)(c0 % 1024) * Q8_ROW;
 }
 
 /* compute-only: every chunk maps into the first L2_ROWS + 256 rows of block 0 */
@@ -88,31 +107,48 @@ int main(int argc, char **argv)
     size_t b16 = (nk * sizeof(uint16_t) + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
     float *k32 = aligned_alloc(2u << 20, b32);
     uint16_t *k16 = aligned_alloc(2u << 20, b16);
-    if (huge && k32 && k16) {
+    size_t bq8 = ((size_t)POOL_Q8 * N * Q8_ROW + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+    unsigned char *kq8 = aligned_alloc(2u << 20, bq8);
+    if (huge && k32 && k16 && kq8) {
         madvise(k32, b32, MADV_HUGEPAGE);
         madvise(k16, b16, MADV_HUGEPAGE);
+        madvise(kq8, bq8, MADV_HUGEPAGE);
     }
     int32_t *pos = malloc(N * sizeof(int32_t));
     float *sc = malloc(N * sizeof(float)), *sc2 = malloc(N * sizeof(float));
     float *q = malloc((size_t)64 * H * hd * sizeof(float));
-    if (!k32 || !k16 || !pos || !sc || !sc2 || !q) { fprintf(stderr, "OOM\n"); return 1; }
+    if (!k32 || !k16 || !kq8 || !pos || !sc || !sc2 || !q) { fprintf(stderr, "OOM\n"); return 1; }
     for (size_t i = 0; i < nk; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         k32[i] = (float)((int)(s >> 40) % 2000) / 500.0f;
     }
     for (size_t i = 0; i < nk; i += 8)
         _mm_storeu_si128((__m128i *)(k16 + i), _mm256_cvtps_ph(_mm256_loadu_ps(k32 + i), 0));
+    /* Q8_0 pool: block b = block b % POOL of the f32 keys, quantized as ggml does (d = amax/127) */
+    for (size_t r = 0; r < (size_t)POOL_Q8 * N; r++) {
+        const float *x = k32 + (r % ((size_t)POOL * N)) * hd;
+        for (int b = 0; b < hd / 32; b++) {
+            unsigned char *blk = kq8 + r * Q8_ROW + b * 34;
+            float amax = 0;
+            for (int i = 0; i < 32; i++) amax = fabsf(x[b * 32 + i]) > amax ? fabsf(x[b * 32 + i]) : amax;
+            uint16_t dh = (uint16_t)_cvtss_sh(amax / 127.f, 0);
+            float d = _cvtsh_ss(dh), id = d ? 1.f / d : 0.f;
+            memcpy(blk, &dh, 2);
+            for (int i = 0; i < 32; i++) blk[2 + i] = (unsigned char)(int8_t)lrintf(x[b * 32 + i] * id);
+        }
+    }
     for (size_t i = 0; i < (size_t)64 * H * hd; i++) q[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
     for (int c = 0; c < N; c++) pos[c] = c;
     triatt_calib *cal = triatt_calib_init(&g, 64, 0);
     for (int l = 0; l < L; l++) triatt_calib_add(cal, l, q, 64, 0);
     triatt_calib_end_pass(cal);
-    keysrc src = {k32, k16, N, hd};
-    triatt_keys kf32 = {get_f32, &src, NULL}, kf16 = {NULL, &src, get_f16};
+    keysrc src = {k32, k16, kq8, N, hd};
+    triatt_keys kf32 = {.get = get_f32, .ud = &src}, kf16 = {.ud = &src, .get16 = get_f16};
     double *t = malloc(reps * sizeof(double)), *tc = malloc(reps * sizeof(double));
     printf("bench_triatt: %d cells, 28 layers x 4 KV heads x head_dim 128, AVX-512 %s\n", N,
            lcx_cpu_has_avx512() ? "yes" : "no");
-    triatt_keys kl2 = {NULL, &src, get_f16_l2};
+    triatt_keys kl2 = {.ud = &src, .get16 = get_f16_l2}, kq = {.ud = &src, .get_q8 = get_q8},
+                kql2 = {.ud = &src, .get_q8 = get_q8_l2};
     if (N < L2_ROWS + 256) kl2 = kf16;
     const bool quick = getenv("TRIATT_BENCH_QUICK") && atoi(getenv("TRIATT_BENCH_QUICK"));
     for (int nt = 1; nt <= (quick ? 1 : 2); nt++) {
@@ -120,11 +156,12 @@ int main(int argc, char **argv)
         triatt_scorer *sco = triatt_scorer_init(&g, &o);
         char name[96];
         /* variants: f32 / f16 / f16 compute-only, each with 4 streams and 1 (A/B) */
-        const triatt_keys *kv[3] = {&kf32, &kf16, &kl2};
-        const char *kn[3] = {"f32 keys", "f16 keys", "f16 compute-only (L2)"};
-        double *tv = malloc((size_t)6 * reps * sizeof(double)), *cv = malloc((size_t)6 * reps * sizeof(double));
+        enum { NV = 10 };
+        const triatt_keys *kv[NV / 2] = {&kf32, &kf16, &kl2, &kq, &kql2};
+        const char *kn[NV / 2] = {"f32 keys", "f16 keys", "f16 compute-only (L2)", "q8_0 keys", "q8_0 compute-only (L2)"};
+        double *tv = malloc((size_t)NV * reps * sizeof(double)), *cv = malloc((size_t)NV * reps * sizeof(double));
         for (int r = 0; r < reps; r++)
-            for (int v = 0; v < 6; v++) {
+            for (int v = 0; v < NV; v++) {
                 triatt__scorer_set_streams(sco, v % 2 ? 1 : 4);
                 double t0 = lcx_now_ms(), c0 = cpu_ms();
                 triatt_score(sco, cal, kv[v / 2], pos, N, N - 1, N - 128, v == 0 ? sc : sc2);
@@ -132,11 +169,16 @@ int main(int argc, char **argv)
                 cv[v * reps + r] = cpu_ms() - c0;
             }
         triatt__scorer_set_streams(sco, 4);
-        for (int v = 0; v < 6; v++) {
+        for (int v = 0; v < NV; v++) {
             snprintf(name, sizeof name, "full %s, %d thr, %d str", kn[v / 2], nt, v % 2 ? 1 : 4);
             report(name, tv + v * reps, cv + v * reps, reps);
         }
         free(tv); free(cv);
+        /* Q8_0 vs f32 scores (quantization error, not a kernel check: the tests do that) */
+        triatt_score(sco, cal, &kq, pos, N, N - 1, N - 128, sc2);
+        double qd = 0;
+        for (int c = 0; c < N - 128; c++) qd = fabs(sc[c] - sc2[c]) > qd ? fabs(sc[c] - sc2[c]) : qd;
+        printf("  q8_0 vs f32 keys: max |diff| %.3g\n", qd);
         /* 4 streams and 1 stream give bit-identical scores (same per-row arithmetic) */
         triatt__scorer_set_streams(sco, 1);
         triatt_score(sco, cal, &kf16, pos, N, N - 1, N - 128, sc2);
@@ -191,7 +233,7 @@ int main(int argc, char **argv)
         tc[r] = cpu_ms() - c0;
     }
     report("select V3 (90% budget)", t, tc, reps);
-    free(out); free(t); free(tc); free(k32); free(k16); free(pos); free(sc); free(sc2); free(q);
+    free(out); free(t); free(tc); free(k32); free(k16); free(kq8); free(pos); free(sc); free(sc2); free(q);
     triatt_calib_free(cal);
     return 0;
 }

@@ -135,15 +135,28 @@ int triatt_calib_load(triatt_calib *c, const char *path);
  * It may convert into scratch (n·head_dim floats, provided by the scorer) and return it.
  * An engine with an F16 cache sets get16 instead of get: the same contract with IEEE half
  * elements (row_stride in elements), read directly by the kernels (no conversion copy).
+ * An engine with a Q8_0 K cache (llama.cpp `-ctk q8_0`) sets get_q8 instead: each row is
+ * head_dim/32 blocks of 34 bytes {IEEE-half scale d; int8 q[32]}, element = d·q[i] (the ggml
+ * block_q8_0 layout), *row_stride in BYTES; it needs n_rot % 32 == 0 (else LCX_ENOTSUP) and
+ * streams ~47% fewer bytes than F16. Precedence when several are set: get_q8, get16, get;
+ * zero-initialise the struct (designated initialisers or = {0}) so unused members are NULL.
  * NULL = failure (the round is aborted with LCX_EIO). Called from scorer worker threads,
- * concurrently for different (layer, kv) blocks: it must be thread-safe for reads. */
+ * concurrently for different (layer, kv) blocks: it must be thread-safe for reads. The scorer
+ * keeps up to 4 returned row ranges of one block in use at once (it reads segments of the
+ * cells as concurrent memory streams), each fetched with its own part of the scratch: a
+ * pointer must stay valid until the call returns, which holds for pointers into the cache
+ * and for rows converted into the scratch given with that call. */
 typedef struct {
     const float *(*get)(void *ud, int layer, int kv_head, int cell0, int n, float *scratch,
                         size_t *row_stride);
     void *ud;
     const uint16_t *(*get16)(void *ud, int layer, int kv_head, int cell0, int n, float *scratch,
                              size_t *row_stride);
+    const void *(*get_q8)(void *ud, int layer, int kv_head, int cell0, int n, float *scratch,
+                          size_t *row_stride_bytes);
 } triatt_keys;
+#define TRIATT_Q8_BLOCK 32            /* elements per Q8_0 block */
+#define TRIATT_Q8_BLOCK_BYTES 34      /* 2-byte half scale + 32 int8 */
 /* Convenience accessor over one dense array keys (n_layers, n_kv_heads, n_cells_cap,
  * head_dim): fill *k, keep `d` alive while k is used. */
 typedef struct { const float *data; int n_kv_heads, n_cells_cap, head_dim; } triatt_dense_keys;

@@ -140,7 +140,7 @@ int triatt_maybe_evict(triatt_ctx *t, const triatt_keys *keys, const int32_t *po
     uint64_t scored = 0;
     for (int i = 0; i < n_cells; i++) scored += positions[i] < win_thr;
     if (c->mode == TRIATT_MODE_TRIG) {
-        if (!keys || (!keys->get && !keys->get16)) return LCX_EINVAL;
+        if (!keys || (!keys->get && !keys->get16 && !keys->get_q8)) return LCX_EINVAL;
         if (c->fast_path) {
             /* rows never computed, computed before a (re)calibration, or for a cell the engine
              * has since moved are recomputed here; the rest cost O(fc) each */

@@ -19,6 +19,7 @@ typedef struct {
     triatt_pairing pairing;
     bool use_trig, use_extra;
     bool f16;            /* keys are IEEE half (uint16_t) instead of float */
+    bool q8;             /* keys are Q8_0 rows (row_stride in bytes; n_rot % 32 == 0); wins over f16 */
     float eps;
 } triatt_kparams;
 
@@ -40,7 +41,18 @@ static inline float triatt__h2f(uint16_t h)
     return f;
 }
 
-/* hot: keys (n, row_stride elements; float or half per p->f16) → out (n). */
+/* Q8_0 row (n/32 blocks {half d; int8 q[32]}) → n floats d·q, portable (scalar reference). */
+static inline void triatt__q8_row_to_f32(const unsigned char *row, int n, float *out)
+{
+    for (int b = 0; b < n / TRIATT_Q8_BLOCK; b++) {
+        const unsigned char *blk = row + (size_t)b * TRIATT_Q8_BLOCK_BYTES;
+        float d = triatt__h2f((uint16_t)(blk[0] | blk[1] << 8));
+        for (int i = 0; i < TRIATT_Q8_BLOCK; i++) out[b * TRIATT_Q8_BLOCK + i] = d * (float)(int8_t)blk[2 + i];
+    }
+}
+
+/* hot: keys (n, row_stride elements; float or half per p->f16; Q8_0 per p->q8 with row_stride
+ * in bytes) → out (n). */
 void triatt__kernel_scalar(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                            float *out, bool accumulate);
 void triatt__kernel_avx2(const triatt_kparams *p, const void *keys, size_t row_stride, int n,

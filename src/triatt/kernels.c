@@ -26,7 +26,10 @@ void triatt__kernel_scalar(const triatt_kparams *p, const void *keys, size_t row
     float row[TRIATT_MAX_HEAD_DIM];
     for (int c = 0; c < n; c++) {          /* hot (reference kernel) */
         const float *k;
-        if (p->f16) {
+        if (p->q8) {
+            triatt__q8_row_to_f32((const unsigned char *)keys + (size_t)c * row_stride, p->n_rot, row);
+            k = row;
+        } else if (p->f16) {
             const uint16_t *h = (const uint16_t *)keys + (size_t)c * row_stride;
             for (int d = 0; d < p->n_rot; d++) row[d] = triatt__h2f(h[d]);
             k = row;
@@ -54,11 +57,45 @@ static inline __m256 ld8(const void *base, size_t idx, bool f16)
     return _mm256_loadu_ps((const float *)base + idx);
 }
 
-/* Row c of a key block (float or half elements). */
-static inline const void *row_at(const void *keys, size_t off, bool f16)
+/* Key formats of the AVX2 templates: FMT_F32, FMT_F16 (IEEE half), FMT_Q8 (Q8_0 blocks). */
+enum { FMT_F32 = 0, FMT_F16 = 1, FMT_Q8 = 2 };
+
+/* 8 elements [idx, idx+8) of a row as float. Q8_0: idx lies in block idx/32 (idx % 8 == 0, so
+ * the 8 never straddle a block): int8 → int32 → float, times the block's half scale. */
+static inline __m256 ldk(const void *row, size_t idx, const int fmt)
 {
-    return f16 ? (const void *)((const uint16_t *)keys + off) : (const void *)((const float *)keys + off);
+    if (fmt == FMT_Q8) {
+        const unsigned char *blk = (const unsigned char *)row + (idx / TRIATT_Q8_BLOCK) * TRIATT_Q8_BLOCK_BYTES;
+        uint16_t d;
+        memcpy(&d, blk, 2);
+        __m128i q = _mm_loadl_epi64((const __m128i *)(blk + 2 + idx % TRIATT_Q8_BLOCK));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(d)));
+    }
+    return ld8(row, idx, fmt == FMT_F16);
 }
+
+/* Q8_0: the 8 int8 of [idx, idx+8) as float, unscaled (the caller multiplies by the block
+ * scale). A variant that builds halves 0x6400|(b^0x80) with one unpack and vcvtph2ps was
+ * slower in the bench (q8 compute-only 90 → 130+ ms; cause not established). */
+static inline __m256 ldq8raw(const void *row, size_t idx)
+{
+    const unsigned char *blk = (const unsigned char *)row + (idx / TRIATT_Q8_BLOCK) * TRIATT_Q8_BLOCK_BYTES;
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + idx % TRIATT_Q8_BLOCK))));
+}
+
+/* Row at offset off of a key block: off in elements (f32, fmt) or bytes (Q8_0). */
+static inline const void *row_at(const void *keys, size_t off, const int fmt)
+{
+    if (fmt == FMT_Q8) return (const unsigned char *)keys + off;
+    return fmt == FMT_F16 ? (const void *)((const uint16_t *)keys + off) : (const void *)((const float *)keys + off);
+}
+
+/* Bytes of the first n_rot elements of a row, and bytes per stride unit. */
+static inline int row_bytes_of(int n_rot, const int fmt)
+{
+    return fmt == FMT_Q8 ? n_rot / TRIATT_Q8_BLOCK * TRIATT_Q8_BLOCK_BYTES : n_rot * (fmt == FMT_F16 ? 2 : 4);
+}
+static inline size_t unit_bytes(const int fmt) { return fmt == FMT_Q8 ? 1 : fmt == FMT_F16 ? 2 : 4; }
 
 /* Reduces two rows' 8-lane partial sums in one fixed order (lane 0: x, lane 1: y). Every AVX2
  * path of the default terms goes through rows2_half and this reduction, so a row's score does
@@ -81,24 +118,43 @@ static inline __m128 red2(__m256 x, __m256 y)
  * unrolls fully and the group choice is static; 0 = use p->fc. */
 #define NEWTON_GROUPS 0x88
 static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kparams *p, const void *r0,
-                                                               const void *r1, const bool f16, const int FC)
+                                                               const void *r1, const int fmt, const int FC)
 {
     const int fc = FC ? FC : p->fc;
     const __m256 veps = _mm256_set1_ps(p->eps), vtiny = _mm256_set1_ps(1e-30f);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+    /* Q8_0: the rows' block scales, converted once per row (not once per 8 elements) */
+    float d0[TRIATT_MAX_HEAD_DIM / TRIATT_Q8_BLOCK], d1[TRIATT_MAX_HEAD_DIM / TRIATT_Q8_BLOCK];
+    if (fmt == FMT_Q8)
+        for (int b = 0; b < 2 * fc / TRIATT_Q8_BLOCK; b++) {
+            uint16_t h0, h1;
+            memcpy(&h0, (const unsigned char *)r0 + b * TRIATT_Q8_BLOCK_BYTES, 2);
+            memcpy(&h1, (const unsigned char *)r1 + b * TRIATT_Q8_BLOCK_BYTES, 2);
+            d0[b] = _cvtsh_ss(h0);
+            d1[b] = _cvtsh_ss(h1);
+        }
 #pragma GCC unroll 8
     for (int f = 0; f < fc; f += 8) {
         const __m256 wr = _mm256_loadu_ps(p->w + f), wi = _mm256_loadu_ps(p->w + fc + f);
         const __m256 m = _mm256_loadu_ps(p->m + f);
-        __m256 kr = ld8(r0, f, f16), ki = ld8(r0, fc + f, f16);
-        __m256 lr = ld8(r1, f, f16), li = ld8(r1, fc + f, f16);
+        __m256 kr, ki, lr, li;
+        if (fmt == FMT_Q8) {
+            const int br = f / TRIATT_Q8_BLOCK, bi = (fc + f) / TRIATT_Q8_BLOCK;
+            kr = _mm256_mul_ps(ldq8raw(r0, f), _mm256_set1_ps(d0[br]));
+            ki = _mm256_mul_ps(ldq8raw(r0, fc + f), _mm256_set1_ps(d0[bi]));
+            lr = _mm256_mul_ps(ldq8raw(r1, f), _mm256_set1_ps(d1[br]));
+            li = _mm256_mul_ps(ldq8raw(r1, fc + f), _mm256_set1_ps(d1[bi]));
+        } else {
+            kr = ldk(r0, f, fmt); ki = ldk(r0, fc + f, fmt);
+            lr = ldk(r1, f, fmt); li = ldk(r1, fc + f, fmt);
+        }
         a0 = _mm256_fmadd_ps(kr, wr, a0);
         a1 = _mm256_fmadd_ps(ki, wi, a1);
         b0 = _mm256_fmadd_ps(lr, wr, b0);
         b1 = _mm256_fmadd_ps(li, wi, b1);
         __m256 s0 = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
         __m256 s1 = _mm256_fmadd_ps(lr, lr, _mm256_fmadd_ps(li, li, veps));
-        if (!((NEWTON_GROUPS >> ((f >> 3) & 7)) & 1)) {
+        if (fmt == FMT_Q8 || !((NEWTON_GROUPS >> ((f >> 3) & 7)) & 1)) {
             a2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s0), m, a2);
             b2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s1), m, b2);
         } else {
@@ -130,20 +186,20 @@ static inline void put(float *out, bool accumulate, float v) { *out = accumulate
 
 /* hot: any terms / pairing, one row (the general path; the default terms use rows2_half). */
 static inline __attribute__((always_inline)) float row_general(const triatt_kparams *p, const void *r,
-                                                               const bool f16)
+                                                               const int fmt)
 {
     const int n_rot = p->n_rot, fc = p->fc;
     const __m256 veps = _mm256_set1_ps(p->eps);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps();
     if (p->use_trig)
         for (int d = 0; d < n_rot; d += 16) {
-            acc0 = _mm256_fmadd_ps(ld8(r, d, f16), _mm256_loadu_ps(p->w + d), acc0);
-            acc1 = _mm256_fmadd_ps(ld8(r, d + 8, f16), _mm256_loadu_ps(p->w + d + 8), acc1);
+            acc0 = _mm256_fmadd_ps(ldk(r, d, fmt), _mm256_loadu_ps(p->w + d), acc0);
+            acc1 = _mm256_fmadd_ps(ldk(r, d + 8, fmt), _mm256_loadu_ps(p->w + d + 8), acc1);
         }
     if (p->use_extra) {
         if (p->pairing == TRIATT_PAIR_HALF) {
             for (int f = 0; f < fc; f += 8) {
-                __m256 kr = ld8(r, f, f16), ki = ld8(r, fc + f, f16);
+                __m256 kr = ldk(r, f, fmt), ki = ldk(r, fc + f, fmt);
                 __m256 s = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
                 acc2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m + f), acc2);
             }
@@ -151,7 +207,7 @@ static inline __attribute__((always_inline)) float row_general(const triatt_kpar
             /* pairs are adjacent: square, add the swapped neighbour so both slots hold
              * kr²+ki², and weight each slot by m[f]/2 (m_il) */
             for (int d = 0; d < n_rot; d += 8) {
-                __m256 x = ld8(r, d, f16);
+                __m256 x = ldk(r, d, fmt);
                 __m256 sq = _mm256_mul_ps(x, x);
                 __m256 s = _mm256_add_ps(_mm256_add_ps(sq, _mm256_permute_ps(sq, 0xB1)), veps);
                 acc2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s), _mm256_loadu_ps(p->m_il + d), acc2);
@@ -172,14 +228,14 @@ static inline bool fast_terms(const triatt_kparams *p)
 static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams *p, int ns,
                                                             const void *const *keys, const size_t *stride,
                                                             int n, float *const *out, bool accumulate,
-                                                            const bool f16, const int FC)
+                                                            const int fmt, const int FC)
 {
-    const int row_bytes = (FC ? 2 * FC : p->n_rot) * (f16 ? 2 : 4);   /* scored part of a row */
+    const int row_bytes = row_bytes_of(FC ? 2 * FC : p->n_rot, fmt);   /* scored part of a row */
     if (fast_terms(p) && ns == 4) {
         /* the default split, specialised so the stream loop unrolls: two consecutive rows of
          * each stream per step (the same pairing as the single-stream kernel), pointers
          * advancing by their strides */
-        const size_t es = f16 ? 2 : 4;
+        const size_t es = unit_bytes(fmt);
         const size_t st0 = stride[0] * es, st1 = stride[1] * es, st2 = stride[2] * es, st3 = stride[3] * es;
         const char *q0 = keys[0], *q1 = keys[1], *q2 = keys[2], *q3 = keys[3];
         float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
@@ -187,38 +243,38 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
         for (; c + 2 <= n; c += 2) {       /* hot: rows c, c+1 of each of the 4 streams per step */
             __m128 v;
             prefetch_row(q0 + MS_PREFETCH_ROWS * st0, 2 * row_bytes);
-            v = rows2_half(p, q0, q0 + st0, f16, FC);
+            v = rows2_half(p, q0, q0 + st0, fmt, FC);
             put(o0 + c, accumulate, _mm_cvtss_f32(v));
             put(o0 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             prefetch_row(q1 + MS_PREFETCH_ROWS * st1, 2 * row_bytes);
-            v = rows2_half(p, q1, q1 + st1, f16, FC);
+            v = rows2_half(p, q1, q1 + st1, fmt, FC);
             put(o1 + c, accumulate, _mm_cvtss_f32(v));
             put(o1 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             prefetch_row(q2 + MS_PREFETCH_ROWS * st2, 2 * row_bytes);
-            v = rows2_half(p, q2, q2 + st2, f16, FC);
+            v = rows2_half(p, q2, q2 + st2, fmt, FC);
             put(o2 + c, accumulate, _mm_cvtss_f32(v));
             put(o2 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             prefetch_row(q3 + MS_PREFETCH_ROWS * st3, 2 * row_bytes);
-            v = rows2_half(p, q3, q3 + st3, f16, FC);
+            v = rows2_half(p, q3, q3 + st3, fmt, FC);
             put(o3 + c, accumulate, _mm_cvtss_f32(v));
             put(o3 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             q0 += 2 * st0; q1 += 2 * st1; q2 += 2 * st2; q3 += 2 * st3;
         }
         if (c < n) {
             const char *q[4] = {q0, q1, q2, q3};
-            for (int j = 0; j < 4; j++) put(out[j] + c, accumulate, _mm_cvtss_f32(rows2_half(p, q[j], q[j], f16, FC)));
+            for (int j = 0; j < 4; j++) put(out[j] + c, accumulate, _mm_cvtss_f32(rows2_half(p, q[j], q[j], fmt, FC)));
         }
         return;
     }
     if (fast_terms(p)) {
         for (int c = 0; c < n; c++)        /* hot: one row of each stream per iteration */
             for (int j = 0; j < ns; j += 2) {
-                prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], f16), row_bytes);
+                prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], fmt), row_bytes);
                 if (j + 1 < ns)
-                    prefetch_row(row_at(keys[j + 1], (size_t)(c + MS_PREFETCH_ROWS) * stride[j + 1], f16), row_bytes);
-                const void *r0 = row_at(keys[j], (size_t)c * stride[j], f16);
-                const void *r1 = j + 1 < ns ? row_at(keys[j + 1], (size_t)c * stride[j + 1], f16) : r0;
-                __m128 v = rows2_half(p, r0, r1, f16, FC);
+                    prefetch_row(row_at(keys[j + 1], (size_t)(c + MS_PREFETCH_ROWS) * stride[j + 1], fmt), row_bytes);
+                const void *r0 = row_at(keys[j], (size_t)c * stride[j], fmt);
+                const void *r1 = j + 1 < ns ? row_at(keys[j + 1], (size_t)c * stride[j + 1], fmt) : r0;
+                __m128 v = rows2_half(p, r0, r1, fmt, FC);
                 put(out[j] + c, accumulate, _mm_cvtss_f32(v));
                 if (j + 1 < ns) put(out[j + 1] + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             }
@@ -226,45 +282,55 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
     }
     for (int c = 0; c < n; c++)            /* hot */
         for (int j = 0; j < ns; j++) {
-            prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], f16), row_bytes);
-            put(out[j] + c, accumulate, row_general(p, row_at(keys[j], (size_t)c * stride[j], f16), f16));
+            prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], fmt), row_bytes);
+            put(out[j] + c, accumulate, row_general(p, row_at(keys[j], (size_t)c * stride[j], fmt), fmt));
         }
 }
 
 /* Single stream: consecutive rows in pairs (same arithmetic as the multi-stream kernel). */
 static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kparams *p, const void *keys,
                                                                 size_t stride, int n, float *out,
-                                                                bool accumulate, const bool f16, const int FC)
+                                                                bool accumulate, const int fmt, const int FC)
 {
     if (fast_terms(p)) {
         int c = 0;
         for (; c + 2 <= n; c += 2) {       /* hot: two key rows per iteration */
-            const void *r0 = row_at(keys, (size_t)c * stride, f16);
-            __m128 v = rows2_half(p, r0, row_at(keys, (size_t)(c + 1) * stride, f16), f16, FC);
+            const void *r0 = row_at(keys, (size_t)c * stride, fmt);
+            __m128 v = rows2_half(p, r0, row_at(keys, (size_t)(c + 1) * stride, fmt), fmt, FC);
             put(out + c, accumulate, _mm_cvtss_f32(v));
             put(out + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
         }
         if (c < n) {
-            const void *r0 = row_at(keys, (size_t)c * stride, f16);
-            put(out + c, accumulate, _mm_cvtss_f32(rows2_half(p, r0, r0, f16, FC)));
+            const void *r0 = row_at(keys, (size_t)c * stride, fmt);
+            put(out + c, accumulate, _mm_cvtss_f32(rows2_half(p, r0, r0, fmt, FC)));
         }
         return;
     }
     for (int c = 0; c < n; c++)            /* hot: one key row per iteration */
-        put(out + c, accumulate, row_general(p, row_at(keys, (size_t)c * stride, f16), f16));
+        put(out + c, accumulate, row_general(p, row_at(keys, (size_t)c * stride, fmt), fmt));
+}
+
+/* Instantiates the template for the key format and the common fc. */
+#define DISPATCH(CALL)                                                               \
+    do {                                                                             \
+        if (p->q8) { if (p->fc == 64) CALL(FMT_Q8, 64); else CALL(FMT_Q8, 0); }      \
+        else if (p->f16) { if (p->fc == 64) CALL(FMT_F16, 64); else CALL(FMT_F16, 0); } \
+        else { if (p->fc == 64) CALL(FMT_F32, 64); else CALL(FMT_F32, 0); }          \
+    } while (0)
+
+/* SIMD needs n_rot % 16 == 0 (and whole blocks for Q8_0); other shapes use the scalar kernel */
+static inline bool avx2_shape_ok(const triatt_kparams *p)
+{
+    return p->n_rot % 16 == 0 && (!p->q8 || p->n_rot % TRIATT_Q8_BLOCK == 0);
 }
 
 void triatt__kernel_avx2(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                          float *out, bool accumulate)
 {
-    if (p->n_rot % 16) { triatt__kernel_scalar(p, keys, row_stride, n, out, accumulate); return; }
-    if (p->fc == 64) {
-        if (p->f16) kernel_avx2_t(p, keys, row_stride, n, out, accumulate, true, 64);
-        else kernel_avx2_t(p, keys, row_stride, n, out, accumulate, false, 64);
-    } else {
-        if (p->f16) kernel_avx2_t(p, keys, row_stride, n, out, accumulate, true, 0);
-        else kernel_avx2_t(p, keys, row_stride, n, out, accumulate, false, 0);
-    }
+    if (!avx2_shape_ok(p)) { triatt__kernel_scalar(p, keys, row_stride, n, out, accumulate); return; }
+#define K1(F, FCV) kernel_avx2_t(p, keys, row_stride, n, out, accumulate, F, FCV)
+    DISPATCH(K1);
+#undef K1
 }
 
 void triatt__kernel_ms_scalar(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
@@ -278,14 +344,10 @@ void triatt__kernel_ms_avx2(const triatt_kparams *p, int ns, const void *const *
 {
     assert(ns >= 1 && ns <= TRIATT_MAX_STREAMS);
     if (ns == 1) { triatt__kernel_avx2(p, keys[0], row_stride[0], n, out[0], accumulate); return; }
-    if (p->n_rot % 16) { triatt__kernel_ms_scalar(p, ns, keys, row_stride, n, out, accumulate); return; }
-    if (p->fc == 64) {
-        if (p->f16) ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, true, 64);
-        else ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, false, 64);
-    } else {
-        if (p->f16) ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, true, 0);
-        else ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, false, 0);
-    }
+    if (!avx2_shape_ok(p)) { triatt__kernel_ms_scalar(p, ns, keys, row_stride, n, out, accumulate); return; }
+#define KM(F, FCV) ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, F, FCV)
+    DISPATCH(KM);
+#undef KM
 }
 
 void triatt__fast_kernel_scalar(const float *feat, size_t stride, int fc, const float *v, int n, float *out)

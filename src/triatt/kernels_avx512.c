@@ -53,7 +53,8 @@ static inline __attribute__((always_inline)) void kernel_t(const triatt_kparams 
 void triatt__kernel_avx512(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                            float *out, bool accumulate)
 {
-    if (p->n_rot % 32) { triatt__kernel_avx2(p, keys, row_stride, n, out, accumulate); return; }
+    /* Q8_0 keys: the AVX2 kernel (the AVX-512 loaders read float / half only) */
+    if (p->n_rot % 32 || p->q8) { triatt__kernel_avx2(p, keys, row_stride, n, out, accumulate); return; }
     if (p->f16) kernel_t(p, keys, row_stride, n, out, accumulate, true);
     else kernel_t(p, keys, row_stride, n, out, accumulate, false);
 }
@@ -78,7 +79,7 @@ static inline __attribute__((always_inline)) void ms_t(const triatt_kparams *p, 
 void triatt__kernel_ms_avx512(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
                               int n, float *const *out, bool accumulate)
 {
-    if (p->n_rot % 32) { triatt__kernel_ms_avx2(p, ns, keys, row_stride, n, out, accumulate); return; }
+    if (p->n_rot % 32 || p->q8) { triatt__kernel_ms_avx2(p, ns, keys, row_stride, n, out, accumulate); return; }
     if (p->f16) ms_t(p, ns, keys, row_stride, n, out, accumulate, true);
     else ms_t(p, ns, keys, row_stride, n, out, accumulate, false);
 }

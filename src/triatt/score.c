@@ -22,7 +22,7 @@
 #define MS_MIN_CELLS 2048  /* fewer cells: one stream (the segments would be too short to matter) */
 #define MAX_THREADS 64
 
-#define SCRATCH_ROWS LCX_MAX(CHUNK, MS_CHUNK * TRIATT_MAX_STREAMS)
+#define SCRATCH_ROWS LCX_MAX(2 * CHUNK, MS_CHUNK * TRIATT_MAX_STREAMS)   /* fast_set: CHUNK + Q8_0 dequant */
 
 typedef struct triatt_scorer triatt_scorer;
 
@@ -224,8 +224,24 @@ static void fold(const triatt_scorer *s, worker *w, const float *cr, const float
 }
 
 /* Fetches n key rows of (l, g) from the accessor (float or half). */
+/* Default row stride (elements; bytes for Q8_0) for an accessor that does not set it. */
+static size_t default_stride(const triatt_scorer *s, const triatt_keys *keys)
+{
+    return keys->get_q8 ? (size_t)s->hd / TRIATT_Q8_BLOCK * TRIATT_Q8_BLOCK_BYTES : (size_t)s->hd;
+}
+
+/* LCX_EINVAL without any accessor, LCX_ENOTSUP for Q8_0 keys when head_dim or n_rot is not
+ * a whole number of 32-element blocks. */
+static int check_keys(const triatt_scorer *s, const triatt_keys *keys)
+{
+    if (!keys || (!keys->get && !keys->get16 && !keys->get_q8)) return LCX_EINVAL;
+    if (keys->get_q8 && (s->hd % TRIATT_Q8_BLOCK || s->n_rot % TRIATT_Q8_BLOCK)) return LCX_ENOTSUP;
+    return LCX_OK;
+}
+
 static const void *fetch(const triatt_keys *keys, int l, int g, int c0, int n, float *scratch, size_t *stride)
 {
+    if (keys->get_q8) return keys->get_q8(keys->ud, l, g, c0, n, scratch, stride);
     if (keys->get16) return keys->get16(keys->ud, l, g, c0, n, scratch, stride);
     return keys->get(keys->ud, l, g, c0, n, scratch, stride);
 }
@@ -245,7 +261,8 @@ void triatt__scorer_set_streams(triatt_scorer *s, int n_streams)
 static int run_block(triatt_scorer *s, worker *w, int l, int g, triatt_kparams *kp,
                      float *dst, bool accumulate)
 {
-    kp->f16 = s->keys->get16 != NULL;
+    kp->q8 = s->keys->get_q8 != NULL;
+    kp->f16 = !kp->q8 && s->keys->get16 != NULL;
     const int n = s->n_cells, ns = n >= MS_MIN_CELLS ? s->n_streams : 1;
     int seg = 0;
     if (ns > 1) {
@@ -258,7 +275,7 @@ static int run_block(triatt_scorer *s, worker *w, int l, int g, triatt_kparams *
             float *out[TRIATT_MAX_STREAMS];
             for (int j = 0; j < ns; j++) {
                 int c0 = j * seg + off;
-                stride[j] = s->hd;
+                stride[j] = default_stride(s, s->keys);
                 ptr[j] = fetch(s->keys, l, g, c0, k, w->scratch + (size_t)j * MS_CHUNK * s->hd, &stride[j]);
                 if (!ptr[j]) return LCX_EIO;
                 out[j] = dst + c0;
@@ -268,7 +285,7 @@ static int run_block(triatt_scorer *s, worker *w, int l, int g, triatt_kparams *
     }
     for (int c0 = ns * seg; c0 < n; c0 += CHUNK) {
         int k = LCX_MIN(CHUNK, n - c0);
-        size_t stride = s->hd;
+        size_t stride = default_stride(s, s->keys);
         const void *ptr = fetch(s->keys, l, g, c0, k, w->scratch, &stride);
         if (!ptr) return LCX_EIO;
         s->kernel(kp, ptr, stride, k, dst + c0, accumulate);
@@ -360,7 +377,9 @@ static void collect_blocks(triatt_scorer *s, int skip)
 int triatt_score(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
                  const int32_t *positions, int n_cells, double P, int32_t win_thr, float *scores)
 {
-    if (!s || !cal || !keys || (!keys->get && !keys->get16) || !positions || !scores || n_cells < 0) return LCX_EINVAL;
+    if (!s || !cal || !keys || !positions || !scores || n_cells < 0) return LCX_EINVAL;
+    int krc = check_keys(s, keys);
+    if (krc < 0) return krc;
     if (!triatt_calib_ready(cal)) return LCX_ESTATE;
     if (n_cells == 0) return LCX_OK;
     bool ref = s->o.aggregation == TRIATT_AGG_REFERENCE;
@@ -420,8 +439,8 @@ static void job_fast_set(triatt_scorer *s, worker *w)
         const float *cr, *ci, *cabs;
         if (triatt_calib_block(s->cal, l, g, &cr, &ci, &cabs) < 0) { w->rc = LCX_ESTATE; return; }
         triatt_kparams kp = {.m = w->m, .m_il = w->m_il, .n_rot = s->n_rot, .fc = fc, .pairing = s->pairing,
-                             .use_trig = false, .use_extra = use_extra, .f16 = s->keys->get16 != NULL,
-                             .eps = (float)s->o.eps};
+                             .use_trig = false, .use_extra = use_extra,
+                             .f16 = !s->keys->get_q8 && s->keys->get16 != NULL, .eps = (float)s->o.eps};
         for (int f = 0; f < fc; f++) {
             double m = s->o.terms == TRIATT_TERMS_NO_MLR
                            ? cabs[f]
@@ -431,9 +450,19 @@ static void job_fast_set(triatt_scorer *s, worker *w)
         }
         for (int c0 = c_lo; c0 < c_hi; c0 += CHUNK) {
             int k = LCX_MIN(CHUNK, c_hi - c0);
-            size_t stride = s->hd;
+            size_t stride = default_stride(s, s->keys);
             const void *kr0 = fetch(s->keys, l, g, c0, k, w->scratch, &stride);
             if (!kr0) { w->rc = LCX_EIO; return; }
+            if (s->keys->get_q8) {
+                /* one-time entry: dequantize the chunk (second half of the scratch, the
+                 * accessor may use the first) and continue as float rows */
+                float *deq = w->scratch + (size_t)CHUNK * s->hd;
+                for (int r = 0; r < k; r++)
+                    triatt__q8_row_to_f32((const unsigned char *)kr0 + (size_t)r * stride, s->n_rot,
+                                          deq + (size_t)r * s->hd);
+                kr0 = deq;
+                stride = s->hd;
+            }
             float *rows = s->feat + (size_t)c0 * s->fstride;
             if (use_trig) triatt__fast_accum(cr, ci, kr0, stride, k, kp.f16, s->pairing, fc, rows, s->fstride);
             if (use_extra) {
@@ -454,7 +483,9 @@ static void job_fast_set(triatt_scorer *s, worker *w)
 int triatt_fast_set_cells(triatt_scorer *s, const triatt_calib *cal, const triatt_keys *keys,
                           const int32_t *positions, int cell0, int n)
 {
-    if (!s || !cal || !keys || (!keys->get && !keys->get16) || !positions || cell0 < 0 || n < 0) return LCX_EINVAL;
+    if (!s || !cal || !keys || !positions || cell0 < 0 || n < 0) return LCX_EINVAL;
+    int krc = check_keys(s, keys);
+    if (krc < 0) return krc;
     if (s->o.aggregation != TRIATT_AGG_BLOCKMEAN) return LCX_ENOTSUP;
     if ((int64_t)cell0 + n > s->n_slots) return LCX_ELIMIT;
     if (!triatt_calib_ready(cal)) return LCX_ESTATE;
@@ -546,5 +577,6 @@ void triatt_keys_dense(triatt_keys *k, const triatt_dense_keys *d)
 {
     k->get = dense_get;
     k->get16 = NULL;
+    k->get_q8 = NULL;
     k->ud = (void *)d;
 }

@@ -19,6 +19,31 @@ static double nrand(void)
     return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
+/* Q8_0-quantizes n rows (n_rot of each src row, src_stride floats apart) into dst rows
+ * dst_stride bytes apart (ggml block_q8_0: half d = amax/127, q = round(x/d)) and writes the
+ * dequantized values (what the kernels must see) to deq (same layout as src). */
+static void make_q8(const float *src, int n, int src_stride, int n_rot, unsigned char *dst, size_t dst_stride,
+                    float *deq)
+{
+    for (int r = 0; r < n; r++)
+        for (int b = 0; b < n_rot / 32; b++) {
+            const float *x = src + (size_t)r * src_stride + b * 32;
+            unsigned char *blk = dst + (size_t)r * dst_stride + (size_t)b * 34;
+            float amax = 0;
+            for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+            uint16_t dh = (uint16_t)_cvtss_sh(amax / 127.f, 0);
+            float d = _cvtsh_ss(dh), id = d ? 1.f / d : 0.f;
+            blk[0] = (unsigned char)(dh & 0xff);
+            blk[1] = (unsigned char)(dh >> 8);
+            for (int i = 0; i < 32; i++) {
+                int q = (int)lrintf(x[i] * id);
+                q = q > 127 ? 127 : q < -127 ? -127 : q;
+                blk[2 + i] = (unsigned char)(int8_t)q;
+                deq[(size_t)r * src_stride + b * 32 + i] = d * (float)q;
+            }
+        }
+}
+
 /* ---- kernels ---- */
 static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
 {
@@ -98,6 +123,52 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
                         for (int c = 0; c < 9; c++) assert_true(fabs(m0[j][c] - m2[j][c]) <= 1e-4 * (1 + fabs(m0[j][c])));
                 }
             }
+    /* Q8_0 keys (whole 32-blocks only; the scorer refuses other shapes): the scalar Q8_0
+     * reference equals the scalar kernel on the dequantized floats; AVX2 single and
+     * multi-stream kernels match it, and agree with each other bit for bit */
+    if (n_rot % 32 == 0) {
+        size_t qst = (size_t)n_rot / 32 * 34 + 6;   /* padded, odd-aligned rows */
+        unsigned char *kq = malloc((size_t)n * qst);
+        float *kd = malloc((size_t)n * stride * 4), q0[64], q1[64], q2[64];
+        memcpy(kd, keys, (size_t)n * stride * 4);
+        make_q8(keys, n, stride, n_rot, kq, qst, kd);
+        triatt_kparams kq8 = kp;
+        kq8.q8 = true;
+        kq8.f16 = true;   /* q8 wins */
+        triatt__kernel_scalar(&kq8, kq, qst, n, q0, false);
+        triatt__kernel_scalar(&kp, kd, stride, n, q1, false);
+        for (int c = 0; c < n; c++) assert_true(fabs(q0[c] - q1[c]) <= 1e-6 * (1 + fabs(q1[c])));
+        triatt__kernel_avx2(&kq8, kq, qst, n, q1, false);
+        for (int c = 0; c < n; c++)
+            if (fabs(q0[c] - q1[c]) > 1e-4 * (1 + fabs(q0[c])))
+                fail_msg("q8 avx2 n_rot=%d pair=%d terms=%d cell %d: %g vs %g", n_rot, pr, terms, c, q1[c], q0[c]);
+        if (lcx_cpu_has_avx512()) {
+            triatt__kernel_avx512(&kq8, kq, qst, n, q2, false);
+            for (int c = 0; c < n; c++) assert_true(fabs(q0[c] - q2[c]) <= 1e-4 * (1 + fabs(q0[c])));
+        }
+        for (int ns = 2; ns <= TRIATT_MAX_STREAMS; ns++) {
+            const void *ks[TRIATT_MAX_STREAMS];
+            size_t sts[TRIATT_MAX_STREAMS];
+            float *po[TRIATT_MAX_STREAMS], *ps[TRIATT_MAX_STREAMS];
+            float mo[TRIATT_MAX_STREAMS][9], ms[TRIATT_MAX_STREAMS][9];
+            for (int j = 0; j < ns; j++) {
+                ks[j] = kq + (size_t)(ns - 1 - j) * 9 * qst;
+                sts[j] = qst;
+                po[j] = mo[j];
+                ps[j] = ms[j];
+            }
+            triatt__kernel_ms_avx2(&kq8, ns, ks, sts, 9, po, false);
+            triatt__kernel_ms_scalar(&kq8, ns, ks, sts, 9, ps, false);
+            for (int j = 0; j < ns; j++) {
+                triatt__kernel_avx2(&kq8, ks[j], qst, 9, q2, false);
+                for (int c = 0; c < 9; c++) {
+                    assert_true(mo[j][c] == q2[c]);
+                    assert_true(fabs(mo[j][c] - ms[j][c]) <= 1e-4 * (1 + fabs(ms[j][c])));
+                }
+            }
+        }
+        free(kq); free(kd);
+    }
     free(k16); free(kr);
     /* accumulate mode adds */
     memcpy(o2, o1, sizeof o1);
@@ -214,7 +285,7 @@ static void score_world(world *w, triatt_calib *cal, int nt, int kernel, float *
     triatt_scorer *s = triatt_scorer_init(&w->g, &o);
     assert_non_null(s);
     if (kernel >= 0) triatt__scorer_force_kernel(s, kernel);
-    triatt_keys k = {strict_get, w, NULL};
+    triatt_keys k = {.get = strict_get, .ud = w};
     assert_int_equal(triatt_score(s, cal, &k, w->pos, w->n, w->pos[w->n - 1], w->pos[w->n - 1] - 7, out), 0);
     triatt_scorer_free(s);
 }
@@ -262,7 +333,7 @@ static void test_fast_path_equals_full(void **st)
             triatt_calib *cal = calib_world(&w);
             triatt_scorer_opts o = {.terms = (triatt_terms)terms, .skip_layers = 1, .n_threads = 2, .eps = 1e-8};
             triatt_scorer *s = triatt_scorer_init(&w.g, &o);
-            triatt_keys k = {strict_get, &w, NULL};
+            triatt_keys k = {.get = strict_get, .ud = &w};
             float full[300], fast[300];
             int32_t P = w.pos[w.n - 1];
             assert_int_equal(triatt_score(s, cal, &k, w.pos, w.n, P, P - 15, full), 0);
@@ -662,7 +733,7 @@ static void test_driver_round(void **st)
         assert_int_equal(triatt_init(&t, &w.g, &cfg), 0);
         logcap lc = {0};
         triatt_set_log(t, cap_log, &lc);
-        triatt_keys k = {strict_get, &w, NULL};
+        triatt_keys k = {.get = strict_get, .ud = &w};
         int32_t out[500];
         /* no eviction before warmup */
         assert_int_equal(triatt_maybe_evict(t, &k, w.pos, w.n, out), 0);
@@ -713,7 +784,7 @@ static void test_driver_round(void **st)
         triatt_end_pass(t);
         for (int l = 0; l < 2; l++) triatt_observe_queries(t, l, w.q + (size_t)l * w.T * 4 * 32, 16, 0);
         triatt_end_pass(t);
-        triatt_keys k = {strict_get, &w, NULL};
+        triatt_keys k = {.get = strict_get, .ud = &w};
         if (fast) assert_int_equal(triatt_cells_written(t, &k, w.pos, 0, w.n), 0);
         int n = triatt_maybe_evict(t, &k, w.pos, w.n, fast ? b : a);
         if (fast) nb = n; else na = n;
@@ -760,7 +831,7 @@ static void test_f16_accessor(void **st)
             w.keys[i] = _cvtsh_ss(fw.h[i]);   /* f32 copy of the same values */
         }
         triatt_calib *cal = calib_world(&w);
-        triatt_keys k32 = {strict_get, &w, NULL}, k16 = {NULL, &fw, get16_world};
+        triatt_keys k32 = {.get = strict_get, .ud = &w}, k16 = {.ud = &fw, .get16 = get16_world};
         float a[400], b[400], c[400];
         for (int fast = 0; fast < 2; fast++) {
             triatt_scorer_opts o = {.n_threads = 2, .eps = 1e-8};
@@ -833,7 +904,7 @@ static void test_driver_compaction(void **st)
     for (int p0 = 0; p0 < 600; p0 += 40) {
         for (int f = 0; f < 2; f++) {
             for (int i = 0; i < 40; i++) lk[f].live[n_live[f]++] = p0 + i;
-            triatt_keys k = {live_get, &lk[f], NULL};
+            triatt_keys k = {.get = live_get, .ud = &lk[f]};
             int32_t out[600];
             int n = triatt_maybe_evict(t[f], &k, lk[f].live, n_live[f], out);
             assert_true(n >= 0);
@@ -899,7 +970,7 @@ static void test_multistream_scorer(void **st)
         f16world fw = {&w, malloc(nk * 2)};
         for (size_t i = 0; i < nk; i++) fw.h[i] = (uint16_t)_cvtss_sh(w.keys[i], 0);
         triatt_calib *cal = calib_world(&w);
-        triatt_keys k32 = {strict_get, &w, NULL}, k16 = {NULL, &fw, get16_world};
+        triatt_keys k32 = {.get = strict_get, .ud = &w}, k16 = {.ud = &fw, .get16 = get16_world};
         float *a = malloc(w.n * 4), *b = malloc(w.n * 4), *c = malloc(w.n * 4);
         int32_t P = w.pos[w.n - 1];
         for (int h = 0; h < 2; h++)
@@ -930,6 +1001,74 @@ static void test_multistream_scorer(void **st)
     }
 }
 
+typedef struct { world *w; unsigned char *q; size_t qst; } q8world;
+static const void *get_q8_world(void *ud, int l, int kv, int c0, int n, float *scratch, size_t *stride)
+{
+    q8world *f = ud;
+    *stride = f->qst;
+    return f->q + (((size_t)l * f->w->g.n_kv_heads + kv) * f->w->n + c0) * f->qst;
+}
+
+/* Q8_0 accessor through the scorer: full rounds (multi-stream: 2500 cells) equal the f32
+ * accessor over the dequantized keys, 4 streams == 1 stream bit for bit, the fast path agrees,
+ * and a geometry whose n_rot is not a whole number of blocks is refused. */
+static void test_q8_accessor(void **st)
+{
+    for (int pr = 0; pr < 2; pr++) {
+        world w;
+        make_world(&w, 2, 4, 2, 128, 128, (triatt_pairing)pr, 2500, 8);
+        size_t rows = (size_t)2 * 2 * w.n, qst = 4 * 34;
+        q8world fq = {&w, malloc(rows * qst), qst};
+        make_q8(w.keys, (int)rows, 128, 128, fq.q, qst, w.keys);   /* w.keys := dequantized */
+        triatt_calib *cal = calib_world(&w);
+        triatt_keys k32 = {.get = strict_get, .ud = &w}, kq = {.ud = &fq, .get_q8 = get_q8_world};
+        float *a = malloc(w.n * 4), *b = malloc(w.n * 4), *c = malloc(w.n * 4);
+        int32_t P = w.pos[w.n - 1];
+        for (int nt = 1; nt <= 2; nt++) {
+            triatt_scorer_opts o = {.n_threads = nt, .eps = 1e-8};
+            triatt_scorer *s = triatt_scorer_init(&w.g, &o);
+            assert_int_equal(triatt_score(s, cal, &k32, w.pos, w.n, P, P - 31, a), 0);
+            assert_int_equal(triatt_score(s, cal, &kq, w.pos, w.n, P, P - 31, b), 0);
+            triatt__scorer_set_streams(s, 1);
+            assert_int_equal(triatt_score(s, cal, &kq, w.pos, w.n, P, P - 31, c), 0);
+            for (int i = 0; i < w.n; i++) {
+                if (isnan(a[i])) { assert_true(isnan(b[i]) && isnan(c[i])); continue; }
+                if (fabs(a[i] - b[i]) > 1e-4 * (1 + fabs(a[i])))
+                    fail_msg("q8 pair %d nt %d cell %d: q8 %g f32 %g", pr, nt, i, b[i], a[i]);
+                assert_true(memcmp(&b[i], &c[i], 4) == 0);
+            }
+            assert_int_equal(triatt_fast_reserve(s, w.n), 0);
+            assert_int_equal(triatt_fast_refresh(s, cal, &kq, w.pos, w.n), w.n);
+            assert_int_equal(triatt_fast_score(s, cal, w.pos, w.n, P, P - 31, c), 0);
+            for (int i = 0; i < w.n; i++)
+                if (!isnan(a[i])) assert_true(fabs(a[i] - c[i]) <= 1e-4 * (1 + fabs(a[i])));
+            triatt_scorer_free(s);
+        }
+        free(a); free(b); free(c);
+        triatt_calib_free(cal);
+        free(fq.q);
+        free_world(&w);
+    }
+    /* n_rot 48 is not whole 32-blocks: Q8_0 refused, the same keys as f32 are fine */
+    world w;
+    make_world(&w, 1, 2, 1, 64, 48, TRIATT_PAIR_HALF, 40, 4);
+    triatt_calib *cal = calib_world(&w);
+    q8world fq = {&w, calloc((size_t)w.n, 2 * 34), 2 * 34};
+    triatt_keys kq = {.ud = &fq, .get_q8 = get_q8_world}, k32 = {.get = strict_get, .ud = &w};
+    triatt_scorer *s = triatt_scorer_init(&w.g, NULL);
+    float sc[40];
+    assert_int_equal(triatt_score(s, cal, &kq, w.pos, w.n, 100, 90, sc), LCX_ENOTSUP);
+    assert_int_equal(triatt_fast_reserve(s, w.n), 0);
+    assert_int_equal(triatt_fast_set_cells(s, cal, &kq, w.pos, 0, w.n), LCX_ENOTSUP);
+    assert_int_equal(triatt_score(s, cal, &k32, w.pos, w.n, 100, 90, sc), 0);
+    triatt_keys none = {.ud = &w};
+    assert_int_equal(triatt_score(s, cal, &none, w.pos, w.n, 100, 90, sc), LCX_EINVAL);
+    triatt_scorer_free(s);
+    triatt_calib_free(cal);
+    free(fq.q);
+    free_world(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -944,6 +1083,7 @@ int main(void)
         cmocka_unit_test(test_driver_round),
         cmocka_unit_test(test_f16_accessor),
         cmocka_unit_test(test_multistream_scorer),
+        cmocka_unit_test(test_q8_accessor),
         cmocka_unit_test(test_driver_compaction),
         cmocka_unit_test(test_simulator_direction),
     };
