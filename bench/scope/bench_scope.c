@@ -96,6 +96,7 @@ static lcx_scopes *open_mgr(lcx_embedder *e, const char *data, bool watch)
     o.watch = watch;
     lcx_scopes *m = NULL;
     if (lcx_scopes_open(&o, e, &m) < 0) { fprintf(stderr, "open failed\n"); exit(1); }
+    if (getenv("LCX_BENCH_SERIAL")) lcx_scopes__set_serial(m, true);   /* A/B of the small cases */
     return m;
 }
 
