@@ -624,13 +624,15 @@ static uint64_t *pkey_reserve(lcx_index *ix, size_t total)
  * per-document appends cost ~3 cache misses each). Big batches split the sorted array
  * over 2 threads at a term boundary (each list has one writer). A failure leaves
  * postings for ids ≥ n_docs, which searches skip and a retried commit does not duplicate. */
-static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total)
+static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total, int need_sort)
 {
     if (!total) return 0;
-    uint64_t *key = ix->pkey, *tmp = key + ix->pkey_cap;
-    int bits = 1;
-    while (bits < 32 && (ix->n_terms - 1) >> bits) bits++;
-    uint64_t *sorted = radix_hi(key, tmp, total, bits);
+    uint64_t *key = ix->pkey, *tmp = key + ix->pkey_cap, *sorted = key;
+    if (need_sort) {
+        int bits = 1;
+        while (bits < 32 && (ix->n_terms - 1) >> bits) bits++;
+        sorted = radix_hi(key, tmp, total, bits);
+    }
     size_t mid = total;
     if (n >= 64 && total >= 4096 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
         /* split at equal cost, not equal postings: a list costs ~2 cache misses (header,
@@ -721,7 +723,7 @@ int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, 
                 uint16_t tf = dt[d]->t[i].tf;
                 if ((rc = plist_push(&ix->own_bytes, p, first + d, tf > 255 ? 255 : (uint8_t)tf))) return rc;
             }
-    } else if ((rc = post_keys(ix, n, first, total))) {
+    } else if ((rc = post_keys(ix, n, first, total, 1))) {
         return rc;
     }
     return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
@@ -737,53 +739,114 @@ int lcx__post_keys_add(lcx__post_keys *k, lcx__doc_terms *dt, uint32_t d)
         uint64_t *nk = realloc(k->key, nc * sizeof *nk);
         if (!nk) return LCX_ENOMEM;
         k->key = nk;
+        uint64_t *nt = realloc(k->tmp, nc * sizeof *nt);
+        if (!nt) return LCX_ENOMEM;
+        k->tmp = nt;
         k->cap = nc;
     }
+    k->sorted = 0;
     uint64_t *out = k->key + k->n;
+    size_t m = 0;
+    uint32_t mx = k->max_tid;
     const lcx__pterm *t = dt->t;
     for (uint32_t i = 0; i < dt->nt; i++) {
-        uint64_t lo = (uint64_t)d << 8 | (t[i].tf > 255 ? 255u : t[i].tf);
-        out[i] = (uint64_t)t[i].tid << 32 | lo;
-        if (t[i].tid == UINT32_MAX) {   /* unknown to the index: the commit assigns its id */
-            if (k->n_unres == k->ucap) {
-                size_t nc = k->ucap ? k->ucap * 2 : 1024;
-                lcx__post_unres *nu = realloc(k->unres, nc * sizeof *nu);
-                if (!nu) return LCX_ENOMEM;
-                k->unres = nu;
-                k->ucap = nc;
-            }
-            k->unres[k->n_unres++] = (lcx__post_unres){k->n + i, dt, i};
+        uint32_t lo = d << 8 | (t[i].tf > 255 ? 255u : t[i].tf);
+        if (t[i].tid != UINT32_MAX) {
+            out[m++] = (uint64_t)t[i].tid << 32 | lo;
+            if (t[i].tid > mx) mx = t[i].tid;
+            continue;
         }
+        if (k->n_unres == k->ucap) {   /* unknown to the index: the commit assigns its id */
+            size_t nc = k->ucap ? k->ucap * 2 : 1024;
+            lcx__post_unres *nu = realloc(k->unres, nc * sizeof *nu);
+            if (!nu) return LCX_ENOMEM;
+            k->unres = nu;
+            k->ucap = nc;
+        }
+        k->unres[k->n_unres++] = (lcx__post_unres){lo, i, dt};
     }
-    k->n += dt->nt;
+    k->n += m;
+    k->max_tid = mx;
     return 0;
+}
+
+void lcx__post_keys_sort(lcx__post_keys *k)
+{
+    if (k->sorted) return;
+    int bits = 1;
+    while (bits < 32 && k->max_tid >> bits) bits++;
+    uint64_t *r = k->n ? radix_hi(k->key, k->tmp, k->n, bits) : k->key;
+    if (r != k->key) {   /* the result landed in the scratch buffer: swap the roles */
+        k->tmp = k->key;
+        k->key = r;
+    }
+    k->sorted = 1;
+}
+
+void lcx__post_keys_reset(lcx__post_keys *k)
+{
+    k->n = k->n_unres = 0;
+    k->max_tid = 0;
+    k->sorted = 0;
 }
 
 void lcx__post_keys_free(lcx__post_keys *k)
 {
     if (!k) return;
     free(k->key);
+    free(k->tmp);
     free(k->unres);
     memset(k, 0, sizeof *k);
+}
+
+/* Merges sorted arrays a[0..na) ... into out (ascending 64-bit keys; a term's postings come
+ * out in doc order because the doc index is the next key field). */
+static void merge_runs(const uint64_t *const *a, const size_t *na, int k, uint64_t *out)
+{
+    size_t pos[8] = {0};
+    for (;;) {
+        int best = -1;
+        uint64_t bv = 0;
+        for (int r = 0; r < k; r++)
+            if (pos[r] < na[r] && (best < 0 || a[r][pos[r]] < bv)) {
+                best = r;
+                bv = a[r][pos[r]];
+            }
+        if (best < 0) return;
+        /* hot: copy the whole stretch of the winning run that stays below the others */
+        uint64_t lim = UINT64_MAX;
+        for (int r = 0; r < k; r++)
+            if (r != best && pos[r] < na[r] && a[r][pos[r]] < lim) lim = a[r][pos[r]];
+        const uint64_t *s = a[best];
+        size_t p = pos[best], e = p;
+        while (e < na[best] && s[e] <= lim) e++;
+        memcpy(out, s + p, (e - p) * sizeof *out);
+        out += e - p;
+        pos[best] = e;
+    }
 }
 
 int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
                            const lcx__post_keys *runs, int n_runs, uint32_t *first_id)
 {
-    if (n >= (1u << 24)) return LCX_ELIMIT;
+    if (n >= (1u << 24) || n_runs < 0 || n_runs > 6) return LCX_ELIMIT;
     int rc = lcx__index_reserve(ix, n);
     if (rc) return rc;
     const uint32_t first = ix->n_docs;
-    size_t total = 0;
-    for (int r = 0; r < n_runs; r++) total += runs[r].n;
+    size_t total = 0, nu = 0;
+    for (int r = 0; r < n_runs; r++) {
+        total += runs[r].n + runs[r].n_unres;
+        nu += runs[r].n_unres;
+    }
     uint64_t *key = NULL;
     if (total && !(key = pkey_reserve(ix, total))) return LCX_ENOMEM;
-    /* the runs in order (documents in order), then ids for the terms resolve did not know:
-     * serial, they grow the term table; a term first seen earlier in this batch is found */
+    /* ids for the terms resolve did not know — serial, they grow the term table (a term
+     * first seen earlier in this batch is found) — in document order; their keys go to the
+     * scratch half and are sorted there (few: new vocabulary) */
+    uint64_t *nk = key ? key + ix->pkey_cap : NULL, *sk = nk;
     size_t m = 0;
-    for (int r = 0; r < n_runs; r++) {
-        if (runs[r].n) memcpy(key + m, runs[r].key, runs[r].n * sizeof *key);
+    for (int r = 0; r < n_runs; r++)
         for (size_t u = 0; u < runs[r].n_unres; u++) {
             const lcx__post_unres *e = &runs[r].unres[u];
             lcx__pterm *t = &e->dt->t[e->i];
@@ -792,11 +855,30 @@ int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, c
                 if (tid < 0) return (int)tid;
                 t->tid = (uint32_t)tid;
             }
-            key[m + e->at] = (uint64_t)t->tid << 32 | (key[m + e->at] & 0xffffffffu);
+            nk[m++] = (uint64_t)t->tid << 32 | e->lo;
         }
-        m += runs[r].n;
+    if (nu) {
+        int bits = 1;
+        while (bits < 32 && (ix->n_terms - 1) >> bits) bits++;
+        sk = radix_hi(nk, key, nu, bits);   /* key[] is free until the merge below */
+        if (sk == key) {                    /* keep the merge input out of its output */
+            memcpy(nk, key, nu * sizeof *nk);
+            sk = nk;
+        }
     }
-    if ((rc = post_keys(ix, n, first, total))) return rc;
+    /* the workers' sorted runs and the new terms' keys, merged into key[0..total) */
+    const uint64_t *in[8];
+    size_t na[8];
+    int k = 0;
+    for (int r = 0; r < n_runs; r++) {
+        if (!runs[r].sorted) return LCX_EINVAL;   /* caller bug */
+        in[k] = runs[r].key;
+        na[k++] = runs[r].n;
+    }
+    in[k] = sk;
+    na[k++] = nu;
+    if (total) merge_runs(in, na, k, key);
+    if ((rc = post_keys(ix, n, first, total, 0))) return rc;
     return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
 }
 

@@ -123,24 +123,32 @@ int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, 
                             const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id);
 /* A batch's postings as sort keys, built by the caller's workers (each for a contiguous
  * range of the batch, in document order) right after lcx__index_resolve, so that the
- * serial commit neither re-reads every document's terms nor probes the term table for
- * known terms: key = tid << 32 | batch doc index << 8 | min(tf, 255). A term the index
- * did not know has tid UINT32_MAX and an unres entry (key position, its doc_terms and
- * term index) — the commit assigns its id (dt must outlive the commit). */
+ * serial commit neither re-reads every document's terms nor sorts them:
+ * key = tid << 32 | batch doc index << 8 | min(tf, 255). Keys of terms the index knew are
+ * in key[], sorted by lcx__post_keys_sort (on the worker); a term the index did not know
+ * goes to unres (its key's low 32 bits, its doc_terms and term index) and the commit
+ * assigns its id (dt must outlive the commit). */
 typedef struct {
-    size_t at;
+    uint32_t lo;         /* batch doc index << 8 | tf */
+    uint32_t i;          /* term index in dt */
     lcx__doc_terms *dt;
-    uint32_t i;
 } lcx__post_unres;
 typedef struct {
-    uint64_t *key; size_t n, cap;              /* (n) keys */
+    uint64_t *key; size_t n, cap;              /* (n) keys of known terms (+ cap scratch) */
+    uint64_t *tmp;                             /* (cap) sort scratch */
+    uint32_t max_tid;
+    int sorted;                                /* key[] sorted (lcx__post_keys_sort ran) */
     lcx__post_unres *unres; size_t n_unres, ucap;
 } lcx__post_keys;
 /* Appends the keys of dt as batch document d (< 2^24). 0 or LCX_ENOMEM / LCX_ELIMIT. */
 int lcx__post_keys_add(lcx__post_keys *k, lcx__doc_terms *dt, uint32_t d);
-void lcx__post_keys_free(lcx__post_keys *k);   /* of NULL: no-op */
-/* lcx__index_commit_batch with the postings given as key runs (runs in document order,
- * together covering docs 0..n-1 exactly); dt supplies the document lengths. */
+/* Sorts key[] (stable radix by term id: (term, doc) order). */
+void lcx__post_keys_sort(lcx__post_keys *k);
+void lcx__post_keys_reset(lcx__post_keys *k);   /* empties, keeps the buffers */
+void lcx__post_keys_free(lcx__post_keys *k);    /* of NULL: no-op */
+/* lcx__index_commit_batch with the postings given as sorted key runs (runs in document
+ * order, together covering docs 0..n-1 exactly); dt supplies the document lengths. The
+ * runs are merged (and the new terms' keys merged in), not re-sorted. */
 int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
                            const lcx__post_keys *runs, int n_runs, uint32_t *first_id);

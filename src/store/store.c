@@ -5,12 +5,13 @@
  * structs and docs/storage-format.md for the same text with rationale)
  *
  * DIR/chunks.log — written by lcx_store_append / lcx_store_delete_path:
- *  1. Header, 256 bytes: magic "LCXLOG01"; u32 version = 1; u32 header size = 256;
+ *  1. Header, 256 bytes: magic "LCXLOG01"; u32 version = 2 (1: logs written before TEXT
+ *     records existed — still opened, and appended to with BATCH records only); u32 header size = 256;
  *     u32 dim; u32 vector format (2 = offset-binary u8 + f32 scale); u64 store uuid (random); u32
  *     fingerprint length; 200 bytes embedder fingerprint (NUL padded); 16 reserved bytes;
  *     u32 crc32c of bytes [0, 252). Written and fsync'd (file + directory) at creation.
  *  2. Then records, back to back, each: 24-byte header { u32 magic 0x5243584c; u8 type
- *     (1 = batch of chunks, 2 = tombstones); 3 zero bytes; u32 payload length (≤ 1 GiB);
+ *     (1 = batch of chunks, 2 = tombstones, 3 = batch without rows, version ≥ 2 only); 3 zero bytes; u32 payload length (≤ 1 GiB);
  *     u32 item count; u32 crc32c over header bytes [0, 16) followed by the payload;
  *     u32 zero } and the payload.
  *  3. Batch payload: per chunk a 56-byte fixed part { i64 tok_start, i64 tok_end, i32
@@ -19,9 +20,16 @@
  *     text_len bytes of text, path_len bytes of path, and the dim-byte embedding row
  *     (offset-binary u8, value = (u − 128)·scale; so reopening never re-embeds).
  *     Chunk ids are implicit: the i-th chunk ever written has id i.
+ *  3b. TEXT payload (type 3): the same without the embedding row (scale 0). Written for
+ *     the hash embedder, whose row is a pure function of the text and of the fingerprint in
+ *     the header: replay recomputes it (bit-identical; tested). 20% fewer log bytes, and
+ *     the record no longer depends on the embedding, so a big append writes and fsyncs it
+ *     on its own thread while the workers embed (see lcx_store_append).
  *  4. Tombstone payload: count × u32 chunk ids (each < chunks written before it).
  *  5. One lcx_store_append = one record = one write() + one fdatasync() before it
- *     returns 0: an acknowledged batch is durable, and a batch is all-or-nothing.
+ *     returns 0: an acknowledged batch is durable, and a batch is all-or-nothing (a big
+ *     batch whose record became durable but whose embedding then failed, OOM, truncates the
+ *     record back before returning the error).
  *  6. Recovery on open: records are checked in order. A record that runs past the end
  *     of the file, a header cut short, or a zero-filled tail is a torn write from a
  *     crash: the file is truncated back to the end of the last good record (and
@@ -858,6 +866,7 @@ static void *work_run(void *arg)
                 w->rc = lcx__post_keys_add(w->keys, w->dt[j], (uint32_t)j);
         }
     }
+    if (!w->rc) lcx__post_keys_sort(w->keys);   /* here, in parallel: the publish only merges */
     lcx__prep_free(&p);
     free(tmp);
     return NULL;
@@ -882,7 +891,7 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
     int started[PAR_MAX_THREADS] = {0}, xstarted = 0;
     if (extra) xstarted = pthread_create(&xth, NULL, extra, extra_ud) == 0;
     for (int t = 0; t < nt; t++) {
-        keys[t].n = keys[t].n_unres = 0;
+        lcx__post_keys_reset(&keys[t]);
         w[t] = (work){s, c, vec, vsc, dt, texts, toff, NULL, NULL, &keys[t], (int)((int64_t)n * t / nt),
                       (int)((int64_t)n * (t + 1) / nt), 0};
     }

@@ -178,7 +178,8 @@ static void test_postings_and_options(void **st)
 }
 
 /* lcx__index_commit_batch (postings sorted by term, appended on 2 threads at a term
- * boundary) builds exactly what one lcx_index_add per document builds: same term ids,
+ * boundary) and lcx__index_commit_keys (per-worker sorted key runs merged with the new
+ * terms' keys) build exactly what one lcx_index_add per document builds: same term ids,
  * same postings in the same order, same lengths, rows and search results. Batches of
  * 1, 7, 300 (the threaded path), and the rest, with a vocabulary that keeps growing. */
 static void test_commit_batch_equals_commit(void **st)
@@ -192,9 +193,10 @@ static void test_commit_batch_equals_commit(void **st)
         for (int w = 0; w < words; w++)   /* Zipf-ish: many repeats, a long tail of new terms */
             len += snprintf(tx[i] + len, sizeof tx[i] - (size_t)len, "w%u ", rnd() % (1u + rnd() % 5000));
     }
-    lcx_index *a, *b;
+    lcx_index *a, *b, *ck;
     assert_int_equal(lcx_index_new(emb, &a), 0);
     assert_int_equal(lcx_index_new(emb, &b), 0);
+    assert_int_equal(lcx_index_new(emb, &ck), 0);
     for (int i = 0; i < N; i++) assert_int_equal(lcx_index_add(a, tx[i], strlen(tx[i]), NULL, NULL), 0);
     const int sizes[] = {1, 7, 300, N - 308};
     int at = 0;
@@ -214,9 +216,28 @@ static void test_commit_batch_equals_commit(void **st)
             lcx__quant_row_u8(v, 256, rows + (size_t)i * 256, &sc[i]);
             if (i % 2) lcx__index_resolve(b, dt[i]);   /* resolved and unresolved terms mixed */
         }
+        /* the same documents again (fresh doc_terms) as 3 "worker" runs of keys */
+        lcx__doc_terms **dk = calloc((size_t)n, sizeof *dk);
+        lcx__post_keys runs[3] = {{0}};
+        for (int r = 0; r < 3; r++) {
+            int lo = n * r / 3, hi = n * (r + 1) / 3;
+            for (int i = lo; i < hi; i++) {
+                assert_int_equal(lcx__prep_text(&p, tp[i], tl[i]), 0);
+                assert_int_equal(lcx__prep_finish(&p, &dk[i]), 0);
+                if (i % 3) lcx__index_resolve(ck, dk[i]);   /* known and unknown terms mixed */
+                assert_int_equal(lcx__post_keys_add(&runs[r], dk[i], (uint32_t)i), 0);
+            }
+            lcx__post_keys_sort(&runs[r]);
+        }
         uint32_t first = 99;
         assert_int_equal(lcx__index_commit_batch(b, (uint32_t)n, tp, tl, 1, rows, sc, dt, &first), 0);
         assert_int_equal(first, (uint32_t)at);
+        first = 99;
+        assert_int_equal(lcx__index_commit_keys(ck, (uint32_t)n, tp, tl, 1, rows, sc, dk, runs, 3, &first), 0);
+        assert_int_equal(first, (uint32_t)at);
+        for (int r = 0; r < 3; r++) lcx__post_keys_free(&runs[r]);
+        for (int i = 0; i < n; i++) free(dk[i]);
+        free(dk);
         for (int i = 0; i < n; i++) free(dt[i]);
         free(dt);
         free(tp);
@@ -232,15 +253,20 @@ static void test_commit_batch_equals_commit(void **st)
     assert_true(a->sum_dl == b->sum_dl);
     static uint32_t da[N], db[N];
     static uint8_t fa[N], fb[N];
-    for (uint32_t id = 0; id < a->n_terms; id++) {
-        uint32_t la, lb;
-        const char *sa = lcx__index_term(a, id, &la), *sb = lcx__index_term(b, id, &lb);
-        assert_int_equal(la, lb);
-        assert_memory_equal(sa, sb, la);
-        size_t na = lcx__index_postings(a, id, da, fa, N), nb = lcx__index_postings(b, id, db, fb, N);
-        assert_int_equal(na, nb);
-        assert_memory_equal(da, db, na * sizeof *da);
-        assert_memory_equal(fa, fb, na);
+    assert_int_equal(a->n_terms, ck->n_terms);
+    assert_int_equal(ck->n_docs, (uint32_t)N);
+    for (int v = 0; v < 2; v++) {
+        lcx_index *x = v ? ck : b;
+        for (uint32_t id = 0; id < a->n_terms; id++) {
+            uint32_t la, lb;
+            const char *sa = lcx__index_term(a, id, &la), *sb = lcx__index_term(x, id, &lb);
+            assert_int_equal(la, lb);
+            assert_memory_equal(sa, sb, la);
+            size_t na = lcx__index_postings(a, id, da, fa, N), nb = lcx__index_postings(x, id, db, fb, N);
+            assert_int_equal(na, nb);
+            assert_memory_equal(da, db, na * sizeof *da);
+            assert_memory_equal(fa, fb, na);
+        }
     }
     for (uint32_t d = 0; d < (uint32_t)N; d++) {
         float s1, s2;
@@ -262,6 +288,7 @@ static void test_commit_batch_equals_commit(void **st)
     }
     lcx_index_free(a);
     lcx_index_free(b);
+    lcx_index_free(ck);
 }
 
 int main(void)
