@@ -850,6 +850,10 @@ int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, c
         for (size_t u = 0; u < runs[r].n_unres; u++) {
             const lcx__post_unres *e = &runs[r].unres[u];
             lcx__pterm *t = &e->dt->t[e->i];
+            if (u + 8 < runs[r].n_unres && ix->tab_cap) {   /* each new term misses in the table: prefetch */
+                const lcx__post_unres *f = &runs[r].unres[u + 8];
+                _mm_prefetch((const char *)&ix->tab[(uint32_t)f->dt->t[f->i].hash & (ix->tab_cap - 1)], _MM_HINT_T0);
+            }
             if (t->tid >= ix->n_terms) {
                 int64_t tid = term_get(ix, e->dt->pool + t->off, t->len, t->hash);
                 if (tid < 0) return (int)tid;
