@@ -219,25 +219,75 @@ static inline __m256 dot8_rows(const float *q, const float *const k[8], int hd)
     return hsum8x8(acc);
 }
 
-/* hot: o[0..HD) = sum_j w[j] * V row j, accumulated in registers (HD = 64 or 128). */
-#define DEF_WSUM(HD)                                                                            \
-    static void wsum_##HD(float *o, const float *w, const int32_t *vis, int nvis,             \
-                          const float *V, size_t kvd, size_t off)                               \
+/* hot: weighted sum of V rows for G query heads of one GQA group at once:
+ * o[g*hd + d] = sum_j w[g*ldw + j] * V row vis[j] [d], in slices of S vectors (8*S floats).
+ * Why grouped: done head by head, the group's V rows were streamed from L2 once per head (7x
+ * for Qwen2.5's 14/2 heads, ~40% of attention time in pp512); here each V slice is loaded once
+ * and feeds G*S independent accumulator chains (S is chosen so G*S ~ 8 hides the FMA latency).
+ * Each output element is summed in j order with one FMA per term — the same arithmetic for
+ * every (G, S), so the result never depends on the grouping. */
+#define DEF_WSUMG(G, S)                                                                         \
+    static void wsumg_##G##_##S(float *o, const float *w, size_t ldw, const int32_t *vis, int nvis, \
+                                const float *V, size_t kvd, int hd)                             \
     {                                                                                           \
-        __m256 acc[HD / 8];                                                                     \
-        _Pragma("GCC unroll 16")                                                                \
-        for (int i = 0; i < HD / 8; i++) acc[i] = _mm256_setzero_ps();                          \
-        for (int j = 0; j < nvis; j++) {                                                        \
-            const __m256 wj = _mm256_set1_ps(w[j]);                                             \
-            const float *v = V + (size_t)vis[j] * kvd + off;                                    \
-            _Pragma("GCC unroll 16")                                                            \
-            for (int i = 0; i < HD / 8; i++) acc[i] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(v + 8 * i), acc[i]); \
+        for (int sl = 0; sl < hd; sl += 8 * S) {                                                \
+            __m256 acc[G][S];                                                                   \
+            _Pragma("GCC unroll 8")                                                             \
+            for (int g = 0; g < G; g++)                                                         \
+                _Pragma("GCC unroll 8")                                                         \
+                for (int u = 0; u < S; u++) acc[g][u] = _mm256_setzero_ps();                    \
+            for (int j = 0; j < nvis; j++) {                                                    \
+                const float *vr = V + (size_t)vis[j] * kvd + sl;                                \
+                __m256 v[S];                                                                    \
+                _Pragma("GCC unroll 8")                                                         \
+                for (int u = 0; u < S; u++) v[u] = _mm256_loadu_ps(vr + 8 * u);                 \
+                _Pragma("GCC unroll 8")                                                         \
+                for (int g = 0; g < G; g++) {                                                   \
+                    const __m256 wg = _mm256_broadcast_ss(w + g * ldw + j);                     \
+                    _Pragma("GCC unroll 8")                                                     \
+                    for (int u = 0; u < S; u++) acc[g][u] = _mm256_fmadd_ps(wg, v[u], acc[g][u]); \
+                }                                                                               \
+            }                                                                                   \
+            _Pragma("GCC unroll 8")                                                             \
+            for (int g = 0; g < G; g++)                                                         \
+                _Pragma("GCC unroll 8")                                                         \
+                for (int u = 0; u < S; u++) _mm256_storeu_ps(o + (size_t)g * hd + sl + 8 * u, acc[g][u]); \
         }                                                                                       \
-        _Pragma("GCC unroll 16")                                                                \
-        for (int i = 0; i < HD / 8; i++) _mm256_storeu_ps(o + 8 * i, acc[i]);                   \
     }
-DEF_WSUM(64)
-DEF_WSUM(128)
+DEF_WSUMG(1, 8) DEF_WSUMG(1, 4) DEF_WSUMG(1, 2) DEF_WSUMG(1, 1)
+DEF_WSUMG(2, 4) DEF_WSUMG(2, 2) DEF_WSUMG(2, 1)
+DEF_WSUMG(3, 2) DEF_WSUMG(3, 1)
+DEF_WSUMG(4, 2) DEF_WSUMG(4, 1)
+DEF_WSUMG(5, 1) DEF_WSUMG(6, 1) DEF_WSUMG(7, 1) DEF_WSUMG(8, 1)
+typedef void (*wsumg_fn)(float *, const float *, size_t, const int32_t *, int, const float *, size_t, int);
+/* [G][log2 S] */
+static const wsumg_fn wsumg_tab[9][4] = {
+    {NULL, NULL, NULL, NULL},
+    {wsumg_1_1, wsumg_1_2, wsumg_1_4, wsumg_1_8},
+    {wsumg_2_1, wsumg_2_2, wsumg_2_4, NULL},
+    {wsumg_3_1, wsumg_3_2, NULL, NULL},
+    {wsumg_4_1, wsumg_4_2, NULL, NULL},
+    {wsumg_5_1, NULL, NULL, NULL},
+    {wsumg_6_1, NULL, NULL, NULL},
+    {wsumg_7_1, NULL, NULL, NULL},
+    {wsumg_8_1, NULL, NULL, NULL},
+};
+
+/* o (gqa heads of hd) = w (gqa rows, stride ldw) . V rows vis[0..nvis) (at column offset
+ * already applied to V). Heads go in groups of at most 8 of near-equal size (7 -> 7,
+ * 12 -> 6+6); hd must be a multiple of 8. */
+static void wsum_group(float *o, const float *w, size_t ldw, int gqa, const int32_t *vis, int nvis, const float *V,
+                       size_t kvd, int hd)
+{
+    const int ng = (gqa + 7) / 8;
+    for (int gi = 0, g0 = 0; gi < ng; gi++) {
+        const int gn = (gqa - g0) / (ng - gi);
+        int ls = gn == 1 ? 3 : gn == 2 ? 2 : gn <= 4 ? 1 : 0;      /* S = 8/G, a power of two */
+        while ((hd / 8) % (1 << ls)) ls--;                          /* S must divide hd/8 */
+        wsumg_tab[gn][ls](o + (size_t)g0 * hd, w + (size_t)g0 * ldw, ldw, vis, nvis, V, kvd, hd);
+        g0 += gn;
+    }
+}
 
 /* ggml_rope_cache_init with ext_factor 0, attn_factor 1: angles for pairs i = 0..n_rot/2. */
 static void rope_cache(float *cs, int32_t pos, int n_rot, float base, float freq_scale, const float *ff)
@@ -302,16 +352,19 @@ static void mm_task(void *arg, long chunk, int ith)
 }
 
 /* Guided schedule: chunks are claimed in order and shrink as the section's remaining work
- * (weight bytes) shrinks: each is 1/(4*nth) of what is left, at least MM_MIN_ROWS rows.
+ * (weight bytes) shrinks: each is 1/(4*nth) of what is left, at least min_rows rows.
  * Why: the section ends when its last chunk ends, so the last chunks must be small (two
  * threads finish within a few microseconds of each other), while the first ones are big (few
  * atomic claims on a 145 MB lm_head). 1/(4*nth) rather than guided scheduling's usual
  * 1/nth: a worker descheduled while holding a chunk (shared machines) stalls the section by
  * at most 1/8 of its work at 2 threads. Row counts stay multiples of 16 (kernels tile rows)
- * except at a matrix's end. Single-threaded: one chunk per matrix. */
-#define MM_MIN_ROWS 16
+ * except at a matrix's end. Single-threaded: one chunk per matrix. At most MM_MAX_CHUNKS
+ * (a 145 MB lm_head at 2 threads takes ~60). */
 static void mm_plan(mm_sec *s, int nth)
 {
+    /* smallest chunk: 16 rows for a matvec (~15 KB of weights: a few microseconds); 64 for
+     * a batch, where each kernel call also re-prepares the activation tiles */
+    const int32_t min_rows = s->n_tok > 1 ? 64 : 16;
     double left = 0;
     for (int k = 0; k < s->nj; k++) left += (double)s->j[k].w->row_bytes * s->j[k].w->n_out;
     int n = 0;
@@ -323,9 +376,9 @@ static void mm_plan(mm_sec *s, int nth)
             int32_t take = nrow - r;
             if (nth > 1 && n < MM_MAX_CHUNKS - 3 * 2) {   /* room left for the other matrices' last chunks */
                 const double want = left / (4.0 * nth) / rb;
-                take = want < MM_MIN_ROWS ? MM_MIN_ROWS : (int32_t)LCX_MIN(want, (double)nrow);
-                take = (take + MM_MIN_ROWS - 1) / MM_MIN_ROWS * MM_MIN_ROWS;
-                if (nrow - (r + take) < MM_MIN_ROWS) take = nrow - r;
+                take = want < min_rows ? min_rows : (int32_t)LCX_MIN(want, (double)nrow);
+                take = (take + 15) / 16 * 16;
+                if (nrow - (r + take) < min_rows) take = nrow - r;
             }
             s->ch[n].job = k;
             s->ch[n].r0 = r;
@@ -436,7 +489,16 @@ static void att_task(void *arg, long chunk, int ith)
     }
     for (int g = 0; g < gqa; g++) {
         const float *sg = sc + (size_t)g * c->n_ctx;
-        for (int jj = 0; jj < nvis; jj++)
+        int jj = 0;
+        if (nvis >= 8) {
+            __m256 vm = _mm256_loadu_ps(sg);
+            for (jj = 8; jj + 8 <= nvis; jj += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(sg + jj));
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+            mx[g] = _mm_cvtss_f32(m4);
+        }
+        for (; jj < nvis; jj++)
             if (sg[jj] > mx[g]) mx[g] = sg[jj];
     }
     for (int g = 0; g < gqa; g++) {
@@ -461,15 +523,15 @@ static void att_task(void *arg, long chunk, int ith)
         const float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
         for (int jj = 0; jj < nvis; jj++) sg[jj] *= inv;
     }
+    if (hd % 8 == 0) {
+        wsum_group(o0, sc, (size_t)c->n_ctx, gqa, vis, nvis, V + (size_t)kh * hd, kvd, hd);
+        return;
+    }
     for (int g = 0; g < gqa; g++) {
         float *o = o0 + (size_t)g * hd;
         const float *w = sc + (size_t)g * c->n_ctx;
-        if (hd == 64) wsum_64(o, w, vis, nvis, V, kvd, (size_t)kh * hd);
-        else if (hd == 128) wsum_128(o, w, vis, nvis, V, kvd, (size_t)kh * hd);
-        else {
-            memset(o, 0, hd * sizeof(float));
-            for (int jj = 0; jj < nvis; jj++) axpy_f32(o, w[jj], V + (size_t)vis[jj] * kvd + (size_t)kh * hd, hd);
-        }
+        memset(o, 0, hd * sizeof(float));
+        for (int jj = 0; jj < nvis; jj++) axpy_f32(o, w[jj], V + (size_t)vis[jj] * kvd + (size_t)kh * hd, hd);
     }
 }
 
@@ -511,7 +573,9 @@ typedef struct {
 } tok_sec;
 #define TOK_CHUNK 8
 
-/* rows t of token block: x += xn (if residual), then xn = rmsnorm(x) * w */
+/* Tokens [chunk*TOK_CHUNK, +TOK_CHUNK): TOK_ATTN_IN / TOK_FFN_IN: x += xn (when residual),
+ * then xn = rmsnorm(x) * norm weight; TOK_QKV_POST: biases, q/k norms, the q hook, RoPE,
+ * then K and V into the token's cache cell. */
 static void tok_task(void *arg, long chunk, int ith)
 {
     tok_sec *s = arg;
