@@ -28,6 +28,7 @@
  * The fingerprint names every knob above plus the tokenizer/stopword versions; changing
  * any of them must change K_VERSION so that old stores are refused, not mis-searched. */
 #include "embed/embed.h"
+#include "embed/hfeat.h"
 #include "text/text.h"
 #include "util/util.h"
 #include <math.h>
@@ -35,15 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define K_VERSION 2
-#define W_WORD 1.0f
-#define W_NUMBER 2.0f
-#define W_IDENT 1.5f
-#define W_PART 0.6f
-#define W_BIGRAM 0.7f
-#define W_CHAR 0.5f
-#define SEED_WORD 0x5157a11c0de5eedull
-#define SEED_CHAR 0x9e3779b97f4a7c15ull
 
 int lcx_embedder_new(const lcx_embedder_ops *ops, void *self, int dim, const char *fingerprint,
                      lcx_embedder **out)
@@ -89,87 +81,9 @@ typedef struct {
     int dim;
 } hash_emb;
 
-/* ±w without a branch (the sign bit is random: a branch would mispredict half the time) */
-static inline float signed_w(float w, uint32_t neg)
-{
-    uint32_t b;
-    memcpy(&b, &w, 4);
-    b ^= neg << 31;
-    memcpy(&w, &b, 4);
-    return w;
-}
-
-static inline void add_feat(lcx__hfeat *c, uint64_t h, float w)
-{
-    uint32_t b = (uint32_t)(((h >> 32) * (uint64_t)c->dim) >> 32);
-    c->acc[b] += signed_w(w, (uint32_t)(h & 1));
-}
-
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
-/* hot: called for every non-stopword token of every embedded text. The token hash h is
- * shared with BM25 (lcx_hash64(tok, n, 0)); words, numbers, identifiers and parts share
- * one feature space (so the query word "parse" meets the part "parse" of parseHeader),
- * only their weights differ. */
 void lcx__hfeat_token(lcx__hfeat *c, const char *t, size_t n, int kind, uint64_t h)
 {
-    float w = kind == LCX_TOK_WORD ? W_WORD : kind == LCX_TOK_NUMBER ? W_NUMBER
-            : kind == LCX_TOK_IDENT ? W_IDENT : W_PART;
-    uint64_t fh = mix64(h ^ SEED_WORD);
-    add_feat(c, fh, w);
-    if (kind != LCX_TOK_PART) {
-        if (c->prev) add_feat(c, mix64(c->prev * 31 + fh), W_BIGRAM);
-        c->prev = fh;
-    }
-    if (kind != LCX_TOK_NUMBER && n >= 4) {
-        /* char 3-grams over "<token>": n of them, one multiply each (the high bits of a
-         * 64-bit odd-constant product are well mixed; bucket and sign come from them) */
-        float wc = W_CHAR / sqrtf((float)n);
-        /* the grams are the little-endian 24-bit values of "<token>" at offsets 0..n-1:
-         * copy into a padded buffer once, then each gram is one unaligned 32-bit load
-         * (no per-gram bounds test). Tokens are at most LCX_TOK_MAX bytes. */
-        unsigned char pad[LCX_TOK_MAX + 8];
-        size_t m = n < LCX_TOK_MAX ? n : LCX_TOK_MAX;
-        pad[0] = '<';
-        memcpy(pad + 1, t, m);
-        pad[m + 1] = '>';
-        pad[m + 2] = 0;
-        pad[m + 3] = 0;
-        const uint64_t dim = (uint64_t)c->dim;
-        float *acc = c->acc;
-        uint32_t wbits;
-        memcpy(&wbits, &wc, 4);
-        /* bucket = ((g >> 32) · dim) >> 32, which for dim = 2^k is g >> (64 − k); the sign
-         * is bit 31 of g, moved onto the float's sign bit with one AND (same values) */
-        if ((dim & (dim - 1)) == 0 && dim >= 2 && dim <= (1ull << 32)) {
-            const int sh = 64 - __builtin_ctzll(dim);
-            for (size_t i = 0; i < m; i++) {   /* hot: one multiply-hash + one add per gram */
-                uint32_t v;
-                memcpy(&v, pad + i, 4);
-                uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
-                uint32_t fb = wbits ^ ((uint32_t)g & 0x80000000u);
-                float f;
-                memcpy(&f, &fb, 4);
-                acc[g >> sh] += f;
-            }
-        } else {
-            for (size_t i = 0; i < m; i++) {
-                uint32_t v;
-                memcpy(&v, pad + i, 4);
-                uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
-                uint32_t bk = (uint32_t)(((g >> 32) * dim) >> 32);
-                acc[bk] += signed_w(wc, (uint32_t)(g >> 31 & 1));
-            }
-        }
-    }
+    lcx__hfeat_token_inl(c, t, n, kind, h);
 }
 
 void lcx__l2_normalise(float *v, uint32_t dim)
@@ -185,7 +99,7 @@ void lcx__l2_normalise(float *v, uint32_t dim)
 static int on_token(const char *t, size_t n, int kind, void *ud)
 {
     if (kind == LCX_TOK_WORD && lcx__stopword_inl(t, n)) return 0;
-    lcx__hfeat_token(ud, t, n, kind, lcx_hash64(t, n, 0));
+    lcx__hfeat_token_inl(ud, t, n, kind, lcx__hash64_inl(t, n, 0));
     return 0;
 }
 

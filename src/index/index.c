@@ -14,6 +14,7 @@
  * See index.h for the base (mapped snapshot) / own (appended) split. */
 #include "index/index.h"
 #include "embed/embed.h"
+#include "embed/hfeat.h"
 #include "rerank/rerank.h"
 #include "text/text.h"
 #include "util/util.h"
@@ -82,8 +83,8 @@ static int prep_grow_tab(lcx__prep *p, uint32_t cap)
     return 0;
 }
 
-/* hot: one call per indexed token of every ingested span */
-static int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h)
+/* hot: one call per indexed token of every ingested span (inlined into the callbacks) */
+static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h)
 {
     p->dl++;
     uint32_t j = (uint32_t)h & (p->tab_cap - 1);
@@ -125,7 +126,7 @@ static int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h)
 static int prep_tok(const char *tok, size_t n, int kind, void *ud)
 {
     if (kind == LCX_TOK_WORD && lcx__stopword_inl(tok, n)) return 0;
-    return prep_add(ud, tok, n, lcx_hash64(tok, n, 0));
+    return prep_add(ud, tok, n, lcx__hash64_inl(tok, n, 0));
 }
 
 typedef struct {
@@ -137,8 +138,8 @@ static int prep_embed_tok(const char *tok, size_t n, int kind, void *ud)
 {
     pe_ctx *c = ud;
     if (kind == LCX_TOK_WORD && lcx__stopword_inl(tok, n)) return 0;
-    uint64_t h = lcx_hash64(tok, n, 0);
-    lcx__hfeat_token(&c->f, tok, n, kind, h);
+    uint64_t h = lcx__hash64_inl(tok, n, 0);
+    lcx__hfeat_token_inl(&c->f, tok, n, kind, h);
     return prep_add(c->p, tok, n, h);
 }
 

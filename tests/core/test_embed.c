@@ -2,7 +2,12 @@
  * L2-normalised, deterministic, fingerprinted, and ranking exact facts/ids/numbers. */
 #include "testutil.h"
 #include "longctx/lcx.h"
+#include "embed/embed.h"
+#include "embed/hfeat.h"
+#include "index/index.h"
+#include "util/util.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,10 +111,82 @@ static void test_custom_embedder(void **st)
     assert_null(e);
 }
 
+/* Golden tripwire: the hash embedder's vectors for fixed texts (three Paul Graham essays
+ * cut into 1,000-byte spans, plus code/number/Unicode strings) hash to a constant. A
+ * failure means the embedder's OUTPUT changed: bump K_VERSION in src/embed/embed.c (old
+ * stores must be refused, not mis-searched) and update the constant. The ingest path
+ * (lcx__prep_embed: one tokenization for BM25 + embedding) must give the same bits. */
+#define GOLDEN_CRC 0x298a54dbu
+static void test_hash_golden(void **st)
+{
+    (void)st;
+    lcx_embedder *e;
+    assert_int_equal(lcx_embedder_hash_new(0, &e), 0);
+    static const char *extra[] = {
+        "parseHTTPHeader(req, MAX_TEXT_LEN) returned 481729 at 2024-01-15T10:22:33Z",
+        "src/index/bm25.c:120: warning: unused variable 'kb0' [-Wunused-variable]",
+        "Straße ÆØÅ naïve café 東京都 データベース ΑΒΓ δέλτα",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa bb",
+        "The access code for Project NOVA is 90210-ALPHA; call +1 (555) 010-4477 or 1,000,000.5",
+    };
+    const char *files[] = {"haystack/paul_graham/addiction.txt", "haystack/paul_graham/aord.txt",
+                           "haystack/paul_graham/apple.txt"};
+    uint32_t crc = 0;
+    int n = 0;
+    float v[256], w[256];
+    lcx__prep p = {0};
+    for (int f = 0; f < 3 + 1; f++) {
+        char *data = NULL;
+        size_t len = 0;
+        if (f < 3) {
+            assert_int_equal(lcx_read_file(tu_fixture(files[f]), 0, &data, &len), 0);
+        }
+        size_t step = f < 3 ? 1000 : 0;
+        int parts = f < 3 ? (int)((len + step - 1) / step) : (int)(sizeof extra / sizeof *extra);
+        for (int i = 0; i < parts; i++) {
+            const char *t = f < 3 ? data + (size_t)i * step : extra[i];
+            size_t l = f < 3 ? (len - (size_t)i * step < step ? len - (size_t)i * step : step) : strlen(extra[i]);
+            assert_int_equal(lcx_embed(e, &t, &l, 1, v), 0);
+            assert_int_equal(lcx__prep_embed(&p, e, t, l, w), 0);
+            assert_memory_equal(v, w, sizeof v);
+            crc = lcx_crc32c(crc, v, sizeof v);
+            n++;
+        }
+        free(data);
+    }
+    lcx__prep_free(&p);
+    lcx_embedder_free(e);
+    fprintf(stderr, "hash embedder golden: %d texts, crc32c %#x\n", n, crc);
+    assert_int_equal(crc, GOLDEN_CRC);
+}
+
+/* The inline token hash of the ingest path equals lcx_hash64 (util) for every length the
+ * tokenizer can produce and beyond, any bytes, any seed (term hashes are persisted). */
+static void test_hash64_inline(void **st)
+{
+    (void)st;
+    unsigned char buf[256];
+    uint64_t r = 88172645463325252ull;
+    for (int rep = 0; rep < 20; rep++) {
+        for (size_t i = 0; i < sizeof buf; i++) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            buf[i] = (unsigned char)r;
+        }
+        for (size_t n = 0; n <= 200; n++) {
+            uint64_t seed = rep % 2 ? r : 0;
+            size_t off = (size_t)rep % 7;   /* unaligned starts too */
+            if (lcx__hash64_inl(buf + off, n, seed) != lcx_hash64(buf + off, n, seed))
+                fail_msg("length %zu offset %zu: inline hash differs", n, off);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_basics),
+        cmocka_unit_test(test_hash_golden),
+        cmocka_unit_test(test_hash64_inline),
         cmocka_unit_test(test_hash_similarity),
         cmocka_unit_test(test_custom_embedder),
     };
