@@ -282,7 +282,7 @@ static void test_retrieve_basic(void **st)
 /* How a child indexes: embedder dim, chunks per append batch (0 = default), manifest
  * checkpoint interval, and a crash (_exit from the progress callback, appends possibly in
  * flight) once this many files were applied (0 = none). */
-typedef struct { int dim; uint32_t batch; double checkpoint_ms; uint64_t crash_after; int fly; } child_opts;
+typedef struct { int dim; uint32_t batch; double checkpoint_ms; uint64_t crash_after; int fly; uint32_t want_binary; } child_opts;
 
 static int crash_cb(uint64_t done, uint64_t found, uint64_t bytes, void *ud)
 {
@@ -314,6 +314,7 @@ static int index_child(const char *data, const char *proj, const child_opts *co,
         uint64_t crash = co->crash_after;
         if (lcx_scopes_index(m, proj, crash ? crash_cb : NULL, &crash, &inf, NULL) < 0) _exit(4);
         uint32_t v[3] = {inf.files_read_last, inf.chunks, inf.files};
+        if (co->batch && inf.skipped_binary != co->want_binary) _exit(6);   /* skip-and-count in batches */
         if (write(fd[1], v, sizeof v) != sizeof v) _exit(5);
         lcx_scopes_close(m);
         lcx_embedder_free(e);
@@ -455,7 +456,8 @@ static void test_batched_build(void **st)
     char *proj = make_big_project(n);
     char *d1 = tu_tmpdir(), *d2 = tu_tmpdir();
     uint32_t c1, c2, f1, f2;
-    child_opts one = {0}, many = {.batch = 7, .checkpoint_ms = 0}, many2 = {.batch = 5, .checkpoint_ms = 0, .fly = 2};
+    child_opts one = {0}, many = {.batch = 7, .checkpoint_ms = 0, .want_binary = 1},
+               many2 = {.batch = 5, .checkpoint_ms = 0, .fly = 2, .want_binary = 1};   /* blob.bin: re-sniffed by every walk */
     assert_int_equal(index_child(d1, proj, &one, &c1, &f1), n + 2);   /* + go.mod, empty.c */
     assert_int_equal(index_child(d2, proj, &many2, &c2, &f2), n + 2);
     assert_int_equal(f1, n + 2);
