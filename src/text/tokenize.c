@@ -250,7 +250,9 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
                             rc = cb(fold, j - i, LCX_TOK_WORD, ud);
                         }
                         if (rc) return rc;
-                        i = j;
+                        /* the separator that ended it, when a plain space, needs no pass
+                         * of its own through the loop (one per word of prose) */
+                        i = j + (j < len && p[j] == ' ');
                         continue;
                     }
                 }
@@ -292,6 +294,7 @@ int lcx_tokenize(const char *text, size_t len, lcx_token_cb cb, void *ud)
                         if (rc) return rc;
                         PIECE_RESET(pc);
                         prev = C_SEP;
+                        i += i < len && p[i] == ' ';   /* the ending space: as above */
                     }
                 }
                 continue;
