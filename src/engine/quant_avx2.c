@@ -90,7 +90,9 @@ AI size_t q80fam_bytes(eng_type wt)
 #define PF_DIST 4096
 #endif
 #define PP_T 8      /* token tile for prompt processing (Q8_0 family) */
-#define PP_SEG 128  /* column segment for Q4_0/Q5_0 prompts: bounds the zx table to 32 KiB */
+/* column segment for Q4_0/Q5_0 (prompts and, for identical float steps, generation):
+ * bounds the zx table to 40 KiB; rows up to 5120 elements are one segment */
+#define PP_SEG 160
 
 /* Also, when zoff != 0 (Q4_0: 8, Q5_0: 16), the zero-point table, so that for unsigned
  * weight quants u the block sum Σ (u - zoff)*x is formed exactly in integers:
@@ -203,9 +205,10 @@ AI void load_xv_q8_0(const uint8_t *X, int64_t nb, int zoff, q80_xv *xv)
 }
 
 /* hot: generation (n_tok = 1) for the Q8_0 family: rows [0, nrows) of W, one row per pass
- * (a single sequential stream for the prefetchers), two blocks per step into two
- * accumulators (the fma chain of one accumulator limited the in-cache rate). Per block:
- * int8 products summed exactly in int32 lanes, then one fma with d_w*d_x, as q80fam_tile. */
+ * (a single sequential stream for the prefetchers). Per block: int8 products summed
+ * exactly in int32 lanes, then one fma with d_w*d_x into one accumulator: the same float
+ * steps as q80fam_tile's token lane, so generation and prompt logits are bit-identical
+ * (two accumulators were ~10% faster in cache, but the matvec is DRAM-bound). */
 AI void q80fam_vec(eng_type wt, const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
                    const q80_xv *xv, bool add, float *y)
 {
@@ -214,9 +217,8 @@ AI void q80fam_vec(eng_type wt, const uint8_t *W, size_t wrb, int64_t nrows, con
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t r = 0; r < nrows; r++) {
         const uint8_t *row = W + r * wrb;
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        int64_t b = 0;
-#define Q80_VEC_BLOCK(B, A)                                                                          \
+        __m256 acc = _mm256_setzero_ps();
+#define Q80_VEC_BLOCK(B)                                                                             \
     do {                                                                                             \
         const uint8_t *blk = row + (B) * bs;                                                         \
         _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);                                      \
@@ -231,15 +233,11 @@ AI void q80fam_vec(eng_type wt, const uint8_t *W, size_t wrb, int64_t nrows, con
         uint16_t h;                                                                                  \
         memcpy(&h, blk, 2);                                                                          \
         const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), xv[B].d);          \
-        acc[A] = _mm256_fmadd_ps(pf, d, acc[A]);                                                     \
+        acc = _mm256_fmadd_ps(pf, d, acc);                                                           \
     } while (0)
-        for (; b + 2 <= nb; b += 2) {
-            Q80_VEC_BLOCK(b, 0);
-            Q80_VEC_BLOCK(b + 1, 1);
-        }
-        if (b < nb) Q80_VEC_BLOCK(b, 0);
+        for (int64_t b = 0; b < nb; b++) Q80_VEC_BLOCK(b);
 #undef Q80_VEC_BLOCK
-        const float v = lcx_hsum8(_mm256_add_ps(acc[0], acc[1]));
+        const float v = lcx_hsum8(acc);
         if (add) y[r] += v;
         else y[r] = v;
     }
@@ -272,11 +270,11 @@ typedef void (*q80_vec_fn)(const uint8_t *W, size_t wrb, int64_t nrows, const ui
 static void q80fam_matmul(q80_tile_fn fn, q80_vec_fn vfn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in,
                           int64_t r0, int64_t r1, const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
-    /* 32 KiB of x tables: generation xv[ENG_SEG], prompts zx[PP_T * PP_SEG] */
+    /* x tables (40 KiB): generation xv[ENG_SEG], prompts zx[PP_T * PP_SEG] */
     union { q80_xv xv[ENG_SEG]; __m256i zx[PP_T * PP_SEG]; } tb;
     float dxf[PP_T * ENG_SEG];
     const int zoff = bs == sizeof(eng_block_q4_0) ? 8 : bs == sizeof(eng_block_q5_0) ? 16 : 0;
-    const int64_t nb_all = n_in / 32, seg = (n_tok == 1 || !zoff) ? ENG_SEG : PP_SEG;
+    const int64_t nb_all = n_in / 32, seg = zoff ? PP_SEG : ENG_SEG;
     int64_t chunk = (int64_t)((96 * 1024) / (wrb ? wrb : 1));
     chunk = chunk < 4 ? 4 : chunk;
     for (int64_t s0 = 0; s0 < nb_all; s0 += seg) {
@@ -387,7 +385,10 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
                 __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
                 s = _mm_hadd_epi32(s, s);
                 const int32_t iv = _mm_cvtsi128_si32(s), im = _mm_extract_epi32(s, 1);
-                acc[r][t] += fmaf(dw[r] * dx, (float)iv, -(dmw[r] * dx * (float)im));
+                /* the float steps of kq_sb's lane t, in the same order, so generation and
+                 * prompts give bit-identical results per token */
+                acc[r][t] = fmaf(-(float)im, dmw[r] * dx, acc[r][t]);
+                acc[r][t] = fmaf((float)iv, dw[r] * dx, acc[r][t]);
             }
     }
 #pragma GCC unroll 8
@@ -462,6 +463,172 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) y[t * ldy + r] = acc[r][t];
+}
+
+/* ---- K family, prompts: super-block outer, rows inner, lane = token accumulators.
+ * For a token tile of T <= 8, the T Q8_K blocks of super-block i are copied into one
+ * contiguous buffer (fixed offsets from one base register instead of T pointers), then
+ * every row of the chunk (L2-resident) runs kq_sb on its super-block i. Within a
+ * super-block the products go into T int32 vectors (maddubs, madd with the 6/8-bit
+ * scales, add: 3 ops per 32 multiply-adds); at its end the T vectors are reduced into one
+ * vector with lane t = token t (hadd tree) and scaled with one fma per row. This replaced
+ * a 1 row x 8 token tile that kept per-row state in registers (spills; a horizontal sum
+ * per token and super-block): llvm-mca znver3 ~150 -> ~75 cycles per super-block x 8. */
+
+/* An empty asm that "modifies" v: keeps each accumulator a sequential chain of adds.
+ * Without it GCC reassociates the integer sums of the unrolled loops into trees, computes
+ * all 64 products of a super-block first and spills them (~100 stack moves per
+ * super-block, 2x the cycles in llvm-mca). */
+#define KEEP_CHAIN(v) __asm__("" : "+x"(v))
+
+/* lane t = Σ lanes of v[t] (t < 8) */
+AI __m256i reduce8_epi32(const __m256i v[8])
+{
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* hot: one weight super-block (Q4_K/Q5_K/Q6_K) x T tokens (xb[0..T), contiguous);
+ * *acc (lane t) += its dot with token t. dx8: the tokens' Q8_K scales (0 beyond T). */
+AI void kq_sb(eng_type wt, const int T, const uint8_t *blk, const eng_block_q8_K *xb, __m256 dx8, __m256 *acc)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256i isum[8], msum[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; t++) isum[t] = msum[t] = _mm256_setzero_si256();
+    if (wt == ENG_T_Q6_K) {
+        const eng_block_q6_K *b = (const eng_block_q6_K *)blk;
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        const __m256i m3 = _mm256_set1_epi8(3);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) /* the -32 offset of the quants: -32 * Σ sc_j * bsum_j */
+            isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)xb[t].bsums)), 5));
+        /* scale vectors [s x8 | s+1 x8] (int16) by a byte shuffle of the 16 scales; operands
+         * are re-loaded per 32-quant group to keep T accumulators + temporaries within the
+         * 16 ymm registers (spills doubled the cycle count) */
+        int16_t scs[32];
+        _mm256_storeu_si256((__m256i *)scs, _mm256_permute4x64_epi64(sc16, 0x44));
+        _mm256_storeu_si256((__m256i *)(scs + 16), _mm256_permute4x64_epi64(sc16, 0xEE));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            const int n = k / 4, g = k % 4;
+            const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * n + 32 * (g & 1)));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * n));
+            const __m256i lo = g < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3), 4);
+            const __m256i q = _mm256_or_si256(lo, hi);
+            const __m256i ctl = _mm256_set_m128i(_mm_set1_epi16((short)((4 * g + 2) | ((4 * g + 3) << 8))),
+                                                 _mm_set1_epi16((short)((4 * g) | ((4 * g + 1) << 8))));
+            const __m256i scv = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(scs + 16 * n)), ctl);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(xb[t].qs + 128 * n + 32 * g));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scv));
+                KEEP_CHAIN(isum[t]);
+            }
+        }
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(ldh(&b->d)), dx8);
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(isum)), d, *acc);
+        return;
+    }
+    /* Q4_K / Q5_K */
+    uint8_t sc[8], mn[8];
+    k4_scales(blk + 4, sc, mn);
+    const __m256i mins16 = _mm256_cvtepu8_epi16(
+        _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)mn), _mm_loadl_epi64((const __m128i *)mn)));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) msum[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[t].bsums), mins16);
+    const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(ldh(blk + 2)), dx8);
+    *acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(msum)), dmin, *acc);
+    int16_t scs[16]; /* 8 int16 scales in both lanes, for the byte shuffles */
+    const __m128i sc8 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
+    _mm256_storeu_si256((__m256i *)scs, _mm256_set_m128i(sc8, sc8));
+    const uint8_t *qs = blk + (wt == ENG_T_Q4_K ? 16 : 48);
+    /* 8 groups of 32 quants: k even = low nibbles of qs[32*(k/2)..], k odd = high nibbles;
+     * one at a time so the T accumulators stay in registers */
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (k / 2)));
+        __m256i u = (k & 1) ? _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) : _mm256_and_si256(q, m4);
+        if (wt == ENG_T_Q5_K) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
+            u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, k), _mm256_set1_epi8(1)), 4));
+        }
+        const __m256i sk = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)scs),
+                                               _mm256_set1_epi16((short)((2 * k) | ((2 * k + 1) << 8))));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(xb[t].qs + 32 * k));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), sk));
+            KEEP_CHAIN(isum[t]);
+        }
+    }
+    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(ldh(blk)), dx8);
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(isum)), d, *acc);
+}
+
+/* rows [0, nrows) of W (rows of wrb bytes) x super-block i for one token tile; acc[r] lane t.
+ * The super-blocks are wrb apart (L2): prefetch the one KQ_PF_ROWS rows ahead. */
+#define KQ_PF_ROWS 2
+#define KQ_PF(r)                                                                                       \
+    do {                                                                                               \
+        const char *pf_ = (const char *)W + ((r) + KQ_PF_ROWS) * wrb;                                  \
+        for (int o_ = 0; o_ < 256; o_ += 64) _mm_prefetch(pf_ + o_, _MM_HINT_T0);                      \
+    } while (0)
+#define DEF_KQ_ROWS(NAME, WT)                                                                          \
+    static void NAME(int T, const uint8_t *W, size_t wrb, int64_t nrows, const eng_block_q8_K *xb, __m256 dx8, \
+                     __m256 *acc)                                                                      \
+    {                                                                                                  \
+        switch (T) {                                                                                   \
+        case 8: for (int64_t r = 0; r < nrows; r++) { KQ_PF(r); kq_sb(WT, 8, W + r * wrb, xb, dx8, acc + r); } break; \
+        case 7: for (int64_t r = 0; r < nrows; r++) { KQ_PF(r); kq_sb(WT, 7, W + r * wrb, xb, dx8, acc + r); } break; \
+        case 6: for (int64_t r = 0; r < nrows; r++) { KQ_PF(r); kq_sb(WT, 6, W + r * wrb, xb, dx8, acc + r); } break; \
+        case 5: for (int64_t r = 0; r < nrows; r++) { KQ_PF(r); kq_sb(WT, 5, W + r * wrb, xb, dx8, acc + r); } break; \
+        case 4: for (int64_t r = 0; r < nrows; r++) { KQ_PF(r); kq_sb(WT, 4, W + r * wrb, xb, dx8, acc + r); } break; \
+        case 3: for (int64_t r = 0; r < nrows; r++) { KQ_PF(r); kq_sb(WT, 3, W + r * wrb, xb, dx8, acc + r); } break; \
+        case 2: for (int64_t r = 0; r < nrows; r++) { KQ_PF(r); kq_sb(WT, 2, W + r * wrb, xb, dx8, acc + r); } break; \
+        default: for (int64_t r = 0; r < nrows; r++) { KQ_PF(r); kq_sb(WT, 1, W + r * wrb, xb, dx8, acc + r); } break; \
+        }                                                                                              \
+    }
+DEF_KQ_ROWS(kq_rows_q4_K, ENG_T_Q4_K)
+DEF_KQ_ROWS(kq_rows_q5_K, ENG_T_Q5_K)
+DEF_KQ_ROWS(kq_rows_q6_K, ENG_T_Q6_K)
+
+typedef void (*kq_rows_fn)(int T, const uint8_t *W, size_t wrb, int64_t nrows, const eng_block_q8_K *xb, __m256 dx8,
+                           __m256 *acc);
+
+#define KQ_CHUNK 128 /* max rows per chunk: acc table of 4 KiB on the stack */
+
+static void kq_matmul_pp(kq_rows_fn fn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
+                         const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
+{
+    eng_block_q8_K xb[PP_T]; /* super-block i of the tile's tokens, contiguous (2.3 KiB) */
+    __m256 acc[KQ_CHUNK];    /* acc[r - c0] lane t: row r, token t0 + t */
+    const int64_t nb = n_in / ENG_QK_K;
+    int64_t chunk = (int64_t)((128 * 1024) / (wrb ? wrb : 1));
+    chunk = chunk < 1 ? 1 : chunk > KQ_CHUNK ? KQ_CHUNK : chunk;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += PP_T) {
+            const int T = n_tok - t0 < PP_T ? (int)(n_tok - t0) : PP_T;
+            for (int64_t r = c0; r < c1; r++) acc[r - c0] = _mm256_setzero_ps();
+            for (int64_t i = 0; i < nb; i++) {
+                float dx[PP_T] = {0};
+                for (int t = 0; t < T; t++) {
+                    memcpy(&xb[t], X + (t0 + t) * xrb + i * sizeof(eng_block_q8_K), sizeof(eng_block_q8_K));
+                    dx[t] = xb[t].d;
+                }
+                fn(T, W + c0 * wrb + i * bs, wrb, c1 - c0, xb, _mm256_loadu_ps(dx), acc);
+            }
+            for (int64_t r = c0; r < c1; r++) {
+                float v[PP_T];
+                _mm256_storeu_ps(v, acc[r - c0]);
+                for (int t = 0; t < T; t++) y[(t0 + t) * ldy + r] = v[t];
+            }
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ float family */
@@ -597,11 +764,15 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
         for (; r < r1; r++) fn(1, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
         return true;
     }
-    /* prompt: chunks of rows that stay in L2 while every token tile passes over them.
-     * K-quants: 1 row x 8 tokens (the unpacked 256-quant super-block is reused 8 times);
-     * floats: 2 rows x 4 tokens (each F16/BF16 load is a conversion, so share both ways). */
-    const bool kq = wt == ENG_T_Q4_K || wt == ENG_T_Q5_K || wt == ENG_T_Q6_K;
-    const int TT = kq ? 8 : 4, RR = kq ? 1 : 2;
+    /* prompt: K-quants see kq_matmul_pp; floats: chunks of rows that stay in L2 while every
+     * token tile passes over them, 2 rows x 4 tokens (each F16/BF16 load is a conversion,
+     * so share both ways). */
+    if (wt == ENG_T_Q4_K || wt == ENG_T_Q5_K || wt == ENG_T_Q6_K) {
+        kq_matmul_pp(wt == ENG_T_Q4_K ? kq_rows_q4_K : wt == ENG_T_Q5_K ? kq_rows_q5_K : kq_rows_q6_K,
+                     eng_type_block_bytes(wt), w8, wrb, n_in, r0, r1, x8, xrb, n_tok, y, ldy);
+        return true;
+    }
+    const int TT = 4, RR = 2;
     int64_t chunk = (int64_t)((128 * 1024) / (wrb ? wrb : 1));
     chunk = chunk < 4 ? 4 : chunk & ~(int64_t)1;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {

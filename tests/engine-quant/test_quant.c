@@ -654,6 +654,48 @@ static void test_avx512_vs_scalar(void **state)
     check_isa(ENG_ISA_AVX512);
 }
 
+/* Generation (n_tok = 1) and prompt (n_tok > 1) kernels take the same float steps per
+ * token, so a token's outputs are bit-identical either way (the engine's token-by-token
+ * vs batch logits check relies on it: a 1e-7 difference can flip a round-half case of the
+ * next layer's activation quantization and move logits of a tiny model by 0.07). */
+static void test_generation_matches_prompt(void **state)
+{
+    (void)state;
+    const int64_t n_ins[] = {256, 768, 4864};
+    enum { ROWS = 37, NT = 11 };
+    for (size_t k = 0; k < LCX_ARRAY_LEN(k_wtypes); k++) {
+        eng_type t = k_wtypes[k], vt = eng_vec_dot_type(t);
+        for (size_t a = 0; a < LCX_ARRAY_LEN(n_ins); a++) {
+            const int64_t n = n_ins[a];
+            if (n % eng_type_block_elems(t)) continue;
+            const size_t wrb = eng_row_bytes(t, n), xrb = eng_row_bytes(vt, n);
+            uint8_t *W = xmalloc(wrb * ROWS), *X = xmalloc(xrb * NT);
+            float *f = xmalloc(n * 4), *yb = xmalloc(ROWS * NT * 4), *y1 = xmalloc(ROWS * 4);
+            for (int64_t r = 0; r < ROWS; r++) {
+                fill_normal(f, n, 0.1f);
+                eng_quantize_row(t, f, W + r * wrb, n);
+            }
+            for (int64_t i = 0; i < NT; i++) {
+                fill_normal(f, n, 1.f);
+                eng_quantize_row(vt, f, X + i * xrb, n);
+            }
+            eng_matmul(t, W, wrb, n, 0, ROWS, X, xrb, NT, yb, ROWS);
+            for (int64_t i = 0; i < NT; i++) {
+                eng_matmul(t, W, wrb, n, 0, ROWS, X + i * xrb, xrb, 1, y1, ROWS);
+                for (int64_t r = 0; r < ROWS; r++)
+                    if (memcmp(&y1[r], &yb[i * ROWS + r], sizeof(float)))
+                        fail_msg("%s n=%ld token %ld row %ld: n_tok 1 gives %.9g, n_tok %d gives %.9g", eng_type_name(t),
+                                 (long)n, (long)i, (long)r, y1[r], NT, yb[i * ROWS + r]);
+            }
+            free(W);
+            free(X);
+            free(f);
+            free(yb);
+            free(y1);
+        }
+    }
+}
+
 /* Integer paths are exact: with weights and activations whose block scales are powers of
  * two, every kernel must give the exact same float as the scalar reference. */
 static void test_exact_integer_sums(void **state)
@@ -731,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_avx2_vs_scalar),
         cmocka_unit_test(test_avx512_vs_scalar),
         cmocka_unit_test(test_exact_integer_sums),
+        cmocka_unit_test(test_generation_matches_prompt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
