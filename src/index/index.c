@@ -542,7 +542,8 @@ static int plist_reserve(size_t *own_bytes, lcx__plist *p, uint32_t need)
 typedef struct {
     lcx_index *ix;
     const uint64_t *key;
-    size_t a, b;             /* [a, b) of key, starting and ending on term boundaries */
+    size_t n;                /* keys */
+    uint32_t mask, part;     /* this job takes the terms with tid & mask == part */
     uint32_t first;          /* doc id of batch doc 0 */
     size_t bytes;            /* growth of own_bytes (summed by the caller: no shared counter) */
     int rc;
@@ -555,12 +556,17 @@ static void *post_run(void *arg)
     post_job *j = arg;
     lcx__plist *pl = j->ix->pl;
     const uint64_t *k = j->key;
+    const size_t nk = j->n;
     enum { PF = 16 };
-    for (size_t i = j->a; i < j->b;) {
+    for (size_t i = 0; i < nk;) {
         uint32_t tid = (uint32_t)(k[i] >> 32);
         size_t e = i + 1;
-        while (e < j->b && (uint32_t)(k[e] >> 32) == tid) e++;
-        if (e + PF < j->b) {   /* the list PF postings ahead: its header, then (usually) its tail */
+        while (e < nk && (uint32_t)(k[e] >> 32) == tid) e++;
+        if ((tid & j->mask) != j->part) {   /* the other thread's list */
+            i = e;
+            continue;
+        }
+        if (e + PF < nk) {   /* the list PF postings ahead: its header, then (usually) its tail */
             const lcx__plist *q = &pl[k[e + PF] >> 32];
             _mm_prefetch((const char *)q, _MM_HINT_T0);
         }
@@ -622,8 +628,8 @@ static uint64_t *pkey_reserve(lcx_index *ix, size_t total)
 /* Postings from sort keys in document order (key = pkey, total of them): sorted by term
  * (stable, so doc order within a term), then appended term by term — each list is
  * touched once per batch, not once per document (at ~80 distinct terms per span the
- * per-document appends cost ~3 cache misses each). Big batches split the sorted array
- * over 2 threads at a term boundary (each list has one writer). A failure leaves
+ * per-document appends cost ~3 cache misses each). Big batches split the lists over 2
+ * threads by term-id parity (each list has one writer). A failure leaves
  * postings for ids ≥ n_docs, which searches skip and a retried commit does not duplicate. */
 static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total, int need_sort)
 {
@@ -634,26 +640,18 @@ static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total, in
         while (bits < 32 && (ix->n_terms - 1) >> bits) bits++;
         sorted = radix_hi(key, tmp, total, bits);
     }
-    size_t mid = total;
-    if (n >= 64 && total >= 4096 && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
-        /* split at equal cost, not equal postings: a list costs ~2 cache misses (header,
-         * tail) on top of ~1 ns per posting; measured ≈ 12 postings' worth per list. The
-         * low term ids (early, common words) hold most postings in few lists, the high ones
-         * (rare and new terms) one or two postings per list. */
-        enum { RUN_W = 12 };
-        size_t runs = 1;
-        for (size_t i = 1; i < total; i++) runs += (sorted[i] >> 32) != (sorted[i - 1] >> 32);
-        uint64_t half = ((uint64_t)total + RUN_W * (uint64_t)runs) / 2, cost = RUN_W;
-        for (mid = 1; mid < total && cost < half; mid++)
-            cost += 1 + ((sorted[mid] >> 32) != (sorted[mid - 1] >> 32) ? RUN_W : 0);
-        while (mid < total && (sorted[mid] >> 32) == (sorted[mid - 1] >> 32)) mid++;
-    }
-    post_job pj[2] = {{ix, sorted, 0, mid, first, 0, 0}, {ix, sorted, mid, total, first, 0, 0}};
+    /* 2 threads split the lists by term-id parity: each list has one writer, and odd and
+     * even ids are alike in cost (a split of the sorted array at a position cannot be:
+     * low ids are common words with long runs, high ids rare terms with one posting each,
+     * and choosing a balanced position costs a serial pass over the keys) */
+    int two = n >= 64 && total >= 4096 && sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+    uint32_t mask = two ? 1u : 0u;
+    post_job pj[2] = {{ix, sorted, total, mask, 0, first, 0, 0}, {ix, sorted, total, mask, 1, first, 0, 0}};
     pthread_t th;
-    int started = mid < total && pthread_create(&th, NULL, post_run, &pj[1]) == 0;
+    int started = two && pthread_create(&th, NULL, post_run, &pj[1]) == 0;
     post_run(&pj[0]);
     if (started) pthread_join(th, NULL);
-    else if (mid < total) post_run(&pj[1]);
+    else if (two) post_run(&pj[1]);
     int rc = 0;
     for (int t = 0; t < 2; t++) {
         ix->own_bytes += pj[t].bytes;
