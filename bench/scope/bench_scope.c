@@ -97,6 +97,7 @@ static lcx_scopes *open_mgr(lcx_embedder *e, const char *data, bool watch)
     lcx_scopes *m = NULL;
     if (lcx_scopes_open(&o, e, &m) < 0) { fprintf(stderr, "open failed\n"); exit(1); }
     if (getenv("LCX_BENCH_SERIAL")) lcx_scopes__set_serial(m, true);   /* A/B of the small cases */
+    if (getenv("LCX_BENCH_PRODUCER")) lcx_scopes__set_producer_thread(m, true);
     return m;
 }
 
@@ -367,7 +368,8 @@ int main(int argc, char **argv)
                 lcx_embedder_hash_new(0, &e);
                 lcx_scopes *m = open_mgr(e, td, false);
                 lcx_scopes__set_serial(m, v == 1);
-                lcx_scopes__set_fly(m, v == 2 ? 2 : 1);
+                lcx_scopes__set_fly(m, 1);
+                lcx_scopes__set_producer_thread(m, v == 2);
                 if (getenv("LCX_BENCH_BATCH")) lcx_scopes__set_batch(m, (uint32_t)atoi(getenv("LCX_BENCH_BATCH")), 3000);
                 double c0 = cpu_s(), t0 = lcx_now_ms();
                 int rc = lcx_scopes_index(m, trees[i], NULL, NULL, &inf, NULL);
@@ -387,7 +389,7 @@ int main(int argc, char **argv)
         double mb = inf.bytes / 1e6, load1 = loadavg();
         printf("index %s: %u files, %.1f MB, %u chunks; %d runs each, load average %.1f -> %.1f  (goal >= 50 MB/s)\n",
                trees[i], inf.files, mb, inf.chunks, nr, load0, load1);
-        static const char *const mode[3] = {"pipelined (1 append in flight, the default)", "serial", "pipelined (2 appends in flight)"};
+        static const char *const mode[3] = {"walk inline, append on a thread (default)", "serial", "walk on a producer thread + append thread"};
         for (int v = 0; v < 3; v++) {
             double w = pct(bw[v], nr, 0.5), c = pct(bc[v], nr, 0.5), w2 = pct(cw[v], nr, 0.5), c2 = pct(cc[v], nr, 0.5);
             double tot[32];

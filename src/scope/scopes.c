@@ -445,28 +445,30 @@ out:
 
 /* ---------------------------------------------------------------- indexing
  *
- * A build is a two-stage pipeline so that a large tree keeps both cores busy:
+ * A build keeps both cores busy by overlapping the scope's own work with the store:
  *
- *   producer thread   walk → size/mtime check against a frozen copy of the file table →
- *                     read + binary sniff → content hash → symbols → chunk spans.
- *                     Pure work: it never touches the scope (only its own copy).
- *   calling thread    (holds s->mu) applies each prepared file to the file table in walk
- *                     order, gathers the chunks of many files into one batch (thousands of
- *                     chunks) and appends it; the store embeds a batch on several threads,
- *                     and meanwhile the producer prepares the next files.
+ *   prepare   walk → size/mtime check against a frozen copy of the file table → read +
+ *             binary sniff → content hash → symbols → chunk spans (prep_file: pure work,
+ *             it never touches the scope);
+ *   apply     (s->mu held) each prepared file goes into the file table in walk order and
+ *             its chunks into the current batch (thousands of chunks from many files);
+ *   append    a full batch is appended by an appender thread (the store embeds it on
+ *             every core) while the calling thread prepares and applies the next files.
  *
- * The queue between them is bounded (QUEUE_BYTES of file text, QUEUE_RECS records), so a
- * build holds at most ~2 queues + 1 batch of text whatever the tree size. Everything that
- * mutates the scope (file table, symbols, tombstones, appends, inotify watches, stats)
- * stays on the calling thread, in walk order, exactly as in the serial builder; the
- * producer only decides "unchanged, do not open" from the table as it was when the walk
- * started (no other thread can change the table meanwhile: s->mu is held).
+ * By default prepare runs inline on the calling thread: the appends are the long part
+ * (~180 ms per 4096-chunk batch against ~40 ms to prepare it), so one appender thread is
+ * all the overlap there is to get, and small builds and reloads pay no thread handoffs
+ * (a producer thread cost 3-5 ms of scheduler latency per reload under load). A producer
+ * thread feeding a bounded queue (QUEUE_BYTES of text, QUEUE_RECS records) is kept as an
+ * option (lcx_scopes__set_producer_thread) for A/B runs; it measured no faster.
+ * Everything that mutates the scope (file table, symbols, tombstones, inotify watches,
+ * stats) happens on the calling thread, in walk order, exactly as in the serial builder.
  *
- * Crash safety of long builds: after a flush, when CHECKPOINT_MS passed since the last
- * manifest write, the manifest is rewritten (every file it names is in the store). A crash
- * then loses at most the files appended since the checkpoint: on reload they are chunks
- * the manifest does not name, found by reconcile() and tombstoned, and the refresh walk
- * re-indexes those files. */
+ * Crash safety of long builds: after a joined append, when CHECKPOINT_MS passed since the
+ * last manifest write, the manifest is rewritten (files whose append is still in flight
+ * left out: every file it names is in the store). A crash then loses at most the files
+ * appended since: on reload they are chunks the manifest does not name, found by
+ * reconcile() and tombstoned, and the refresh walk re-indexes those files. */
 
 #define QUEUE_BYTES (24u << 20)
 #define QUEUE_RECS 8192
@@ -1006,8 +1008,9 @@ static void *prod_run(void *arg)
 }
 
 /* Walks P's roots and indexes what they hold into b (s->mu held by the caller). The
- * walk runs on its own thread when one can be started, else inline. Returns the first
- * error (the consumer's, else the walk's); P->found / P->capped / P->ws are final. */
+ * walk runs inline, or on a producer thread when that option is on (and a thread can be
+ * started). Returns the first error (the consumer's, else the walk's); P->found /
+ * P->capped / P->ws are final. */
 static int run_walk(builder *b, producer *P)
 {
     pthread_mutex_init(&P->q.mu, NULL);
@@ -1016,9 +1019,9 @@ static int run_walk(builder *b, producer *P)
     int rc = 0;
     if (b->s->n_files) rc = ptab_build(&P->prior, b->s);
     pthread_t th;
-    bool threaded = rc == 0 && !b->m->serial_build && pthread_create(&th, NULL, prod_run, P) == 0;
+    bool threaded = rc == 0 && !b->m->serial_build && b->m->producer_thread && pthread_create(&th, NULL, prod_run, P) == 0;
     if (rc == 0 && !threaded) {
-        P->sync = b;   /* no thread: the serial builder, same code path */
+        P->sync = b;   /* inline: records go straight to the consumer, same code path */
         prod_run(P);
         rc = P->sync_rc;
     } else if (threaded) {
@@ -1472,6 +1475,11 @@ void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoi
 void lcx_scopes__set_serial(lcx_scopes *m, bool serial)
 {
     m->serial_build = serial;
+}
+
+void lcx_scopes__set_producer_thread(lcx_scopes *m, bool on)
+{
+    m->producer_thread = on;
 }
 
 void lcx_scopes__set_fly(lcx_scopes *m, int max_fly)

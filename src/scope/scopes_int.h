@@ -106,6 +106,7 @@ struct lcx_scopes {
     double checkpoint_ms;     /* manifest rewritten after a flush this long after the last */
     bool serial_build;        /* benchmarks: no producer thread, one append at a time */
     int max_fly;              /* benchmarks: appends in flight (0 = default) */
+    bool producer_thread;     /* benchmarks: walk/read/chunk on a thread of its own */
 };
 
 /* scopes.c */
@@ -117,6 +118,9 @@ void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoi
 void lcx_scopes__set_serial(lcx_scopes *m, bool serial);
 /* Benchmark hook: appends in flight at once (1..MAX_FLY; 0 = default). */
 void lcx_scopes__set_fly(lcx_scopes *m, int max_fly);
+/* Benchmark hook: run the walk/read/chunk/symbols stage on its own thread, feeding the
+ * calling thread through a bounded queue (default: inline on the calling thread). */
+void lcx_scopes__set_producer_thread(lcx_scopes *m, bool on);
 int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
                         bool package, lcx_scope_progress cb, void *ud, lcx_scope **out);
 void lcx_scopes__release(lcx_scopes *m, lcx_scope *s);
