@@ -6,9 +6,10 @@
  * max and sums in double; activations are converted to each weight's vec_dot type before a
  * matmul (quant.h). The KV cache is F32.
  *
- * Threading: each parallel section is one eng_pool_run. Matmuls split output rows (several
- * matrices that share an input run in one section: q/k/v, gate/up); attention splits
- * (token, head) pairs. Nothing is allocated per token: all scratch is sized at init by
+ * Threading: each parallel section is one eng_pool_run. Matmuls split output rows on a
+ * guided schedule (several matrices that share an input run in one section: q/k/v,
+ * gate/up); attention splits (token, KV head) pairs; the per-token stages between matmuls
+ * (residual + norm, bias/RoPE/KV store) split token blocks. Nothing is allocated per token: all scratch is sized at init by
  * n_ubatch and n_ctx (only all-logits output may grow its buffer, once per size). */
 #include "engine/model.h"
 #include "engine/threads.h"

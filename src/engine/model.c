@@ -349,7 +349,16 @@ int eng_model_load(const char *path, eng_model **out, char *err, size_t errlen)
     if (rc) { eng_model_free(m); return rc; }
     /* LCX_ENGINE_WEIGHTS=mmap keeps the weights in the file mapping (no copy, no extra RSS) */
     const char *wm = getenv("LCX_ENGINE_WEIGHTS");
-    if (!(wm && !strcmp(wm, "mmap")) && thp_available()) weights_to_hugepages(m);
+    if (!(wm && !strcmp(wm, "mmap")) && thp_available()) {
+        weights_to_hugepages(m);
+    } else {
+        /* staying in the mapping: start reading the weights in now (a cold file would
+         * otherwise be faulted in 4 KiB at a time by the first decode) */
+        span s = {UINTPTR_MAX, 0, NULL};
+        each_wmat(m, span_add, &s);
+        const uintptr_t pgm = (uintptr_t)sysconf(_SC_PAGESIZE) - 1, a = s.lo & ~pgm;
+        if (s.hi > a) (void)madvise((void *)a, s.hi - a, MADV_WILLNEED);
+    }
     *out = m;
     return 0;
 }
