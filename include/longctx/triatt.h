@@ -137,15 +137,17 @@ int triatt_calib_load(triatt_calib *c, const char *path);
  * elements (row_stride in elements), read directly by the kernels (no conversion copy).
  * An engine with a Q8_0 K cache (llama.cpp `-ctk q8_0`) sets get_q8 instead: each row is
  * head_dim/32 blocks of 34 bytes {IEEE-half scale d; int8 q[32]}, element = d·q[i] (the ggml
- * block_q8_0 layout), *row_stride in BYTES; it needs n_rot % 32 == 0 (else LCX_ENOTSUP) and
- * streams ~47% fewer bytes than F16. Precedence when several are set: get_q8, get16, get;
+ * block_q8_0 layout), *row_stride in BYTES; it needs head_dim and n_rot to be multiples of 32
+ * (else triatt_score / triatt_fast_set_cells return LCX_ENOTSUP) and streams ~47% fewer bytes
+ * than F16 (the kernel is compute-bound for it: see docs/benchmarks/triatt.md). Precedence when several are set: get_q8, get16, get;
  * zero-initialise the struct (designated initialisers or = {0}) so unused members are NULL.
  * NULL = failure (the round is aborted with LCX_EIO). Called from scorer worker threads,
  * concurrently for different (layer, kv) blocks: it must be thread-safe for reads. The scorer
  * keeps up to 4 returned row ranges of one block in use at once (it reads segments of the
  * cells as concurrent memory streams), each fetched with its own part of the scratch: a
- * pointer must stay valid until the call returns, which holds for pointers into the cache
- * and for rows converted into the scratch given with that call. */
+ * returned pointer must stay valid until the scoring call (triatt_score, ...) returns, which
+ * holds for pointers into the cache and for rows converted into the scratch given with that
+ * accessor call (not for a buffer the accessor reuses between calls). */
 typedef struct {
     const float *(*get)(void *ud, int layer, int kv_head, int cell0, int n, float *scratch,
                         size_t *row_stride);
