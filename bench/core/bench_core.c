@@ -259,6 +259,60 @@ static int code_bench(const char *root, double max_mb, const char *glob)
     free(c); free(off); free(len); free(all);
     return 0;
 }
+static const lcx_embedder *g_emb;
+
+/* --worker N: the per-span work of an ingest worker (store.c work_run: tokenize + embed +
+ * BM25 term table, doc_terms copy, 8-bit quantisation, term-id resolve, posting keys) on
+ * one thread, against an index already holding the first 20k spans; reports thread CPU
+ * per span (the number the ≥ 100k spans/s goal needs ≤ 13 µs of). For callgrind:
+ * --toggle-collect=worker_loop counts only the timed loop. */
+static __attribute__((noinline)) void worker_loop(lcx_index *ix, const char *texts, const uint32_t *lens, uint32_t a,
+                                                  uint32_t b, unsigned char *mem, uint8_t *row8, float *tmp,
+                                                  lcx__post_keys *keys, uint32_t *sum)
+{
+    lcx__prep p = {0};
+    for (uint32_t i = a; i < b; i++) {
+        const char *tx = texts + (size_t)i * 1400;
+        if (lcx__prep_embed(&p, g_emb, tx, lens[i], tmp) < 0) abort();
+        lcx__doc_terms *dt = lcx__prep_finish_to(&p, mem);
+        float sc;
+        lcx__quant_row_u8(tmp, 256, row8, &sc);
+        lcx__index_resolve(ix, dt);
+        if ((i - a) % 1000 == 0) lcx__post_keys_reset(keys);
+        if (lcx__post_keys_add(keys, dt, (i - a) % 1000)) abort();
+        *sum += dt->nt + row8[0];
+    }
+    lcx__prep_free(&p);
+}
+
+static int worker_bench(const char *texts, const uint32_t *lens, uint32_t N, lcx_embedder *emb)
+{
+    lcx_index *ix;
+    if (lcx_index_new(emb, &ix)) return 1;
+    uint32_t warm = N < 20000 ? N : 20000;
+    float *v = malloc(256 * sizeof *v);
+    for (uint32_t i = 0; i < warm; i++) {
+        const char *tx = texts + (size_t)i * 1400;
+        size_t l = lens[i];
+        lcx_embed(emb, &tx, &l, 1, v);
+        if (lcx_index_add(ix, tx, l, v, NULL) < 0) return 1;
+    }
+    unsigned char *mem = aligned_alloc(16, 1 << 20);
+    uint8_t row8[256];
+    lcx__post_keys keys = {0};
+    uint32_t sum = 0;
+    g_emb = emb;
+    double c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+    worker_loop(ix, texts, lens, 0, N, mem, row8, v, &keys, &sum);
+    double c1 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+    printf("worker path (1 thread, %u spans vs a %u-span index): %.2f us/span thread CPU (check %u)\n", N, warm,
+           (c1 - c0) * 1000 / N, sum);
+    lcx__post_keys_free(&keys);
+    free(mem);
+    free(v);
+    lcx_index_free(ix);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -266,9 +320,10 @@ int main(int argc, char **argv)
     if (argc >= 3 && !strcmp(argv[1], "--code")) return code_bench(argv[2], argc > 3 ? atof(argv[3]) : 24, argc > 4 ? argv[4] : "*.h");
     /* --ingest N: only the ingest part (for perf/callgrind runs; no search, no reopen) */
     int ingest_only = argc > 2 && !strcmp(argv[1], "--ingest");
-    if (ingest_only) argv++, argc--;
+    int worker_only = argc > 2 && !strcmp(argv[1], "--worker");
+    if (ingest_only || worker_only) argv++, argc--;
     uint32_t N = argc > 1 ? (uint32_t)atol(argv[1]) : 100000;
-    if (N < 20000 && !ingest_only) N = 20000;
+    if (N < 20000 && !ingest_only && !worker_only) N = 20000;
     if (N < 1000) N = 1000;
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -290,6 +345,7 @@ int main(int argc, char **argv)
         bytes += lens[i];
     }
     printf("spans: %u, mean %.0f bytes\n", N, (double)bytes / N);
+    if (worker_only) return worker_bench(texts, lens, N, emb);
 
     /* component throughput: tokenize+embed only */
     if (!ingest_only) {

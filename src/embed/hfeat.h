@@ -8,6 +8,7 @@
 #ifndef LCX_EMBED_HFEAT_H
 #define LCX_EMBED_HFEAT_H
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -93,6 +94,69 @@ static inline uint64_t hf_mix64(uint64_t x)
     return x;
 }
 
+/* Char 3-gram features of the token t (m bytes, 1 ≤ m ≤ LCX_TOK_MAX): the grams are the
+ * little-endian 24-bit values of "<t>" at offsets 0..m-1; gram value v hashes to
+ * g = (v + SEED_CHAR) · 0x9e3779b97f4a7c15 (mod 2^64), which adds ±wc (sign: bit 31 of
+ * g) to bucket ((g >> 32) · dim) >> 32. Scalar reference (any dim; tests compare the
+ * AVX2 form below against it bit for bit). */
+static inline void lcx__hfeat_c3_ref(float *acc, uint64_t dim, const char *t, size_t m, float wc)
+{
+    unsigned char pad[LCX_TOK_MAX + 8];
+    pad[0] = '<';
+    memcpy(pad + 1, t, m);
+    pad[m + 1] = '>';
+    pad[m + 2] = 0;
+    pad[m + 3] = 0;
+    for (size_t i = 0; i < m; i++) {
+        uint32_t v;
+        memcpy(&v, pad + i, 4);
+        uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
+        uint32_t bk = (uint32_t)(((g >> 32) * dim) >> 32);
+        acc[bk] += hf_signed_w(wc, (uint32_t)(g >> 31 & 1));
+    }
+}
+
+/* The same for dim = 2^(64 − sh), 4 grams per step (hot: ~15 grams per span word).
+ * v < 2^24, so v + SEED_CHAR never carries out of the low 32 bits and the 64-bit product
+ * splits into two 32×32 multiplies: with y = lo32(SEED_CHAR) + v, K = the multiplier,
+ * g = y·lo(K) + ((y·hi(K) + hi(SEED_CHAR)·lo(K)) << 32)  (mod 2^64).
+ * Buckets and signed weights are computed in vectors; the adds into acc stay scalar and
+ * in gram order (same float rounding as the reference). */
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc, int sh, const char *t, size_t m,
+                                                                   float wc)
+{
+    unsigned char pad[LCX_TOK_MAX + 32];      /* "<t>" then zeros: 16-byte loads at any gram */
+    pad[0] = '<';
+    lcx__copy_tok(pad + 1, t, m);
+    pad[m + 1] = '>';
+    _mm_storeu_si128((__m128i *)(pad + m + 2), _mm_setzero_si128());
+    const uint64_t S = SEED_CHAR, K = 0x9e3779b97f4a7c15ull;
+    const __m256i sl = _mm256_set1_epi64x((long long)(S & 0xffffffffu));
+    const __m256i kl = _mm256_set1_epi64x((long long)(K & 0xffffffffu));
+    const __m256i kh = _mm256_set1_epi64x((long long)(K >> 32));
+    const __m256i c0 = _mm256_set1_epi64x((long long)(((S >> 32) * (K & 0xffffffffu)) & 0xffffffffu));
+    const __m256i sgn = _mm256_set1_epi64x(0x80000000ll);
+    const __m256i wv = _mm256_set1_epi64x((long long)({ uint32_t wb; memcpy(&wb, &wc, 4); wb; }));
+    const __m128i shc = _mm_cvtsi32_si128(sh);
+    /* bytes i..i+2 of a 16-byte load into dword i (i = 0..3), top byte zero */
+    const __m128i gsh = _mm_setr_epi8(0, 1, 2, -1, 1, 2, 3, -1, 2, 3, 4, -1, 3, 4, 5, -1);
+    uint64_t bk[LCX_TOK_MAX + 4], fw[LCX_TOK_MAX + 4];   /* (m rounded up to 4) bucket, float bits */
+    for (size_t i = 0; i < m; i += 4) {
+        __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(pad + i)), gsh);
+        __m256i y = _mm256_add_epi64(_mm256_cvtepu32_epi64(v), sl);            /* < 2^32 */
+        __m256i hi = _mm256_add_epi64(_mm256_mul_epu32(y, kh), c0);
+        __m256i g = _mm256_add_epi64(_mm256_mul_epu32(y, kl), _mm256_slli_epi64(hi, 32));
+        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_srl_epi64(g, shc));
+        _mm256_storeu_si256((__m256i *)(fw + i), _mm256_xor_si256(wv, _mm256_and_si256(g, sgn)));
+    }
+    for (size_t i = 0; i < m; i++) {   /* hot: in order, as the reference */
+        float f;
+        uint32_t b32 = (uint32_t)fw[i];
+        memcpy(&f, &b32, 4);
+        acc[bk[i]] += f;
+    }
+}
+
 /* hot: called for every non-stopword token of every embedded text. The token hash h is
  * shared with BM25 (lcx_hash64(tok, n, 0)); words, numbers, identifiers and parts share
  * one feature space (so the query word "parse" meets the part "parse" of parseHeader),
@@ -112,42 +176,12 @@ static inline __attribute__((always_inline)) void lcx__hfeat_token_inl(lcx__hfea
         /* char 3-grams over "<token>": n of them, one multiply each (the high bits of a
          * 64-bit odd-constant product are well mixed; bucket and sign come from them) */
         float wc = W_CHAR / sqrtf((float)n);
-        /* the grams are the little-endian 24-bit values of "<token>" at offsets 0..n-1:
-         * copy into a padded buffer once, then each gram is one unaligned 32-bit load
-         * (no per-gram bounds test). Tokens are at most LCX_TOK_MAX bytes. */
-        unsigned char pad[LCX_TOK_MAX + 8];
         size_t m = n < LCX_TOK_MAX ? n : LCX_TOK_MAX;
-        pad[0] = '<';
-        memcpy(pad + 1, t, m);
-        pad[m + 1] = '>';
-        pad[m + 2] = 0;
-        pad[m + 3] = 0;
         const uint64_t dim = (uint64_t)c->dim;
-        float *acc = c->acc;
-        uint32_t wbits;
-        memcpy(&wbits, &wc, 4);
-        /* bucket = ((g >> 32) · dim) >> 32, which for dim = 2^k is g >> (64 − k); the sign
-         * is bit 31 of g, moved onto the float's sign bit with one AND (same values) */
-        if ((dim & (dim - 1)) == 0 && dim >= 2 && dim <= (1ull << 32)) {
-            const int sh = 64 - __builtin_ctzll(dim);
-            for (size_t i = 0; i < m; i++) {   /* hot: one multiply-hash + one add per gram */
-                uint32_t v;
-                memcpy(&v, pad + i, 4);
-                uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
-                uint32_t fb = wbits ^ ((uint32_t)g & 0x80000000u);
-                float f;
-                memcpy(&f, &fb, 4);
-                acc[g >> sh] += f;
-            }
-        } else {
-            for (size_t i = 0; i < m; i++) {
-                uint32_t v;
-                memcpy(&v, pad + i, 4);
-                uint64_t g = ((uint64_t)(v & 0xffffffu) + SEED_CHAR) * 0x9e3779b97f4a7c15ull;
-                uint32_t bk = (uint32_t)(((g >> 32) * dim) >> 32);
-                acc[bk] += hf_signed_w(wc, (uint32_t)(g >> 31 & 1));
-            }
-        }
+        if ((dim & (dim - 1)) == 0 && dim >= 2 && dim <= (1ull << 32))
+            lcx__hfeat_c3_avx2(c->acc, 64 - __builtin_ctzll(dim), t, m, wc);
+        else
+            lcx__hfeat_c3_ref(c->acc, dim, t, m, wc);
     }
 }
 

@@ -15,6 +15,7 @@
 #include "index/index.h"
 #include "embed/embed.h"
 #include "embed/hfeat.h"
+#include "text/tokenize_inl.h"
 #include "rerank/rerank.h"
 #include "text/text.h"
 #include "util/util.h"
@@ -115,7 +116,7 @@ static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const ch
         p->pool = np;
         p->pool_cap = nc;
     }
-    memcpy(p->pool + p->pool_len, tok, n);
+    lcx__copy_tok(p->pool + p->pool_len, tok, n);   /* n ≤ LCX_TOK_MAX: no libc call */
     p->t[p->nt] = (lcx__pterm){h, (uint32_t)p->pool_len, (uint16_t)n, 1, UINT32_MAX, 0};
     p->pool_len += n;
     p->tab[j] = ++p->nt;
@@ -134,7 +135,7 @@ typedef struct {
     lcx__hfeat f;
 } pe_ctx;
 
-static int prep_embed_tok(const char *tok, size_t n, int kind, void *ud)
+static inline __attribute__((always_inline)) int prep_embed_tok(const char *tok, size_t n, int kind, void *ud)
 {
     pe_ctx *c = ud;
     if (kind == LCX_TOK_WORD && lcx__stopword_inl(tok, n)) return 0;
@@ -167,7 +168,7 @@ int lcx__prep_embed(lcx__prep *p, const lcx_embedder *emb, const char *text, siz
     uint32_t dim = (uint32_t)lcx_embedder_dim(emb);
     memset(vec, 0, dim * sizeof *vec);
     pe_ctx c = {p, {vec, dim, 0}};
-    if (len && (rc = lcx_tokenize(text, len, prep_embed_tok, &c)) < 0) return rc;
+    if (len && (rc = lcx__tokenize_inl(text, len, prep_embed_tok, &c)) < 0) return rc;   /* callback inlined */
     lcx__l2_normalise(vec, dim);
     return 0;
 }

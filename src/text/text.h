@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <immintrin.h>
 
 /* Longest token (folded bytes) the tokenizer emits; longer raw tokens (base64 blobs,
  * minified code) are cut into pieces of at most this many bytes on a character boundary. */
@@ -37,5 +39,35 @@ static inline bool lcx__stopword_inl(const char *tok, size_t len)
     return lcx__stop_tab[(key * LCX__STOP_MULT) >> 55] == key;
 }
 bool lcx__stopword_ref(const char *tok, size_t len);  /* linear reference (tests) */
+
+/* Copies n ≤ LCX_TOK_MAX bytes without a libc call and without reading or writing past
+ * either end (overlapping 16/8/4-byte moves; tokens are short, a call costs more). */
+static inline __attribute__((always_inline)) void lcx__copy_tok(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (n >= 16) {
+        __m128i last = _mm_loadu_si128((const __m128i *)(s + n - 16));
+        for (size_t i = 0; i + 16 <= n; i += 16) _mm_storeu_si128((__m128i *)(d + i), _mm_loadu_si128((const __m128i *)(s + i)));
+        _mm_storeu_si128((__m128i *)(d + n - 16), last);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
+}
+
 
 #endif

@@ -181,12 +181,128 @@ static void test_hash64_inline(void **st)
     }
 }
 
+/* The AVX2 char-3-gram kernel of the ingest/embed path equals the scalar reference bit
+ * for bit (same buckets, signs, and float add order), for every token length, random
+ * bytes (incl. non-ASCII), and several power-of-two dims; lcx__copy_tok copies exactly. */
+static void test_c3_avx2_vs_ref(void **st)
+{
+    (void)st;
+    uint64_t r = 0x243f6a8885a308d3ull;
+    static const uint32_t dims[] = {8, 256, 512, 4096};
+    for (int di = 0; di < 4; di++) {
+        uint32_t dim = dims[di];
+        float *a = calloc(dim, 4), *b = calloc(dim, 4);
+        char tok[LCX_TOK_MAX + 16];
+        for (int rep = 0; rep < 3000; rep++) {
+            size_t m = 1 + (size_t)(rep % LCX_TOK_MAX);
+            for (size_t i = 0; i < sizeof tok; i++) {
+                r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+                tok[i] = (char)(rep % 3 ? 'a' + (int)(r % 26) : (int)(r & 0xff));
+            }
+            float wc = W_CHAR / sqrtf((float)m);
+            lcx__hfeat_c3_ref(a, dim, tok + rep % 5, m, wc);
+            lcx__hfeat_c3_avx2(b, 64 - __builtin_ctzll(dim), tok + rep % 5, m, wc);
+        }
+        assert_memory_equal(a, b, dim * 4);
+        free(a);
+        free(b);
+    }
+    unsigned char src[LCX_TOK_MAX + 8], dst[LCX_TOK_MAX + 40];
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (unsigned char)(i * 37 + 1);
+    for (size_t n = 0; n <= LCX_TOK_MAX; n++) {
+        memset(dst, 0xee, sizeof dst);
+        lcx__copy_tok(dst + 16, src + n % 7, n);
+        assert_memory_equal(dst + 16, src + n % 7, n);
+        for (size_t i = 0; i < 16; i++) assert_int_equal(dst[i], 0xee);
+        for (size_t i = 16 + n; i < sizeof dst; i++) assert_int_equal(dst[i], 0xee);
+    }
+}
+
+/* Differential: the ingest path's tokenizer instantiation with its callback inlined
+ * (lcx__prep_embed) gives the same BM25 terms as lcx__prep_text (lcx_tokenize through a
+ * callback pointer) and the same vector bits as lcx_embed, on essays and on random
+ * strings of word characters, joiners, case changes, digits and UTF-8 (0 mismatches). */
+static void cmp_prep(const lcx__prep *x, const lcx__prep *y)
+{
+    assert_int_equal(x->dl, y->dl);
+    assert_int_equal(x->nt, y->nt);
+    for (uint32_t i = 0; i < x->nt; i++) {
+        assert_true(x->t[i].hash == y->t[i].hash);
+        assert_int_equal(x->t[i].len, y->t[i].len);
+        assert_int_equal(x->t[i].tf, y->t[i].tf);
+        assert_memory_equal(x->pool + x->t[i].off, y->pool + y->t[i].off, x->t[i].len);
+    }
+}
+
+static void test_prep_embed_diff(void **st)
+{
+    (void)st;
+    lcx_embedder *e;
+    assert_int_equal(lcx_embedder_hash_new(0, &e), 0);
+    lcx__prep p = {0}, q = {0};
+    float v[256], w[256];
+    const char *files[] = {"haystack/paul_graham/addiction.txt", "haystack/paul_graham/apple.txt"};
+    int n = 0;
+    for (int f = 0; f < 2; f++) {
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(lcx_read_file(tu_fixture(files[f]), 0, &data, &len), 0);
+        for (size_t o = 0; o < len; o += 700) {
+            size_t l = len - o < 1000 ? len - o : 1000;
+            assert_int_equal(lcx__prep_embed(&p, e, data + o, l, v), 0);
+            assert_int_equal(lcx__prep_text(&q, data + o, l), 0);
+            cmp_prep(&p, &q);
+            const char *t = data + o;
+            assert_int_equal(lcx_embed(e, &t, &l, 1, w), 0);
+            assert_memory_equal(v, w, sizeof v);
+            n++;
+        }
+        free(data);
+    }
+    static const char *alpha[] = {"a", "e", "z", "Q", "X", "0", "7", "_", "-", ".", ":", "/", ",", " ", " ", " ",
+                                  "\n", "'", "(", "ß", "é", "Ä", "東", "データ", "\xff", "\xc3", "the ", "of ", "Is "};
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    char *buf = malloc(4096);
+    for (int rep = 0; rep < 4000; rep++) {
+        size_t l = 0;
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        size_t target = 1 + r % 600;
+        while (l < target) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            /* runs of letters are common (words): pick a letter 60% of the time */
+            const char *a = (r >> 20) % 10 < 6 ? alpha[(r >> 8) % 5] : alpha[(r >> 8) % (sizeof alpha / sizeof *alpha)];
+            size_t al = strlen(a);
+            if (l + al > 4000) break;
+            memcpy(buf + l, a, al);
+            l += al;
+        }
+        /* exact-size heap copy: ASan catches any read past the end */
+        char *t = malloc(l);
+        memcpy(t, buf, l);
+        assert_int_equal(lcx__prep_embed(&p, e, t, l, v), 0);
+        assert_int_equal(lcx__prep_text(&q, t, l), 0);
+        cmp_prep(&p, &q);
+        const char *tc = t;
+        assert_int_equal(lcx_embed(e, &tc, &l, 1, w), 0);
+        assert_memory_equal(v, w, sizeof v);
+        free(t);
+        n++;
+    }
+    free(buf);
+    fprintf(stderr, "prep_embed vs prep_text + lcx_embed: %d texts, 0 mismatches\n", n);
+    lcx__prep_free(&p);
+    lcx__prep_free(&q);
+    lcx_embedder_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_basics),
         cmocka_unit_test(test_hash_golden),
         cmocka_unit_test(test_hash64_inline),
+        cmocka_unit_test(test_c3_avx2_vs_ref),
+        cmocka_unit_test(test_prep_embed_diff),
         cmocka_unit_test(test_hash_similarity),
         cmocka_unit_test(test_custom_embedder),
     };
