@@ -9,10 +9,12 @@
  *  - the round is memory-bound: F16 keys are 0.94 GB per 32K round and one sequential
  *    stream reads ~8-11 GB/s on one core, while 4 interleaved streams read ~12-14 GB/s. So
  *    the scorer splits a block's cells into TRIATT_MAX_STREAMS segments and the multi-stream
- *    kernel (triatt__kernel_ms_*) takes one row of each segment per iteration;
+ *    kernel (triatt__kernel_ms_*) takes two rows of each segment per step, prefetching 4
+ *    rows ahead (8 streams were much slower);
  *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row): rows are processed two at a
  *    time (rows2_half) and 2 of 8 frequency groups use rsqrt+Newton on the idle FMA pipes;
- *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed. */
+ *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed; Q8_0 keys
+ *    (int8 + half scale per 32) halve them again but make the kernel compute-bound. */
 #include "triatt/internal.h"
 #include <immintrin.h>
 #include "util/simd.h"
