@@ -160,50 +160,529 @@ static struct svc_cursor *cursor_get(lcx_svc *svc, const char *id, const lcx_sto
     return c;
 }
 
+/* ---------------------------------------------------------------- /evict/write fast path */
+
+/* See svc.h. Every "return FJ_BAIL" means "let the cJSON path decide": it never decides
+ * an answer itself, so the 4xx bodies stay exactly those of the general path. */
+#define FJ_BAIL 1
+#define FJ_MAX_DEPTH 64          /* skipped unknown members nested deeper → general path */
+#define FJ_NUM_MAX 63            /* cJSON reads at most 63 number characters */
+
+typedef struct {
+    const char *p, *end;
+    size_t body_len;
+    lcx_svc_wbatch *w;
+} fj;
+
+static inline bool fj_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* SWAR filter over 8 bytes (hot: every text byte of a write passes here): non-zero when
+ * some byte may be '"', '\\', a control character (< 0x20) or non-ASCII (>= 0x80). The
+ * "has zero byte" trick never misses a match (it may flag a clean byte above a real
+ * match, which only sends that word to the byte loop). */
+#define SW_ONES 0x0101010101010101ull
+#define SW_HIGH 0x8080808080808080ull
+static inline uint64_t sw_load(const char *p)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+static inline uint64_t sw_special(uint64_t x, bool high)
+{
+    uint64_t q = x ^ (SW_ONES * '"'), b = x ^ (SW_ONES * '\\');
+    uint64_t m = ((q - SW_ONES) & ~q) | ((b - SW_ONES) & ~b) | ((x - SW_ONES * 0x20) & ~x);
+    return (m | (high ? x : 0)) & SW_HIGH;
+}
+
+static inline void fj_ws(fj *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t')) j->p++;
+}
+
+static int fj_hex4(const char *p, const char *e, uint32_t *u)
+{
+    if (e - p < 4) return FJ_BAIL;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
+        else return FJ_BAIL;
+    }
+    *u = v;
+    return 0;
+}
+
+/* Validates the maximal run of bytes >= 0x80 at p; returns its end or NULL. A valid UTF-8
+ * sequence never contains an ASCII byte, so validating these runs one by one is the same
+ * as validating the whole body (outside strings only ASCII is accepted at all). */
+static const char *fj_utf8_run(const char *p, const char *e)
+{
+    const char *q = p;
+    while (q < e && (unsigned char)*q >= 0x80) q++;
+    return lcx_utf8_valid(p, (size_t)(q - p)) ? q : NULL;
+}
+
+/* String at j->p (the opening quote), hot: a 256-token span is ~1.6 KB of text. Without
+ * escapes *s points into the body; with escapes the text is decoded into the arena (kept
+ * there when keep, else overwritten by the next string). Decoded text is never longer than
+ * its source, so an arena of body length + 1 never overflows. Raw control characters,
+ * \u0000 (cJSON would cut the string there), lone surrogates and bad escapes → FJ_BAIL. */
+static int fj_str(fj *j, bool keep, const char **s, size_t *n)
+{
+    const char *p = j->p + 1, *e = j->end, *start = p;
+    for (;;) {   /* run of plain bytes */
+        while (e - p >= 8 && !sw_special(sw_load(p), true)) p += 8;
+        if (p >= e) return FJ_BAIL;
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') {
+            *s = start, *n = (size_t)(p - start);
+            j->p = p + 1;
+            return 0;
+        }
+        if (c == '\\') break;
+        if (c < 0x20) return FJ_BAIL;
+        if (c >= 0x80) {
+            if (!(p = fj_utf8_run(p, e))) return FJ_BAIL;
+            continue;
+        }
+        p++;
+    }
+    lcx_svc_wbatch *w = j->w;
+    if (!w->arena && !(w->arena = malloc(j->body_len + 1))) return LCX_ENOMEM;
+    char *o0 = w->arena + w->arena_len, *o = o0;
+    memcpy(o, start, (size_t)(p - start));
+    o += p - start;
+    for (;;) {
+        const char *r = p;
+        while (e - p >= 8 && !sw_special(sw_load(p), true)) p += 8;
+        if (p > r) {
+            memcpy(o, r, (size_t)(p - r));
+            o += p - r;
+        }
+        if (p >= e) return FJ_BAIL;
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') break;
+        if (c < 0x20) return FJ_BAIL;
+        if (c >= 0x80) {
+            const char *q = fj_utf8_run(p, e);
+            if (!q) return FJ_BAIL;
+            memcpy(o, p, (size_t)(q - p));
+            o += q - p;
+            p = q;
+            continue;
+        }
+        if (c != '\\') { *o++ = (char)c; p++; continue; }
+        if (e - p < 2) return FJ_BAIL;
+        switch (p[1]) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '/': *o++ = '/'; break;
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            uint32_t u, lo;
+            if (fj_hex4(p + 2, e, &u)) return FJ_BAIL;
+            p += 6;
+            if (u == 0 || (u >= 0xDC00 && u <= 0xDFFF)) return FJ_BAIL;
+            if (u >= 0xD800 && u <= 0xDBFF) {   /* needs a low surrogate right after */
+                if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || fj_hex4(p + 2, e, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                    return FJ_BAIL;
+                p += 6;
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            if (u < 0x80) {
+                *o++ = (char)u;
+            } else if (u < 0x800) {
+                *o++ = (char)(0xC0 | (u >> 6));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            } else if (u < 0x10000) {
+                *o++ = (char)(0xE0 | (u >> 12));
+                *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            } else {
+                *o++ = (char)(0xF0 | (u >> 18));
+                *o++ = (char)(0x80 | ((u >> 12) & 0x3F));
+                *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            }
+            continue;
+        }
+        default: return FJ_BAIL;
+        }
+        p += 2;
+    }
+    *s = o0, *n = (size_t)(o - o0);
+    if (keep) w->arena_len += (size_t)(o - o0);
+    j->p = p + 1;
+    return 0;
+}
+
+/* Strict JSON number (RFC 8259 grammar; cJSON's laxer forms go to the general path). The
+ * value is what cJSON gets (strtod), computed directly for short integers (token ids). */
+static int fj_num(fj *j, double *v)
+{
+    const char *p = j->p, *e = j->end, *s = p;
+    bool neg = false, is_int = true;
+    if (p < e && *p == '-') p++, neg = true;
+    if (p >= e) return FJ_BAIL;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') while (p < e && fj_digit(*p)) p++;
+    else return FJ_BAIL;
+    if (p < e && *p == '.') {
+        p++;
+        if (p >= e || !fj_digit(*p)) return FJ_BAIL;
+        while (p < e && fj_digit(*p)) p++;
+        is_int = false;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e || !fj_digit(*p)) return FJ_BAIL;
+        while (p < e && fj_digit(*p)) p++;
+        is_int = false;
+    }
+    size_t len = (size_t)(p - s);
+    if (len > FJ_NUM_MAX) return FJ_BAIL;
+    if (is_int && len - neg <= 15) {   /* < 2^53: exact, same double as strtod */
+        uint64_t x = 0;
+        for (const char *q = s + neg; q < p; q++) x = x * 10 + (uint64_t)(*q - '0');
+        *v = neg ? -(double)x : (double)x;
+    } else {
+        char buf[FJ_NUM_MAX + 1];
+        memcpy(buf, s, len);
+        buf[len] = 0;
+        *v = strtod(buf, NULL);
+    }
+    j->p = p;
+    return 0;
+}
+
+static int fj_lit(fj *j, const char *lit)
+{
+    size_t l = strlen(lit);
+    if ((size_t)(j->end - j->p) < l || memcmp(j->p, lit, l)) return FJ_BAIL;
+    j->p += l;
+    return 0;
+}
+
+/* Skips (but fully checks) any value: members the handler ignores. */
+static int fj_skip(fj *j, int depth)
+{
+    if (j->p >= j->end) return FJ_BAIL;
+    const char *s;
+    size_t n;
+    double v;
+    int rc;
+    char open = *j->p;
+    switch (open) {
+    case '"': return fj_str(j, false, &s, &n);
+    case 't': return fj_lit(j, "true");
+    case 'f': return fj_lit(j, "false");
+    case 'n': return fj_lit(j, "null");
+    case '{':
+    case '[': {
+        char close = open == '{' ? '}' : ']';
+        if (depth >= FJ_MAX_DEPTH) return FJ_BAIL;
+        j->p++;
+        fj_ws(j);
+        if (j->p < j->end && *j->p == close) { j->p++; return 0; }
+        for (;;) {
+            if (open == '{') {
+                if (j->p >= j->end || *j->p != '"') return FJ_BAIL;
+                if ((rc = fj_str(j, false, &s, &n))) return rc;
+                fj_ws(j);
+                if (j->p >= j->end || *j->p != ':') return FJ_BAIL;
+                j->p++;
+                fj_ws(j);
+            }
+            if ((rc = fj_skip(j, depth + 1))) return rc;
+            fj_ws(j);
+            if (j->p >= j->end) return FJ_BAIL;
+            if (*j->p == ',') { j->p++; fj_ws(j); continue; }
+            if (*j->p == close) { j->p++; return 0; }
+            return FJ_BAIL;
+        }
+    }
+    default: return fj_num(j, &v);
+    }
+}
+
+/* Member loop helper: at '{' or ','; reads the next key. 1 = got a key (value follows),
+ * 0 = object closed, <0 / FJ_BAIL encoded as 2 + rc... kept simple with an out param. */
+static int fj_key(fj *j, bool first, const char **k, size_t *kl, bool *done)
+{
+    *done = false;
+    fj_ws(j);
+    if (j->p >= j->end) return FJ_BAIL;
+    if (first) {
+        if (*j->p == '}') { j->p++; *done = true; return 0; }
+    } else {
+        if (*j->p == '}') { j->p++; *done = true; return 0; }
+        if (*j->p != ',') return FJ_BAIL;
+        j->p++;
+        fj_ws(j);
+    }
+    if (j->p >= j->end || *j->p != '"') return FJ_BAIL;
+    int rc = fj_str(j, false, k, kl);
+    if (rc) return rc;
+    fj_ws(j);
+    if (j->p >= j->end || *j->p != ':') return FJ_BAIL;
+    j->p++;
+    fj_ws(j);
+    return j->p < j->end ? 0 : FJ_BAIL;
+}
+
+static inline bool fj_is(const char *k, size_t kl, const char *name)
+{
+    size_t n = strlen(name);
+    return kl == n && !memcmp(k, name, n);
+}
+
+/* Optional number member: null → absent. */
+static int fj_opt_num(fj *j, bool *seen, bool *has, double *v)
+{
+    if (*seen) return FJ_BAIL;   /* duplicate key: cJSON takes the first; not worth mirroring */
+    *seen = true;
+    if (*j->p == 'n') return fj_lit(j, "null");
+    if (*j->p != '-' && !fj_digit(*j->p)) return FJ_BAIL;
+    *has = true;
+    return fj_num(j, v);
+}
+
+/* One element of "chunks", validated exactly as the general path does (any failure →
+ * FJ_BAIL so the general path reports it). */
+static int fj_chunk(fj *j, uint32_t max_chunk_bytes)
+{
+    lcx_svc_wbatch *w = j->w;
+    if (j->p >= j->end || *j->p != '{') return FJ_BAIL;
+    j->p++;
+    const char *text = NULL, *k;
+    size_t tl = 0, kl;
+    bool s_text = false, s_layer = false, s_round = false, s_score = false, s_tr = false, s_tk = false;
+    bool h_layer = false, h_round = false, h_score = false, h_tr = false, h_tk = false, tk_ok = true;
+    double layer = 0, round = 0, score = 0, tr[2] = {0, 0};
+    int64_t tk_cnt = 0;
+    int rc;
+    bool done;
+    for (bool first = true;; first = false) {
+        if ((rc = fj_key(j, first, &k, &kl, &done))) return rc;
+        if (done) break;
+        if (fj_is(k, kl, "text")) {
+            if (s_text || *j->p != '"') return FJ_BAIL;
+            s_text = true;
+            if ((rc = fj_str(j, true, &text, &tl))) return rc;
+        } else if (fj_is(k, kl, "layer")) {
+            if ((rc = fj_opt_num(j, &s_layer, &h_layer, &layer))) return rc;
+        } else if (fj_is(k, kl, "round")) {
+            if ((rc = fj_opt_num(j, &s_round, &h_round, &round))) return rc;
+        } else if (fj_is(k, kl, "score")) {
+            if ((rc = fj_opt_num(j, &s_score, &h_score, &score))) return rc;
+        } else if (fj_is(k, kl, "token_range") || fj_is(k, kl, "tokens")) {
+            bool is_tr = kl == 11;
+            bool *seen = is_tr ? &s_tr : &s_tk;
+            if (*seen) return FJ_BAIL;
+            *seen = true;
+            if (*j->p == 'n') { if ((rc = fj_lit(j, "null"))) return rc; continue; }
+            if (*j->p != '[') return FJ_BAIL;
+            j->p++;
+            fj_ws(j);
+            int64_t cnt = 0;
+            if (j->p < j->end && *j->p == ']') {
+                j->p++;
+            } else {
+                for (;;) {
+                    double v;
+                    if ((rc = fj_num(j, &v))) return rc;
+                    if (is_tr) {
+                        if (cnt >= 2) return FJ_BAIL;
+                        tr[cnt] = v;
+                    } else if (v != floor(v) || v < 0) {
+                        tk_ok = false;
+                    }
+                    cnt++;
+                    fj_ws(j);
+                    if (j->p >= j->end) return FJ_BAIL;
+                    if (*j->p == ',') { j->p++; fj_ws(j); continue; }
+                    if (*j->p == ']') { j->p++; break; }
+                    return FJ_BAIL;
+                }
+            }
+            if (is_tr) {
+                if (cnt != 2) return FJ_BAIL;
+                h_tr = true;
+            } else {
+                h_tk = true;
+                tk_cnt = cnt;
+            }
+        } else if ((rc = fj_skip(j, 2))) {
+            return rc;
+        }
+    }
+    /* the general path's checks, in its order */
+    if (!s_text || tl > max_chunk_bytes) return FJ_BAIL;
+    lcx_chunk ch = lcx_chunk_init();
+    ch.text = text;
+    ch.text_len = (uint32_t)tl;
+    ch.layer = 0;
+    ch.score = 0;
+    if (h_layer) {
+        if (layer != floor(layer) || !isfinite(layer) || layer < -1 || layer > 2147483647.0) return FJ_BAIL;
+        ch.layer = (int32_t)layer;
+    }
+    if (h_round) {
+        if (round != floor(round) || !isfinite(round) || round < -1 || round > 2147483647.0) return FJ_BAIL;
+        ch.round = (int32_t)round;
+    }
+    if (h_score) {
+        if (!isfinite(score) || score < -3.4e38 || score > 3.4e38) return FJ_BAIL;
+        ch.score = (float)score;
+    }
+    int64_t derive = -1;
+    if (h_tr) {
+        if (tr[0] != floor(tr[0]) || tr[1] != floor(tr[1]) || tr[0] < 0 || tr[1] < tr[0] || tr[1] >= MAX_INT_JSON)
+            return FJ_BAIL;
+        ch.tok_start = (int64_t)tr[0];
+        ch.tok_end = (int64_t)tr[1];
+    } else if (h_tk) {
+        if (!tk_ok) return FJ_BAIL;
+        derive = tk_cnt ? tk_cnt : 1;
+        w->n_derive++;
+    } else {
+        return FJ_BAIL;
+    }
+    if (tl == 0) return 0;   /* skipped, not counted (as in the general path) */
+    if (w->m == w->cap) {
+        int nc = w->cap ? w->cap * 2 : 64;
+        lcx_chunk *cs = realloc(w->cs, (size_t)nc * sizeof *cs);
+        if (!cs) return LCX_ENOMEM;
+        w->cs = cs;
+        int64_t *dl = realloc(w->derive_len, (size_t)nc * sizeof *dl);
+        if (!dl) return LCX_ENOMEM;
+        w->derive_len = dl;
+        w->cap = nc;
+    }
+    w->cs[w->m] = ch;
+    w->derive_len[w->m] = derive;
+    w->m++;
+    return 0;
+}
+
+void lcx_svc_wbatch_free(lcx_svc_wbatch *w)
+{
+    if (!w) return;
+    free(w->cs);
+    free(w->derive_len);
+    free(w->arena);
+    memset(w, 0, sizeof *w);
+}
+
+int lcx_svc_write_parse_fast(const char *body, size_t n, const char *query_id, uint32_t max_chunks,
+                             uint32_t max_chunk_bytes, lcx_svc_wbatch *w)
+{
+    memset(w, 0, sizeof *w);
+    fj j = {body, body + n, n, w};
+    const char *k, *sid = NULL;
+    size_t kl, sidl = 0;
+    bool s_sid = false, s_chunks = false, done;
+    uint32_t n_chunks = 0;
+    int rc;
+    fj_ws(&j);
+    if (j.p >= j.end || *j.p != '{') return FJ_BAIL;
+    j.p++;
+    for (bool first = true;; first = false) {
+        if ((rc = fj_key(&j, first, &k, &kl, &done))) return rc;
+        if (done) break;
+        if (fj_is(k, kl, "session_id")) {
+            if (s_sid) return FJ_BAIL;
+            s_sid = true;
+            if (*j.p == 'n') {
+                if ((rc = fj_lit(&j, "null"))) return rc;
+                continue;
+            }
+            if (*j.p != '"') return FJ_BAIL;
+            if ((rc = fj_str(&j, true, &sid, &sidl))) return rc;
+            if (sidl >= sizeof w->id) return FJ_BAIL;
+            memcpy(w->id, sid, sidl);
+            w->id[sidl] = 0;
+            w->has_id = true;
+        } else if (fj_is(k, kl, "chunks")) {
+            if (s_chunks || *j.p != '[') return FJ_BAIL;
+            s_chunks = true;
+            j.p++;
+            fj_ws(&j);
+            if (j.p < j.end && *j.p == ']') { j.p++; continue; }
+            for (;;) {
+                if (++n_chunks > max_chunks) return FJ_BAIL;
+                if ((rc = fj_chunk(&j, max_chunk_bytes))) return rc;
+                fj_ws(&j);
+                if (j.p >= j.end) return FJ_BAIL;
+                if (*j.p == ',') { j.p++; fj_ws(&j); continue; }
+                if (*j.p == ']') { j.p++; break; }
+                return FJ_BAIL;
+            }
+        } else if ((rc = fj_skip(&j, 1))) {
+            return rc;
+        }
+    }
+    fj_ws(&j);
+    if (j.p != j.end || !s_chunks) return FJ_BAIL;
+    /* session id rules of get_session_id() */
+    const char *id = w->has_id ? w->id : query_id;
+    if (!id || (w->has_id && query_id && strcmp(query_id, w->id)) || !lcx_svc_session_id_ok(id)) return FJ_BAIL;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- POST /evict/write */
 
-int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+/* General path: cJSON tree + per-field checks, sets the 4xx answer on failure. Texts in
+ * w point into *body (the caller frees it after the append). */
+static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON **bodyp, const char **idp,
+                             lcx_svc_wbatch *w)
 {
     cJSON *body = NULL;
-    lcx_chunk *cs = NULL;
-    int64_t *derive_len = NULL;   /* per chunk: tokens to derive a range for, or -1 */
-    lcx_store *st = NULL;
-    const char *id;
     int rc = lcx_req_json(req, resp, false, &body);
-    if (rc < 0) return 0;
-    if (get_session_id(req, resp, body, &id) < 0) goto out;
+    *bodyp = body;
+    if (rc < 0) return rc;
+    if (get_session_id(req, resp, body, idp) < 0) return LCX_EINVAL;
     const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(body, "chunks");
-    if (!chunks) { lcx_resp_error(resp, 400, "missing_field", "'chunks' is required"); goto out; }
-    if (!cJSON_IsArray(chunks)) { lcx_resp_error(resp, 400, "invalid_type", "'chunks' must be an array"); goto out; }
+    if (!chunks) { lcx_resp_error(resp, 400, "missing_field", "'chunks' is required"); return LCX_EINVAL; }
+    if (!cJSON_IsArray(chunks)) { lcx_resp_error(resp, 400, "invalid_type", "'chunks' must be an array"); return LCX_EINVAL; }
     int n = cJSON_GetArraySize(chunks);
     if ((uint32_t)n > svc->cfg.max_chunks_per_request) {
         lcx_resp_error(resp, 413, "too_many_chunks", "%d chunks in one request; the limit is %u (--max-chunks-per-request)",
                        n, svc->cfg.max_chunks_per_request);
-        goto out;
+        return LCX_ELIMIT;
     }
-    cs = calloc((size_t)(n ? n : 1), sizeof *cs);
-    derive_len = calloc((size_t)(n ? n : 1), sizeof *derive_len);
-    if (!cs || !derive_len) { lcx_resp_error(resp, 503, "out_of_memory", "out of memory"); goto out; }
+    lcx_chunk *cs = w->cs = calloc((size_t)(n ? n : 1), sizeof *cs);
+    int64_t *derive_len = w->derive_len = calloc((size_t)(n ? n : 1), sizeof *derive_len);
+    if (!cs || !derive_len) { lcx_resp_error(resp, 503, "out_of_memory", "out of memory"); return LCX_ENOMEM; }
     int m = 0, n_derive = 0;
     int i = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, chunks) {
         if (!cJSON_IsObject(c)) {
             lcx_resp_error(resp, 400, "invalid_type", "chunks[%d] must be an object", i);
-            goto out;
+            return LCX_EINVAL;
         }
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
-        if (!t) { lcx_resp_error(resp, 400, "missing_field", "chunks[%d].text is required", i); goto out; }
-        if (!cJSON_IsString(t)) { lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].text must be a string", i); goto out; }
+        if (!t) { lcx_resp_error(resp, 400, "missing_field", "chunks[%d].text is required", i); return LCX_EINVAL; }
+        if (!cJSON_IsString(t)) { lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].text must be a string", i); return LCX_EINVAL; }
         size_t tl = strlen(t->valuestring);
         if (tl > svc->cfg.max_chunk_bytes) {
             lcx_resp_error(resp, 413, "chunk_too_large", "chunks[%d].text is %zu bytes; the limit is %u (--max-chunk-bytes)",
                            i, tl, svc->cfg.max_chunk_bytes);
-            goto out;
+            return LCX_ELIMIT;
         }
         if (!lcx_utf8_valid(t->valuestring, tl)) {
             lcx_resp_error(resp, 400, "invalid_utf8", "chunks[%d].text is not valid UTF-8", i);
-            goto out;
+            return LCX_EINVAL;
         }
         lcx_chunk ch = lcx_chunk_init();
         ch.text = t->valuestring;
@@ -211,11 +690,11 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         ch.layer = 0;
         ch.score = 0;
         double v;
-        if ((rc = opt_int(resp, c, "layer", -1, 2147483647.0, &v)) < 0) goto out;
+        if ((rc = opt_int(resp, c, "layer", -1, 2147483647.0, &v)) < 0) return rc;
         if (rc) ch.layer = (int32_t)v;
-        if ((rc = opt_int(resp, c, "round", -1, 2147483647.0, &v)) < 0) goto out;
+        if ((rc = opt_int(resp, c, "round", -1, 2147483647.0, &v)) < 0) return rc;
         if (rc) ch.round = (int32_t)v;
-        if ((rc = opt_num(resp, c, "score", -3.4e38, 3.4e38, &v)) < 0) goto out;
+        if ((rc = opt_num(resp, c, "score", -3.4e38, 3.4e38, &v)) < 0) return rc;
         if (rc) ch.score = (float)v;
         const cJSON *tr = cJSON_GetObjectItemCaseSensitive(c, "token_range");
         const cJSON *tk = cJSON_GetObjectItemCaseSensitive(c, "tokens");
@@ -225,18 +704,18 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
             if (!cJSON_IsArray(tr) || cJSON_GetArraySize(tr) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
                 a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble)) {
                 lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].token_range must be [start, end] integers", i);
-                goto out;
+                return LCX_EINVAL;
             }
             if (a->valuedouble < 0 || b->valuedouble < a->valuedouble || b->valuedouble >= MAX_INT_JSON) {
                 lcx_resp_error(resp, 400, "out_of_range", "chunks[%d].token_range needs 0 <= start <= end < 2^53", i);
-                goto out;
+                return LCX_EINVAL;
             }
             ch.tok_start = (int64_t)a->valuedouble;
             ch.tok_end = (int64_t)b->valuedouble;
         } else if (tk && !cJSON_IsNull(tk)) {
             if (!cJSON_IsArray(tk)) {
                 lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].tokens must be an array of token ids", i);
-                goto out;
+                return LCX_EINVAL;
             }
             const cJSON *x;
             int64_t cnt = 0;
@@ -244,7 +723,7 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
                 if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0) {
                     lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].tokens[%lld] must be a non-negative integer",
                                    i, (long long)cnt);
-                    goto out;
+                    return LCX_EINVAL;
                 }
                 cnt++;
             }
@@ -252,16 +731,44 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
             n_derive++;
         } else {
             lcx_resp_error(resp, 400, "missing_field", "chunks[%d] needs token_range [a,b] (or tokens [ids])", i);
-            goto out;
+            return LCX_EINVAL;
         }
         i++;
         if (tl == 0) continue;   /* an empty span carries nothing to rescue: skipped, not counted */
         cs[m++] = ch;
     }
+    w->m = m;
+    w->n_derive = n_derive;
+    return 0;
+}
+
+int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    cJSON *body = NULL;
+    lcx_svc_wbatch w;
+    lcx_store *st = NULL;
+    const char *id = NULL;
+    int rc;
+    /* Fast path first (one strict pass, no tree, texts not copied); anything it does not
+     * accept whole is re-parsed by the general path, which owns every error answer. */
+    size_t blen;
+    const char *bd = lcx_req_body(req, &blen);
+    const char *qid = lcx_req_query(req, "session_id");
+    rc = lcx_svc_write_parse_fast(bd, blen, qid, svc->cfg.max_chunks_per_request, svc->cfg.max_chunk_bytes, &w);
+    if (rc == 0) {
+        id = w.has_id ? w.id : qid;
+    } else {
+        lcx_svc_wbatch_free(&w);
+        if (write_parse_cjson(svc, req, resp, &body, &id, &w) < 0) goto out;
+    }
+    lcx_chunk *cs = w.cs;
+    const int64_t *derive_len = w.derive_len;
+    int m = w.m, n_derive = w.n_derive;
 
     if (m == 0) {           /* nothing to store: report the current total without creating the session */
         rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
-        uint32_t total = rc == 0 ? lcx_store_count(st) : 0;
+        if (rc != 0) st = NULL;
+        uint32_t total = st ? lcx_store_count(st) : 0;
         lcx_buf_printf(lcx_resp_json_buf(resp, 200), "{\"accepted\":0,\"session_total\":%u}", total);
         goto out;
     }
@@ -297,6 +804,7 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     pthread_mutex_unlock(&svc->mu);
 
+    /* the whole batch in one call: the store embeds it in parallel and fsyncs once */
     rc = lcx_store_append(st, cs, m, NULL);
     if (rc == LCX_ELIMIT) {
         lcx_resp_error(resp, 429, "session_full", "the session would exceed %u chunks (--max-chunks-per-session)",
@@ -307,13 +815,25 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     lcx_buf_printf(lcx_resp_json_buf(resp, 200), "{\"accepted\":%d,\"session_total\":%u}", m, lcx_store_count(st));
 out:
     if (st) lcx_sessions_release(svc->sessions, st);
-    free(cs);
-    free(derive_len);
+    lcx_svc_wbatch_free(&w);
     cJSON_Delete(body);
     return 0;
 }
 
 /* ---------------------------------------------------------------- POST /evict/retrieve */
+
+/* Grows b to hold extra more bytes (best effort: lcx_buf_append still grows or fails). */
+static void buf_reserve(lcx_buf *b, size_t extra)
+{
+    if (b->cap && extra > b->cap - b->len) extra = b->cap - b->len;
+    size_t need = b->len + extra + 1;
+    if (need <= b->alloc) return;
+    char *p = realloc(b->data, need);
+    if (!p) return;
+    if (!b->data) p[0] = 0;
+    b->data = p;
+    b->alloc = need;
+}
 
 /* JSON string literal, hot: a retrieve response escapes ~2× its chunk text (the chunks
  * and the system message, up to ~100 KB). Copies runs of safe bytes with one append
@@ -323,6 +843,8 @@ static int json_str(lcx_buf *b, const char *s, size_t n)
     int rc = lcx_buf_append(b, "\"", 1);
     size_t run = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
+        while (n - i >= 8 && !sw_special(sw_load(s + i), false)) i += 8;
+        if (i >= n) break;
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\') continue;
         if (i > run) rc = lcx_buf_append(b, s + run, i - run);
@@ -437,6 +959,11 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         hits[m++] = hits[k];
     }
     b = lcx_resp_json_buf(resp, 200);
+    /* One allocation for the whole answer (texts twice, escaped: mostly 1:1 for prose;
+     * the rescue message is capped at 8000 characters) instead of ~8 doublings + copies. */
+    size_t want = 1024 + qlen + 2 * (size_t)LCX_RESCUE_MAX_CHARS * 2;
+    for (int k = 0; k < m; k++) want += (size_t)cs[k].text_len + (cs[k].text_len >> 3) + 256;
+    buf_reserve(b, want);
     lcx_buf_puts(b, "{\"chunks\":[");
     for (int k = 0; k < m; k++) {
         if (k) lcx_buf_puts(b, ",");

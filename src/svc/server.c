@@ -35,6 +35,8 @@
 #define RESP_JSON_CAP (256u << 20)
 /* Content-Length this far over the cap is refused before reading (see header comment). */
 #define EARLY_REJECT_SLACK (16u << 20)
+/* Largest body buffer allocated up front from Content-Length (bigger bodies grow). */
+#define PREALLOC_MAX (16u << 20)
 
 struct lcx_req {
     lcx_svc *svc;
@@ -322,6 +324,19 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             if (req->too_big && (errno || n - svc->cfg.max_body_bytes > EARLY_REJECT_SLACK)) {
                 req->responded = true;
                 return dispatch(svc, req);   /* MHD closes the connection without reading the body */
+            }
+            /* Size the body buffer once from Content-Length (a 256-span write is ~430 KB:
+             * otherwise ~11 doublings, each copying what arrived so far). Only address
+             * space is reserved: pages are touched as bytes arrive, and those bytes are
+             * what --max-inflight-body-mb counts, so a client that announces a big body
+             * and sends nothing pins no memory. Capped so a lie costs little. */
+            if (!req->too_big && n > 0) {
+                size_t want = (size_t)LCX_MIN(n, (unsigned long long)PREALLOC_MAX) + 1;
+                req->body.data = malloc(want);
+                if (req->body.data) {
+                    req->body.data[0] = 0;
+                    req->body.alloc = want;
+                }
             }
         }
         return MHD_YES;

@@ -228,6 +228,29 @@ int lcx_svc_h_session_hibernate(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx_svc_h_session_resume(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx_svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 
+/* ---- /evict/write fast path (routes_evict.c), unit-tested against cJSON.
+ * A strict single-pass parser for the write body that fills chunks directly: strings
+ * without escapes point into the body (no copy), escaped ones are decoded once into one
+ * arena, UTF-8 is validated in the same scan. It accepts only well-formed, fully valid
+ * requests; anything else (malformed JSON, wrong types, out-of-range values, limits,
+ * duplicate keys, \u0000, nesting > 64, numbers > 63 chars, bytes cJSON tolerates but
+ * JSON does not) returns 1 and the handler re-parses with cJSON, which produces the
+ * exact 4xx answer. So errors cost two parses; valid writes one. */
+typedef struct {
+    char id[257];            /* session id from the body (has_id) */
+    bool has_id;
+    lcx_chunk *cs;           /* [m] chunks to append (texts point into the body or arena) */
+    int64_t *derive_len;     /* [m] tokens to derive a range for, or -1 */
+    int m, n_derive, cap;
+    char *arena;             /* decoded escaped strings (capacity = body length + 1) */
+    size_t arena_len;
+} lcx_svc_wbatch;
+/* 0: parsed and valid (w filled); 1: not handled, use the general path; LCX_ENOMEM.
+ * query_id: ?session_id= or NULL. The body must outlive w. */
+int lcx_svc_write_parse_fast(const char *body, size_t n, const char *query_id, uint32_t max_chunks,
+                             uint32_t max_chunk_bytes, lcx_svc_wbatch *w);
+void lcx_svc_wbatch_free(lcx_svc_wbatch *w);
+
 /* ---- rescue helpers (rescue.c), pure functions, unit-tested */
 #define LCX_RESCUE_MAX_CHARS 8000
 #define LCX_RESCUE_HEADER \

@@ -404,6 +404,64 @@ static void test_bad_inputs(void **st)
     cJSON_Delete(j);
 }
 
+
+/* The /evict/write fast path hands everything unusual to the general (cJSON) path: the
+ * answers below are the general path's exact ones, and valid edge cases are stored as
+ * cJSON reads them. */
+static void expect_error(const char *body, long status, const char *code, const char *message)
+{
+    cJSON *j = NULL;
+    long stt = sh_req(&S, "POST", "/evict/write", body, strlen(body), &j, NULL);
+    if (stt != status) fprintf(stderr, "%s → %ld\n", body, stt);
+    assert_int_equal(stt, status);
+    sh_assert_error(j, code);
+    if (message) assert_string_equal(str(get(j, "error"), "message"), message);
+    cJSON_Delete(j);
+}
+
+static void test_write_json_edges(void **st)
+{
+    expect_error("{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"score\":1e999}]}", 400,
+                 "invalid_type", "'score' must be a number");
+    expect_error("{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"layer\":2147483648}]}", 400,
+                 "out_of_range", "'layer' must be in -1..2147483647 (got 2147483648)");
+    expect_error("{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"x\",\"token_range\":[0,1e20]}]}", 400, "out_of_range",
+                 "chunks[0].token_range needs 0 <= start <= end < 2^53");
+    expect_error("{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"ok\",\"token_range\":[0,1]},{\"text\":\"x\",\"tokens\":[1,-2]}]}",
+                 400, "invalid_type", "chunks[1].tokens[1] must be a non-negative integer");
+    expect_error("{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"\\ud800 lone\",\"token_range\":[1,2]}]}", 400, "bad_json", NULL);
+    expect_error("{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"\\udc00 lone\",\"token_range\":[1,2]}]}", 400, "bad_json", NULL);
+    expect_error("{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2]}],\"k\":tru}", 400, "bad_json", NULL);
+    /* nesting: 2000 levels is past cJSON's limit (bad_json); 100 levels is fine */
+    char *deep = malloc(4200);
+    size_t o = (size_t)sprintf(deep, "{\"session_id\":\"edge\",\"z\":");
+    for (int i = 0; i < 2000; i++) deep[o++] = '[';
+    for (int i = 0; i < 2000; i++) deep[o++] = ']';
+    sprintf(deep + o, ",\"chunks\":[]}");
+    expect_error(deep, 400, "bad_json", NULL);
+    o = (size_t)sprintf(deep, "{\"session_id\":\"edge\",\"z\":");
+    for (int i = 0; i < 100; i++) deep[o++] = '[';
+    for (int i = 0; i < 100; i++) deep[o++] = ']';
+    sprintf(deep + o, ",\"chunks\":[{\"text\":\"deep nesting ignored member\",\"token_range\":[0,3]}]}");
+    assert_int_equal(sh_post(&S, "/evict/write", deep, NULL), 200);
+    free(deep);
+    /* escapes incl. a surrogate pair (fast path) and a duplicate key (general path: first wins) */
+    assert_int_equal(sh_post(&S, "/evict/write",
+                             "{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"rocket \\ud83d\\ude80 caf\\u00e9 \\\"q\\\" quasar\","
+                             "\"token_range\":[10,20],\"layer\":1e1}]}", NULL), 200);
+    assert_int_equal(sh_post(&S, "/evict/write",
+                             "{\"session_id\":\"edge\",\"chunks\":[{\"text\":\"first pulsar\",\"text\":\"second pulsar\","
+                             "\"token_range\":[30,40]}]}", NULL), 200);
+    cJSON *j = retrieve(&S, "edge", "quasar", 1);
+    const cJSON *c0 = cJSON_GetArrayItem(get(j, "chunks"), 0);
+    assert_string_equal(str(c0, "text"), "rocket \xf0\x9f\x9a\x80 caf\xc3\xa9 \"q\" quasar");
+    assert_int_equal((int)num(c0, "layer"), 10);
+    cJSON_Delete(j);
+    j = retrieve(&S, "edge", "pulsar", 1);
+    assert_string_equal(str(cJSON_GetArrayItem(get(j, "chunks"), 0), "text"), "first pulsar");
+    cJSON_Delete(j);
+}
+
 /* Unicode text round-trips byte for byte; the system message counts characters. */
 static void test_unicode_roundtrip(void **st)
 {
@@ -669,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_restart_persistence),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_inflight_body_cap),
+        cmocka_unit_test(test_write_json_edges),
         cmocka_unit_test(test_port_in_use),
         cmocka_unit_test(test_cli),
     };

@@ -208,6 +208,151 @@ static void test_session_ids_and_errors(void **st)
     assert_int_equal(lcx_utf8_chars("h\xc3\xa9llo \xf0\x9f\x9a\x80", 11), 7);
 }
 
+
+/* ---- /evict/write fast parser vs an independent cJSON reading of the same body */
+
+/* Reference: the fields the general path would store, read with cJSON. */
+static void check_fast_matches_cjson(const char *body, const char *qid)
+{
+    lcx_svc_wbatch w;
+    int rc = lcx_svc_write_parse_fast(body, strlen(body), qid, 1000, 1 << 20, &w);
+    if (rc != 0) fprintf(stderr, "fast path refused: %s\n", body);
+    assert_int_equal(rc, 0);
+    cJSON *j = cJSON_Parse(body);
+    assert_non_null(j);
+    const cJSON *sid = cJSON_GetObjectItemCaseSensitive(j, "session_id");
+    if (cJSON_IsString(sid)) {
+        assert_true(w.has_id);
+        assert_string_equal(w.id, sid->valuestring);
+    } else {
+        assert_false(w.has_id);
+    }
+    int m = 0, n_derive = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j, "chunks")) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(c, "text")->valuestring;
+        const cJSON *tr = cJSON_GetObjectItemCaseSensitive(c, "token_range");
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(c, "tokens");
+        const cJSON *ly = cJSON_GetObjectItemCaseSensitive(c, "layer");
+        const cJSON *rd = cJSON_GetObjectItemCaseSensitive(c, "round");
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(c, "score");
+        bool derive = !(tr && !cJSON_IsNull(tr));
+        n_derive += derive;
+        if (!*t) continue;
+        assert_true(m < w.m);
+        const lcx_chunk *x = &w.cs[m];
+        assert_int_equal(x->text_len, strlen(t));
+        assert_memory_equal(x->text, t, x->text_len);
+        assert_int_equal(x->layer, cJSON_IsNumber(ly) ? (int)ly->valuedouble : 0);
+        assert_int_equal(x->round, cJSON_IsNumber(rd) ? (int)rd->valuedouble : -1);
+        assert_true(x->score == (cJSON_IsNumber(sc) ? (float)sc->valuedouble : 0.0f));
+        if (derive) {
+            int cnt = cJSON_GetArraySize(tk);
+            assert_int_equal(w.derive_len[m], cnt ? cnt : 1);
+        } else {
+            assert_int_equal(w.derive_len[m], -1);
+            assert_int_equal(x->tok_start, (int64_t)cJSON_GetArrayItem(tr, 0)->valuedouble);
+            assert_int_equal(x->tok_end, (int64_t)cJSON_GetArrayItem(tr, 1)->valuedouble);
+        }
+        m++;
+    }
+    assert_int_equal(w.m, m);
+    assert_int_equal(w.n_derive, n_derive);
+    cJSON_Delete(j);
+    lcx_svc_wbatch_free(&w);
+}
+
+static void refused(const char *body, size_t n, const char *qid)
+{
+    lcx_svc_wbatch w;
+    int rc = lcx_svc_write_parse_fast(body, n, qid, 3, 64, &w);
+    if (rc != 1) fprintf(stderr, "fast path accepted: %.*s\n", (int)n, body);
+    assert_int_equal(rc, 1);
+    lcx_svc_wbatch_free(&w);
+}
+#define REFUSED(lit) refused(lit, sizeof(lit) - 1, NULL)
+
+static void test_write_fast_parser(void **st)
+{
+    /* escapes of every kind, \u BMP + surrogate pair, raw UTF-8, long runs for the SWAR scan */
+    check_fast_matches_cjson("{\"session_id\":\"s\\u00e9ance\",\"chunks\":[{\"text\":\"say \\\"q\\\" \\\\ \\/ \\b\\f\\n\\r\\t "
+                             "\\u0001 \\u00e9 \\u20AC \\ud83d\\ude80 raw \xc3\xa9\xe6\x97\xa5\xf0\x9f\x9a\x80 "
+                             "0123456789abcdefghijklmnopqrstuvwxyz0123456789\",\"token_range\":[0,255],\"layer\":3,"
+                             "\"score\":-0.5e-3}]}", NULL);
+    /* form B (query id, tokens, round), empty text skipped but counted for derivation,
+     * nulls, unknown members of every type (nested), whitespace everywhere */
+    check_fast_matches_cjson(" \r\n{ \"chunks\" : [ {\"text\":\"alpha beta\",\"tokens\":[1, 2 ,3],\"round\":7,\"layer\":null},"
+                             "{\"text\":\"\",\"tokens\":[]},{\"x\":{\"a\":[1,{\"b\":[true,false,null,\"\\u00e9\"]}],\"c\":-1.5E+3},"
+                             "\"text\":\"gamma\",\"tokens\":[0],\"score\":null,\"token_range\":null} ] , \"extra\": [] }\t\n", "sq");
+    /* exact integers up to 2^53-1, exponent forms that are integers */
+    check_fast_matches_cjson("{\"session_id\":\"n\",\"chunks\":[{\"text\":\"a\",\"token_range\":[9007199254740990,9007199254740991],"
+                             "\"layer\":1e2,\"round\":-1,\"score\":3.4e38},{\"text\":\"b\",\"token_range\":[0,0],\"layer\":-0}]}", NULL);
+    check_fast_matches_cjson("{\"session_id\":\"q\",\"chunks\":[]}", "q");   /* same id in both places */
+    /* deep but allowed nesting in an ignored member */
+    char deep[600];
+    size_t o = (size_t)sprintf(deep, "{\"session_id\":\"d\",\"z\":");
+    for (int i = 0; i < 60; i++) deep[o++] = '[';
+    for (int i = 0; i < 60; i++) deep[o++] = ']';
+    sprintf(deep + o, ",\"chunks\":[{\"text\":\"t\",\"token_range\":[1,2]}]}");
+    check_fast_matches_cjson(deep, NULL);
+
+    /* everything else goes to the general path (which answers the exact 4xx) */
+    REFUSED("");
+    REFUSED("[]");
+    REFUSED("{\"session_id\":\"a\"}");                                        /* no chunks */
+    REFUSED("{\"chunks\":[]}");                                               /* no session id */
+    REFUSED("{\"session_id\":\"\",\"chunks\":[]}");
+    REFUSED("{\"session_id\":5,\"chunks\":[]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":{}}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[]} x");                       /* trailing data */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[],}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[5]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":5,\"token_range\":[1,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\"}]}");          /* no range */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[2,1]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1.5,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[0,9007199254740992]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"tokens\":[-1]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"tokens\":[\"a\"]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"layer\":\"1\"}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"layer\":-2}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"layer\":2147483648}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"score\":1e999}]}");   /* huge → inf */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"score\":3.5e38}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"score\":"
+            "1234567890123456789012345678901234567890123456789012345678901234}]}");                       /* > 63 chars */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[01,2]}]}");      /* lax numbers */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[+1,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1.,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"text\":\"y\",\"token_range\":[1,2]}]}");   /* duplicate */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"\\ud800\",\"token_range\":[1,2]}]}");        /* lone high */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"\\ud800\\u0041\",\"token_range\":[1,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"\\udc00\",\"token_range\":[1,2]}]}");        /* lone low */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"a\\u0000b\",\"token_range\":[1,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"\\x41\",\"token_range\":[1,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"\\u12\",\"token_range\":[1,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"tab\there\",\"token_range\":[1,2]}]}");     /* raw control */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"caf\xe9\",\"token_range\":[1,2]}]}");          /* bad UTF-8 */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"over\xc0\xaflong\",\"token_range\":[1,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"a\0b\",\"token_range\":[1,2]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"unterminated");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"token_range\":[1,2],\"k\":tru}]}");
+    REFUSED("{\"session_id\":\"a\",\x01\"chunks\":[]}");                      /* cJSON-only whitespace */
+    /* limits: 3 chunks max, 64 bytes of text max in refused() */
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"x\",\"tokens\":[]},{\"text\":\"x\",\"tokens\":[]},"
+            "{\"text\":\"x\",\"tokens\":[]},{\"text\":\"x\",\"tokens\":[]}]}");
+    REFUSED("{\"session_id\":\"a\",\"chunks\":[{\"text\":\"0123456789012345678901234567890123456789012345678901234567890123456789\","
+            "\"tokens\":[]}]}");
+    refused("{\"session_id\":\"a\",\"chunks\":[]}", 32, "b");                 /* body and query ids differ */
+    char deeper[400];
+    o = (size_t)sprintf(deeper, "{\"session_id\":\"d\",\"z\":");
+    for (int i = 0; i < 100; i++) deeper[o++] = '[';
+    for (int i = 0; i < 100; i++) deeper[o++] = ']';
+    o += (size_t)sprintf(deeper + o, ",\"chunks\":[]}");
+    refused(deeper, o, NULL);                                                /* deep: cJSON decides */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_session_ids_and_errors),
+        cmocka_unit_test(test_write_fast_parser),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
