@@ -68,6 +68,33 @@ static inline __attribute__((always_inline)) uint64_t lcx__hash64_inl(const void
     return lcx__hash_mix(h ^ k0, k2);
 }
 
+/* = lcx__hash64_inl(p, n, 0) for a token, with lo = lcx__pack_lt8(p, n) when n < 8 (the
+ * caller has it already from the stopword test; ignored for n ≥ 8). */
+static inline __attribute__((always_inline)) uint64_t lcx__hash64_tok(const void *p, size_t n, uint64_t lo)
+{
+    const unsigned char *s = p;
+    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull, k2 = 0x8ebc6af09c88c6e3ull;
+    uint64_t h = lcx__hash_mix(k0, k1) ^ n;
+    size_t m = n;
+    while (m >= 16) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + 8, 8);
+        h = lcx__hash_mix(a ^ k1 ^ h, b ^ k2);
+        s += 16;
+        m -= 16;
+    }
+    uint64_t a = lo, b = 0;
+    if (m >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + m - 8, 8);
+    } else if (n >= 16) {
+        a = lcx__pack_lt8((const char *)s, m);   /* the tail of a long token */
+    }
+    h = lcx__hash_mix(a ^ k1 ^ h, b ^ k2 ^ m);
+    return lcx__hash_mix(h ^ k0, k2);
+}
+
 /* ±w without a branch (the sign bit is random: a branch would mispredict half the time) */
 static inline float hf_signed_w(float w, uint32_t neg)
 {
@@ -116,18 +143,24 @@ static inline void lcx__hfeat_c3_ref(float *acc, uint64_t dim, const char *t, si
     }
 }
 
-/* The same for dim = 2^(64 − sh), 4 grams per step (hot: ~15 grams per span word).
+/* The same for dim = 2^(64 − sh), 4 grams per vector step (hot: ~10 grams per word).
  * v < 2^24, so v + SEED_CHAR never carries out of the low 32 bits and the 64-bit product
  * splits into two 32×32 multiplies: with y = lo32(SEED_CHAR) + v, K = the multiplier,
  * g = y·lo(K) + ((y·hi(K) + hi(SEED_CHAR)·lo(K)) << 32)  (mod 2^64).
  * Buckets and signed weights are computed in vectors; the adds into acc stay scalar and
- * in gram order (same float rounding as the reference). */
+ * in gram order (same float rounding as the reference). Lanes past the last gram add
+ * -0.0f to acc[0] (x + -0 == x for every x, signed zeros included: a no-op), so tokens of
+ * up to 8 bytes run two fixed steps and 8 adds with no data-dependent branch (the loop
+ * exits mispredicted about once per token). rd16: t has 16 readable bytes. */
 static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc, int sh, const char *t, size_t m,
-                                                                   float wc)
+                                                                   float wc, int rd16)
 {
     unsigned char pad[LCX_TOK_MAX + 32];      /* "<t>" then zeros: 16-byte loads at any gram */
     pad[0] = '<';
-    lcx__copy_tok(pad + 1, t, m);
+    if (rd16 && m <= 16)
+        _mm_storeu_si128((__m128i *)(pad + 1), _mm_loadu_si128((const __m128i *)t));
+    else
+        lcx__copy_tok(pad + 1, t, m);
     pad[m + 1] = '>';
     _mm_storeu_si128((__m128i *)(pad + m + 2), _mm_setzero_si128());
     const uint64_t S = SEED_CHAR, K = 0x9e3779b97f4a7c15ull;
@@ -136,24 +169,36 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc,
     const __m256i kh = _mm256_set1_epi64x((long long)(K >> 32));
     const __m256i c0 = _mm256_set1_epi64x((long long)(((S >> 32) * (K & 0xffffffffu)) & 0xffffffffu));
     const __m256i sgn = _mm256_set1_epi64x(0x80000000ll);
-    const __m256i wv = _mm256_set1_epi64x((long long)({ uint32_t wb; memcpy(&wb, &wc, 4); wb; }));
+    uint32_t wb;
+    memcpy(&wb, &wc, 4);
+    const __m256i wv = _mm256_set1_epi64x((long long)wb);
     const __m128i shc = _mm_cvtsi32_si128(sh);
+    const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3), mv = _mm256_set1_epi64x((long long)m);
     /* bytes i..i+2 of a 16-byte load into dword i (i = 0..3), top byte zero */
     const __m128i gsh = _mm_setr_epi8(0, 1, 2, -1, 1, 2, 3, -1, 2, 3, 4, -1, 3, 4, 5, -1);
-    uint64_t bk[LCX_TOK_MAX + 4], fw[LCX_TOK_MAX + 4];   /* (m rounded up to 4) bucket, float bits */
-    for (size_t i = 0; i < m; i += 4) {
+    uint64_t bk[LCX_TOK_MAX + 8], fw[LCX_TOK_MAX + 8];   /* (m rounded up to 4, ≥ 8) bucket, float bits */
+    size_t end = m <= 8 ? 8 : (m + 3) & ~(size_t)3;
+    for (size_t i = 0; i < end; i += 4) {
         __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(pad + i)), gsh);
         __m256i y = _mm256_add_epi64(_mm256_cvtepu32_epi64(v), sl);            /* < 2^32 */
         __m256i hi = _mm256_add_epi64(_mm256_mul_epu32(y, kh), c0);
         __m256i g = _mm256_add_epi64(_mm256_mul_epu32(y, kl), _mm256_slli_epi64(hi, 32));
-        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_srl_epi64(g, shc));
-        _mm256_storeu_si256((__m256i *)(fw + i), _mm256_xor_si256(wv, _mm256_and_si256(g, sgn)));
+        /* live lanes: i + lane < m */
+        __m256i live = _mm256_cmpgt_epi64(mv, _mm256_add_epi64(lane, _mm256_set1_epi64x((long long)i)));
+        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_and_si256(live, _mm256_srl_epi64(g, shc)));
+        _mm256_storeu_si256((__m256i *)(fw + i),
+                            _mm256_blendv_epi8(sgn, _mm256_xor_si256(wv, _mm256_and_si256(g, sgn)), live));
     }
-    for (size_t i = 0; i < m; i++) {   /* hot: in order, as the reference */
-        float f;
-        uint32_t b32 = (uint32_t)fw[i];
-        memcpy(&f, &b32, 4);
-        acc[bk[i]] += f;
+    for (size_t i = 0; i < end; i += 4) {   /* hot: in order, as the reference */
+        float f[4];
+        for (int k = 0; k < 4; k++) {
+            uint32_t b32 = (uint32_t)fw[i + k];
+            memcpy(&f[k], &b32, 4);
+        }
+        acc[bk[i]] += f[0];
+        acc[bk[i + 1]] += f[1];
+        acc[bk[i + 2]] += f[2];
+        acc[bk[i + 3]] += f[3];
     }
 }
 
@@ -161,8 +206,8 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc,
  * shared with BM25 (lcx_hash64(tok, n, 0)); words, numbers, identifiers and parts share
  * one feature space (so the query word "parse" meets the part "parse" of parseHeader),
  * only their weights differ. */
-static inline __attribute__((always_inline)) void lcx__hfeat_token_inl(lcx__hfeat *c, const char *t, size_t n, int kind,
-                                                                     uint64_t h)
+static inline __attribute__((always_inline)) void lcx__hfeat_token_rd(lcx__hfeat *c, const char *t, size_t n, int kind,
+                                                                    uint64_t h, int rd16)
 {
     float w = kind == LCX_TOK_WORD ? W_WORD : kind == LCX_TOK_NUMBER ? W_NUMBER
             : kind == LCX_TOK_IDENT ? W_IDENT : W_PART;
@@ -179,10 +224,17 @@ static inline __attribute__((always_inline)) void lcx__hfeat_token_inl(lcx__hfea
         size_t m = n < LCX_TOK_MAX ? n : LCX_TOK_MAX;
         const uint64_t dim = (uint64_t)c->dim;
         if ((dim & (dim - 1)) == 0 && dim >= 2 && dim <= (1ull << 32))
-            lcx__hfeat_c3_avx2(c->acc, 64 - __builtin_ctzll(dim), t, m, wc);
+            lcx__hfeat_c3_avx2(c->acc, 64 - __builtin_ctzll(dim), t, m, wc, rd16);
         else
             lcx__hfeat_c3_ref(c->acc, dim, t, m, wc);
     }
+}
+ 
+/* The same for any token pointer (rd16 unknown). */
+static inline __attribute__((always_inline)) void lcx__hfeat_token_inl(lcx__hfeat *c, const char *t, size_t n, int kind,
+                                                                     uint64_t h)
+{
+    lcx__hfeat_token_rd(c, t, n, kind, h, 0);
 }
 
 #endif

@@ -85,7 +85,7 @@ static int prep_grow_tab(lcx__prep *p, uint32_t cap)
 }
 
 /* hot: one call per indexed token of every ingested span (inlined into the callbacks) */
-static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h)
+static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h, int rd16)
 {
     p->dl++;
     uint32_t j = (uint32_t)h & (p->tab_cap - 1);
@@ -108,15 +108,18 @@ static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const ch
         p->t = nt;
         p->cap = nc;
     }
-    if (p->pool_len + n > p->pool_cap) {
+    if (p->pool_len + n + 16 > p->pool_cap) {   /* + 16: room for a 16-byte store */
         size_t nc = p->pool_cap ? p->pool_cap * 2 : 4096;
-        while (nc < p->pool_len + n) nc *= 2;
+        while (nc < p->pool_len + n + 16) nc *= 2;
         char *np = realloc(p->pool, nc);
         if (!np) return LCX_ENOMEM;
         p->pool = np;
         p->pool_cap = nc;
     }
-    lcx__copy_tok(p->pool + p->pool_len, tok, n);   /* n ≤ LCX_TOK_MAX: no libc call */
+    if (rd16 && n <= 16)   /* tok has 16 readable bytes (rd16), the pool 16 writable */
+        _mm_storeu_si128((__m128i *)(p->pool + p->pool_len), _mm_loadu_si128((const __m128i *)tok));
+    else
+        lcx__copy_tok(p->pool + p->pool_len, tok, n);   /* n ≤ LCX_TOK_MAX: no libc call */
     p->t[p->nt] = (lcx__pterm){h, (uint32_t)p->pool_len, (uint16_t)n, 1, UINT32_MAX, 0};
     p->pool_len += n;
     p->tab[j] = ++p->nt;
@@ -127,21 +130,39 @@ static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const ch
 static int prep_tok(const char *tok, size_t n, int kind, void *ud)
 {
     if (kind == LCX_TOK_WORD && lcx__stopword_inl(tok, n)) return 0;
-    return prep_add(ud, tok, n, lcx__hash64_inl(tok, n, 0));
+    return prep_add(ud, tok, n, lcx__hash64_inl(tok, n, 0), 0);
 }
 
 typedef struct {
     lcx__prep *p;
     lcx__hfeat f;
+    uintptr_t lo, span;     /* tokens starting in [lo, lo + span] can be read with one 8-byte load */
+    uintptr_t lo16, span16; /* ... with one 16-byte load */
 } pe_ctx;
 
+/* hot: per token of every ingested span (inlined into the tokenizer). A token shorter than
+ * 8 bytes is packed once (one load + bzhi when it lies in the text with 8 readable bytes,
+ * else byte by byte: folded tokens and parts live in the tokenizer's buffers); the pack is
+ * both the stopword key and the hash's last word. */
 static inline __attribute__((always_inline)) int prep_embed_tok(const char *tok, size_t n, int kind, void *ud)
 {
     pe_ctx *c = ud;
-    if (kind == LCX_TOK_WORD && lcx__stopword_inl(tok, n)) return 0;
-    uint64_t h = lcx__hash64_inl(tok, n, 0);
-    lcx__hfeat_token_inl(&c->f, tok, n, kind, h);
-    return prep_add(c->p, tok, n, h);
+    uint64_t key = 0;
+    if (n < 8) {
+        if ((uintptr_t)tok - c->lo <= c->span) {
+            uint64_t v;
+            memcpy(&v, tok, 8);
+            key = _bzhi_u64(v, (unsigned)(8 * n));
+        } else {
+            key = lcx__pack_lt8(tok, n);
+        }
+        if (kind == LCX_TOK_WORD && lcx__stopword_key(key, n)) return 0;
+    }
+    uint64_t h = lcx__hash64_tok(tok, n, key);
+    /* 16 readable bytes from tok (almost always, in the text): one-load copies */
+    int rd16 = (uintptr_t)tok - c->lo16 <= c->span16;
+    lcx__hfeat_token_rd(&c->f, tok, n, kind, h, rd16);
+    return prep_add(c->p, tok, n, h, rd16);
 }
 
 static int prep_reset(lcx__prep *p)
@@ -167,7 +188,10 @@ int lcx__prep_embed(lcx__prep *p, const lcx_embedder *emb, const char *text, siz
     if (rc) return rc;
     uint32_t dim = (uint32_t)lcx_embedder_dim(emb);
     memset(vec, 0, dim * sizeof *vec);
-    pe_ctx c = {p, {vec, dim, 0}};
+    /* no token starts at or past text + len, so len < 8 leaves the load window empty
+     * (lo = 0, span = 0: only a null token pointer would match) */
+    pe_ctx c = {p, {vec, dim, 0}, len >= 8 ? (uintptr_t)text : 0, len >= 8 ? len - 8 : 0,
+                len >= 16 ? (uintptr_t)text : 0, len >= 16 ? len - 16 : 0};
     if (len && (rc = lcx__tokenize_inl(text, len, prep_embed_tok, &c)) < 0) return rc;   /* callback inlined */
     lcx__l2_normalise(vec, dim);
     return 0;

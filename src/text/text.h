@@ -22,21 +22,35 @@ bool lcx__stopword(const char *tok, size_t len);
  * (stopwords.c explains it). */
 extern const uint64_t lcx__stop_tab[512];
 #define LCX__STOP_MULT 0xcc386d6caa309951ull
-static inline bool lcx__stopword_inl(const char *tok, size_t len)
+/* The little-endian pack of a token of n < 8 bytes (the stopword table's key, and the
+ * token hash's last word: lcx__hash64_tok reuses it), without a variable-length memcpy. */
+static inline uint64_t lcx__pack_lt8(const char *tok, size_t len)
 {
-    if (len == 0 || len > 7) return false;
     const unsigned char *t = (const unsigned char *)tok;
     uint64_t key = 0;
-    switch (len) {   /* pack little-endian without a variable-length memcpy call */
+    switch (len) {
     case 7: key |= (uint64_t)t[6] << 48; /* fall through */
     case 6: key |= (uint64_t)t[5] << 40; /* fall through */
     case 5: key |= (uint64_t)t[4] << 32; /* fall through */
     case 4: key |= (uint64_t)t[3] << 24; /* fall through */
     case 3: key |= (uint64_t)t[2] << 16; /* fall through */
     case 2: key |= (uint64_t)t[1] << 8;  /* fall through */
-    default: key |= t[0];
+    case 1: key |= t[0]; /* fall through */
+    default: break;
     }
-    return lcx__stop_tab[(key * LCX__STOP_MULT) >> 55] == key;
+    return key;
+}
+
+/* Stopword test on a packed key (1 ≤ len ≤ 7; key = lcx__pack_lt8(tok, len)). */
+static inline bool lcx__stopword_key(uint64_t key, size_t len)
+{
+    return len - 1 < 7 && lcx__stop_tab[(key * LCX__STOP_MULT) >> 55] == key;
+}
+
+static inline bool lcx__stopword_inl(const char *tok, size_t len)
+{
+    if (len == 0 || len > 7) return false;
+    return lcx__stopword_key(lcx__pack_lt8(tok, len), len);
 }
 bool lcx__stopword_ref(const char *tok, size_t len);  /* linear reference (tests) */
 

@@ -201,7 +201,7 @@ static void test_c3_avx2_vs_ref(void **st)
             }
             float wc = W_CHAR / sqrtf((float)m);
             lcx__hfeat_c3_ref(a, dim, tok + rep % 5, m, wc);
-            lcx__hfeat_c3_avx2(b, 64 - __builtin_ctzll(dim), tok + rep % 5, m, wc);
+            lcx__hfeat_c3_avx2(b, 64 - __builtin_ctzll(dim), tok + rep % 5, m, wc, rep & 1);
         }
         assert_memory_equal(a, b, dim * 4);
         free(a);
