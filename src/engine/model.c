@@ -295,6 +295,19 @@ static bool thp_available(void)
     return strstr(buf, "[always]") || strstr(buf, "[madvise]");
 }
 
+/* MemAvailable from /proc/meminfo in bytes, or 0 when unknown. */
+static uint64_t mem_available(void)
+{
+    char line[128];
+    unsigned long long kb = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 /* Copies the weight matrices into anonymous memory backed by 2 MiB transparent huge pages.
  * Why: generation streams every weight once per token (400-500 MB for a 0.5B model). Over
  * the 4 KiB page-cache pages of the file mapping that is one dTLB miss and one page walk
@@ -307,6 +320,10 @@ static void weights_to_hugepages(eng_model *m)
     span s = {UINTPTR_MAX, 0, NULL};
     each_wmat(m, span_add, &s);
     if (s.hi <= s.lo) return;
+    /* A copy converts page cache (shared, reclaimable) into anonymous memory: only do it when
+     * it takes at most half of what the system says is available. */
+    const uint64_t avail = mem_available();
+    if (avail && (uint64_t)(s.hi - s.lo) > avail / 2) return;
     const size_t HP = (size_t)2 << 20, off = s.lo & 4095;
     const size_t len = (off + (s.hi - s.lo) + HP - 1) / HP * HP;
     uint8_t *raw = mmap(NULL, len + HP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
