@@ -31,6 +31,7 @@
 #include "embed/hfeat.h"
 #include "text/text.h"
 #include "util/util.h"
+#include <immintrin.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,13 +87,39 @@ void lcx__hfeat_token(lcx__hfeat *c, const char *t, size_t n, int kind, uint64_t
     lcx__hfeat_token_inl(c, t, n, kind, h);
 }
 
-void lcx__l2_normalise(float *v, uint32_t dim)
+void lcx__l2_normalise_ref(float *v, uint32_t dim)
 {
     double ss = 0;
     for (uint32_t k = 0; k < dim; k++) ss += (double)v[k] * v[k];
     if (ss > 0) {
         float inv = (float)(1.0 / sqrt(ss));
         for (uint32_t k = 0; k < dim; k++) v[k] *= inv;
+    }
+}
+
+/* = lcx__l2_normalise_ref bit for bit: a float's square is exact in double, so squaring
+ * in vectors changes nothing; the sum keeps the reference's order (the result depends on
+ * it), only the conversions, squares and the scaling are vectorised. */
+void lcx__l2_normalise(float *v, uint32_t dim)
+{
+    double ss = 0;
+    uint32_t k = 0;
+    for (; k + 4 <= dim; k += 4) {
+        __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(v + k));
+        d = _mm256_mul_pd(d, d);
+        __m128d lo = _mm256_castpd256_pd128(d), hi = _mm256_extractf128_pd(d, 1);
+        ss += _mm_cvtsd_f64(lo);
+        ss += _mm_cvtsd_f64(_mm_unpackhi_pd(lo, lo));
+        ss += _mm_cvtsd_f64(hi);
+        ss += _mm_cvtsd_f64(_mm_unpackhi_pd(hi, hi));
+    }
+    for (; k < dim; k++) ss += (double)v[k] * v[k];
+    if (ss > 0) {
+        float inv = (float)(1.0 / sqrt(ss));
+        const __m256 iv = _mm256_set1_ps(inv);
+        k = 0;
+        for (; k + 8 <= dim; k += 8) _mm256_storeu_ps(v + k, _mm256_mul_ps(_mm256_loadu_ps(v + k), iv));
+        for (; k < dim; k++) v[k] *= inv;
     }
 }
 

@@ -72,5 +72,6 @@ typedef struct {
 int lcx__is_hash_embedder(const lcx_embedder *e);
 void lcx__hfeat_token(lcx__hfeat *f, const char *t, size_t n, int kind, uint64_t h);
 void lcx__l2_normalise(float *v, uint32_t dim);
+void lcx__l2_normalise_ref(float *v, uint32_t dim);   /* scalar reference (tests) */
 
 #endif

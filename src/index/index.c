@@ -356,7 +356,8 @@ int lcx__index_is_deleted(const lcx_index *ix, uint32_t id)
  * distinct terms of equal length collide with probability ~n²/2⁶⁵ (≈ 3e-8 for a million
  * terms); a collision would merge their postings (BM25 slightly off for those two terms),
  * never a crash. */
-static uint32_t term_find(const lcx_index *ix, const char *t, uint32_t len, uint64_t h, uint32_t *own_slot)
+static inline __attribute__((always_inline)) uint32_t term_find(const lcx_index *ix, const char *t, uint32_t len, uint64_t h,
+                                                                  uint32_t *own_slot)
 {
     (void)t;
     if (ix->base.tab_cap) {

@@ -177,6 +177,10 @@ static void test_hash64_inline(void **st)
             size_t off = (size_t)rep % 7;   /* unaligned starts too */
             if (lcx__hash64_inl(buf + off, n, seed) != lcx_hash64(buf + off, n, seed))
                 fail_msg("length %zu offset %zu: inline hash differs", n, off);
+            /* the token form (seed 0, the short-token pack passed in) */
+            uint64_t lo = n < 8 ? lcx__pack_lt8((const char *)buf + off, n) : 0;
+            if (lcx__hash64_tok(buf + off, n, lo) != lcx_hash64(buf + off, n, 0))
+                fail_msg("length %zu offset %zu: token hash differs", n, off);
         }
     }
 }
@@ -206,6 +210,17 @@ static void test_c3_avx2_vs_ref(void **st)
         assert_memory_equal(a, b, dim * 4);
         free(a);
         free(b);
+    }
+    /* the vectorised L2 normalisation equals its scalar reference bit for bit */
+    for (uint32_t dim = 1; dim <= 300; dim += 13) {
+        float x[300], y[300];
+        for (uint32_t k = 0; k < dim; k++) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            x[k] = y[k] = (float)((int64_t)(r % 2000001) - 1000000) * (k % 3 ? 1e-3f : 7.5e-6f);
+        }
+        lcx__l2_normalise(x, dim);
+        lcx__l2_normalise_ref(y, dim);
+        assert_memory_equal(x, y, dim * 4);
     }
     unsigned char src[LCX_TOK_MAX + 8], dst[LCX_TOK_MAX + 40];
     for (size_t i = 0; i < sizeof src; i++) src[i] = (unsigned char)(i * 37 + 1);
