@@ -181,6 +181,30 @@ void lcx_store_close(lcx_store *s);
  * store over max_chunks, or a batch over 1 GiB or 16M chunks; LCX_EIO: write/fsync failed (nothing
  * was added); LCX_ESTATE: an earlier durable batch could not be published (OOM): reopen. */
 int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id);
+/* Two-phase append, for pipelines that keep several batches in flight:
+ *
+ *   lcx_store_prepared *p;
+ *   rc = lcx_store_prepare(s, c, n, &p);     // embed + tokenize + record; no writer lock
+ *   ...                                      // (c may be freed now; prepare batch N+1 here)
+ *   if (!rc) rc = lcx_store_commit(s, p, &first_id);   // log write + fdatasync + publish
+ *   lcx_store_prepared_free(p);
+ *
+ * lcx_store_prepare does all the per-chunk work (validation, embedding, tokenization, the
+ * log record) without the store's writer lock, on the calling thread plus worker threads
+ * for large batches, so it runs while another batch commits. It copies everything it needs
+ * from c (the caller may free c when it returns). Same argument checks and errors as
+ * lcx_store_append (LCX_EINVAL, LCX_ELIMIT, LCX_ENOMEM); *out is NULL on failure.
+ * lcx_store_commit makes the batch durable and visible exactly like lcx_store_append (all
+ * or none; durable when it returns 0; commits are ordered as called; LCX_ELIMIT when the
+ * store would exceed max_chunks; LCX_EIO, LCX_ESTATE as for append). A prepared batch can
+ * be committed once (LCX_ESTATE afterwards), only to the store that prepared it
+ * (LCX_EINVAL), and must be freed before that store is closed; freeing it without
+ * committing discards it (a large one leaves its text copy in the store's memory until
+ * close). lcx_store_prepared_free(NULL) is a no-op. */
+typedef struct lcx_store_prepared lcx_store_prepared;
+int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepared **out);
+int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id);
+void lcx_store_prepared_free(lcx_store_prepared *p);
 /* Tombstones every live chunk whose path equals path (used when a file changes or goes);
  * durable when it returns. Returns how many were removed (0 when none). */
 int lcx_store_delete_path(lcx_store *s, const char *path, size_t path_len);

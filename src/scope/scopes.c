@@ -626,17 +626,29 @@ typedef struct batch {
     uint32_t first;          /* id of the first chunk */
     pthread_t th;
     bool threaded;
+    struct commit_order *ord;
+    uint64_t seq;            /* commit turn (submission order) */
 } batch;
 
-/* Appends in flight at once: 1. The core embeds a large batch on every core and holds its
- * writer lock from the start of a large append (its log write + fdatasync overlap the
- * embedding inside the append), so a second append in flight would only wait for that lock
- * while holding another batch of memory; measured: 2 in flight used 0.7 CPU-s more for the
- * same wall time (docs/benchmarks/scope.md). What the pipeline overlaps is the producer
- * (and the consumer building the next batch) with the running append. The knob
- * (lcx_scopes__set_fly) allows up to FLY_CAP for A/B runs. */
-#define MAX_FLY 1
-#define FLY_CAP 2
+/* Appends run as lcx_store_prepare (embed + tokenize, no store lock: overlaps the commit
+ * of the batch before) + lcx_store_commit in submission order, so chunk ids follow walk
+ * order exactly as with one append at a time. */
+struct commit_order {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t next;           /* seq of the batch whose commit may run */
+    uint64_t issued;         /* seqs handed out */
+};
+
+/* Appends in flight at once: 2. Each append prepares its batch (embedding and tokenizing
+ * on every core, without the store's writer lock) and then commits it (log write +
+ * fdatasync + the serial publish) after the batch before it; with two in flight batch N+1
+ * is embedded while batch N is written and published, and the calling thread fills batch
+ * N+2 meanwhile. (With one in flight, as before lcx_store_prepare existed, ~0.55 of a core
+ * sat idle during the serial part of every append; docs/benchmarks/scope.md.) The knob
+ * (lcx_scopes__set_fly) allows 1..FLY_CAP for A/B runs. */
+#define MAX_FLY 2
+#define FLY_CAP 3
 
 typedef struct {
     lcx_scope *s;
@@ -644,6 +656,7 @@ typedef struct {
     batch *cur;              /* being filled; NULL = none yet */
     batch *fly[FLY_CAP];     /* submitted, oldest first */
     int n_fly;
+    struct commit_order ord;
     uint32_t batch_chunks;   /* chunks per append (BATCH_CHUNKS unless a test shrinks it) */
     uint32_t cur_chunks;     /* this append's threshold: ramps up to batch_chunks */
     size_t batch_bytes;
@@ -673,7 +686,19 @@ static void batch_free(batch *t)
 static void *batch_run(void *arg)
 {
     batch *t = arg;
-    t->rc = lcx_store_append(t->store, t->ch, t->n_ch, &t->first);
+    lcx_store_prepared *p = NULL;
+    int rc = lcx_store_prepare(t->store, t->ch, t->n_ch, &p);
+    struct commit_order *o = t->ord;
+    pthread_mutex_lock(&o->mu);
+    while (o->next != t->seq) pthread_cond_wait(&o->cv, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+    if (!rc) rc = lcx_store_commit(t->store, p, &t->first);
+    t->rc = rc;
+    pthread_mutex_lock(&o->mu);   /* the next batch's turn (also after a failed prepare) */
+    o->next++;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+    lcx_store_prepared_free(p);
     return NULL;
 }
 
@@ -729,6 +754,8 @@ static int submit(builder *b, bool wait)
         if (!rc) rc = r;
     }
     t->store = b->s->store;
+    t->ord = &b->ord;
+    t->seq = b->ord.issued++;
     bool serial = b->m->serial_build;
     if (!serial && !(wait && b->n_fly == 0)) t->threaded = pthread_create(&t->th, NULL, batch_run, t) == 0;
     if (!t->threaded) batch_run(t);
@@ -756,6 +783,8 @@ static void builder_free(builder *b)
     flush(b);            /* nothing may stay in flight */
     batch_free(b->cur);
     b->cur = NULL;
+    pthread_cond_destroy(&b->ord.cv);
+    pthread_mutex_destroy(&b->ord.mu);
 }
 
 /* Applies one prepared file (takes p): unchanged files are marked seen, touched ones get
@@ -1054,6 +1083,8 @@ static void builder_init(builder *b, lcx_scopes *m, lcx_scope *s)
     b->batch_chunks = m->batch_chunks ? m->batch_chunks : BATCH_CHUNKS;
     b->cur_chunks = LCX_MIN(b->batch_chunks, FIRST_BATCH_CHUNKS);
     b->batch_bytes = BATCH_BYTES;
+    pthread_mutex_init(&b->ord.mu, NULL);
+    pthread_cond_init(&b->ord.cv, NULL);
 }
 
 static void stats_from_walk(lcx_scope *s, const lcx_walk_stats *ws)

@@ -143,6 +143,10 @@ struct lcx_store {
     uint32_t tombs_since_snap;
     int has_snap;
     int broken;              /* a durable record could not be published: refuse writes */
+    pthread_mutex_t pmu;     /* guards the two-phase append's spare buffers below */
+    struct dtblk *pspare;    /* doc_terms blocks kept from freed prepared batches */
+    lcx__post_keys pkeys[PAR_MAX_THREADS];   /* posting-key buffers kept from one of them */
+    int pkeys_full;
     pthread_mutex_t scmu;    /* guards the free list of search scratch buffers */
     lcx__scratch *scratch;
 };
@@ -722,6 +726,7 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
     s->opts.max_chunks = opts && opts->max_chunks ? opts->max_chunks : 10000000u;
     pthread_rwlock_init(&s->rw, NULL);
     pthread_mutex_init(&s->wmu, NULL);
+    pthread_mutex_init(&s->pmu, NULL);
     pthread_mutex_init(&s->scmu, NULL);
     int rc = s->dir ? 0 : LCX_ENOMEM;
     if (!rc) rc = lcx_mkdirs(dir);
@@ -766,7 +771,12 @@ void lcx_store_close(lcx_store *s)
     free(s->m);
     free(s->recbuf);
     dtblk_free(s->dtspare);
-    for (int t = 0; t < PAR_MAX_THREADS; t++) lcx__post_keys_free(&s->wkeys[t]);
+    dtblk_free(s->pspare);
+    for (int t = 0; t < PAR_MAX_THREADS; t++) {
+        lcx__post_keys_free(&s->wkeys[t]);
+        lcx__post_keys_free(&s->pkeys[t]);
+    }
+    pthread_mutex_destroy(&s->pmu);
     for (lcx__scratch *sc = s->scratch; sc;) {
         lcx__scratch *nx = sc->next;
         lcx__scratch_free(sc);
@@ -1038,6 +1048,219 @@ static void log_undo(lcx_store *s, uint64_t at, int synced)
         s->broken = 1;   /* cannot even undo: stop writing */
 }
 
+/* Checks a batch's chunks; *payload: its record's payload bytes, *text_bytes: its texts
+ * with a NUL each (the index's copy). */
+static int check_batch(const lcx_store *s, const lcx_chunk *c, int n, uint64_t *payload, uint64_t *text_bytes)
+{
+    const uint64_t row_bytes = s->text_recs ? 0 : s->dim;
+    uint64_t pl = 0, tb = 0;
+    for (int i = 0; i < n; i++) {
+        if ((!c[i].text && c[i].text_len) || (!c[i].path && c[i].path_len) || (unsigned)c[i].file_type > LCX_FT_CONFIG)
+            return LCX_EINVAL;
+        if (c[i].text_len > s->opts.max_text_len || c[i].path_len > LCX_PATH_MAX) return LCX_ELIMIT;
+        pl += sizeof(lcx_rec_chunk) + c[i].text_len + (c[i].path ? c[i].path_len : 0) + row_bytes;
+        tb += (uint64_t)c[i].text_len + 1;
+    }
+    if (pl > LCX_REC_MAX) return LCX_ELIMIT;
+    *payload = pl;
+    *text_bytes = tb;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ two-phase append
+ * lcx_store_prepare does everything lcx_store_append does before its writer lock (embed,
+ * tokenize, resolve known term ids, sort posting keys, build the log record, copy the
+ * texts into the index arena) without holding wmu, so a pipeline prepares batch N+1 while
+ * batch N is written, fsync'd and published. Why that is safe:
+ *  - term ids resolved at prepare time stay valid: the index never renumbers or drops a
+ *    term while the store is open; terms unknown then (tid = UINT32_MAX, kept in the keys'
+ *    "unresolved" list) are looked up again — or created — by the commit, under the lock,
+ *    exactly as for concurrent small appends;
+ *  - the embedder and its fingerprint, dim and the record type are fixed for the store's
+ *    lifetime, so the record built here is what an append under the lock would write;
+ *  - the record's log offset is only fixed at commit (write at log_end under wmu), and
+ *    durability is unchanged: commit = write + fdatasync, then publish.
+ * The texts of a large batch are copied into the index arena here (a block reserved under
+ * a brief exclusive lock: arena_alloc is not thread-safe; searches wait only for that
+ * malloc), so the serial publish only links them; a batch freed uncommitted leaves that
+ * block unused until close. */
+struct lcx_store_prepared {
+    lcx_store *s;
+    int n;
+    int committed;
+    lcx_chunk *c;              /* (n) copies; text and path point into rec */
+    char *rec;                 /* (sizeof(lcx_rec_hdr) + payload) the log record */
+    uint64_t payload;
+    uint8_t *vec;              /* (n, dim) u8 rows */
+    float *vsc;                /* (n) their scales */
+    lcx__doc_terms **dt;       /* (n), in blk */
+    struct dtblk *blk;
+    lcx__post_keys keys[PAR_MAX_THREADS];
+    int n_runs;
+    char *texts;               /* large batches: the texts in the index arena, else NULL */
+    uint64_t *toff;            /* (n) offsets into texts */
+};
+
+typedef struct {
+    char *rec;
+    const lcx_chunk *c;
+    int n;
+    uint64_t payload;
+} rec_job;
+
+static void *rec_run(void *arg)   /* the TEXT record, built next to the embedding workers */
+{
+    rec_job *j = arg;
+    build_record(j->rec, j->c, j->n, j->payload, NULL, NULL, 0);
+    return NULL;
+}
+
+void lcx_store_prepared_free(lcx_store_prepared *p)
+{
+    if (!p) return;
+    lcx_store *s = p->s;
+    /* keep some buffers for the next prepare: fresh 256 KiB blocks are mmap'd and
+     * page-faulted every time (measured: ~0.1 CPU-s of faults per 100 MB indexed) */
+    pthread_mutex_lock(&s->pmu);
+    for (int k = 0; p->blk && k < DTBLK_KEEP; k++) {
+        struct dtblk *b = p->blk;
+        p->blk = b->next;
+        b->next = s->pspare;
+        s->pspare = b;
+    }
+    if (!s->pkeys_full) {
+        for (int t = 0; t < PAR_MAX_THREADS; t++) {
+            s->pkeys[t] = p->keys[t];
+            memset(&p->keys[t], 0, sizeof p->keys[t]);
+        }
+        s->pkeys_full = 1;
+    }
+    pthread_mutex_unlock(&s->pmu);
+    dtblk_free(p->blk);
+    for (int t = 0; t < PAR_MAX_THREADS; t++) lcx__post_keys_free(&p->keys[t]);
+    free(p->c);
+    free(p->rec);
+    free(p->vec);
+    free(p->vsc);
+    free(p->dt);
+    free(p->toff);
+    free(p);
+}
+
+int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepared **out)
+{
+    if (out) *out = NULL;
+    if (!s || !out || n < 0 || (n && !c)) return LCX_EINVAL;
+    if (n >= LCX_BATCH_MAX) return LCX_ELIMIT;
+    uint64_t payload = 0, text_bytes = 0;
+    int rc = check_batch(s, c, n, &payload, &text_bytes);
+    if (rc) return rc;
+    lcx_store_prepared *p = calloc(1, sizeof *p);
+    if (!p) return LCX_ENOMEM;
+    p->s = s;
+    p->n = n;
+    p->payload = payload;
+    if (n == 0) {
+        *out = p;
+        return 0;
+    }
+    const int text_rec = s->text_recs;
+    pthread_mutex_lock(&s->pmu);   /* buffers of an earlier batch */
+    p->blk = s->pspare;
+    s->pspare = NULL;
+    if (s->pkeys_full) {
+        for (int t = 0; t < PAR_MAX_THREADS; t++) {
+            p->keys[t] = s->pkeys[t];
+            memset(&s->pkeys[t], 0, sizeof s->pkeys[t]);
+        }
+        s->pkeys_full = 0;
+    }
+    pthread_mutex_unlock(&s->pmu);
+    rc = LCX_ENOMEM;
+    p->vec = malloc((size_t)n * s->dim);
+    p->vsc = malloc((size_t)n * sizeof *p->vsc);
+    p->dt = calloc((size_t)n, sizeof *p->dt);
+    p->c = malloc((size_t)n * sizeof *p->c);
+    p->rec = malloc(sizeof(lcx_rec_hdr) + payload);
+    if (!p->vec || !p->vsc || !p->dt || !p->c || !p->rec) goto fail;
+    if (n >= PAR_MIN) {
+        if (!(p->toff = malloc((size_t)n * sizeof *p->toff))) goto fail;
+        uint64_t o = 0;
+        for (int i = 0; i < n; i++) {
+            p->toff[i] = o;
+            o += (uint64_t)c[i].text_len + 1;
+        }
+        lock_w(s);
+        p->texts = lcx__index_alloc_text(s->ix, text_bytes);
+        unlock_rw(s);
+        if (!p->texts) goto fail;
+    }
+    rec_job j = {p->rec, c, n, payload};
+    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->dt, &p->blk, p->keys, &p->n_runs, p->texts, p->toff,
+                       text_rec ? rec_run : NULL, &j);
+    if (rc) goto fail;
+    if (!text_rec) build_record(p->rec, c, n, payload, p->vec, p->vsc, s->dim);
+    /* the chunks, re-pointed at the record's copies of their texts and paths */
+    const char *q = p->rec + sizeof(lcx_rec_hdr);
+    for (int i = 0; i < n; i++) {
+        p->c[i] = c[i];
+        q += sizeof(lcx_rec_chunk);
+        p->c[i].text = q;
+        q += c[i].text_len;
+        p->c[i].path = c[i].path ? q : NULL;
+        p->c[i].path_len = c[i].path ? c[i].path_len : 0;
+        q += p->c[i].path_len + (text_rec ? 0 : s->dim);
+    }
+    *out = p;
+    return 0;
+fail:
+    lcx_store_prepared_free(p);
+    return rc;
+}
+
+int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
+{
+    if (!s || !p || p->s != s) return LCX_EINVAL;
+    if (p->committed) return LCX_ESTATE;
+    p->committed = 1;
+    const int n = p->n;
+    if (n == 0) {
+        if (first_id) {
+            lock_r(s);
+            *first_id = s->ix->n_docs;
+            unlock_rw(s);
+        }
+        return 0;
+    }
+    lcx_rec_hdr h;
+    memcpy(&h, p->rec, sizeof h);
+    int rc;
+    pthread_mutex_lock(&s->wmu);
+    if (s->broken) { rc = LCX_ESTATE; goto unlock; }
+    if ((uint64_t)s->ix->n_docs + (uint64_t)n > s->opts.max_chunks) { rc = LCX_ELIMIT; goto unlock; }
+    /* reserve before writing so publishing cannot fail on these allocations */
+    lock_w(s);
+    rc = lcx__index_reserve(s->ix, (uint32_t)n);
+    if (!rc) rc = meta_reserve(s, s->ix->n_docs + (uint32_t)n);
+    unlock_rw(s);
+    if (rc) goto unlock;
+    /* durable first: write + fdatasync (searches keep running meanwhile) */
+    uint64_t at = s->log_end;
+    rc = write_all(s->fd, p->rec, sizeof h + p->payload, at);
+    if (!rc && fdatasync(s->fd) < 0) rc = LCX_EIO;
+    if (rc) {
+        log_undo(s, at, 0);
+        goto unlock;
+    }
+    s->log_end = at + sizeof h + p->payload;
+    s->last_rec_off = at;
+    s->last_rec_crc = h.crc;
+    rc = publish(s, p->c, n, p->vec, p->vsc, p->dt, p->keys, p->n_runs, p->texts, p->toff, first_id);
+unlock:
+    pthread_mutex_unlock(&s->wmu);
+    return rc;
+}
+
 int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id)
 {
     if (!s || n < 0 || (n && !c)) return LCX_EINVAL;
@@ -1051,35 +1274,35 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         return 0;
     }
     const int text_rec = s->text_recs;
-    const uint64_t row_bytes = text_rec ? 0 : s->dim;
     uint64_t payload = 0, text_bytes = 0;
-    for (int i = 0; i < n; i++) {
-        if ((!c[i].text && c[i].text_len) || (!c[i].path && c[i].path_len) || (unsigned)c[i].file_type > LCX_FT_CONFIG)
-            return LCX_EINVAL;
-        if (c[i].text_len > s->opts.max_text_len || c[i].path_len > LCX_PATH_MAX) return LCX_ELIMIT;
-        payload += sizeof(lcx_rec_chunk) + c[i].text_len + (c[i].path ? c[i].path_len : 0) + row_bytes;
-        text_bytes += (uint64_t)c[i].text_len + 1;
+    int rc = check_batch(s, c, n, &payload, &text_bytes);
+    if (rc) return rc;
+    if (!(text_rec && n >= PAR_MIN)) {
+        /* small batches (and other embedders' records, which hold the rows): prepare
+         * off-lock, so concurrent appends embed in parallel, then commit */
+        lcx_store_prepared *p = NULL;
+        if (!(rc = lcx_store_prepare(s, c, n, &p))) rc = lcx_store_commit(s, p, first_id);
+        lcx_store_prepared_free(p);
+        return rc;
     }
-    if (payload > LCX_REC_MAX) return LCX_ELIMIT;
 
     uint8_t *vec = malloc((size_t)n * s->dim);                 /* (n, dim) u8 rows */
     float *vsc = malloc((size_t)n * sizeof *vsc);              /* (n) */
     lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
     uint64_t *toff = NULL;                                     /* (n) */
     struct dtblk *blk = NULL;                                  /* memory of dt[] */
-    lcx__post_keys keys[PAR_MAX_THREADS] = {{0}};              /* small-batch path (the other uses s->wkeys) */
     int n_runs = 0;
-    char *rec = NULL;
-    int rc = LCX_ENOMEM;
+    rc = LCX_ENOMEM;
     if (!vec || !vsc || !dt) goto out;
 
-    if (text_rec && n >= PAR_MIN) {
+    {
         /* Overlapped path (large batches of the hash embedder): the TEXT record does not
          * depend on the embeddings, so its write + fdatasync runs on its own thread while
          * the workers embed, tokenize and copy the texts into the index; the serial part
          * left is the publish. The writer lock is held from the start (the record's log
-         * offset must be fixed before writing); small batches keep the path below, which
-         * prepares off-lock so that concurrent small appends embed in parallel. */
+         * offset must be fixed before writing). Best for one caller appending alone; a
+         * pipeline that keeps batches in flight uses lcx_store_prepare + lcx_store_commit,
+         * which embed outside the lock (the log write then follows the embedding). */
         if (!(toff = malloc((size_t)n * sizeof *toff))) goto out;
         uint64_t o = 0;
         for (int i = 0; i < n; i++) {
@@ -1131,44 +1354,12 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         goto out;
     }
 
-    /* embed + tokenize off-lock (pure work, parallel for large batches) */
-    if (!(rec = malloc(sizeof(lcx_rec_hdr) + payload))) goto out;
-    if ((rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, keys, &n_runs, NULL, NULL, NULL, NULL))) goto out;
-    build_record(rec, c, n, payload, text_rec ? NULL : vec, vsc, s->dim);
-    lcx_rec_hdr h;
-    memcpy(&h, rec, sizeof h);
-
-    pthread_mutex_lock(&s->wmu);
-    if (s->broken) { rc = LCX_ESTATE; goto unlock; }
-    if ((uint64_t)s->ix->n_docs + (uint64_t)n > s->opts.max_chunks) { rc = LCX_ELIMIT; goto unlock; }
-    /* reserve before writing so publishing cannot fail on these allocations */
-    lock_w(s);
-    rc = lcx__index_reserve(s->ix, (uint32_t)n);
-    if (!rc) rc = meta_reserve(s, s->ix->n_docs + (uint32_t)n);
-    unlock_rw(s);
-    if (rc) goto unlock;
-    /* durable first: write + fdatasync (searches keep running meanwhile) */
-    uint64_t at = s->log_end;
-    rc = write_all(s->fd, rec, sizeof h + payload, at);
-    if (!rc && fdatasync(s->fd) < 0) rc = LCX_EIO;
-    if (rc) {
-        log_undo(s, at, 0);
-        goto unlock;
-    }
-    s->log_end = at + sizeof h + payload;
-    s->last_rec_off = at;
-    s->last_rec_crc = h.crc;
-    rc = publish(s, c, n, vec, vsc, dt, keys, n_runs, NULL, NULL, first_id);
-unlock:
-    pthread_mutex_unlock(&s->wmu);
 out:
     dtblk_free(blk);
-    for (int t = 0; t < PAR_MAX_THREADS; t++) lcx__post_keys_free(&keys[t]);
     free(dt);
     free(vec);
     free(vsc);
     free(toff);
-    free(rec);
     return rc;
 }
 

@@ -38,10 +38,13 @@ static void mk_text(char *buf, size_t cap, uint32_t i)
              w[(i * 7) % 16]);
 }
 
-static int append_n(lcx_store *s, uint32_t from, uint32_t n, const char *path)
+/* n chunks from..from+n-1 (mk_text texts in *tbuf, caller frees both) */
+static lcx_chunk *mk_chunks(uint32_t from, uint32_t n, const char *path, char **tbuf)
 {
     lcx_chunk *c = calloc(n, sizeof *c);
     char (*t)[128] = malloc((size_t)n * 128);
+    assert_non_null(c);
+    assert_non_null(t);
     for (uint32_t i = 0; i < n; i++) {
         mk_text(t[i], 128, from + i);
         c[i] = lcx_chunk_init();
@@ -59,10 +62,34 @@ static int append_n(lcx_store *s, uint32_t from, uint32_t n, const char *path)
             c[i].file_type = LCX_FT_CODE;
         }
     }
+    *tbuf = (char *)t;
+    return c;
+}
+
+static int append_n(lcx_store *s, uint32_t from, uint32_t n, const char *path)
+{
+    char *t;
+    lcx_chunk *c = mk_chunks(from, n, path, &t);
     int rc = lcx_store_append(s, c, (int)n, NULL);
     free(c);
     free(t);
     return rc;
+}
+
+/* lcx_store_prepare of chunks from..from+n-1; the chunk buffers are freed (scribbled
+ * over first) before returning, so the prepared batch must hold its own copies. */
+static lcx_store_prepared *prep_n(lcx_store *s, uint32_t from, uint32_t n, const char *path)
+{
+    char *t;
+    lcx_chunk *c = mk_chunks(from, n, path, &t);
+    lcx_store_prepared *p = NULL;
+    assert_int_equal(lcx_store_prepare(s, c, (int)n, &p), 0);
+    assert_non_null(p);
+    memset(t, 'x', (size_t)n * 128);
+    memset(c, 0xA5, (size_t)n * sizeof *c);
+    free(c);
+    free(t);
+    return p;
 }
 
 /* The chunk with marker<i*7919> must be the top hit for that marker. */
@@ -610,6 +637,120 @@ static void test_text_records_replay(void **st)
     free(dir);
 }
 
+/* Two-phase append: batches prepared ahead (out of commit order, chunk buffers freed at
+ * once) must give exactly the store that lcx_store_append gives (same ids, texts, paths,
+ * scores), also across a reopen; a term first created by a commit between a batch's
+ * prepare and its commit is shared; misuse is refused. */
+static void test_prepare_commit(void **st)
+{
+    (void)st;
+    char *da = tu_tmpdir(), *db = tu_tmpdir();
+    lcx_store *a, *b;
+    assert_int_equal(lcx_store_open(da, g_emb, NULL, &a), 0);
+    assert_int_equal(lcx_store_open(db, g_emb, NULL, &b), 0);
+    assert_int_equal(append_n(b, 0, 300, NULL), 0);
+    assert_int_equal(append_n(b, 300, 7, "src/x.c"), 0);
+    assert_int_equal(append_n(b, 307, 64, "lib/y.h"), 0);
+    assert_int_equal(append_n(b, 371, 129, NULL), 0);
+    /* prepare 3 batches before any commit; the third prepare runs after the first commit */
+    lcx_store_prepared *p0 = prep_n(a, 0, 300, NULL), *p1 = prep_n(a, 300, 7, "src/x.c");
+    uint32_t first = 99;
+    assert_int_equal(lcx_store_commit(a, p0, &first), 0);
+    assert_int_equal(first, 0);
+    assert_int_equal(lcx_store_commit(a, p0, &first), LCX_ESTATE);   /* once only */
+    assert_int_equal(lcx_store_commit(b, p1, &first), LCX_EINVAL);   /* another store's */
+    lcx_store_prepared *p2 = prep_n(a, 307, 64, "lib/y.h");
+    assert_int_equal(lcx_store_commit(a, p1, &first), 0);
+    assert_int_equal(first, 300);
+    lcx_store_prepared *p3 = prep_n(a, 371, 129, NULL);
+    lcx_store_prepared *pz = prep_n(a, 5000, 200, NULL);   /* discarded uncommitted */
+    assert_int_equal(lcx_store_commit(a, p2, &first), 0);
+    assert_int_equal(first, 307);
+    assert_int_equal(lcx_store_commit(a, p3, &first), 0);
+    assert_int_equal(first, 371);
+    lcx_store_prepared_free(pz);
+    lcx_store_prepared_free(p0);
+    lcx_store_prepared_free(p1);
+    lcx_store_prepared_free(p2);
+    lcx_store_prepared_free(p3);
+    lcx_store_prepared_free(NULL);
+    lcx_store_prepared *pe = NULL;   /* empty batch: first_id = next id */
+    assert_int_equal(lcx_store_prepare(a, NULL, 0, &pe), 0);
+    assert_int_equal(lcx_store_commit(a, pe, &first), 0);
+    assert_int_equal(first, 500);
+    lcx_store_prepared_free(pe);
+    lcx_chunk bad = lcx_chunk_init();
+    bad.text_len = 3;   /* NULL text with a length */
+    pe = (lcx_store_prepared *)&bad;
+    assert_int_equal(lcx_store_prepare(a, &bad, 1, &pe), LCX_EINVAL);
+    assert_null(pe);
+    assert_int_equal(lcx_store_count(a), 500);
+    for (int round = 0; round < 2; round++) {
+        lcx_search_opts o = lcx_search_defaults();
+        for (int q = 0; q < 16; q++) {
+            char qs[96];
+            snprintf(qs, sizeof qs, "token %s marker%u", q % 2 ? "kilo" : "delta", (uint32_t)(q * 31) * 7919u);
+            lcx_hit ha[8], hb[8];
+            int na = lcx_store_search(a, qs, strlen(qs), &o, ha, 8), nb = lcx_store_search(b, qs, strlen(qs), &o, hb, 8);
+            assert_true(na > 0);
+            assert_int_equal(na, nb);
+            for (int k = 0; k < na; k++) {
+                assert_int_equal(ha[k].id, hb[k].id);
+                assert_true(ha[k].score == hb[k].score && ha[k].dense == hb[k].dense && ha[k].bm25 == hb[k].bm25);
+            }
+        }
+        for (uint32_t i = 0; i < 500; i += 7) expect_found(a, i);
+        lcx_chunk ca, cb;
+        for (uint32_t i = 295; i < 380; i++) {
+            assert_int_equal(lcx_store_get(a, i, &ca), 0);
+            assert_int_equal(lcx_store_get(b, i, &cb), 0);
+            assert_int_equal(ca.path_len, cb.path_len);
+            if (ca.path_len) assert_memory_equal(ca.path, cb.path, ca.path_len);
+            assert_int_equal(ca.line_end, cb.line_end);
+            assert_int_equal((int)ca.file_type, (int)cb.file_type);
+            assert_int_equal(ca.layer, cb.layer);
+        }
+        if (round) break;
+        lcx_store_close(a);   /* no snapshot (< 1024 chunks): the reopen replays the log */
+        assert_int_equal(lcx_store_open(da, g_emb, NULL, &a), 0);
+        assert_int_equal(lcx_store_count(a), 500);
+    }
+    /* a term unknown at prepare time, created by a commit before this batch's commit */
+    const char *t1 = "fresh zzqtermalpha shared", *t2 = "other zzqtermalpha text";
+    lcx_chunk c1 = lcx_chunk_init(), c2 = lcx_chunk_init();
+    c1.text = t1;
+    c1.text_len = (uint32_t)strlen(t1);
+    c2.text = t2;
+    c2.text_len = (uint32_t)strlen(t2);
+    lcx_store_prepared *pp;
+    assert_int_equal(lcx_store_prepare(a, &c1, 1, &pp), 0);
+    assert_int_equal(lcx_store_append(a, &c2, 1, &first), 0);
+    assert_int_equal(first, 500);
+    assert_int_equal(lcx_store_commit(a, pp, &first), 0);
+    assert_int_equal(first, 501);
+    lcx_store_prepared_free(pp);
+    lcx_search_opts o = lcx_search_defaults();
+    o.alpha = 0.0f;   /* lexical: both documents hold the term, nothing else does */
+    o.use_rerank = false;
+    lcx_hit h[8];
+    int n = lcx_store_search(a, "zzqtermalpha", 12, &o, h, 8);
+    int lex = 0, seen = 0;
+    for (int k = 0; k < n; k++)
+        if (h[k].bm25 > 0) {
+            lex++;
+            assert_true(h[k].id == 500 || h[k].id == 501);
+            seen |= 1 << (h[k].id - 500);
+        }
+    assert_int_equal(lex, 2);
+    assert_int_equal(seen, 3);
+    lcx_store_close(a);
+    lcx_store_close(b);
+    tu_rmrf(da);
+    tu_rmrf(db);
+    free(da);
+    free(db);
+}
+
 int main(void)
 {
     srand((unsigned)time(NULL));
@@ -623,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_crash_kill9),
         cmocka_unit_test(test_v1_log_compat),
         cmocka_unit_test(test_text_records_replay),
+        cmocka_unit_test(test_prepare_commit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
