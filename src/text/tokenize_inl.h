@@ -48,6 +48,13 @@ static const unsigned char lcx__k_ascii[128] = {
     ['-'] = C_JOIN, ['.'] = C_JOIN, [':'] = C_JOIN, ['/'] = C_JOIN, [','] = C_COMMA,
 };
 
+/* The class of the byte after a fast-path word: ASCII classes, and C_JOIN for any byte
+ * ≥ 0x80 (not a plain end: the general path decides). 256 entries, no range test. */
+static const unsigned char lcx__k_next[256] = {
+    ['a' ... 'z'] = C_LOWER, ['A' ... 'Z'] = C_UPPER, ['0' ... '9'] = C_DIGIT, ['_'] = C_UNDER,
+    ['-'] = C_JOIN, ['.'] = C_JOIN, [':'] = C_JOIN, ['/'] = C_JOIN, [','] = C_COMMA, [0x80 ... 0xff] = C_JOIN,
+};
+
 static inline unsigned char ascii_class(unsigned char c) { return lcx__k_ascii[c & 0x7f]; }
 
 static inline int is_cjk(int32_t cp)
@@ -244,6 +251,33 @@ static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *t
                  * followed by a separator — found with a SIMD run scan, passed to the
                  * callback straight from the text when no folding is needed */
                 size_t st = i + (k0 == C_UPPER);
+                if (len - st >= 32) {
+                    /* hot: the usual case of the same test, with 32 bytes left — the word
+                     * ends inside one 32-byte step, so j < len and no run loop, limit
+                     * or end-of-text tests are needed (same tokens as below) */
+                    const __m256i a = _mm256_set1_epi8('a'), z = _mm256_set1_epi8(25);
+                    __m256i t = _mm256_sub_epi8(_mm256_loadu_si256((const __m256i *)(p + st)), a);
+                    uint32_t out = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(t, z), t));
+                    if (out) {
+                        size_t j = st + (size_t)__builtin_ctz(out);
+                        unsigned char kn = lcx__k_next[p[j]];
+                        if (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
+                                            (j + 1 >= len || lcx__k_next[p[j + 1]] == C_SEP))) {
+                            int rc;
+                            if (k0 == C_LOWER) {
+                                rc = cb((const char *)p + i, j - i, LCX_TOK_WORD, ud);
+                            } else {
+                                char fold[LCX_TOK_MAX];
+                                lcx__copy_tok(fold, p + i, j - i);
+                                fold[0] = (char)(fold[0] | 0x20);
+                                rc = cb(fold, j - i, LCX_TOK_WORD, ud);
+                            }
+                            if (rc) return rc;
+                            i = j + (p[j] == ' ');
+                            continue;
+                        }
+                    }
+                }
                 size_t lim = len - st < LCX_TOK_MAX ? len - st : LCX_TOK_MAX;
                 size_t j = st + lower_run(p + st, lim);
                 if (j - i < LCX_TOK_MAX) {

@@ -2,7 +2,11 @@
 #include "testutil.h"
 #include "longctx/lcx.h"
 #include "text/text.h"
+#include "util/util.h"
+#include "tokenize_ref.h"
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -159,10 +163,100 @@ static void test_stopwords(void **st)
     }
 }
 
+/* Differential: lcx_tokenize (with every speed change since) against the frozen reference
+ * copy (tokenize_ref.h) — all essays in the fixtures, code-like text, and random strings of
+ * word characters, joiners, case changes, digits, separators, UTF-8 and invalid bytes
+ * (exact-size heap buffers: ASan catches over-reads). 0 mismatches allowed. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} toklog;
+
+static int log_tok(const char *t, size_t n, int kind, void *ud)
+{
+    toklog *l = ud;
+    if (l->len + n + 8 > l->cap) {
+        l->cap = (l->len + n + 8) * 2;
+        l->buf = realloc(l->buf, l->cap);
+        assert_non_null(l->buf);
+    }
+    l->buf[l->len++] = (char)('0' + kind);
+    l->buf[l->len++] = (char)n;
+    memcpy(l->buf + l->len, t, n);
+    l->len += n;
+    return 0;
+}
+
+static void diff_one(const char *t, size_t n, toklog *a, toklog *b)
+{
+    a->len = b->len = 0;
+    char *c = malloc(n ? n : 1);
+    memcpy(c, t, n);
+    assert_int_equal(lcx_tokenize(c, n, log_tok, a), 0);
+    assert_int_equal(tok_ref_tokenize(c, n, log_tok, b), 0);
+    if (a->len != b->len || memcmp(a->buf, b->buf, a->len))
+        fail_msg("tokenizer differs from the reference on %zu bytes: %.*s", n, (int)(n < 200 ? n : 200), t);
+    free(c);
+}
+
+static void test_vs_reference(void **st)
+{
+    (void)st;
+    toklog a = {0}, b = {0};
+    size_t bytes = 0;
+    int texts = 0;
+    DIR *d = opendir(tu_fixture("haystack/paul_graham"));
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", tu_fixture("haystack/paul_graham"), e->d_name);
+        char *data = NULL;
+        size_t len = 0;
+        if (lcx_read_file(path, 0, &data, &len)) continue;
+        for (size_t o = 0; o < len; o += 997) {   /* spans at odd offsets: cuts inside words */
+            size_t l = len - o < 1100 ? len - o : 1100;
+            diff_one(data + o, l, &a, &b);
+            bytes += l;
+            texts++;
+        }
+        free(data);
+    }
+    closedir(d);
+    static const char *alpha[] = {"a", "e", "z", "Q", "X", "0", "7", "_", "-", ".", ":", "/", ",", " ", " ", " ",
+                                  "\n", "\t", "'", "(", "ß", "é", "Ä", "東", "データ", "\xff", "\xc3", "\x80",
+                                  "the ", "Of ", "parseHTTPHeader", "MAX_LEN", "2024-01-15", "v1.2.3", "a,b",
+                                  "1,000", "--", "...", "x::y", "http://a.b/c"};
+    uint64_t r = 0x2545f4914f6cdd1dull;
+    char buf[2048];
+    for (int rep = 0; rep < 60000; rep++) {
+        size_t l = 0;
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        size_t target = r % (rep % 10 ? 80 : 1200);
+        int nal = (int)(sizeof alpha / sizeof *alpha);
+        while (l < target) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            const char *s = (r >> 20) % 10 < 5 ? alpha[(r >> 8) % 5] : alpha[(r >> 8) % (uint64_t)nal];
+            size_t sl = strlen(s);
+            if (l + sl > sizeof buf) break;
+            memcpy(buf + l, s, sl);
+            l += sl;
+        }
+        diff_one(buf, l, &a, &b);
+        bytes += l;
+        texts++;
+    }
+    fprintf(stderr, "tokenizer vs frozen reference: %d texts, %zu bytes, 0 mismatches\n", texts, bytes);
+    free(a.buf);
+    free(b.buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_vs_reference),
         cmocka_unit_test(test_stop_and_errors),
         cmocka_unit_test(test_long_token_cut),
         cmocka_unit_test(test_stopwords),
