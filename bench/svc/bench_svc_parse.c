@@ -4,7 +4,9 @@
  * fast path lcx_svc_write_parse_fast, on the bench_svc body (256 spans of 256 words).
  * CPU time of this thread, median of 15 rounds.
  *
- *   bench_svc_parse [--batch 256] [--rounds 15]
+ * Then the core alone on that workload (fast parse + lcx_store_append, --store spans).
+ *
+ *   bench_svc_parse [--batch 256] [--rounds 15] [--store 20000]
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,47 @@ static uint64_t rnd(void)
 {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return rng;
+}
+
+
+/* bench_svc's span generator, same seed: the bodies are byte-identical to its first ones */
+#define VOCAB 20000
+static char vocab[VOCAB][12];
+static void make_vocab(void)
+{
+    static const char *syl[] = {"ka", "lo", "mi", "ne", "ru", "ta", "sho", "vel", "dra", "pin", "qua", "zor", "ex", "ul", "bri", "gon"};
+    for (int i = 0; i < VOCAB; i++) {
+        int n = 2 + (int)(rnd() % 3);
+        vocab[i][0] = 0;
+        for (int k = 0; k < n; k++) strcat(vocab[i], syl[rnd() % 16]);
+    }
+}
+static const char *word(void)
+{
+    double u = (double)(rnd() % 1000000) / 1e6;
+    return vocab[(int)(u * u * (VOCAB - 1))];
+}
+static size_t span_text(char *out, int n_words)
+{
+    size_t o = 0;
+    for (int i = 0; i < n_words; i++) {
+        if (rnd() % 40 == 0) o += (size_t)sprintf(out + o, "%s%u", i ? " " : "", (unsigned)(rnd() % 1000000));
+        else o += (size_t)sprintf(out + o, "%s%s", i ? " " : "", word());
+    }
+    out[o] = 0;
+    return o;
+}
+static size_t make_body(char *body, int s, int batch)
+{
+    char t[4096];
+    size_t o = (size_t)sprintf(body, "{\"session_id\":\"bench\",\"chunks\":[");
+    for (int k = 0; k < batch; k++, s++) {
+        span_text(t, 256);
+        o += (size_t)sprintf(body + o, "%s{\"text\":\"%s\",\"token_range\":[%lld,%lld],\"layer\":0,\"score\":0.5}", k ? "," : "", t,
+                             (long long)s * 256, (long long)s * 256 + 255);
+    }
+    o += (size_t)sprintf(body + o, "]}");
+    return o;
 }
 
 static double cpu_us(void)
@@ -67,26 +110,15 @@ static int parse_cjson(const char *b, size_t n, double *sink)
 
 int main(int argc, char **argv)
 {
-    int batch = 256, rounds = 15;
+    int batch = 256, rounds = 15, n_store = 20000;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--store")) n_store = atoi(argv[i + 1]);
     }
-    static const char *syl[] = {"ka", "lo", "mi", "ne", "ru", "ta", "sho", "vel", "dra", "pin", "qua", "zor", "ex", "ul", "bri", "gon"};
-    size_t cap = (size_t)batch * 3000 + 256, o = 0;
-    char *body = malloc(cap);
-    o += (size_t)sprintf(body, "{\"session_id\":\"bench\",\"chunks\":[");
-    for (int k = 0; k < batch; k++) {
-        o += (size_t)sprintf(body + o, "%s{\"text\":\"", k ? "," : "");
-        for (int w = 0; w < 256; w++) {
-            if (w) body[o++] = ' ';
-            if (rnd() % 40 == 0) { o += (size_t)sprintf(body + o, "%u", (unsigned)(rnd() % 1000000)); continue; }
-            int ns = 2 + (int)(rnd() % 3);
-            for (int s = 0; s < ns; s++) o += (size_t)sprintf(body + o, "%s", syl[rnd() % 16]);
-        }
-        o += (size_t)sprintf(body + o, "\",\"token_range\":[%d,%d],\"layer\":0,\"score\":0.5}", k * 256, k * 256 + 255);
-    }
-    o += (size_t)sprintf(body + o, "]}");
+    make_vocab();
+    char *body = malloc((size_t)batch * 2600 + 256);
+    size_t o = make_body(body, 0, batch);
     double *ta = malloc(sizeof(double) * (size_t)rounds), *tb = malloc(sizeof(double) * (size_t)rounds), sink = 0;
     for (int r = 0; r < rounds; r++) {
         double t0 = cpu_us();
@@ -108,6 +140,40 @@ int main(int argc, char **argv)
     printf("  general path (cJSON)   %8.1f us  = %6.3f us/span\n", a, a / batch);
     printf("  fast path              %8.1f us  = %6.3f us/span   (%.1fx less)\n", b, b / batch, a / b);
     if (sink < 0) printf("%f\n", sink);
+    /* The core alone on the same workload: fast parse + lcx_store_append of n_store spans
+     * in batches of `batch` (process CPU, embedding helper threads included). The server's
+     * CPU per span minus this is the HTTP/JSON layer. */
+    if (n_store > 0) {
+        char tmpl[] = "/tmp/lcxparse.XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        lcx_embedder *emb = NULL;
+        lcx_store *st = NULL;
+        if (!dir || lcx_embedder_hash_new(0, &emb) || lcx_store_open(dir, emb, NULL, &st)) { fprintf(stderr, "store\n"); return 1; }
+        double c_parse = 0, c_app = 0;
+        for (int s0 = 0; s0 < n_store; s0 += batch) {
+            o = make_body(body, s0, batch);
+            struct timespec t;
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+            double c0 = t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+            lcx_svc_wbatch w;
+            if (lcx_svc_write_parse_fast(body, o, NULL, 100000, 1u << 20, &w)) return 1;
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+            double c1 = t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+            if (lcx_store_append(st, w.cs, w.m, NULL)) { fprintf(stderr, "append failed\n"); return 1; }
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+            c_parse += c1 - c0;
+            c_app += t.tv_sec * 1e6 + t.tv_nsec / 1e3 - c1;
+            lcx_svc_wbatch_free(&w);
+        }
+        printf("in-process, same workload, %d spans in batches of %d (process CPU):\n", n_store, batch);
+        printf("  fast parse %.2f us/span + lcx_store_append %.2f us/span = %.2f us/span\n", c_parse / n_store,
+               c_app / n_store, (c_parse + c_app) / n_store);
+        lcx_store_close(st);
+        lcx_embedder_free(emb);
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    }
     free(body);
     free(ta);
     free(tb);
