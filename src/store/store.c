@@ -26,8 +26,9 @@
  *     the record no longer depends on the embedding, so a big append writes and fsyncs it
  *     on its own thread while the workers embed (see lcx_store_append).
  *  4. Tombstone payload: count × u32 chunk ids (each < chunks written before it).
- *  5. One lcx_store_append = one record = one write() + one fdatasync() before it
- *     returns 0: an acknowledged batch is durable, and a batch is all-or-nothing (a big
+ *  5. One lcx_store_append (or lcx_store_commit) = one record = one write() + one
+ *     fdatasync() before it returns 0 (the next record is written only after that, so
+ *     only the last record can be torn): an acknowledged batch is durable, and a batch is all-or-nothing (a big
  *     batch whose record became durable but whose embedding then failed, OOM, truncates the
  *     record back before returning the error).
  *  6. Recovery on open: records are checked in order. A record that runs past the end
@@ -71,7 +72,8 @@
  *
  * Locking: `wmu` serialises writers (log appends, tombstones, snapshots); `rw` guards the
  * in-memory index: writers hold it exclusively only to publish already-durable records,
- * so searches run during a writer's fsync. */
+ * so searches run during a writer's fsync. lcx_store_commit publishes after releasing wmu,
+ * in ticket (= log) order (wseq/pseq/pcv); the other writers take wmu drained. */
 #include "store/store_int.h"
 #include "embed/embed.h"
 #include "index/index.h"
@@ -143,6 +145,9 @@ struct lcx_store {
     uint32_t tombs_since_snap;
     int has_snap;
     int broken;              /* a durable record could not be published: refuse writes */
+    pthread_cond_t pcv;      /* with wmu: a ticketed commit published (pseq moved) */
+    uint64_t wseq, pseq;     /* under wmu: commit tickets handed out / published */
+    uint32_t pend_docs;      /* under wmu: chunks written + fsync'd, not yet published */
     pthread_mutex_t pmu;     /* guards the two-phase append's spare buffers below */
     struct dtblk *pspare;    /* doc_terms blocks kept from freed prepared batches */
     lcx__post_keys pkeys[PAR_MAX_THREADS];   /* posting-key buffers kept from one of them */
@@ -231,6 +236,15 @@ static int meta_reserve(lcx_store *s, uint32_t need)
 static void lock_w(lcx_store *s) { pthread_rwlock_wrlock(&s->rw); }
 static void lock_r(const lcx_store *s) { pthread_rwlock_rdlock((pthread_rwlock_t *)&s->rw); }
 static void unlock_rw(const lcx_store *s) { pthread_rwlock_unlock((pthread_rwlock_t *)&s->rw); }
+
+/* Takes wmu once every record written so far is also published: lcx_store_commit publishes
+ * outside wmu (in ticket = log order), and tombstones, snapshots and the overlapped append
+ * need the index to match the log. */
+static void wlock_drained(lcx_store *s)
+{
+    pthread_mutex_lock(&s->wmu);
+    while (s->pseq != s->wseq) pthread_cond_wait(&s->pcv, &s->wmu);
+}
 
 /* ------------------------------------------------------------------ log parsing */
 typedef struct {
@@ -727,6 +741,7 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
     pthread_rwlock_init(&s->rw, NULL);
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->pmu, NULL);
+    pthread_cond_init(&s->pcv, NULL);
     pthread_mutex_init(&s->scmu, NULL);
     int rc = s->dir ? 0 : LCX_ENOMEM;
     if (!rc) rc = lcx_mkdirs(dir);
@@ -755,7 +770,7 @@ void lcx_store_close(lcx_store *s)
     if (!s->broken && s->ix && s->fd >= 0) {
         uint32_t fresh = s->ix->n_docs - s->snap_docs;
         if (fresh >= SNAP_AUTO_MIN || s->tombs_since_snap) {
-            pthread_mutex_lock(&s->wmu);
+            wlock_drained(s);
             snapshot_locked(s);   /* best effort: the log already holds everything */
             pthread_mutex_unlock(&s->wmu);
         }
@@ -777,6 +792,7 @@ void lcx_store_close(lcx_store *s)
         lcx__post_keys_free(&s->pkeys[t]);
     }
     pthread_mutex_destroy(&s->pmu);
+    pthread_cond_destroy(&s->pcv);
     for (lcx__scratch *sc = s->scratch; sc;) {
         lcx__scratch *nx = sc->next;
         lcx__scratch_free(sc);
@@ -1013,7 +1029,8 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
     m->path = path_store(s, c->path, m->path_len);
 }
 
-/* Makes a durable record visible (caller holds wmu; takes the write lock). texts/toff: the
+/* Makes a durable record visible (caller holds wmu or the publish turn of a ticketed
+ * commit; takes the write lock). texts/toff: the
  * texts already copied into the index arena, or NULL (commit copies them). */
 static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, const float *vsc,
                    lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs, const char *texts,
@@ -1036,9 +1053,8 @@ static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, 
     unlock_rw(s);
     free(tx);
     free(len);
-    if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
-    else if (first_id) *first_id = first;
-    return rc;
+    if (!rc && first_id) *first_id = first;
+    return rc;   /* on failure the caller sets s->broken under wmu: durable, not fully in RAM */
 }
 
 /* Undoes an unacknowledged record at `at` (write or later step failed). */
@@ -1237,11 +1253,13 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     int rc;
     pthread_mutex_lock(&s->wmu);
     if (s->broken) { rc = LCX_ESTATE; goto unlock; }
-    if ((uint64_t)s->ix->n_docs + (uint64_t)n > s->opts.max_chunks) { rc = LCX_ELIMIT; goto unlock; }
-    /* reserve before writing so publishing cannot fail on these allocations */
+    /* reserve before writing so publishing cannot fail on these allocations; records
+     * written but not yet published (pend_docs) come first (a commit whose publish is
+     * finishing may be counted twice here: conservative) */
     lock_w(s);
-    rc = lcx__index_reserve(s->ix, (uint32_t)n);
-    if (!rc) rc = meta_reserve(s, s->ix->n_docs + (uint32_t)n);
+    rc = (uint64_t)s->ix->n_docs + s->pend_docs + (uint64_t)n > s->opts.max_chunks ? LCX_ELIMIT : 0;
+    if (!rc) rc = lcx__index_reserve(s->ix, s->pend_docs + (uint32_t)n);
+    if (!rc) rc = meta_reserve(s, s->ix->n_docs + s->pend_docs + (uint32_t)n);
     unlock_rw(s);
     if (rc) goto unlock;
     /* durable first: write + fdatasync (searches keep running meanwhile) */
@@ -1255,7 +1273,21 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     s->log_end = at + sizeof h + p->payload;
     s->last_rec_off = at;
     s->last_rec_crc = h.crc;
+    /* Publish outside wmu, so the next commit writes + fsyncs its record meanwhile (the
+     * fdatasync is most of a commit: ~80-180 ms per 10 MB record on the shared disk).
+     * Tickets are taken in log order and publishes run in ticket order, so chunk ids are
+     * the log's order; the next record is written only after this one is durable, so a
+     * crash can tear only the last record (the recovery rule). */
+    const uint64_t my = s->wseq++;
+    s->pend_docs += (uint32_t)n;
+    while (s->pseq != my) pthread_cond_wait(&s->pcv, &s->wmu);
+    pthread_mutex_unlock(&s->wmu);
     rc = publish(s, p->c, n, p->vec, p->vsc, p->dt, p->keys, p->n_runs, p->texts, p->toff, first_id);
+    pthread_mutex_lock(&s->wmu);
+    if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
+    s->pend_docs -= (uint32_t)n;
+    s->pseq++;
+    pthread_cond_broadcast(&s->pcv);
 unlock:
     pthread_mutex_unlock(&s->wmu);
     return rc;
@@ -1309,7 +1341,7 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
             toff[i] = o;
             o += (uint64_t)c[i].text_len + 1;
         }
-        pthread_mutex_lock(&s->wmu);
+        wlock_drained(s);
         char *texts = NULL;
         if (s->broken) { rc = LCX_ESTATE; goto unlock_o; }
         if ((uint64_t)s->ix->n_docs + (uint64_t)n > s->opts.max_chunks) { rc = LCX_ELIMIT; goto unlock_o; }
@@ -1343,6 +1375,7 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         s->last_rec_off = j.at;
         s->last_rec_crc = j.crc;
         rc = publish(s, c, n, vec, vsc, dt, s->wkeys, n_runs, texts, toff, first_id);
+        if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
     unlock_o:
         for (int k = 0; blk && k < DTBLK_KEEP; k++) {   /* keep some blocks for the next big append */
             struct dtblk *b = blk;
@@ -1366,7 +1399,7 @@ out:
 int lcx_store_delete_path(lcx_store *s, const char *path, size_t path_len)
 {
     if (!s || (!path && path_len)) return LCX_EINVAL;
-    pthread_mutex_lock(&s->wmu);
+    wlock_drained(s);
     int rc = 0;
     if (s->broken) { rc = LCX_ESTATE; goto unlock; }
     /* meta only changes under wmu, which we hold: read it without the rwlock */
@@ -1710,7 +1743,7 @@ out:
 int lcx_store_snapshot(lcx_store *s)
 {
     if (!s) return LCX_EINVAL;
-    pthread_mutex_lock(&s->wmu);
+    wlock_drained(s);
     lock_r(s);     /* index is stable under wmu; the read lock documents that readers may share */
     int rc = snapshot_locked(s);
     unlock_rw(s);
