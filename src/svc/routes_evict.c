@@ -414,8 +414,9 @@ static int fj_skip(fj *j, int depth)
     }
 }
 
-/* Member loop helper: at '{' or ','; reads the next key. 1 = got a key (value follows),
- * 0 = object closed, <0 / FJ_BAIL encoded as 2 + rc... kept simple with an out param. */
+/* Member loop helper, called just after '{' (first) or after a member's value: reads the
+ * next key and its ':'. Returns 0 with *done = false at the start of the value, 0 with
+ * *done = true when the object closed, or FJ_BAIL. */
 static int fj_key(fj *j, bool first, const char **k, size_t *kl, bool *done)
 {
     *done = false;

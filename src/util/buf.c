@@ -91,7 +91,7 @@ static int json_shortest(lcx_buf *b, double v, int lo, int hi, bool single)
     if (v == (double)(long long)v && fabs(v) < 1e15) return lcx_buf_printf(b, "%lld", (long long)v);
     char tmp[40];
     for (int n = lo; n < hi; n++) {
-        snprintf(tmp, sizeof tmp, "%.*g", n, v);
+        if (snprintf(tmp, sizeof tmp, "%.*g", n, v) >= (int)sizeof tmp) continue; /* cannot happen for n <= 17 */
         if (single ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) return lcx_buf_puts(b, tmp);
     }
     return lcx_buf_printf(b, "%.*g", hi, v);

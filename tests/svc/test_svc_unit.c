@@ -353,6 +353,73 @@ static void test_write_fast_parser(void **st)
     refused(deeper, o, NULL);                                                /* deep: cJSON decides */
 }
 
+/* Mutation fuzzing: valid bodies damaged at random (deterministic seed). Each mutant sits in
+ * an exact-size heap buffer (no terminator, so ASan catches any read past the body). The
+ * fast parser must never crash, and whenever it accepts a mutant, the accepted body must be
+ * valid JSON whose fields cJSON reads exactly as the fast path did. */
+static uint64_t fz_state = 0x9E3779B97F4A7C15ull;
+static uint32_t fz_next(void)
+{
+    fz_state ^= fz_state << 13;
+    fz_state ^= fz_state >> 7;
+    fz_state ^= fz_state << 17;
+    return (uint32_t)(fz_state >> 16);
+}
+
+static void test_write_fast_parser_fuzz(void **st)
+{
+    (void)st;
+    static const char *seeds[] = {
+        "{\"session_id\":\"s1\",\"chunks\":[{\"text\":\"alpha \\\"beta\\\" \\u00e9\\ud83d\\ude80 gamma\","
+        "\"token_range\":[10,42],\"layer\":3,\"score\":0.25},{\"text\":\"delta\",\"token_range\":[43,50]}]}",
+        "{\"chunks\":[{\"text\":\"caf\xc3\xa9 \xe6\x97\xa5\",\"tokens\":[1,2,3],\"round\":2,\"layer\":null},"
+        "{\"text\":\"\",\"tokens\":[]}],\"x\":{\"a\":[true,false,null,-1.5e+3]}}",
+    };
+    static const char alphabet[] = "{}[]\",:\\ \t0123456789-+.eEnultrfasu\xc3\xa9\xff\x01";
+    const size_t alen = sizeof alphabet - 1;
+    int accepted = 0;
+    for (int it = 0; it < 20000; it++) {
+        const char *seed = seeds[fz_next() % 2];
+        size_t n = strlen(seed);
+        char work[1024];
+        memcpy(work, seed, n);
+        for (int m = 1 + (int)(fz_next() % 3); m > 0 && n > 0; m--) {
+            size_t at = fz_next() % n;
+            switch (fz_next() % 4) {
+            case 0: work[at] = alphabet[fz_next() % alen]; break;                /* replace */
+            case 1: memmove(work + at, work + at + 1, n - at - 1); n--; break; /* delete */
+            case 2:                                                              /* insert */
+                if (n < sizeof work - 1) {
+                    memmove(work + at + 1, work + at, n - at);
+                    work[at] = alphabet[fz_next() % alen];
+                    n++;
+                }
+                break;
+            default: n = at; break;                                              /* truncate */
+            }
+        }
+        char *body = malloc(n ? n : 1);
+        assert_non_null(body);
+        memcpy(body, work, n);
+        lcx_svc_wbatch w;
+        int rc = lcx_svc_write_parse_fast(body, n, (it & 1) ? "s1" : NULL, 1000, 1 << 20, &w);
+        assert_true(rc == 0 || rc == 1);
+        lcx_svc_wbatch_free(&w);
+        if (rc == 0) {
+            accepted++;
+            assert_null(memchr(body, 0, n)); /* an accepted body holds no NUL byte */
+            char *z = malloc(n + 1);
+            assert_non_null(z);
+            memcpy(z, body, n);
+            z[n] = 0;
+            check_fast_matches_cjson(z, (it & 1) ? "s1" : NULL);
+            free(z);
+        }
+        free(body);
+    }
+    assert_true(accepted > 0); /* some mutants stay valid: the comparison really ran */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_session_ids_and_errors),
         cmocka_unit_test(test_write_fast_parser),
+        cmocka_unit_test(test_write_fast_parser_fuzz),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
