@@ -152,6 +152,8 @@ struct lcx_store {
     struct dtblk *pspare;    /* doc_terms blocks kept from freed prepared batches */
     lcx__post_keys pkeys[PAR_MAX_THREADS];   /* posting-key buffers kept from one of them */
     int pkeys_full;
+    char *prec[2];           /* log record buffers kept from freed prepared batches */
+    size_t prec_cap[2];
     pthread_mutex_t scmu;    /* guards the free list of search scratch buffers */
     lcx__scratch *scratch;
 };
@@ -787,6 +789,8 @@ void lcx_store_close(lcx_store *s)
     free(s->recbuf);
     dtblk_free(s->dtspare);
     dtblk_free(s->pspare);
+    free(s->prec[0]);
+    free(s->prec[1]);
     for (int t = 0; t < PAR_MAX_THREADS; t++) {
         lcx__post_keys_free(&s->wkeys[t]);
         lcx__post_keys_free(&s->pkeys[t]);
@@ -1106,6 +1110,7 @@ struct lcx_store_prepared {
     int committed;
     lcx_chunk *c;              /* (n) copies; text and path point into rec */
     char *rec;                 /* (sizeof(lcx_rec_hdr) + payload) the log record */
+    size_t rec_cap;
     uint64_t payload;
     uint8_t *vec;              /* (n, dim) u8 rows */
     float *vsc;                /* (n) their scales */
@@ -1151,6 +1156,15 @@ void lcx_store_prepared_free(lcx_store_prepared *p)
         }
         s->pkeys_full = 1;
     }
+    if (p->rec) {   /* a ~10 MB record buffer: faulting it in again costs ~2.5k page faults */
+        int k = !s->prec[0] ? 0 : !s->prec[1] ? 1 : s->prec_cap[0] < s->prec_cap[1] ? 0 : 1;
+        if (!s->prec[k] || s->prec_cap[k] < p->rec_cap) {   /* keep the larger buffers */
+            char *old = s->prec[k];
+            s->prec[k] = p->rec;
+            s->prec_cap[k] = p->rec_cap;
+            p->rec = old;   /* freed below */
+        }
+    }
     pthread_mutex_unlock(&s->pmu);
     dtblk_free(p->blk);
     for (int t = 0; t < PAR_MAX_THREADS; t++) lcx__post_keys_free(&p->keys[t]);
@@ -1191,13 +1205,21 @@ int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepare
         }
         s->pkeys_full = 0;
     }
+    const size_t rec_need = sizeof(lcx_rec_hdr) + payload;
+    for (int k = 0; k < 2; k++)
+        if (s->prec[k] && s->prec_cap[k] >= rec_need) {
+            p->rec = s->prec[k];
+            p->rec_cap = s->prec_cap[k];
+            s->prec[k] = NULL;
+            break;
+        }
     pthread_mutex_unlock(&s->pmu);
     rc = LCX_ENOMEM;
     p->vec = malloc((size_t)n * s->dim);
     p->vsc = malloc((size_t)n * sizeof *p->vsc);
     p->dt = calloc((size_t)n, sizeof *p->dt);
     p->c = malloc((size_t)n * sizeof *p->c);
-    p->rec = malloc(sizeof(lcx_rec_hdr) + payload);
+    if (!p->rec && (p->rec = malloc(rec_need))) p->rec_cap = rec_need;
     if (!p->vec || !p->vsc || !p->dt || !p->c || !p->rec) goto fail;
     if (n >= PAR_MIN) {
         if (!(p->toff = malloc((size_t)n * sizeof *p->toff))) goto fail;
