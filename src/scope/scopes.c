@@ -452,12 +452,15 @@ out:
  *             it never touches the scope);
  *   apply     (s->mu held) each prepared file goes into the file table in walk order and
  *             its chunks into the current batch (thousands of chunks from many files);
- *   append    a full batch is appended by an appender thread (the store embeds it on
- *             every core) while the calling thread prepares and applies the next files.
+ *   append    a full batch is appended by an appender thread (lcx_store_prepare: the
+ *             store embeds it on every core, no store lock; then lcx_store_commit in
+ *             submission order) while the calling thread prepares and applies the next
+ *             files; two appends are in flight, so batch N+1 embeds while N commits.
  *
  * By default prepare runs inline on the calling thread: the appends are the long part
- * (~180 ms per 4096-chunk batch against ~40 ms to prepare it), so one appender thread is
- * all the overlap there is to get, and small builds and reloads pay no thread handoffs
+ * (~180 ms per 4096-chunk batch against ~40 ms to prepare it; the commits' fdatasync is
+ * the serial chain), so the appender threads are all the overlap there is to get, and
+ * small builds and reloads pay no thread handoffs
  * (a producer thread cost 3-5 ms of scheduler latency per reload under load). A producer
  * thread feeding a bounded queue (QUEUE_BYTES of text, QUEUE_RECS records) is kept as an
  * option (lcx_scopes__set_producer_thread) for A/B runs; it measured no faster.
