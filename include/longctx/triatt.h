@@ -139,8 +139,9 @@ int triatt_calib_load(triatt_calib *c, const char *path);
  * head_dim/32 blocks of 34 bytes {IEEE-half scale d; int8 q[32]}, element = d·q[i] (the ggml
  * block_q8_0 layout), *row_stride in BYTES; it needs head_dim and n_rot to be multiples of 32
  * (else triatt_score / triatt_fast_set_cells return LCX_ENOTSUP) and streams ~47% fewer bytes
- * than F16 (the kernel is compute-bound for it: see docs/benchmarks/triatt.md). Precedence when several are set: get_q8, get16, get;
- * zero-initialise the struct (designated initialisers or = {0}) so unused members are NULL.
+ * than F16 (the kernel is compute-bound for it: see docs/benchmarks/triatt.md).
+ * Precedence when several are set: get_q8, get16, get; zero-initialise the struct
+ * (designated initialisers or = {0}) so unused members are NULL.
  * NULL = failure (the round is aborted with LCX_EIO). Called from scorer worker threads,
  * concurrently for different (layer, kv) blocks: it must be thread-safe for reads. The scorer
  * keeps up to 4 returned row ranges of one block in use at once (it reads segments of the
