@@ -872,8 +872,16 @@ static void write_chunk_json(lcx_buf *b, const lcx_chunk *c, const lcx_hit *h, i
 {
     lcx_buf_puts(b, "{\"text\":");
     json_str(b, c->text, c->text_len);
-    lcx_buf_printf(b, ",\"token_range\":[%lld,%lld],\"layer\":%d,\"round\":%d,\"score\":",
-                   (long long)c->tok_start, (long long)c->tok_end, (int)c->layer, (int)c->round);
+    /* ints without printf (same bytes as %lld/%d): ~30% of the response-writing time was printf */
+    lcx_buf_puts(b, ",\"token_range\":[");
+    lcx_buf_int(b, (long long)c->tok_start);
+    lcx_buf_puts(b, ",");
+    lcx_buf_int(b, (long long)c->tok_end);
+    lcx_buf_puts(b, "],\"layer\":");
+    lcx_buf_int(b, (int)c->layer);
+    lcx_buf_puts(b, ",\"round\":");
+    lcx_buf_int(b, (int)c->round);
+    lcx_buf_puts(b, ",\"score\":");
     lcx_buf_json_f32(b, c->score);
     lcx_buf_puts(b, ",\"similarity\":");
     lcx_buf_json_f32(b, h->score);
@@ -881,7 +889,9 @@ static void write_chunk_json(lcx_buf *b, const lcx_chunk *c, const lcx_hit *h, i
     lcx_buf_json_f32(b, h->dense);
     lcx_buf_puts(b, ",\"bm25\":");
     lcx_buf_json_f32(b, h->bm25);
-    lcx_buf_printf(b, ",\"rank\":%d}", rank);
+    lcx_buf_puts(b, ",\"rank\":");
+    lcx_buf_int(b, rank);
+    lcx_buf_puts(b, "}");
 }
 
 int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
@@ -970,7 +980,9 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         if (k) lcx_buf_puts(b, ",");
         write_chunk_json(b, &cs[k], &hits[k], k + 1);
     }
-    lcx_buf_printf(b, "],\"session_total\":%u,\"system_message\":", lcx_store_count(st));
+    lcx_buf_puts(b, "],\"session_total\":");
+    lcx_buf_int(b, (long long)lcx_store_count(st));
+    lcx_buf_puts(b, ",\"system_message\":");
     lcx_buf sm = {0};
     if (lcx_rescue_format(&sm, cs, m, LCX_RESCUE_MAX_CHARS) < 0) {
         lcx_buf_free(&sm);

@@ -2,6 +2,8 @@
  * oversized body fails with LCX_ELIMIT instead of growing without bound. */
 #include "util/util.h"
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +101,140 @@ static int json_shortest(lcx_buf *b, double v, int lo, int hi, bool single)
 
 int lcx_buf_json_num(lcx_buf *b, double v) { return json_shortest(b, v, 15, 17, false); }
 
-int lcx_buf_json_f32(lcx_buf *b, float v) { return json_shortest(b, v, 6, 9, true); }
+/* Decimal digits of u (no sign) into the END of buf; returns the first digit. */
+static char *u64_digits(uint64_t u, char *end)
+{
+    char *p = end;
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    return p;
+}
+
+int lcx_buf_int(lcx_buf *b, long long v)
+{
+    char tmp[24], *e = tmp + sizeof tmp;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;   /* LLONG_MIN safe */
+    char *p = u64_digits(u, e);
+    if (v < 0) *--p = '-';
+    return lcx_buf_append(b, p, (size_t)(e - p));
+}
+
+/* Fast exact path of lcx_buf_json_f32: the same bytes as json_shortest(v, 6, 9, true)
+ * (the shortest of %.6g/%.7g/%.8g that strtof maps back to v, else %.9g) without printf
+ * or strtof. Idea: a normal float is m·2^-k (m 24-bit); for 0 < k <= 40, N = m·5^k
+ * (< 2^117) is the exact value in units of 10^-k, so its decimal digits are the exact
+ * decimal expansion. Rounding them to P digits (half to even, as glibc printf does in
+ * the default rounding mode) gives %.Pg's digits; the candidate parses back to v iff it
+ * lies within v's rounding interval (half a gap each side, a quarter below a power of
+ * two; ties go to the even mantissa, as strtof does). Returns 1 when it handled v,
+ * 0 when v is outside the fast range (caller uses the printf loop). */
+typedef unsigned __int128 u128;
+static int json_f32_fast(lcx_buf *b, float f, int *rc)
+{
+    double v = f;
+    int e2;
+    double fr = frexp(fabs(v), &e2);               /* |v| = fr·2^e2, fr in [0.5, 1) */
+    uint32_t m = (uint32_t)ldexp(fr, 24);          /* exact: 24-bit mantissa */
+    int k = 24 - e2;
+    if (k <= 0 || k > 40 || m < (1u << 23)) return 0;
+    u128 p5 = 1;
+    for (int i = 0; i < k; i++) p5 *= 5;           /* 5^k = one ulp in units of 10^-k */
+    u128 N = (u128)m * p5;
+    /* digits of N (<= 36): split once by 10^18 so the rest is 64-bit arithmetic */
+    char dig[48], *end = dig + sizeof dig, *d;
+    const uint64_t E18 = 1000000000000000000ull;
+    uint64_t hi = (uint64_t)(N / E18), lo = (uint64_t)(N % E18);
+    if (hi) {
+        d = end - 18;
+        char *q = u64_digits(lo, end);
+        memset(d, '0', (size_t)(q - d));
+        d = u64_digits(hi, d);
+    } else {
+        d = u64_digits(lo, end);
+    }
+    int L = (int)(end - d);
+    int X = L - 1 - k;                             /* decimal exponent of v */
+    bool pow2 = m == (1u << 23);
+    int P;
+    char r[12];                                    /* rounded digits (P of them) */
+    int Xr = X;
+    for (P = 6; P <= 9; P++) {
+        if (P >= L) {                              /* exact: no rounding, round-trips */
+            memcpy(r, d, (size_t)L);
+            memset(r + L, '0', (size_t)(P - L));
+            Xr = X;
+            break;
+        }
+        /* tail = digits after the first P, as a number; half = 5·10^(L-P-1) */
+        u128 tail = 0, unit = 1;
+        for (int i = P; i < L; i++) tail = tail * 10 + (unsigned)(d[i] - '0'), unit *= 10;
+        u128 half = unit / 2;
+        bool up = tail > half || (tail == half && ((d[P - 1] - '0') & 1));
+        memcpy(r, d, (size_t)P);
+        Xr = X;
+        u128 diff = up ? unit - tail : tail;       /* |candidate - v| in units of 10^-k */
+        if (up) {
+            int i = P - 1;
+            while (i >= 0 && r[i] == '9') r[i--] = '0';
+            if (i >= 0) r[i]++;
+            else { r[0] = '1'; Xr = X + 1; }       /* 99..9 → 100..0: one more digit left */
+        }
+        if (P == 9) break;                         /* %.9g: printed without a check */
+        /* within the rounding interval of v? below a power of two the gap is half. */
+        u128 lim = (!up && pow2) ? p5 : 2 * p5;    /* 4·|diff| vs 2·gap_half... */
+        u128 d4 = 4 * diff;
+        if (d4 < lim || (d4 == lim && !(m & 1))) break;
+    }
+    /* %.{P}g layout of r[0..P) ·10^Xr, trailing zeros (and a bare '.') dropped */
+    int nd = P;
+    while (nd > 1 && r[nd - 1] == '0') nd--;
+    char out[48], *o = out;
+    if (v < 0) *o++ = '-';
+    if (Xr < P && Xr >= -4) {
+        if (Xr >= 0) {
+            for (int i = 0; i <= Xr; i++) *o++ = i < nd ? r[i] : '0';
+            if (nd > Xr + 1) {
+                *o++ = '.';
+                for (int i = Xr + 1; i < nd; i++) *o++ = r[i];
+            }
+        } else {
+            *o++ = '0';
+            *o++ = '.';
+            for (int i = 0; i < -Xr - 1; i++) *o++ = '0';
+            for (int i = 0; i < nd; i++) *o++ = r[i];
+        }
+    } else {
+        *o++ = r[0];
+        if (nd > 1) {
+            *o++ = '.';
+            for (int i = 1; i < nd; i++) *o++ = r[i];
+        }
+        *o++ = 'e';
+        int x = Xr;
+        *o++ = x < 0 ? '-' : '+';
+        if (x < 0) x = -x;
+        if (x < 10) *o++ = '0';
+        char tmp[8], *te = tmp + sizeof tmp, *tp = u64_digits((uint64_t)x, te);
+        memcpy(o, tp, (size_t)(te - tp));
+        o += te - tp;
+    }
+    *rc = lcx_buf_append(b, out, (size_t)(o - out));
+    return 1;
+}
+
+/* hot: 4 per retrieved chunk. Integers and the fast range avoid printf/strtof; the
+ * printf loop (json_shortest) stays the reference and covers everything else. */
+int lcx_buf_json_f32(lcx_buf *b, float v)
+{
+    double dv = v;
+    if (!isfinite(dv)) return lcx_buf_puts(b, "null");
+    if (dv == (double)(long long)dv && fabs(dv) < 1e15) return lcx_buf_int(b, (long long)dv);
+    int rc;
+    if (json_f32_fast(b, v, &rc)) return rc;
+    return json_shortest(b, v, 6, 9, true);
+}
+
+/* The reference (printf + strtof loop) kept for tests: same bytes as lcx_buf_json_f32. */
+int lcx__buf_json_f32_ref(lcx_buf *b, float v) { return json_shortest(b, v, 6, 9, true); }
 
 void lcx_buf_free(lcx_buf *b)
 {

@@ -38,6 +38,10 @@ int  lcx_buf_json_str(lcx_buf *b, const char *s, size_t n);
  * without a fraction), "null" for NaN/inf. _f32 does the same for a float (0.4f → 0.4). */
 int  lcx_buf_json_num(lcx_buf *b, double v);
 int  lcx_buf_json_f32(lcx_buf *b, float v);
+/* Test hook: the printf/strtof reference implementation of lcx_buf_json_f32 (same bytes). */
+int  lcx__buf_json_f32_ref(lcx_buf *b, float v);
+/* Appends v in decimal, exactly as "%lld" (no printf). */
+int  lcx_buf_int(lcx_buf *b, long long v);
 void lcx_buf_free(lcx_buf *b);
 /* Hands the bytes to the caller (free() them) and resets b. */
 char *lcx_buf_steal(lcx_buf *b, size_t *len);
