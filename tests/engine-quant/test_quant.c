@@ -664,7 +664,9 @@ static void test_generation_matches_prompt(void **state)
     /* AVX2 kernels (also on AVX-512 machines: the AVX-512 Q8_0-family kernels remove the
      * zero point differently for prompts and generation, so they are only close) */
     const eng_isa isa = eng_isa_available(ENG_ISA_AVX2) ? ENG_ISA_AVX2 : ENG_ISA_SCALAR;
-    const int64_t n_ins[] = {256, 768, 4864};
+    /* 800 / 5184 (25 / 162 blocks): the Q5_0 matvec's 4x unrolled block loop leaves a
+     * remainder, and 5184 spans two column segments (the second one accumulates) */
+    const int64_t n_ins[] = {256, 768, 800, 4864, 5184};
     enum { ROWS = 37, NT = 11 };
     for (size_t k = 0; k < LCX_ARRAY_LEN(k_wtypes); k++) {
         eng_type t = k_wtypes[k], vt = eng_vec_dot_type(t);
