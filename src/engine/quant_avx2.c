@@ -16,7 +16,8 @@
  *     (|.| <= 2*128*127 < 2^15), madd with ones -> 8 x int32, one float fma with d_w*d_x.
  *   Q4_0/Q5_0 weights: the stored unsigned quants (0..15 / 0..31) go straight into maddubs
  *     (|pair| <= 2*31*127); the zero point 8/16 is removed with the activation block sums
- *     (see load_dx_q8_0).
+ *     (see load_dx_q8_0). Q5_0 generation instead: maddubs(4-bit lo, x) - maddubs(16, x
+ *     where the 5th bit is clear), the same pair sums (see q80fam_vec).
  *   K family: unsigned 4/5/6-bit quants straight into maddubs against the Q8_K row, madd
  *     with the sub-block scales, int32 accumulation over the 256-element super-block; the
  *     Q4_K/Q5_K mins and the Q6_K offset of 32 come from the Q8_K bsums.
