@@ -14,6 +14,7 @@
 #include <string.h>
 #include "embed/embed.h"
 #include "text/text.h"
+#include "util/hash_inl.h"
 
 #define K_VERSION 2
 #define W_WORD 1.0f
@@ -25,65 +26,13 @@
 #define SEED_WORD 0x5157a11c0de5eedull
 #define SEED_CHAR 0x9e3779b97f4a7c15ull
 
-/* = lcx_hash64(p, n, seed) (src/util/hash.c, the same algorithm and output: BM25 term
- * hashes in snapshots and the embedding depend on it; test_embed checks every length
- * 0..200 against it), without the call and without a variable-length memcpy for n < 8. */
-static inline uint64_t lcx__hash_mix(uint64_t a, uint64_t b)
-{
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline __attribute__((always_inline)) uint64_t lcx__hash64_inl(const void *p, size_t n, uint64_t seed)
-{
-    const unsigned char *s = p;
-    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull, k2 = 0x8ebc6af09c88c6e3ull;
-    uint64_t h = seed ^ lcx__hash_mix(seed ^ k0, k1) ^ n;
-    size_t m = n;
-    while (m >= 16) {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + 8, 8);
-        h = lcx__hash_mix(a ^ k1 ^ h, b ^ k2);
-        s += 16;
-        m -= 16;
-    }
-    uint64_t a = 0, b = 0;
-    if (m >= 8) {
-        memcpy(&a, s, 8);
-        memcpy(&b, s + m - 8, 8);
-    } else {
-        switch (m) {   /* little-endian pack of m < 8 bytes (no over-read) */
-        case 7: a |= (uint64_t)s[6] << 48; /* fall through */
-        case 6: a |= (uint64_t)s[5] << 40; /* fall through */
-        case 5: a |= (uint64_t)s[4] << 32; /* fall through */
-        case 4: a |= (uint64_t)s[3] << 24; /* fall through */
-        case 3: a |= (uint64_t)s[2] << 16; /* fall through */
-        case 2: a |= (uint64_t)s[1] << 8;  /* fall through */
-        case 1: a |= s[0]; /* fall through */
-        default: break;
-        }
-    }
-    h = lcx__hash_mix(a ^ k1 ^ h, b ^ k2 ^ m);
-    return lcx__hash_mix(h ^ k0, k2);
-}
-
 /* = lcx__hash64_inl(p, n, 0) for a token, with lo = lcx__pack_lt8(p, n) when n < 8 (the
  * caller has it already from the stopword test; ignored for n ≥ 8). */
 static inline __attribute__((always_inline)) uint64_t lcx__hash64_tok(const void *p, size_t n, uint64_t lo)
 {
     const unsigned char *s = p;
-    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull, k2 = 0x8ebc6af09c88c6e3ull;
-    uint64_t h = lcx__hash_mix(k0, k1) ^ n;
     size_t m = n;
-    while (m >= 16) {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + 8, 8);
-        h = lcx__hash_mix(a ^ k1 ^ h, b ^ k2);
-        s += 16;
-        m -= 16;
-    }
+    uint64_t h = lcx__hash_blocks(&s, &m, lcx__hash_mix(LCX__HK0, LCX__HK1) ^ n);
     uint64_t a = lo, b = 0;
     if (m >= 8) {
         memcpy(&a, s, 8);
@@ -91,8 +40,7 @@ static inline __attribute__((always_inline)) uint64_t lcx__hash64_tok(const void
     } else if (n >= 16) {
         a = lcx__pack_lt8((const char *)s, m);   /* the tail of a long token */
     }
-    h = lcx__hash_mix(a ^ k1 ^ h, b ^ k2 ^ m);
-    return lcx__hash_mix(h ^ k0, k2);
+    return lcx__hash_final(h, a, b, m);
 }
 
 /* ±w without a branch (the sign bit is random: a branch would mispredict half the time) */

@@ -3,6 +3,7 @@
  * (stable across runs and machines: the weight-free embedder depends on it, so changing
  * it changes the embedder fingerprint); sha256 is FIPS 180-4, used for scope hashes. */
 #include "util/util.h"
+#include "util/hash_inl.h"
 #include <nmmintrin.h>
 #include <string.h>
 
@@ -22,35 +23,7 @@ uint32_t lcx_crc32c(uint32_t crc, const void *p, size_t n)
     return ~c32;
 }
 
-static inline uint64_t mix(uint64_t a, uint64_t b)
-{
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-uint64_t lcx_hash64(const void *p, size_t n, uint64_t seed)
-{
-    const unsigned char *s = p;
-    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull, k2 = 0x8ebc6af09c88c6e3ull;
-    uint64_t h = seed ^ mix(seed ^ k0, k1) ^ n;
-    while (n >= 16) {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + 8, 8);
-        h = mix(a ^ k1 ^ h, b ^ k2);
-        s += 16;
-        n -= 16;
-    }
-    uint64_t a = 0, b = 0;
-    if (n >= 8) {
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-    } else if (n) {
-        memcpy(&a, s, n);
-    }
-    h = mix(a ^ k1 ^ h, b ^ k2 ^ n);
-    return mix(h ^ k0, k2);
-}
+uint64_t lcx_hash64(const void *p, size_t n, uint64_t seed) { return lcx__hash64_inl(p, n, seed); }
 
 /* ---- SHA-256 (FIPS 180-4) */
 static const uint32_t K[64] = {

@@ -160,8 +160,10 @@ static void test_hash_golden(void **st)
     assert_int_equal(crc, GOLDEN_CRC);
 }
 
-/* The inline token hash of the ingest path equals lcx_hash64 (util) for every length the
- * tokenizer can produce and beyond, any bytes, any seed (term hashes are persisted). */
+/* The ingest path's token hash (lcx__hash64_tok: the short-token pack passed in) equals
+ * lcx_hash64 for every length the tokenizer can produce and beyond, any bytes, any seed
+ * (term hashes are persisted). lcx_hash64 is lcx__hash64_inl (util/hash_inl.h), whose
+ * output tests/util pins with golden values. */
 static void test_hash64_inline(void **st)
 {
     (void)st;
