@@ -230,6 +230,18 @@ static inline int emit_piece(piece *pc, lcx_token_cb cb, void *ud)
     return 0;
 }
 
+/* A plain ASCII word of n < LCX_TOK_MAX bytes: all lower case (emitted in place) or
+ * Capitalised (emitted from a copy with the first letter folded). */
+static inline __attribute__((always_inline)) int emit_word(const unsigned char *w, size_t n, int lower,
+                                                           lcx_token_cb cb, void *ud)
+{
+    if (lower) return cb((const char *)w, n, LCX_TOK_WORD, ud);
+    char fold[LCX_TOK_MAX];
+    lcx__copy_tok(fold, w, n);
+    fold[0] = (char)(fold[0] | 0x20);
+    return cb(fold, n, LCX_TOK_WORD, ud);
+}
+
 /* hot: runs over every byte of every ingested span and query. always_inline so that a
  * caller passing a constant callback gets it inlined (no indirect call per token). */
 static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *text, size_t len, lcx_token_cb cb,
@@ -263,15 +275,7 @@ static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *t
                         unsigned char kn = lcx__k_next[p[j]];
                         if (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
                                             (j + 1 >= len || lcx__k_next[p[j + 1]] == C_SEP))) {
-                            int rc;
-                            if (k0 == C_LOWER) {
-                                rc = cb((const char *)p + i, j - i, LCX_TOK_WORD, ud);
-                            } else {
-                                char fold[LCX_TOK_MAX];
-                                lcx__copy_tok(fold, p + i, j - i);
-                                fold[0] = (char)(fold[0] | 0x20);
-                                rc = cb(fold, j - i, LCX_TOK_WORD, ud);
-                            }
+                            int rc = emit_word(p + i, j - i, k0 == C_LOWER, cb, ud);
                             if (rc) return rc;
                             i = j + (p[j] == ' ');
                             continue;
@@ -284,15 +288,7 @@ static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *t
                     unsigned char kn = j < len ? (p[j] < 0x80 ? lcx__k_ascii[p[j]] : C_JOIN) : C_SEP;
                     if (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
                                         (j + 1 >= len || (p[j + 1] < 0x80 && lcx__k_ascii[p[j + 1]] == C_SEP)))) {
-                        int rc;
-                        if (k0 == C_LOWER) {
-                            rc = cb((const char *)p + i, j - i, LCX_TOK_WORD, ud);
-                        } else {
-                            char fold[LCX_TOK_MAX];
-                            lcx__copy_tok(fold, p + i, j - i);
-                            fold[0] = (char)(fold[0] | 0x20);
-                            rc = cb(fold, j - i, LCX_TOK_WORD, ud);
-                        }
+                        int rc = emit_word(p + i, j - i, k0 == C_LOWER, cb, ud);
                         if (rc) return rc;
                         /* the separator that ended it, when a plain space, needs no pass
                          * of its own through the loop (one per word of prose) */
