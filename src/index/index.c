@@ -447,18 +447,31 @@ static int64_t term_get(lcx_index *ix, const char *t, uint32_t len, uint64_t h)
     return id;
 }
 
+/* Grows list p to hold at least need entries (doubling). */
+static int plist_reserve(size_t *own_bytes, lcx__plist *p, uint32_t need)
+{
+    if (need <= p->cap) return 0;
+    uint32_t nc = p->cap ? p->cap : 4;
+    while (nc < need) {
+        if (nc > UINT32_MAX / 2) return LCX_ELIMIT;
+        nc *= 2;
+    }
+    uint32_t *d = realloc(p->doc, (size_t)nc * sizeof *d);
+    if (!d) return LCX_ENOMEM;
+    p->doc = d;
+    uint8_t *f = realloc(p->tf, nc);
+    if (!f) return LCX_ENOMEM;
+    p->tf = f;
+    *own_bytes += (size_t)(nc - p->cap) * 5;
+    p->cap = nc;
+    return 0;
+}
+
 static int plist_push(size_t *own_bytes, lcx__plist *p, uint32_t doc, uint8_t tf)
 {
     if (p->n == p->cap) {
-        uint32_t nc = p->cap ? p->cap * 2 : 4;
-        uint32_t *d = realloc(p->doc, nc * sizeof *d);
-        if (!d) return LCX_ENOMEM;
-        p->doc = d;
-        uint8_t *f = realloc(p->tf, nc);
-        if (!f) return LCX_ENOMEM;
-        p->tf = f;
-        *own_bytes += (size_t)(nc - p->cap) * 5;
-        p->cap = nc;
+        int rc = plist_reserve(own_bytes, p, p->n + 1);
+        if (rc) return rc;
     }
     p->doc[p->n] = doc;
     p->tf[p->n] = tf;
@@ -541,26 +554,6 @@ int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_te
     ix->n_live++;
     ix->sum_dl += dt->dl;
     if (id_out) *id_out = id;
-    return 0;
-}
-
-/* Grows list p to hold at least need entries (doubling). */
-static int plist_reserve(size_t *own_bytes, lcx__plist *p, uint32_t need)
-{
-    if (need <= p->cap) return 0;
-    uint32_t nc = p->cap ? p->cap : 4;
-    while (nc < need) {
-        if (nc > UINT32_MAX / 2) return LCX_ELIMIT;
-        nc *= 2;
-    }
-    uint32_t *d = realloc(p->doc, (size_t)nc * sizeof *d);
-    if (!d) return LCX_ENOMEM;
-    p->doc = d;
-    uint8_t *f = realloc(p->tf, nc);
-    if (!f) return LCX_ENOMEM;
-    p->tf = f;
-    *own_bytes += (size_t)(nc - p->cap) * 5;
-    p->cap = nc;
     return 0;
 }
 
