@@ -1,0 +1,354 @@
+/* The index snapshot, DIR/index.snap: a cache of the built index that open maps instead
+ * of replaying the log. Byte layout: steps 7–9 at the top of store.c and
+ * docs/storage-format.md. The log stays the source of truth: any problem with a snapshot
+ * makes open ignore it and replay the whole log. */
+#include "store/store_impl.h"
+#include "store/store_fmt.h"
+#include "util/util.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ load */
+int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from)
+{
+    char *p = lcx_path_join(s->dir, LCX_SNAP_NAME);
+    if (!p) return LCX_ENOMEM;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    free(p);
+    if (fd < 0) return LCX_ENOTFOUND;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < sizeof(lcx_snap_hdr)) { close(fd); return LCX_ECORRUPT; }
+    size_t flen = (size_t)st.st_size;
+    void *map = mmap(NULL, flen, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return LCX_EIO;
+    const char *b = map;
+    lcx_snap_hdr h;
+    memcpy(&h, b, sizeof h);
+    int rc = LCX_ECORRUPT;
+    if (memcmp(h.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN) != h.crc) goto bad;
+    if (h.version != LCX_SNAP_VERSION || h.hdr_size != sizeof h || h.n_sec != SEC_N) goto bad;
+    if (h.dim != s->dim || h.vec_format != LCX_VEC_U8 || h.fp_len != strlen(s->fp) ||
+        memcmp(h.fp, s->fp, h.fp_len) || h.uuid != s->uuid)
+        goto bad;
+    if (h.log_off > log_size || h.log_off < sizeof(lcx_log_hdr)) goto bad;
+    if (h.last_rec_off) {
+        lcx_rec_hdr rh;
+        if (h.last_rec_off + sizeof rh > h.log_off) goto bad;
+        memcpy(&rh, logmap + h.last_rec_off, sizeof rh);
+        if (rh.magic != LCX_REC_MAGIC || rh.crc != h.last_rec_crc || h.last_rec_off + sizeof rh + rh.len != h.log_off)
+            goto bad;
+    } else if (h.log_off != sizeof(lcx_log_hdr)) goto bad;
+    if (h.tab_cap & (h.tab_cap - 1) || h.tab_cap < 2 || h.n_terms >= h.tab_cap) goto bad;
+    uint64_t want[SEC_N] = {(uint64_t)h.n_docs * sizeof(lcx_snap_doc), 0, (uint64_t)h.n_docs * h.dim,
+                            (uint64_t)h.tab_cap * sizeof(lcx__tslot), ((uint64_t)h.n_terms + 1) * 8, 0,
+                            ((uint64_t)h.n_terms + 1) * 8, h.n_post * 4, h.n_post, (uint64_t)h.n_docs * 4};
+    for (int i = 0; i < SEC_N; i++) {
+        const lcx_snap_sec *sc = &h.sec[i];
+        if (sc->off % 64 || sc->off < sizeof h || sc->off > flen || sc->len > flen - sc->off) goto bad;
+        if (i != SEC_BLOB && i != SEC_TSTR && sc->len != want[i]) goto bad;
+    }
+    static const int verify[] = {SEC_DOCS, SEC_TTAB, SEC_TOFF, SEC_POFF};
+    for (size_t i = 0; i < sizeof verify / sizeof verify[0]; i++) {
+        const lcx_snap_sec *sc = &h.sec[verify[i]];
+        if (lcx_crc32c(0, b + sc->off, sc->len) != sc->crc) goto bad;
+    }
+    const uint64_t *toff = (const uint64_t *)(b + h.sec[SEC_TOFF].off);
+    const uint64_t *poff = (const uint64_t *)(b + h.sec[SEC_POFF].off);
+    if (toff[0] != 0 || poff[0] != 0 || poff[h.n_terms] != h.n_post || toff[h.n_terms] > h.sec[SEC_TSTR].len) goto bad;
+    for (uint32_t i = 0; i < h.n_terms; i++)
+        if (toff[i + 1] < toff[i] || poff[i + 1] < poff[i]) goto bad;
+    const lcx_snap_doc *docs = (const lcx_snap_doc *)(b + h.sec[SEC_DOCS].off);
+    uint64_t blen = h.sec[SEC_BLOB].len;
+    for (uint32_t i = 0; i < h.n_docs; i++) {
+        const lcx_snap_doc *d = &docs[i];
+        if (d->text_off > blen || d->text_len > blen - d->text_off || d->path_off > blen ||
+            d->path_len > blen - d->path_off || d->file_type > LCX_FT_CONFIG || d->deleted > 1 ||
+            d->path_len > LCX_PATH_MAX)
+            goto bad;
+    }
+    /* structure verified: attach */
+    lcx__index_base base = {
+        .nt = h.n_terms,
+        .tab = (const lcx__tslot *)(b + h.sec[SEC_TTAB].off), .tab_cap = h.tab_cap,
+        .toff = toff, .tstr = b + h.sec[SEC_TSTR].off, .tstr_len = h.sec[SEC_TSTR].len,
+        .poff = poff, .pdoc = (const uint32_t *)(b + h.sec[SEC_PDOC].off),
+        .ptf = (const uint8_t *)(b + h.sec[SEC_PTF].off), .np = h.n_post,
+        .vn = h.n_docs, .vec8 = (const uint8_t *)(b + h.sec[SEC_VEC].off),
+        .vsc = (const float *)(b + h.sec[SEC_VSC].off)};
+    if ((rc = lcx__index_attach_base(s->ix, &base, h.n_docs))) goto bad_rc;
+    if ((rc = lcx__store_meta_reserve(s, h.n_docs))) goto bad_rc;
+    const char *blob = b + h.sec[SEC_BLOB].off;
+    for (uint32_t i = 0; i < h.n_docs; i++) {
+        const lcx_snap_doc *d = &docs[i];
+        lcx__index_set_base_doc(s->ix, i, blob + d->text_off, d->text_len, d->dl, d->deleted);
+        meta *m = &s->m[i];
+        m->tok_start = d->tok_start;
+        m->tok_end = d->tok_end;
+        m->layer = d->layer;
+        m->round = d->round;
+        m->score = d->score;
+        m->line_start = d->line_start;
+        m->line_end = d->line_end;
+        m->file_type = d->file_type;
+        m->from_snap = 1;
+        m->text_crc = d->text_crc;
+        m->path = d->path_len ? blob + d->path_off : NULL;
+        m->path_len = d->path_len;
+    }
+    lcx__index_base_done(s->ix);
+    s->map = map;
+    s->map_len = flen;
+    s->snap_docs = h.n_docs;
+    s->snap_log_off = h.log_off;
+    s->has_snap = 1;
+    *replay_from = h.log_off;
+    return 0;
+bad:
+    rc = LCX_ECORRUPT;
+bad_rc:
+    munmap(map, flen);
+    return rc;
+}
+/* ------------------------------------------------------------------ snapshot write */
+typedef struct {
+    FILE *f;
+    uint64_t off;
+    uint32_t crc;
+    int err;
+} wr;
+
+static void wr_put(wr *w, const void *p, size_t n)
+{
+    if (w->err || !n) return;
+    if (fwrite(p, 1, n, w->f) != n) w->err = 1;
+    w->crc = lcx_crc32c(w->crc, p, n);
+    w->off += n;
+}
+
+static void wr_align(wr *w)
+{
+    static const char z[64];
+    size_t pad = (size_t)((64 - (w->off & 63)) & 63);
+    if (pad && !w->err) {
+        if (fwrite(z, 1, pad, w->f) != pad) w->err = 1;
+        w->off += pad;
+    }
+}
+
+static void sec_begin(wr *w, lcx_snap_hdr *h, int i)
+{
+    wr_align(w);
+    h->sec[i].off = w->off;
+    w->crc = 0;
+}
+
+static void sec_end(wr *w, lcx_snap_hdr *h, int i, uint32_t flags)
+{
+    h->sec[i].len = w->off - h->sec[i].off;
+    h->sec[i].crc = w->crc;
+    h->sec[i].flags = flags;
+}
+
+/* Caller holds wmu (no writer can change the index); readers may run concurrently. */
+int lcx__snap_write(lcx_store *s)
+{
+    if (s->broken) return LCX_ESTATE;
+    if (s->has_snap && s->snap_log_off == s->log_end) return 0;   /* already up to date */
+    const lcx_index *ix = s->ix;
+    char *path = lcx_path_join(s->dir, LCX_SNAP_NAME), *tmp = lcx_path_join(s->dir, LCX_SNAP_NAME ".tmp");
+    int rc = LCX_ENOMEM;
+    FILE *f = NULL;
+    lcx__tslot *tab = NULL;
+    if (!path || !tmp) goto out;
+    uint32_t nd = ix->n_docs, nt = ix->n_terms;
+    uint32_t cap = 2;
+    while (cap < (uint64_t)nt * 2 + 2) cap *= 2;
+    tab = calloc(cap, sizeof *tab);
+    if (!tab) goto out;
+    uint64_t np = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t len;
+        const char *str = lcx__index_term(ix, t, &len);
+        uint64_t hsh = lcx_hash64(str, len, 0);
+        uint32_t j = (uint32_t)hsh & (cap - 1);
+        while (tab[j].id1) j = (j + 1) & (cap - 1);
+        tab[j] = (lcx__tslot){hsh, t + 1, len};
+        np += lcx__index_df(ix, t);
+    }
+    rc = LCX_EIO;
+    f = fopen(tmp, "wb");
+    if (!f) goto out;
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    lcx_snap_hdr h;
+    memset(&h, 0, sizeof h);
+    wr w = {f, 0, 0, 0};
+    wr_put(&w, &h, sizeof h);   /* placeholder, rewritten at the end */
+    /* 0 DOCS */
+    sec_begin(&w, &h, SEC_DOCS);
+    uint64_t boff = 0;
+    for (uint32_t i = 0; i < nd; i++) {
+        const meta *m = &s->m[i];
+        lcx_snap_doc d;
+        memset(&d, 0, sizeof d);
+        d.tok_start = m->tok_start;
+        d.tok_end = m->tok_end;
+        d.layer = m->layer;
+        d.round = m->round;
+        d.score = m->score;
+        d.line_start = m->line_start;
+        d.line_end = m->line_end;
+        d.dl = ix->dl[i];
+        d.text_off = boff;
+        d.text_len = ix->text_len[i];
+        d.path_off = boff + d.text_len;
+        d.path_len = m->path_len;
+        d.text_crc = m->from_snap ? m->text_crc : lcx_crc32c(0, ix->text[i], d.text_len);
+        d.file_type = m->file_type;
+        d.deleted = (uint8_t)lcx__index_is_deleted(ix, i);
+        boff += (uint64_t)d.text_len + d.path_len;
+        wr_put(&w, &d, sizeof d);
+    }
+    sec_end(&w, &h, SEC_DOCS, 1);
+    /* 1 BLOB */
+    sec_begin(&w, &h, SEC_BLOB);
+    for (uint32_t i = 0; i < nd; i++) {
+        wr_put(&w, ix->text[i], ix->text_len[i]);
+        wr_put(&w, s->m[i].path, s->m[i].path_len);
+    }
+    sec_end(&w, &h, SEC_BLOB, 0);
+    /* 2 VEC */
+    sec_begin(&w, &h, SEC_VEC);
+    if (ix->base.vn) wr_put(&w, ix->base.vec8, (size_t)ix->base.vn * s->dim);
+    if (nd > ix->base.vn) wr_put(&w, ix->vec8, (size_t)(nd - ix->base.vn) * s->dim);
+    sec_end(&w, &h, SEC_VEC, 0);
+    /* 3 TTAB */
+    sec_begin(&w, &h, SEC_TTAB);
+    wr_put(&w, tab, (size_t)cap * sizeof *tab);
+    sec_end(&w, &h, SEC_TTAB, 1);
+    /* 4 TOFF, 5 TSTR */
+    sec_begin(&w, &h, SEC_TOFF);
+    uint64_t o = 0;
+    wr_put(&w, &o, 8);
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t len;
+        lcx__index_term(ix, t, &len);
+        o += len;
+        wr_put(&w, &o, 8);
+    }
+    sec_end(&w, &h, SEC_TOFF, 1);
+    sec_begin(&w, &h, SEC_TSTR);
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t len;
+        const char *str = lcx__index_term(ix, t, &len);
+        wr_put(&w, str, len);
+    }
+    sec_end(&w, &h, SEC_TSTR, 0);
+    /* 6 POFF, 7 PDOC, 8 PTF */
+    sec_begin(&w, &h, SEC_POFF);
+    o = 0;
+    wr_put(&w, &o, 8);
+    for (uint32_t t = 0; t < nt; t++) {
+        o += lcx__index_df(ix, t);
+        wr_put(&w, &o, 8);
+    }
+    sec_end(&w, &h, SEC_POFF, 1);
+    for (int pass = 0; pass < 2; pass++) {
+        int sec = pass ? SEC_PTF : SEC_PDOC;
+        sec_begin(&w, &h, sec);
+        for (uint32_t t = 0; t < nt; t++) {
+            if (t < ix->base.nt) {
+                uint64_t a = ix->base.poff[t], b = ix->base.poff[t + 1];
+                if (pass) wr_put(&w, ix->base.ptf + a, (size_t)(b - a));
+                else wr_put(&w, ix->base.pdoc + a, (size_t)(b - a) * 4);
+            }
+            const lcx__plist *pl = &ix->pl[t];
+            if (pass) wr_put(&w, pl->tf, pl->n);
+            else wr_put(&w, pl->doc, (size_t)pl->n * 4);
+        }
+        sec_end(&w, &h, sec, 0);
+    }
+    /* 9 VSC */
+    sec_begin(&w, &h, SEC_VSC);
+    if (ix->base.vn) wr_put(&w, ix->base.vsc, (size_t)ix->base.vn * 4);
+    if (nd > ix->base.vn) wr_put(&w, ix->vsc, (size_t)(nd - ix->base.vn) * 4);
+    sec_end(&w, &h, SEC_VSC, 0);
+    /* header */
+    memcpy(h.magic, LCX_SNAP_MAGIC, 8);
+    h.version = LCX_SNAP_VERSION;
+    h.hdr_size = sizeof h;
+    h.dim = s->dim;
+    h.vec_format = LCX_VEC_U8;
+    h.uuid = s->uuid;
+    h.log_off = s->log_end;
+    h.last_rec_off = s->log_end > sizeof(lcx_log_hdr) ? s->last_rec_off : 0;
+    h.last_rec_crc = h.last_rec_off ? s->last_rec_crc : 0;
+    h.n_docs = nd;
+    h.n_terms = nt;
+    h.tab_cap = cap;
+    h.n_post = np;
+    h.n_sec = SEC_N;
+    h.fp_len = (uint32_t)strlen(s->fp);
+    memcpy(h.fp, s->fp, h.fp_len);
+    h.crc = lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN);
+    if (w.err || fflush(f) || fseek(f, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, f) != 1 || fflush(f) ||
+        fsync(fileno(f)) < 0)
+        goto out;
+    if (fclose(f)) { f = NULL; goto out; }
+    f = NULL;
+    if (rename(tmp, path) < 0 || lcx_fsync_dir(s->dir)) goto out;
+    s->snap_docs = nd;
+    s->snap_log_off = s->log_end;
+    s->tombs_since_snap = 0;
+    s->has_snap = 1;
+    rc = 0;
+out:
+    if (f) fclose(f);
+    if (rc && tmp) unlink(tmp);
+    free(tab);
+    free(path);
+    free(tmp);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ validation */
+int lcx__snap_check(const char *dir, uint64_t uuid, uint64_t log_good_end, const char **note)
+{
+    *note = "no snapshot";
+    char *sp = lcx_path_join(dir, LCX_SNAP_NAME);
+    int sfd = sp ? open(sp, O_RDONLY | O_CLOEXEC) : -1;
+    free(sp);
+    if (sfd < 0) return 0;
+    struct stat ss;
+    void *map = MAP_FAILED;
+    if (fstat(sfd, &ss) == 0 && (uint64_t)ss.st_size >= sizeof(lcx_snap_hdr))
+        map = mmap(NULL, (size_t)ss.st_size, PROT_READ, MAP_PRIVATE, sfd, 0);
+    close(sfd);
+    *note = "snapshot unreadable (ignored on open)";
+    if (map == MAP_FAILED) return LCX_ECORRUPT;
+    const char *bad = NULL;
+    lcx_snap_hdr sh;
+    memcpy(&sh, map, sizeof sh);
+    uint64_t fl = (uint64_t)ss.st_size;
+    if (memcmp(sh.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &sh, LCX_SNAP_CRC_LEN) != sh.crc || sh.n_sec != SEC_N) {
+        bad = "snapshot header bad (ignored on open)";
+    } else if (sh.uuid != uuid || sh.log_off > log_good_end) {
+        bad = "snapshot does not match the log (ignored on open)";
+    } else {
+        for (int i = 0; i < SEC_N; i++) {
+            const lcx_snap_sec *sc = &sh.sec[i];
+            if (sc->off > fl || sc->len > fl - sc->off || lcx_crc32c(0, (const char *)map + sc->off, sc->len) != sc->crc) {
+                bad = "snapshot section checksum mismatch (ignored on open)";
+                break;
+            }
+        }
+    }
+    munmap(map, (size_t)ss.st_size);
+    *note = bad ? bad : "snapshot ok";
+    return bad ? LCX_ECORRUPT : 0;
+}
