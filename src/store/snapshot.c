@@ -14,6 +14,13 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ load */
+void lcx__snap_release(lcx_store *s)
+{
+    if (s->map) munmap(s->map, s->map_len);
+    s->map = NULL;
+    s->map_len = 0;
+}
+
 int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from)
 {
     char *p = lcx_path_join(s->dir, LCX_SNAP_NAME);

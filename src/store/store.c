@@ -188,15 +188,7 @@ static void wlock_drained(lcx_store *s)
 }
 
 /* ------------------------------------------------------------------ log parsing */
-typedef struct {
-    const lcx_rec_chunk *fx;
-    const char *text, *path;
-    const uint8_t *vec;      /* (dim) u8 row */
-} rec_item;
-
-/* Checks a batch payload's internal sizes; calls fn for each chunk when fn != NULL. */
-typedef int (*item_fn)(void *ud, const rec_item *it);
-static int parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, item_fn fn, void *ud)
+int lcx__parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, lcx__item_fn fn, void *ud)
 {
     uint64_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -209,7 +201,7 @@ static int parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, it
         if (!(fx.vscale >= 0) || !(fx.vscale < 1e30f)) return LCX_ECORRUPT;
         if (len - off < need) return LCX_ECORRUPT;
         if (fn) {
-            rec_item it = {(const lcx_rec_chunk *)(p + off), p + off + sizeof fx, p + off + sizeof fx + fx.text_len,
+            lcx__rec_item it = {(const lcx_rec_chunk *)(p + off), p + off + sizeof fx, p + off + sizeof fx + fx.text_len,
                            dim ? (const uint8_t *)(p + off + sizeof fx + fx.text_len + fx.path_len) : NULL};
             int rc = fn(ud, &it);
             if (rc) return rc;
@@ -268,7 +260,7 @@ static int scan_log(const char *base, uint64_t size, uint64_t start, uint32_t di
         /* checksummed record: its structure must be right */
         int rc = 0;
         if (h.type != LCX_REC_TOMB) {
-            rc = parse_batch(payload, h.len, h.n, h.type == LCX_REC_TEXT ? 0 : dim, NULL, NULL);
+            rc = lcx__parse_batch(payload, h.len, h.n, h.type == LCX_REC_TEXT ? 0 : dim, NULL, NULL);
             if (!rc && (uint64_t)r->n_chunks + h.n > UINT32_MAX - 1) rc = LCX_ECORRUPT;
         } else {
             if ((uint64_t)h.n * 4 != h.len) rc = LCX_ECORRUPT;
@@ -318,7 +310,7 @@ typedef struct {
 } replay_ctx;
 
 /* row/scale: the chunk's embedding (stored in a BATCH record, recomputed for TEXT) */
-static int replay_commit(lcx_store *s, const rec_item *it, const lcx__doc_terms *dt, const uint8_t *row, float scale)
+static int replay_commit(lcx_store *s, const lcx__rec_item *it, const lcx__doc_terms *dt, const uint8_t *row, float scale)
 {
     lcx_rec_chunk fx;
     memcpy(&fx, it->fx, sizeof fx);
@@ -343,7 +335,7 @@ static int replay_commit(lcx_store *s, const rec_item *it, const lcx__doc_terms 
     return 0;
 }
 
-static int replay_item(void *ud, const rec_item *it)
+static int replay_item(void *ud, const lcx__rec_item *it)
 {
     replay_ctx *c = ud;
     lcx_rec_chunk fx;
@@ -366,11 +358,11 @@ static int replay_item(void *ud, const rec_item *it)
 /* Large batch records are tokenized on several threads (replay is otherwise one
  * tokenization per chunk on one core: ~45 µs each), then committed in order. */
 typedef struct {
-    rec_item *items;
+    lcx__rec_item *items;
     uint32_t n, cap;
 } item_list;
 
-static int collect_item(void *ud, const rec_item *it)
+static int collect_item(void *ud, const lcx__rec_item *it)
 {
     item_list *l = ud;
     if (l->n == l->cap) return LCX_ENOMEM;   /* sized from the record header: cannot happen */
@@ -381,7 +373,7 @@ static int collect_item(void *ud, const rec_item *it)
 typedef struct {
     const lcx_index *ix;
     const lcx_embedder *emb;
-    const rec_item *items;
+    const lcx__rec_item *items;
     lcx__doc_terms **dt;
     uint8_t *rows;           /* TEXT record: (n, dim) recomputed u8 rows, else NULL */
     float *sc;               /* (n) their scales */
@@ -420,13 +412,13 @@ static void *rwork_run(void *p)
 static int replay_batch_parallel(replay_ctx *c, const char *payload, uint32_t len, uint32_t n, int text_rec)
 {
     lcx_store *s = c->s;
-    item_list l = {calloc(n, sizeof(rec_item)), 0, n};
+    item_list l = {calloc(n, sizeof(lcx__rec_item)), 0, n};
     lcx__doc_terms **dt = calloc(n, sizeof *dt);
     uint8_t *rows = text_rec ? malloc((size_t)n * s->dim) : NULL;   /* (n, dim) */
     float *sc = text_rec ? malloc((size_t)n * sizeof *sc) : NULL;    /* (n) */
     int rc = LCX_ENOMEM;
     if (!l.items || !dt || (text_rec && (!rows || !sc))) goto out;
-    if ((rc = parse_batch(payload, len, n, text_rec ? 0 : s->dim, collect_item, &l))) goto out;
+    if ((rc = lcx__parse_batch(payload, len, n, text_rec ? 0 : s->dim, collect_item, &l))) goto out;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = (int)(cpus < 1 ? 1 : cpus > PAR_MAX_THREADS ? PAR_MAX_THREADS : cpus);
     rwork w[PAR_MAX_THREADS];
@@ -465,7 +457,7 @@ static int replay_rec(void *ud, const lcx_rec_hdr *h, const char *payload, uint6
     if (h->type != LCX_REC_TOMB) {
         int text_rec = h->type == LCX_REC_TEXT;
         if (h->n >= PAR_MIN) return replay_batch_parallel(c, payload, h->len, h->n, text_rec);
-        return parse_batch(payload, h->len, h->n, text_rec ? 0 : c->s->dim, replay_item, c);
+        return lcx__parse_batch(payload, h->len, h->n, text_rec ? 0 : c->s->dim, replay_item, c);
     }
     for (uint32_t i = 0; i < h->n; i++) {
         uint32_t id;
@@ -615,7 +607,7 @@ void lcx_store_close(lcx_store *s)
     }
     if (s->fd >= 0) close(s->fd);
     lcx_index_free(s->ix);
-    if (s->map) munmap(s->map, s->map_len);
+    lcx__snap_release(s);
     for (struct pblock *b = s->paths; b;) {
         struct pblock *n = b->next;
         free(b);

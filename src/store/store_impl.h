@@ -7,6 +7,7 @@
 #include "longctx/lcx.h"
 #include "embed/embed.h"
 #include "index/index.h"
+#include "store/store_fmt.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -75,12 +76,24 @@ struct lcx_store {
 };
 /* store.c */
 int lcx__store_meta_reserve(lcx_store *s, uint32_t need);
+/* One chunk of a log batch payload (pointers into the payload). */
+typedef struct {
+    const lcx_rec_chunk *fx;
+    const char *text, *path;
+    const uint8_t *vec;      /* (dim) u8 row; NULL in TEXT records (dim = 0) */
+} lcx__rec_item;
+typedef int (*lcx__item_fn)(void *ud, const lcx__rec_item *it);
+/* Checks a batch payload's internal sizes (dim = 0 for TEXT records); calls fn for each
+ * chunk when fn != NULL and stops at its first nonzero return. */
+int lcx__parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, lcx__item_fn fn, void *ud);
 
 /* snapshot.c */
 /* Maps DIR/index.snap and attaches it as the index base when it is valid and matches the
  * log (log_size bytes mapped at logmap); *replay_from = log bytes it covers. Any problem:
  * a negative LCX_E* and nothing attached (the caller replays the whole log). */
 int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from);
+/* Unmaps what lcx__snap_load mapped (close). */
+void lcx__snap_release(lcx_store *s);
 /* Writes DIR/index.snap (tmp + fsync + rename + fsync dir). Caller holds wmu, drained. */
 int lcx__snap_write(lcx_store *s);
 /* lcx_store_validate's snapshot part: 0 when DIR has no snapshot or every section of it
