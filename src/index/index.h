@@ -62,10 +62,18 @@ typedef struct {
 } lcx__tslot;
 
 typedef struct {
-    uint32_t *doc;       /* (cap) doc ids, increasing */
-    uint8_t *tf;         /* (cap) term frequency, saturated at 255 */
+    uint32_t *doc;       /* (cap) doc ids, increasing; one block with tf (index.c posting storage) */
+    uint8_t *tf;         /* (cap) term frequency, saturated at 255; = (uint8_t *)(doc + cap) */
     uint32_t n, cap;
 } lcx__plist;
+
+/* slab allocator of posting blocks (index.c); classes cap 4, 8, ..., 4096 */
+typedef struct {
+    char *bump; size_t left;         /* the current chunk's unused tail */
+    char *free[11];                  /* per capacity class: free blocks, linked through their first bytes */
+    struct lcx__pschunk *chunks;
+    size_t total;                    /* chunk bytes */
+} lcx__palloc;
 
 typedef struct {
     /* borrowed term dictionary + postings of the first base_nt terms */
@@ -99,11 +107,18 @@ struct lcx_index {
     lcx__tslot *tab; uint32_t tab_cap, tab_used;   /* own terms (id ≥ base.nt) */
     const char **otstr; uint32_t *otlen; uint32_t ot_cap;  /* own term strings (id − base.nt) */
     lcx__plist *pl; uint32_t pl_cap;               /* tail postings per term id (all terms) */
+    lcx__palloc palloc[2];                         /* their blocks, by term-id parity */
     uint64_t *pkey; size_t pkey_cap;               /* (2·pkey_cap) posting sort scratch of commit_batch */
     /* arena for own texts and term strings */
     struct lcx__ablock *arena;
+    size_t arena_bytes;              /* bytes of arena blocks (sizes the next block) */
     size_t own_bytes;                /* bytes malloc'd (for lcx_store_mem_bytes) */
 };
+
+/* Advises transparent huge pages for the 2 MiB-aligned pages inside [p, p + n) when n ≥ 4 MiB
+ * (big arrays that ingest fills page by page: one fault per 2 MiB instead of per 4 KiB).
+ * Advice only: nothing happens on failure or without THP. */
+void lcx__advise_huge(void *p, size_t n);
 
 /* Looks up the ids of dt's terms that the index already knows (read-only: callable under
  * a shared lock, off the writer's critical path). */

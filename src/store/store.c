@@ -169,6 +169,7 @@ int lcx__store_meta_reserve(lcx_store *s, uint32_t need)
     while (nc < need) nc = nc > UINT32_MAX / 2 ? need : nc * 2;
     meta *m = realloc(s->m, (size_t)nc * sizeof *m);
     if (!m) return LCX_ENOMEM;
+    lcx__advise_huge(m, (size_t)nc * sizeof *m);
     s->m = m;
     s->m_cap = nc;
     return 0;
@@ -1199,8 +1200,11 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         if (s->recbuf_cap < need) {
             free(s->recbuf);
             s->recbuf_cap = 0;
-            if (!(s->recbuf = malloc(need))) { rc = LCX_ENOMEM; goto unlock_o; }
-            s->recbuf_cap = need;
+            /* headroom: batch payloads vary a little, and a fresh ~1 MB buffer is
+             * ~256 page faults (it is mmap'd: freeing it unmaps it) */
+            size_t cap = need + need / 8;
+            if (!(s->recbuf = malloc(cap))) { rc = LCX_ENOMEM; goto unlock_o; }
+            s->recbuf_cap = cap;
         }
         lock_w(s);   /* reserve before writing so publishing cannot fail on these allocations */
         rc = lcx__index_reserve(s->ix, (uint32_t)n);
