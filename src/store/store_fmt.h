@@ -15,7 +15,8 @@
 #define LCX_SNAP_MAGIC "LCXSNAP1"
 #define LCX_LOG_VERSION 2                /* new logs; version 1 logs are still read and appended to */
 #define LCX_LOG_VERSION_V1 1
-#define LCX_SNAP_VERSION 1
+#define LCX_SNAP_VERSION 2               /* DOCS reference texts/paths in the log; BLOB empty */
+#define LCX_SNAP_VERSION_V1 1            /* DOCS reference texts/paths in BLOB (still loaded) */
 #define LCX_VEC_U8 2                         /* offset-binary u8 rows + f32 scale */
 #define LCX_REC_MAGIC 0x5243584cu            /* "LXCR" */
 #define LCX_REC_BATCH 1
@@ -74,7 +75,7 @@ typedef struct {
 
 typedef struct {
     char magic[8];        /* "LCXSNAP1" */
-    uint32_t version;     /* 1 */
+    uint32_t version;     /* 2 (1: texts copied into BLOB) */
     uint32_t hdr_size;    /* 1024 */
     uint32_t dim;
     uint32_t vec_format;
@@ -103,8 +104,8 @@ typedef struct {
     float score;
     uint32_t line_start, line_end;
     uint32_t dl;          /* BM25 document length */
-    uint64_t text_off;    /* into SEC_BLOB */
-    uint64_t path_off;
+    uint64_t text_off;    /* v1: into SEC_BLOB; v2: byte offset in the log (chunks.log) */
+    uint64_t path_off;    /* same */
     uint32_t text_len, path_len;
     uint32_t text_crc;    /* crc32c of the text (checked by lcx_store_get) */
     uint8_t file_type;

@@ -57,6 +57,10 @@ struct lcx_store {
     size_t path_bytes;
     void *map;               /* snapshot mapping in use (kept until close) */
     size_t map_len;
+    const char *lmap;        /* version-2 snapshot: the log bytes it covers, mapped read-only
+                              * (base texts/paths point here; kept until close) */
+    size_t lmap_len;         /* = that snapshot's covered log bytes */
+    uint32_t lmap_docs;      /* documents [0, lmap_docs) have their text in lmap */
     uint32_t snap_docs;      /* documents covered by the newest snapshot on disk */
     uint64_t snap_log_off;   /* log bytes it covers */
     uint32_t tombs_since_snap;
