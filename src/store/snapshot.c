@@ -2,9 +2,11 @@
  * of replaying the log. Byte layout: steps 7–9 at the top of store.c and
  * docs/storage-format.md. The log stays the source of truth: any problem with a snapshot
  * makes open ignore it and replay the whole log. */
+#define _GNU_SOURCE   /* sync_file_range */
 #include "store/store_impl.h"
 #include "store/store_fmt.h"
 #include "util/util.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,40 +146,92 @@ bad_rc:
     return rc;
 }
 /* ------------------------------------------------------------------ snapshot write */
+/* A buffered writer on a file descriptor: small puts (one per term for TOFF, TSTR, POFF,
+ * PDOC and PTF: ~3 M of them for /usr/include) are memcpy'd into a 4 MiB buffer, the
+ * section crc32c is taken over the buffer once per flush instead of per put, and every
+ * flush asks the kernel to start writing those pages back (SYNC_FILE_RANGE_WRITE), so the
+ * disk works while the rest is generated and the final fsync waits for the tail only
+ * (measured: fsync of the 89 MB /usr/include snapshot 0.25–0.3 s after a plain write). */
+#define WR_BUF (4u << 20)
+
 typedef struct {
-    FILE *f;
-    uint64_t off;
-    uint32_t crc;
+    int fd;
+    char *buf;               /* (WR_BUF) */
+    size_t used;             /* bytes in buf */
+    size_t crc_from;         /* buf[crc_from, used) not yet in crc */
+    uint64_t off;            /* file offset of everything put so far */
+    uint64_t synced;         /* bytes already handed to writeback */
+    uint32_t crc;            /* of the current section */
     int err;
 } wr;
 
-static void wr_put(wr *w, const void *p, size_t n)
+static void wr_crc(wr *w)
 {
-    if (w->err || !n) return;
-    if (fwrite(p, 1, n, w->f) != n) w->err = 1;
-    w->crc = lcx_crc32c(w->crc, p, n);
-    w->off += n;
+    w->crc = lcx_crc32c(w->crc, w->buf + w->crc_from, w->used - w->crc_from);
+    w->crc_from = w->used;
+}
+
+static void wr_flush(wr *w)
+{
+    wr_crc(w);
+    const char *c = w->buf;
+    size_t n = w->used;
+    uint64_t at = w->off - n;
+    while (n && !w->err) {
+        ssize_t k = pwrite(w->fd, c, n, (off_t)at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) { w->err = 1; break; }
+        c += k;
+        n -= (size_t)k;
+        at += (uint64_t)k;
+    }
+    w->used = w->crc_from = 0;
+    /* start writeback of what is complete; advice only (errors surface at fsync) */
+    if (!w->err && w->off - w->synced >= WR_BUF) {
+        (void)sync_file_range(w->fd, (off_t)w->synced, (off_t)(w->off - w->synced), SYNC_FILE_RANGE_WRITE);
+        w->synced = w->off;
+    }
+}
+
+/* hot: called once per term and per document */
+static inline void wr_put(wr *w, const void *p, size_t n)
+{
+    if (!n) return;   /* p may be NULL then (empty posting lists) */
+    if (n <= WR_BUF - w->used) {
+        memcpy(w->buf + w->used, p, n);
+        w->used += n;
+        w->off += n;
+        return;
+    }
+    const char *c = p;
+    while (n) {
+        if (w->used == WR_BUF) wr_flush(w);
+        size_t k = WR_BUF - w->used < n ? WR_BUF - w->used : n;
+        memcpy(w->buf + w->used, c, k);
+        w->used += k;
+        w->off += k;
+        c += k;
+        n -= k;
+    }
 }
 
 static void wr_align(wr *w)
 {
     static const char z[64];
-    size_t pad = (size_t)((64 - (w->off & 63)) & 63);
-    if (pad && !w->err) {
-        if (fwrite(z, 1, pad, w->f) != pad) w->err = 1;
-        w->off += pad;
-    }
+    wr_put(w, z, (size_t)((64 - (w->off & 63)) & 63));
 }
 
 static void sec_begin(wr *w, lcx_snap_hdr *h, int i)
 {
     wr_align(w);
     h->sec[i].off = w->off;
+    w->crc_from = w->used;   /* the padding is outside the section */
     w->crc = 0;
 }
 
 static void sec_end(wr *w, lcx_snap_hdr *h, int i, uint32_t flags)
 {
+    wr_crc(w);
     h->sec[i].len = w->off - h->sec[i].off;
     h->sec[i].crc = w->crc;
     h->sec[i].flags = flags;
@@ -248,8 +302,9 @@ int lcx__snap_write(lcx_store *s)
     const lcx_index *ix = s->ix;
     char *path = lcx_path_join(s->dir, LCX_SNAP_NAME), *tmp = lcx_path_join(s->dir, LCX_SNAP_NAME ".tmp");
     int rc = LCX_ENOMEM;
-    FILE *f = NULL;
-    lcx__tslot *tab = NULL;
+    int fd = -1;
+    char *buf = NULL;
+    lcx__tslot *tab = NULL;         /* (cap) term table built here, unless the index's own is reused */
     uint64_t *toff = NULL;   /* (n_docs) log offset of each text */
     if (!path || !tmp) goto out;
     uint32_t nd = ix->n_docs, nt = ix->n_terms;
@@ -257,27 +312,39 @@ int lcx__snap_write(lcx_store *s)
     if (!toff) goto out;
     if ((rc = text_offsets(s, toff))) goto out;
     rc = LCX_ENOMEM;
-    uint32_t cap = 2;
-    while (cap < (uint64_t)nt * 2 + 2) cap *= 2;
-    tab = calloc(cap, sizeof *tab);
-    if (!tab) goto out;
+    buf = malloc(WR_BUF);
+    if (!buf) goto out;
     uint64_t np = 0;
-    for (uint32_t t = 0; t < nt; t++) {
-        uint32_t len;
-        const char *str = lcx__index_term(ix, t, &len);
-        uint64_t hsh = lcx_hash64(str, len, 0);
-        uint32_t j = (uint32_t)hsh & (cap - 1);
-        while (tab[j].id1) j = (j + 1) & (cap - 1);
-        tab[j] = (lcx__tslot){hsh, t + 1, len};
-        np += lcx__index_df(ix, t);
+    for (uint32_t t = 0; t < nt; t++) np += lcx__index_df(ix, t);
+    /* TTAB: with no snapshot underneath, the index's own term table already is the
+     * snapshot's (same slots, hash, linear probing, ≤ 1/2 full, ids = slot ids): written
+     * as is, which saves ~500k random-access inserts (~60–80 ms on /usr/include) */
+    const lcx__tslot *ttab;
+    uint32_t cap = 2;
+    if (ix->base.nt == 0 && ix->tab_cap >= 2 && !(ix->tab_cap & (ix->tab_cap - 1)) && nt < ix->tab_cap &&
+        ix->tab_used == nt) {
+        ttab = ix->tab;
+        cap = ix->tab_cap;
+    } else {
+        while (cap < (uint64_t)nt * 2 + 2) cap *= 2;
+        tab = calloc(cap, sizeof *tab);
+        if (!tab) goto out;
+        for (uint32_t t = 0; t < nt; t++) {
+            uint32_t len;
+            const char *str = lcx__index_term(ix, t, &len);
+            uint64_t hsh = lcx_hash64(str, len, 0);
+            uint32_t j = (uint32_t)hsh & (cap - 1);
+            while (tab[j].id1) j = (j + 1) & (cap - 1);
+            tab[j] = (lcx__tslot){hsh, t + 1, len};
+        }
+        ttab = tab;
     }
     rc = LCX_EIO;
-    f = fopen(tmp, "wb");
-    if (!f) goto out;
-    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) goto out;
     lcx_snap_hdr h;
     memset(&h, 0, sizeof h);
-    wr w = {f, 0, 0, 0};
+    wr w = {.fd = fd, .buf = buf};
     wr_put(&w, &h, sizeof h);   /* placeholder, rewritten at the end */
     /* 0 DOCS */
     sec_begin(&w, &h, SEC_DOCS);
@@ -313,7 +380,7 @@ int lcx__snap_write(lcx_store *s)
     sec_end(&w, &h, SEC_VEC, 0);
     /* 3 TTAB */
     sec_begin(&w, &h, SEC_TTAB);
-    wr_put(&w, tab, (size_t)cap * sizeof *tab);
+    wr_put(&w, ttab, (size_t)cap * sizeof *ttab);
     sec_end(&w, &h, SEC_TTAB, 1);
     /* 4 TOFF, 5 TSTR */
     sec_begin(&w, &h, SEC_TOFF);
@@ -380,11 +447,11 @@ int lcx__snap_write(lcx_store *s)
     h.fp_len = (uint32_t)strlen(s->fp);
     memcpy(h.fp, s->fp, h.fp_len);
     h.crc = lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN);
-    if (w.err || fflush(f) || fseek(f, 0, SEEK_SET) || fwrite(&h, sizeof h, 1, f) != 1 || fflush(f) ||
-        fsync(fileno(f)) < 0)
-        goto out;
-    if (fclose(f)) { f = NULL; goto out; }
-    f = NULL;
+    wr_flush(&w);
+    if (w.err || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd) < 0) goto out;
+    int cr = close(fd);
+    fd = -1;
+    if (cr < 0) goto out;
     if (rename(tmp, path) < 0 || lcx_fsync_dir(s->dir)) goto out;
     s->snap_docs = nd;
     s->snap_log_off = s->log_end;
@@ -392,8 +459,9 @@ int lcx__snap_write(lcx_store *s)
     s->has_snap = 1;
     rc = 0;
 out:
-    if (f) fclose(f);
+    if (fd >= 0) close(fd);
     if (rc && tmp) unlink(tmp);
+    free(buf);
     free(tab);
     free(toff);
     free(path);
