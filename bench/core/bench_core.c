@@ -260,6 +260,7 @@ static int code_bench(const char *root, double max_mb, const char *glob)
     return 0;
 }
 static const lcx_embedder *g_emb;
+static int g_notc;
 
 /* --worker N: the per-span work of an ingest worker (store.c work_run: tokenize + embed +
  * BM25 term table, doc_terms copy, 8-bit quantisation, term-id resolve, posting keys) on
@@ -277,8 +278,9 @@ static __attribute__((noinline)) void worker_loop(lcx_index *ix, const char *tex
         lcx__doc_terms *dt = lcx__prep_finish_to(&p, mem);
         float sc;
         lcx__quant_row_u8(tmp, 256, row8, &sc);
-        lcx__index_resolve(ix, dt);
         if ((i - a) % 1000 == 0) lcx__post_keys_reset(keys);
+        if (g_notc) lcx__index_resolve(ix, dt);   /* A/B (env LCX_BENCH_NOTC): the uncached lookup */
+        else lcx__index_resolve_cached(ix, dt, keys);
         if (lcx__post_keys_add(keys, dt, (i - a) % 1000)) abort();
         *sum += dt->nt + row8[0];
     }
@@ -302,6 +304,7 @@ static int worker_bench(const char *texts, const uint32_t *lens, uint32_t N, lcx
     lcx__post_keys keys = {0};
     uint32_t sum = 0;
     g_emb = emb;
+    g_notc = getenv("LCX_BENCH_NOTC") != NULL;
     /* passes over the spans (timed separately): min and median, since other processes on
      * a shared machine inflate the CPU time of some passes (SMT sibling, caches) */
     enum { PASSES = 7 };

@@ -154,9 +154,16 @@ typedef struct {
     uint32_t max_tid;
     int sorted;                                /* key[] sorted (lcx__post_keys_sort ran) */
     lcx__post_unres *unres; size_t n_unres, ucap;
+    struct lcx__tcent *tc;                     /* (LCX__TC_N) term-id cache of lcx__index_resolve_cached */
 } lcx__post_keys;
 /* Appends the keys of dt as batch document d (< 2^24). 0 or LCX_ENOMEM / LCX_ELIMIT. */
 int lcx__post_keys_add(lcx__post_keys *k, lcx__doc_terms *dt, uint32_t d);
+/* lcx__index_resolve through a small direct-mapped (hash, length) → term id cache kept in
+ * k (allocated on first use; without memory it falls back to the plain lookup). Ids never
+ * change while an index lives, so a cached id stays right; lcx__post_keys_reset empties the
+ * cache, so a cache never outlives the batch (and the index) it was filled from. Same
+ * result as lcx__index_resolve. */
+void lcx__index_resolve_cached(const lcx_index *ix, lcx__doc_terms *dt, lcx__post_keys *k);
 /* Sorts key[] (stable radix by term id: (term, doc) order). */
 void lcx__post_keys_sort(lcx__post_keys *k);
 void lcx__post_keys_reset(lcx__post_keys *k);   /* empties, keeps the buffers */

@@ -719,7 +719,7 @@ static void *work_run(void *arg)
         /* resolve known term ids now, so the exclusive commit only appends postings */
         if ((i - w->a) % 32 == 31 || i + 1 == w->b) {
             lock_r(w->s);
-            for (int j = i - (i - w->a) % 32; j <= i; j++) lcx__index_resolve(w->s->ix, w->dt[j]);
+            for (int j = i - (i - w->a) % 32; j <= i; j++) lcx__index_resolve_cached(w->s->ix, w->dt[j], w->keys);
             unlock_rw(w->s);
             for (int j = i - (i - w->a) % 32; j <= i && !w->rc; j++)
                 w->rc = lcx__post_keys_add(w->keys, w->dt[j], (uint32_t)j);

@@ -291,6 +291,115 @@ static void test_commit_batch_equals_commit(void **st)
     lcx_index_free(ck);
 }
 
+
+/* Posting storage (slab blocks by capacity class, malloc'd blocks past 4096 postings, huge
+ * slab chunks past 4 MiB) against a reference built here, and the workers' cached term-id
+ * resolve against the plain one. Terms are letter-only words ("zq" + base-26 digits: one
+ * WORD token each, never a stopword), Zipf-ish so that list sizes span every class. */
+static int zq_term(char *out, uint32_t k)
+{
+    int n = 0;
+    out[n++] = 'z';
+    out[n++] = 'q';
+    do {
+        out[n++] = (char)('a' + k % 26);
+        k /= 26;
+    } while (k);
+    out[n++] = ' ';
+    return n;
+}
+
+static void test_posting_blocks_and_resolve_cache(void **st)
+{
+    (void)st;
+    enum { NDOC = 4200, PER = 300, NT = 60000 };
+    uint32_t *tk = malloc((size_t)NDOC * PER * sizeof *tk);   /* (NDOC, PER) term numbers */
+    char *tx = malloc((size_t)PER * 16 + 16);
+    uint32_t *cnt = calloc(NT, sizeof *cnt);                  /* reference df */
+    assert_non_null(tk);
+    assert_non_null(tx);
+    assert_non_null(cnt);
+    lcx_index *ix;
+    assert_int_equal(lcx_index_new(emb, &ix), 0);
+    for (uint32_t d = 0; d < NDOC; d++) {
+        int len = 0;
+        for (int w = 0; w < PER; w++) {
+            uint32_t k = w == 0 ? 0 : rnd() % (1u + rnd() % NT);   /* term 0 in every doc: > 4096 postings */
+            tk[(size_t)d * PER + w] = k;
+            len += zq_term(tx + len, k);
+        }
+        assert_int_equal(lcx_index_add(ix, tx, (size_t)len, NULL, NULL), 0);
+    }
+    /* reference: df and, per term, that docs come out increasing with the right tf */
+    uint32_t *seen = malloc(NT * sizeof *seen);
+    for (uint32_t k = 0; k < NT; k++) seen[k] = UINT32_MAX;
+    for (uint32_t d = 0; d < NDOC; d++)
+        for (int w = 0; w < PER; w++) {
+            uint32_t k = tk[(size_t)d * PER + w];
+            if (seen[k] != d) cnt[k]++;
+            seen[k] = d;
+        }
+    static uint32_t pd[NDOC];
+    static uint8_t pt[NDOC];
+    uint32_t checked = 0, big = 0;
+    for (uint32_t id = 0; id < ix->n_terms; id++) {
+        uint32_t l;
+        const char *t = lcx__index_term(ix, id, &l);
+        assert_true(l >= 3 && t[0] == 'z' && t[1] == 'q');
+        uint32_t k = 0, m = 1;
+        for (uint32_t i = 2; i < l; i++, m *= 26) k += (uint32_t)(t[i] - 'a') * m;
+        assert_true(k < NT);
+        size_t n = lcx__index_postings(ix, id, pd, pt, NDOC);
+        assert_int_equal(n, cnt[k]);
+        assert_int_equal(lcx__index_df(ix, id), cnt[k]);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t d = pd[i], tf = 0;
+            assert_true(d < NDOC && (i == 0 || d > pd[i - 1]));
+            if (id % 8 && k) continue;   /* tf by a scan of the doc: for every 8th term (time) */
+            for (int w = 0; w < PER; w++) tf += tk[(size_t)d * PER + w] == k;
+            assert_int_equal(pt[i], tf > 255 ? 255 : tf);
+        }
+        checked++;
+        big += n > 4096;
+    }
+    assert_true(checked > 20000);
+    assert_int_equal(big, 1);
+    assert_true(ix->palloc[0].total + ix->palloc[1].total > (8u << 20));   /* huge chunks were used */
+
+    /* cached resolve == plain resolve: new documents mixing known and unknown terms, one
+     * cache warmed over many documents, and emptied by a reset part way */
+    lcx__prep p = {0};
+    lcx__post_keys k = {0};
+    uint32_t hits_known = 0, unknown = 0;
+    for (int d = 0; d < 300; d++) {
+        int len = 0;
+        for (int w = 0; w < 120; w++) len += zq_term(tx + len, rnd() % (1u + rnd() % (NT + 20000)));
+        if (d == 150) lcx__post_keys_reset(&k);
+        lcx__doc_terms *a, *b;
+        assert_int_equal(lcx__prep_text(&p, tx, (size_t)len), 0);
+        assert_int_equal(lcx__prep_finish(&p, &a), 0);
+        assert_int_equal(lcx__prep_finish(&p, &b), 0);
+        lcx__index_resolve(ix, a);
+        lcx__index_resolve_cached(ix, b, &k);
+        assert_int_equal(a->nt, b->nt);
+        for (uint32_t i = 0; i < a->nt; i++) {
+            assert_int_equal(a->t[i].tid, b->t[i].tid);
+            if (a->t[i].tid == UINT32_MAX) unknown++;
+            else hits_known++;
+        }
+        free(a);
+        free(b);
+    }
+    assert_true(unknown > 100 && hits_known > 1000);
+    lcx__post_keys_free(&k);
+    lcx__prep_free(&p);
+    lcx_index_free(ix);
+    free(seen);
+    free(cnt);
+    free(tx);
+    free(tk);
+}
+
 int main(void)
 {
     assert_int_equal(lcx_embedder_hash_new(0, &emb), 0);
@@ -298,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_reference_and_incremental),
         cmocka_unit_test(test_postings_and_options),
         cmocka_unit_test(test_commit_batch_equals_commit),
+        cmocka_unit_test(test_posting_blocks_and_resolve_cache),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     lcx_embedder_free(emb);
