@@ -84,78 +84,94 @@ AI size_t q80fam_bytes(eng_type wt)
     return wt == ENG_T_Q4_0 ? sizeof(eng_block_q4_0) : wt == ENG_T_Q5_0 ? sizeof(eng_block_q5_0) : sizeof(eng_block_q8_0);
 }
 
-/* Q8_0 activation scales of tokens [0,T) x blocks [0,nb) as floats, block-major:
- * dxf[b*PP_T + t], so one 8-float load gives a block's scales for the whole token tile. */
-#define ENG_SEG 512 /* blocks per column segment (16384 elements): bounds the stack buffers */
 #ifndef PF_DIST
 #define PF_DIST 4096
 #endif
 #define PP_T 8      /* token tile for prompt processing (Q8_0 family) */
-/* column segment for Q4_0/Q5_0 (prompts and, for identical float steps, generation):
- * bounds the zx table to 40 KiB; rows up to 5120 elements are one segment */
+#define ENG_SEG 512 /* blocks per column segment of Q8_0 rows (16384 elements): bounds the generation x table */
+/* column segment for Q4_0/Q5_0 (generation and, for identical float steps, prompts): rows up
+ * to 5120 elements are one segment */
 #define PP_SEG 160
+/* K step of the prompt tile: blocks of the activation tile built at a time, 16 KiB at
+ * PP_T * 64 bytes per block, so the tile stays in L1 (32 KiB) while every row of a chunk
+ * sweeps it (a whole 4864-wide tile, 39-78 KiB, was read from L2 for every row: ~15-20%
+ * slower per block product than the 896-wide ones) */
+#define PP_KS 32
+/* most rows of a chunk when a segment has several K steps: the per-row accumulators are
+ * kept between K steps (PP_T vectors per row, 16 KiB) */
+#define PP_ROWS 64
 
-/* Also, when zoff != 0 (Q4_0: 8, Q5_0: 16), the zero-point table, so that for unsigned
- * weight quants u the block sum Σ (u - zoff)*x is formed exactly in integers:
- *   zx[b*PP_T + t] = zoff * (x_2i + x_2i+1) as 16 int16 (maddubs(zoff, x), |.| <= 16*254),
- *   subtracted from maddubs(u, x) to give the pair sums of (u - zoff)*x exactly
- *   (|.| <= 2*16*128: no int16 overflow). Removing the zero point in float after scaling
- *   instead (a correction term that cancels a large sum) perturbs outputs by ~1e-6
- *   relative, which flips round-half cases of the next layer's Q8_0 activation
- *   quantization and moved logits by 0.02 against llama.cpp, which subtracts in integers. */
-AI void load_dx_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, float *dxf, int zoff, __m256i *zx)
+/* int8 x int8 block products in int16 lanes, laid out so that the int32 lanes are those of
+ * ggml's maddubs/madd form: for 32 signed bytes v (as 16 int16 words), ev = the even bytes
+ * (sign-extended), od = the odd bytes; madd(ev_w, ev_x) + madd(od_w, od_x) has in lane j
+ * elements 4j, 4j+2 and 4j+1, 4j+3, i.e. the same exact int32 lane sums as
+ * madd(maddubs(|w|, sign(x, w)), 1) (lane j = elements 4j..4j+3). So the float steps after
+ * it, and the results, are identical to the generation kernel's (bit-identity test). */
+AI void split_evod(__m256i v, __m256i *ev, __m256i *od)
 {
-    const __m256i z8 = _mm256_set1_epi8((char)zoff);
+    *ev = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
+    *od = _mm256_srai_epi16(v, 8);
+}
+
+/* Prompt activation tile (Q8_0 family): tokens [0,T) x blocks [0,nb) of the Q8_0 rows,
+ * re-laid block-major and widened, so the tile kernel reads one aligned, sequential stream:
+ *   xt[2*(b*PP_T + t)] / [.. + 1] = even / odd quants of token t, block b, as int16 (the Q8_0
+ *                    rows have 34-byte blocks: half of the direct 32-byte loads split a line)
+ *   dxf[b*PP_T + t] = its scale as float (0 for t >= T: the tile multiplies all 8 lanes)
+ * Built once per (row chunk, token tile, K step) and reused by every row of the chunk. */
+AI void load_xt_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, __m256i *xt, float *dxf)
+{
     for (int t = 0; t < T; t++) {
         const uint8_t *xb = X + t * xrb;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = xb + b * sizeof(eng_block_q8_0);
             dxf[b * PP_T + t] = ldh(blk);
-            if (zoff) zx[b * PP_T + t] = _mm256_maddubs_epi16(z8, _mm256_loadu_si256((const __m256i *)(blk + 2)));
+            split_evod(_mm256_loadu_si256((const __m256i *)(blk + 2)), &xt[2 * (b * PP_T + t)],
+                       &xt[2 * (b * PP_T + t) + 1]);
         }
     }
-    if (T > 1) /* the tile reads all PP_T lanes of dxf: keep the unused ones defined */
-        for (int t = T; t < PP_T; t++)
-            for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = 0.f;
+    for (int t = T; t < PP_T; t++)
+        for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = 0.f;
 }
 
-/* hot: prompts, one weight row x T tokens over nb blocks; y[t*ldy] (+)= dot. dxf, zx from
- * load_dx_q8_0. Each weight block is unpacked once for the T tokens. Per block product:
- * Q8_0: sign, maddubs, madd, cvt, fma; Q4_0/Q5_0: the unsigned quants straight into
- * maddubs, the zero point subtracted in int16 (zx), madd, cvt, fma. The T scales
- * d_w*d_x come from one vector multiply per block. */
-AI void q80fam_tile(eng_type wt, const int T, const uint8_t *W, const uint8_t *X, size_t xrb, int64_t nb,
-                    const float *dxf, const __m256i *zx, bool add, float *y, int64_t ldy)
+/* hot: prompts, one weight row x T tokens over the nb blocks of one K step. acc[t] (8 float
+ * lanes per token) carries the sums across K steps (first: start at 0; last: reduce into
+ * y[t*ldy], (+)= when add). Each weight block is unpacked once (signed int8: Q4_0 q-8, Q5_0
+ * q-16, Q8_0 q) and split into even/odd int16 for the T tokens. Per block product: 2 madd,
+ * add, cvt, fma — no per-product sign op as in the maddubs form (measured ~10% faster per
+ * block product in L1, and it leaves the FMA ports to the FMAs). Q4_0/Q5_0 get the same
+ * int32 lane sums as their zero-point form in the generation kernel (exact integers either
+ * way). The T scales d_w*d_x of every block are formed in a pre-pass into sct (L1):
+ * computing them inside the block loop (an 8-float store, then 8 scalar broadcast loads of
+ * it) waited on store-to-load forwarding every block. */
+AI void q80fam_tile(eng_type wt, const int T, const uint8_t *W, const __m256i *xt, int64_t nb, const float *dxf,
+                    __m256 *st, bool first, bool last, bool add, float *y, int64_t ldy)
 {
     const size_t bs = q80fam_bytes(wt);
-    const bool uns = wt != ENG_T_Q8_0;
-    const __m256i ones = _mm256_set1_epi16(1);
+    float sct[PP_KS * PP_T] __attribute__((aligned(32)));  /* sct[b*PP_T + t] = d_w(b) * d_x(t, b) */
+    for (int64_t b = 0; b < nb; b++) {
+        uint16_t h;
+        memcpy(&h, W + b * bs, 2);
+        _mm256_store_ps(sct + b * PP_T, _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), _mm256_loadu_ps(dxf + b * PP_T)));
+    }
     __m256 acc[PP_T];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; t++) acc[t] = first ? _mm256_setzero_ps() : st[t];
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = W + b * bs;
-        __m256i aw, sw;
-        if (uns) {
-            aw = q80fam_unpack_u(wt, blk);
-            sw = aw;
-        } else {
-            sw = q80fam_unpack(wt, blk);
-            aw = _mm256_sign_epi8(sw, sw);
-        }
-        uint16_t h;
-        memcpy(&h, blk, 2);
-        float sc[PP_T];
-        _mm256_storeu_ps(sc, _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), _mm256_loadu_ps(dxf + b * PP_T)));
+        __m256i we, wo;
+        split_evod(q80fam_unpack(wt, W + b * bs), &we, &wo);
+        const float *sc = sct + b * PP_T;
+        const __m256i *xb = xt + 2 * b * PP_T;
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(X + t * xrb + b * sizeof(eng_block_q8_0) + 2));
-            __m256i p;
-            if (uns) p = _mm256_sub_epi16(_mm256_maddubs_epi16(aw, x), zx[b * PP_T + t]);
-            else p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, sw));
-            const __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-            acc[t] = _mm256_fmadd_ps(pf, _mm256_broadcast_ss(sc + t), acc[t]);
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(we, xb[2 * t]), _mm256_madd_epi16(wo, xb[2 * t + 1]));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + t), acc[t]);
         }
+    }
+    if (!last) {
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) st[t] = acc[t];
+        return;
     }
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
@@ -165,27 +181,27 @@ AI void q80fam_tile(eng_type wt, const int T, const uint8_t *W, const uint8_t *X
     }
 }
 
-#define DEF_Q80_TILE(NAME, WT)                                                                          \
-    static void NAME(int T, const uint8_t *W, const uint8_t *X, size_t xrb, int64_t nb, const float *dxf, \
-                     const __m256i *zx, bool add, float *y, int64_t ldy)                                \
-    {                                                                                                   \
-        switch (T) {                                                                                    \
-        case 8: q80fam_tile(WT, 8, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
-        case 7: q80fam_tile(WT, 7, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
-        case 6: q80fam_tile(WT, 6, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
-        case 5: q80fam_tile(WT, 5, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
-        case 4: q80fam_tile(WT, 4, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
-        case 3: q80fam_tile(WT, 3, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
-        case 2: q80fam_tile(WT, 2, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                          \
-        default: q80fam_tile(WT, 1, W, X, xrb, nb, dxf, zx, add, y, ldy); break;                         \
-        }                                                                                               \
+#define DEF_Q80_TILE(NAME, WT)                                                                            \
+    static void NAME(int T, const uint8_t *W, const __m256i *xt, int64_t nb, const float *dxf, __m256 *st,  \
+                     bool first, bool last, bool add, float *y, int64_t ldy)                              \
+    {                                                                                                     \
+        switch (T) {                                                                                      \
+        case 8: q80fam_tile(WT, 8, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
+        case 7: q80fam_tile(WT, 7, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
+        case 6: q80fam_tile(WT, 6, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
+        case 5: q80fam_tile(WT, 5, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
+        case 4: q80fam_tile(WT, 4, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
+        case 3: q80fam_tile(WT, 3, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
+        case 2: q80fam_tile(WT, 2, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
+        default: q80fam_tile(WT, 1, W, xt, nb, dxf, st, first, last, add, y, ldy); break;           \
+        }                                                                                                 \
     }
 DEF_Q80_TILE(q80_tile_q8_0, ENG_T_Q8_0)
 DEF_Q80_TILE(q80_tile_q4_0, ENG_T_Q4_0)
 DEF_Q80_TILE(q80_tile_q5_0, ENG_T_Q5_0)
 
-typedef void (*q80_tile_fn)(int T, const uint8_t *W, const uint8_t *X, size_t xrb, int64_t nb, const float *dxf,
-                            const __m256i *zx, bool add, float *y, int64_t ldy);
+typedef void (*q80_tile_fn)(int T, const uint8_t *W, const __m256i *xt, int64_t nb, const float *dxf, __m256 *st,
+                            bool first, bool last, bool add, float *y, int64_t ldy);
 
 /* Generation: per activation block b (shared by every weight row of the call, so computed
  * once): xv[b].d = d_x broadcast to 8 lanes (a memory operand for the mul instead of a
@@ -299,34 +315,48 @@ typedef void (*q80_vec_fn)(const uint8_t *W, size_t wrb, int64_t nrows, const ui
 static void q80fam_matmul(q80_tile_fn fn, q80_vec_fn vfn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in,
                           int64_t r0, int64_t r1, const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
-    /* x tables (40 KiB): generation xv[ENG_SEG], prompts zx[PP_T * PP_SEG] */
-    union { q80_xv xv[ENG_SEG]; __m256i zx[PP_T * PP_SEG]; } tb;
-    float dxf[PP_T * ENG_SEG];
     const int zoff = bs == sizeof(eng_block_q4_0) ? 8 : bs == sizeof(eng_block_q5_0) ? 16 : 0;
     const int64_t nb_all = n_in / 32, seg = zoff ? PP_SEG : ENG_SEG;
-    int64_t chunk = (int64_t)((96 * 1024) / (wrb ? wrb : 1));
-    chunk = chunk < 4 ? 4 : chunk;
-    for (int64_t s0 = 0; s0 < nb_all; s0 += seg) {
-        const int64_t nb = nb_all - s0 < seg ? nb_all - s0 : seg;
-        const bool add = s0 > 0;
-        const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
-        if (n_tok == 1) {
+    if (n_tok == 1) {
+        q80_xv xv[ENG_SEG]; /* 32 KiB */
+        for (int64_t s0 = 0; s0 < nb_all; s0 += seg) {
+            const int64_t nb = nb_all - s0 < seg ? nb_all - s0 : seg;
+            const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
             /* the Q5_0 matvec takes its zero point from the weights' bit mask, not xv.z */
-            load_xv_q8_0(Xs, nb, bs == sizeof(eng_block_q5_0) ? 0 : zoff, tb.xv);
+            load_xv_q8_0(Xs, nb, bs == sizeof(eng_block_q5_0) ? 0 : zoff, xv);
             /* One row per pass = one sequential weight stream (rows are contiguous). Several
              * rows per pass (x block shared) looked better in cache, but from DRAM 4 rows
              * streamed at 6.6 GB/s and 1 row at 10.4 GB/s (145 MB lm_head, a plain read
              * loop: 10-12 GB/s): the parallel streams defeat the hardware prefetcher. */
-            vfn(Ws + r0 * wrb, wrb, r1 - r0, Xs, nb, tb.xv, add, y + r0);
-            continue;
+            vfn(Ws + r0 * wrb, wrb, r1 - r0, Xs, nb, xv, s0 > 0, y + r0);
         }
-        for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
-            const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        return;
+    }
+    /* Prompts: row chunks of ~192 KiB of weights stay in L2 while every token tile sweeps
+     * them; per (chunk, token tile, K step) the activation tile is built once (16 KiB, L1)
+     * and every row of the chunk runs over it. Column segments as for generation (y (+)= per
+     * segment: identical float steps). */
+    __m256i xt[2 * PP_T * PP_KS];                      /* 16 KiB */
+    float dxf[PP_T * PP_KS] __attribute__((aligned(32)));
+    __m256 st[PP_ROWS * PP_T];                         /* 16 KiB: per-row accumulators between K steps */
+    int64_t chunk = (int64_t)((192 * 1024) / (wrb ? wrb : 1));
+    chunk = chunk < 4 ? 4 : chunk;
+    for (int64_t s0 = 0; s0 < nb_all; s0 += seg) {
+        const int64_t nb = nb_all - s0 < seg ? nb_all - s0 : seg;
+        const bool add = s0 > 0;
+        const int64_t ch = nb > PP_KS && chunk > PP_ROWS ? PP_ROWS : chunk;
+        const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
+        for (int64_t c0 = r0; c0 < r1; c0 += ch) {
+            const int64_t c1 = c0 + ch < r1 ? c0 + ch : r1;
             for (int64_t t = 0; t < n_tok; t += PP_T) {
                 const int T = n_tok - t < PP_T ? (int)(n_tok - t) : PP_T;
-                load_dx_q8_0(Xs + t * xrb, xrb, T, nb, dxf, zoff, tb.zx);
-                for (int64_t r = c0; r < c1; r++)
-                    fn(T, Ws + r * wrb, Xs + t * xrb, xrb, nb, dxf, tb.zx, add, y + t * ldy + r, ldy);
+                for (int64_t k0 = 0; k0 < nb; k0 += PP_KS) {
+                    const int64_t kn = nb - k0 < PP_KS ? nb - k0 : PP_KS;
+                    load_xt_q8_0(Xs + t * xrb + k0 * sizeof(eng_block_q8_0), xrb, T, kn, xt, dxf);
+                    for (int64_t r = c0; r < c1; r++)
+                        fn(T, Ws + r * wrb + k0 * bs, xt, kn, dxf, nb > PP_KS ? st + (r - c0) * PP_T : NULL, k0 == 0, k0 + kn == nb, add,
+                           y + t * ldy + r, ldy);
+                }
             }
         }
     }
