@@ -522,6 +522,8 @@ int lcx__snap_check(const char *dir, uint64_t uuid, uint64_t log_good_end, const
     uint64_t fl = (uint64_t)ss.st_size;
     if (memcmp(sh.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &sh, LCX_SNAP_CRC_LEN) != sh.crc || sh.n_sec != SEC_N) {
         bad = "snapshot header bad (ignored on open)";
+    } else if (sh.version != LCX_SNAP_VERSION && sh.version != LCX_SNAP_VERSION_V1) {
+        bad = "snapshot version unknown (ignored on open)";
     } else if (sh.uuid != uuid || sh.log_off > log_good_end) {
         bad = "snapshot does not match the log (ignored on open)";
     } else {

@@ -93,8 +93,10 @@ int lcx__parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, lcx_
 
 /* snapshot.c */
 /* Maps DIR/index.snap and attaches it as the index base when it is valid and matches the
- * log (log_size bytes mapped at logmap); *replay_from = log bytes it covers. Any problem:
- * a negative LCX_E* and nothing attached (the caller replays the whole log). */
+ * log (log_size bytes mapped at logmap); *replay_from = log bytes it covers. A version-2
+ * snapshot's texts live in the log: the covered bytes are mapped again from s->fd into
+ * s->lmap (kept until lcx__snap_release). Any problem: a negative LCX_E* and nothing
+ * attached (the caller replays the whole log). */
 int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from);
 /* Unmaps what lcx__snap_load mapped (close). */
 void lcx__snap_release(lcx_store *s);
