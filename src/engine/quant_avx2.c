@@ -99,7 +99,7 @@ AI size_t q80fam_bytes(eng_type wt)
 #define PP_KS 32
 /* most rows of a chunk when a segment has several K steps: the per-row accumulators are
  * kept between K steps (PP_T vectors per row, 16 KiB) */
-#define PP_ROWS 64
+#define PP_ROWS 128
 
 /* int8 x int8 block products in int16 lanes, laid out so that the int32 lanes are those of
  * ggml's maddubs/madd form: for 32 signed bytes v (as 16 int16 words), ev = the even bytes
@@ -339,7 +339,7 @@ static void q80fam_matmul(q80_tile_fn fn, q80_vec_fn vfn, size_t bs, const uint8
     __m256i xt[2 * PP_T * PP_KS];                      /* 16 KiB */
     float dxf[PP_T * PP_KS] __attribute__((aligned(32)));
     __m256 st[PP_ROWS * PP_T];                         /* 16 KiB: per-row accumulators between K steps */
-    int64_t chunk = (int64_t)((192 * 1024) / (wrb ? wrb : 1));
+    int64_t chunk = (int64_t)((384 * 1024) / (wrb ? wrb : 1));
     chunk = chunk < 4 ? 4 : chunk;
     for (int64_t s0 = 0; s0 < nb_all; s0 += seg) {
         const int64_t nb = nb_all - s0 < seg ? nb_all - s0 : seg;
