@@ -55,6 +55,23 @@ void lcx__advise_huge(void *p, size_t n)
     if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);   /* advice only */
 }
 
+/* realloc for the index's big growing arrays (rows, term table, list headers): from 4 MiB on,
+ * the new block is 2 MiB aligned and huge-page advised BEFORE the old contents are copied
+ * in (realloc would copy first, faulting the copy in 4 KiB pages, and only the untouched
+ * rest would benefit from advice given after it). Contents as realloc; NULL on failure
+ * (old untouched). old_n: bytes of p in use. */
+static void *big_realloc(void *p, size_t old_n, size_t n)
+{
+    if (n < ARENA_HUGE) return realloc(p, n);
+    size_t tot = (n + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+    void *q = aligned_alloc(HUGE_ALIGN, tot);
+    if (!q) return NULL;
+    (void)madvise(q, tot, MADV_HUGEPAGE);   /* advice only */
+    if (p && old_n) memcpy(q, p, old_n < n ? old_n : n);
+    free(p);
+    return q;
+}
+
 static char *arena_alloc(lcx_index *ix, size_t n)
 {
     struct lcx__ablock *b = ix->arena;
@@ -318,7 +335,7 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elt, size_t *acct
         if (nc > UINT32_MAX / 2) return LCX_ELIMIT;
         nc *= 2;
     }
-    void *np = realloc(*p, (size_t)nc * elt);
+    void *np = big_realloc(*p, (size_t)*cap * elt, (size_t)nc * elt);
     if (!np) return LCX_ENOMEM;
     memset((char *)np + (size_t)*cap * elt, 0, (size_t)(nc - *cap) * elt);
     if (acct) *acct += (size_t)(nc - *cap) * elt;
@@ -355,9 +372,9 @@ int lcx__index_reserve(lcx_index *ix, uint32_t n)
     if (rows > ix->vec_cap) {
         uint32_t nc = ix->vec_cap ? ix->vec_cap : 64;
         while (nc < rows) nc = nc > UINT32_MAX / 2 ? rows : nc * 2;
-        uint8_t *v8 = realloc(ix->vec8, (size_t)nc * ix->dim);
+        /* rows are written once per ingested span: huge pages from 4 MiB on */
+        uint8_t *v8 = big_realloc(ix->vec8, (size_t)ix->vec_cap * ix->dim, (size_t)nc * ix->dim);
         if (!v8) return LCX_ENOMEM;
-        lcx__advise_huge(v8, (size_t)nc * ix->dim);   /* rows are written once per ingested span */
         ix->vec8 = v8;
         float *sc = realloc(ix->vsc, (size_t)nc * sizeof *sc);
         if (!sc) return LCX_ENOMEM;
@@ -428,8 +445,9 @@ const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len)
 static int tab_grow(lcx_index *ix)
 {
     uint32_t nc = ix->tab_cap ? ix->tab_cap * 2 : 1024;
-    lcx__tslot *t = calloc(nc, sizeof *t);
+    lcx__tslot *t = (size_t)nc * sizeof *t < ARENA_HUGE ? calloc(nc, sizeof *t) : big_realloc(NULL, 0, (size_t)nc * sizeof *t);
     if (!t) return LCX_ENOMEM;
+    if ((size_t)nc * sizeof *t >= ARENA_HUGE) memset(t, 0, (size_t)nc * sizeof *t);   /* after the advice */
     for (uint32_t i = 0; i < ix->tab_cap; i++) {
         if (!ix->tab[i].id1) continue;
         uint32_t j = (uint32_t)ix->tab[i].hash & (nc - 1);
