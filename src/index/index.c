@@ -695,7 +695,7 @@ void lcx__index_resolve_cached(const lcx_index *ix, lcx__doc_terms *dt, lcx__pos
     }
 }
 
-int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint8_t *row8,
+static int do_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint8_t *row8,
                       float scale, const lcx__doc_terms *dt, uint32_t *id_out)
 {
     int rc = lcx__index_reserve(ix, 1);
@@ -752,6 +752,14 @@ int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_te
     return 0;
 }
 
+int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint8_t *row8,
+                      float scale, const lcx__doc_terms *dt, uint32_t *id_out)
+{
+    int rc = do_commit(ix, text, len, copy_text, row8, scale, dt, id_out);
+    if (rc < 0) ix->post_failed = 1;   /* postings of unpublished ids may be left: see post_run */
+    return rc;
+}
+
 /* A batch's postings sorted by term: key = tid << 32 | batch-relative doc << 8 | tf. */
 typedef struct {
     lcx_index *ix;
@@ -759,6 +767,7 @@ typedef struct {
     size_t n;                /* keys */
     uint32_t mask, part;     /* this job takes the terms with tid & mask == part */
     uint32_t first;          /* doc id of batch doc 0 */
+    int retry;               /* a publish failed before: lists may hold some of these postings */
     size_t bytes;            /* growth of own_bytes (summed by the caller: no shared counter) */
     int rc;
 } post_job;
@@ -785,8 +794,12 @@ static void *post_run(void *arg)
             _mm_prefetch((const char *)q, _MM_HINT_T0);
         }
         lcx__plist *p = &pl[tid];
-        uint32_t last = p->n ? p->doc[p->n - 1] : 0;
-        int have = p->n > 0;
+        /* the retried-commit test reads the list's last doc id, a cache miss that stalled
+         * this loop (~65% of its samples): only after a failed publish can a list already
+         * hold postings of this batch, so only then is it read (the tail line is still
+         * written below, but a store miss does not stall) */
+        int have = j->retry && p->n > 0;
+        uint32_t last = have ? p->doc[p->n - 1] : 0;
         if (plist_reserve(j->ix, tid, &j->bytes, p, p->n + (uint32_t)(e - i))) { j->rc = LCX_ENOMEM; return NULL; }
         uint32_t n = p->n;
         for (; i < e; i++) {
@@ -860,7 +873,8 @@ static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total, in
      * and choosing a balanced position costs a serial pass over the keys) */
     int two = n >= 64 && total >= 4096 && sysconf(_SC_NPROCESSORS_ONLN) >= 2;
     uint32_t mask = two ? 1u : 0u;
-    post_job pj[2] = {{ix, sorted, total, mask, 0, first, 0, 0}, {ix, sorted, total, mask, 1, first, 0, 0}};
+    post_job pj[2] = {{ix, sorted, total, mask, 0, first, ix->post_failed, 0, 0},
+                      {ix, sorted, total, mask, 1, first, ix->post_failed, 0, 0}};
     pthread_t th;
     int started = two && pthread_create(&th, NULL, post_run, &pj[1]) == 0;
     post_run(&pj[0]);
@@ -903,7 +917,7 @@ static int commit_docs(lcx_index *ix, uint32_t n, const char *const *text, const
     return 0;
 }
 
-int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+static int do_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                             const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id)
 {
     int rc = lcx__index_reserve(ix, n);
@@ -941,6 +955,14 @@ int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, 
         return rc;
     }
     return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
+}
+
+int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id)
+{
+    int rc = do_commit_batch(ix, n, text, len, copy_text, rows, scales, dt, first_id);
+    if (rc < 0) ix->post_failed = 1;   /* postings of unpublished ids may be left: see post_run */
+    return rc;
 }
 
 /* hot (ingest workers, after lcx__index_resolve): the document's sort keys, in term order */
@@ -1042,7 +1064,7 @@ static void merge_runs(const uint64_t *const *a, const size_t *na, int k, uint64
     }
 }
 
-int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
                            const lcx__post_keys *runs, int n_runs, uint32_t *first_id)
 {
@@ -1100,6 +1122,15 @@ int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, c
     if (total) merge_runs(in, na, k, key);
     if ((rc = post_keys(ix, n, first, total, 0))) return rc;
     return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
+}
+
+int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
+                           const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
+                           const lcx__post_keys *runs, int n_runs, uint32_t *first_id)
+{
+    int rc = do_commit_keys(ix, n, text, len, copy_text, rows, scales, dt, runs, n_runs, first_id);
+    if (rc < 0) ix->post_failed = 1;   /* postings of unpublished ids may be left: see post_run */
+    return rc;
 }
 
 int lcx__index_attach_base(lcx_index *ix, const lcx__index_base *b, uint32_t n_docs)

@@ -108,6 +108,7 @@ struct lcx_index {
     const char **otstr; uint32_t *otlen; uint32_t ot_cap;  /* own term strings (id − base.nt) */
     lcx__plist *pl; uint32_t pl_cap;               /* tail postings per term id (all terms) */
     lcx__palloc palloc[2];                         /* their blocks, by term-id parity */
+    int post_failed;                               /* a commit failed: lists may hold postings of ids ≥ n_docs */
     uint64_t *pkey; size_t pkey_cap;               /* (2·pkey_cap) posting sort scratch of commit_batch */
     /* arena for own texts and term strings */
     struct lcx__ablock *arena;
