@@ -25,6 +25,7 @@
 #include <immintrin.h>
 #include "util/simd.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/quant.h"
@@ -99,7 +100,9 @@ AI size_t q80fam_bytes(eng_type wt)
 #define PP_KS 32
 /* most rows of a chunk when a segment has several K steps: the per-row accumulators are
  * kept between K steps (PP_T vectors per row, 16 KiB) */
-#define PP_ROWS 128
+#define PP_ROWS 64
+/* prompt weight unpack buffer: ~4.8K blocks (int16 even/odd + float scale), in L2 */
+#define PP_WBUF (448 * 1024)
 
 /* int8 x int8 block products in int16 lanes, laid out so that the int32 lanes are those of
  * ggml's maddubs/madd form: for 32 signed bytes v (as 16 int16 words), ev = the even bytes
@@ -134,32 +137,51 @@ AI void load_xt_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, __m256i *x
         for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = 0.f;
 }
 
-/* hot: prompts, one weight row x T tokens over the nb blocks of one K step. acc[t] (8 float
- * lanes per token) carries the sums across K steps (first: start at 0; last: reduce into
- * y[t*ldy], (+)= when add). Each weight block is unpacked once (signed int8: Q4_0 q-8, Q5_0
- * q-16, Q8_0 q) and split into even/odd int16 for the T tokens. Per block product: 2 madd,
- * add, cvt, fma — no per-product sign op as in the maddubs form (measured ~10% faster per
- * block product in L1, and it leaves the FMA ports to the FMAs). Q4_0/Q5_0 get the same
- * int32 lane sums as their zero-point form in the generation kernel (exact integers either
- * way). The T scales d_w*d_x of every block are formed in a pre-pass into sct (L1):
- * computing them inside the block loop (an 8-float store, then 8 scalar broadcast loads of
- * it) waited on store-to-load forwarding every block. */
-AI void q80fam_tile(eng_type wt, const int T, const uint8_t *W, const __m256i *xt, int64_t nb, const float *dxf,
-                    __m256 *st, bool first, bool last, bool add, float *y, int64_t ldy)
+/* Prompt weight rows, pre-unpacked once per row chunk (every token tile of the prompt then
+ * reuses them from L2): wq[2b] / wq[2b+1] = even / odd quants of block b as int16 (signed:
+ * Q4_0 q-8, Q5_0 q-16, Q8_0 q; split_evod), wd[b] = d_w as float. Unpacking inside the tile
+ * instead cost, per block and row, ~12 ops for Q5_0 (5th-bit expansion, nibbles, split) and
+ * 3 for Q8_0, spent again for every token tile (64 per pp512). */
+AI void q80fam_unpack_rows(eng_type wt, const uint8_t *W, size_t wrb, int64_t nrows, int64_t nb, __m256i *wq, float *wd)
 {
     const size_t bs = q80fam_bytes(wt);
-    float sct[PP_KS * PP_T] __attribute__((aligned(32)));  /* sct[b*PP_T + t] = d_w(b) * d_x(t, b) */
-    for (int64_t b = 0; b < nb; b++) {
-        uint16_t h;
-        memcpy(&h, W + b * bs, 2);
-        _mm256_store_ps(sct + b * PP_T, _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), _mm256_loadu_ps(dxf + b * PP_T)));
+    for (int64_t r = 0; r < nrows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = W + r * wrb + b * bs;
+            wd[r * nb + b] = ldh(blk);
+            split_evod(q80fam_unpack(wt, blk), &wq[2 * (r * nb + b)], &wq[2 * (r * nb + b) + 1]);
+        }
+}
+#define DEF_Q80_UNPACK(NAME, WT)                                                                         \
+    static void NAME(const uint8_t *W, size_t wrb, int64_t nrows, int64_t nb, __m256i *wq, float *wd)   \
+    {                                                                                                    \
+        q80fam_unpack_rows(WT, W, wrb, nrows, nb, wq, wd);                                               \
     }
+DEF_Q80_UNPACK(q80_unpack_q8_0, ENG_T_Q8_0)
+DEF_Q80_UNPACK(q80_unpack_q4_0, ENG_T_Q4_0)
+DEF_Q80_UNPACK(q80_unpack_q5_0, ENG_T_Q5_0)
+typedef void (*q80_unpack_fn)(const uint8_t *W, size_t wrb, int64_t nrows, int64_t nb, __m256i *wq, float *wd);
+
+/* hot: prompts, one pre-unpacked weight row (wq, wd) x T tokens over the nb blocks of one K
+ * step. acc[t] (8 float lanes per token) carries the sums across K steps (first: start at
+ * 0; last: reduce into y[t*ldy], (+)= when add). Per block product: 2 madd, add, cvt, fma
+ * (the maddubs form needs a sign op per product on top: ~10% slower per product in L1, and
+ * the sign competes with the FMAs for ports). Q4_0/Q5_0 get the same int32 lane sums as
+ * their zero-point form in the generation kernel (exact integers either way). The T scales
+ * d_w*d_x of every block are formed in a pre-pass into sct (L1): computing them inside the
+ * block loop (an 8-float store, then 8 scalar broadcast loads of it) waited on
+ * store-to-load forwarding every block. */
+AI void q80_tile(const int T, const __m256i *wq, const float *wd, const __m256i *xt, int64_t nb, const float *dxf,
+                 __m256 *st, bool first, bool last, bool add, float *y, int64_t ldy)
+{
+    float sct[PP_KS * PP_T] __attribute__((aligned(32)));  /* sct[b*PP_T + t] = d_w(b) * d_x(t, b) */
+    for (int64_t b = 0; b < nb; b++)
+        _mm256_store_ps(sct + b * PP_T, _mm256_mul_ps(_mm256_broadcast_ss(wd + b), _mm256_loadu_ps(dxf + b * PP_T)));
     __m256 acc[PP_T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t] = first ? _mm256_setzero_ps() : st[t];
     for (int64_t b = 0; b < nb; b++) {
-        __m256i we, wo;
-        split_evod(q80fam_unpack(wt, W + b * bs), &we, &wo);
+        const __m256i we = wq[2 * b], wo = wq[2 * b + 1];
         const float *sc = sct + b * PP_T;
         const __m256i *xb = xt + 2 * b * PP_T;
 #pragma GCC unroll 8
@@ -181,27 +203,20 @@ AI void q80fam_tile(eng_type wt, const int T, const uint8_t *W, const __m256i *x
     }
 }
 
-#define DEF_Q80_TILE(NAME, WT)                                                                            \
-    static void NAME(int T, const uint8_t *W, const __m256i *xt, int64_t nb, const float *dxf, __m256 *st,  \
-                     bool first, bool last, bool add, float *y, int64_t ldy)                              \
-    {                                                                                                     \
-        switch (T) {                                                                                      \
-        case 8: q80fam_tile(WT, 8, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
-        case 7: q80fam_tile(WT, 7, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
-        case 6: q80fam_tile(WT, 6, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
-        case 5: q80fam_tile(WT, 5, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
-        case 4: q80fam_tile(WT, 4, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
-        case 3: q80fam_tile(WT, 3, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
-        case 2: q80fam_tile(WT, 2, W, xt, nb, dxf, st, first, last, add, y, ldy); break;            \
-        default: q80fam_tile(WT, 1, W, xt, nb, dxf, st, first, last, add, y, ldy); break;           \
-        }                                                                                                 \
+static void q80_tile_t(int T, const __m256i *wq, const float *wd, const __m256i *xt, int64_t nb, const float *dxf,
+                       __m256 *st, bool first, bool last, bool add, float *y, int64_t ldy)
+{
+    switch (T) {
+    case 8: q80_tile(8, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
+    case 7: q80_tile(7, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
+    case 6: q80_tile(6, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
+    case 5: q80_tile(5, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
+    case 4: q80_tile(4, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
+    case 3: q80_tile(3, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
+    case 2: q80_tile(2, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
+    default: q80_tile(1, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
     }
-DEF_Q80_TILE(q80_tile_q8_0, ENG_T_Q8_0)
-DEF_Q80_TILE(q80_tile_q4_0, ENG_T_Q4_0)
-DEF_Q80_TILE(q80_tile_q5_0, ENG_T_Q5_0)
-
-typedef void (*q80_tile_fn)(int T, const uint8_t *W, const __m256i *xt, int64_t nb, const float *dxf, __m256 *st,
-                            bool first, bool last, bool add, float *y, int64_t ldy);
+}
 
 /* Generation: per activation block b (shared by every weight row of the call, so computed
  * once): xv[b].d = d_x broadcast to 8 lanes (a memory operand for the mul instead of a
@@ -312,13 +327,15 @@ typedef void (*q80_vec_fn)(const uint8_t *W, size_t wrb, int64_t nrows, const ui
  * one row per pass over all rows, prompts in row chunks that stay in L2 while every token
  * tile of PP_T sweeps over them (one weight row per tile: the weight block is unpacked
  * once for PP_T tokens). */
-static void q80fam_matmul(q80_tile_fn fn, q80_vec_fn vfn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in,
+static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in,
                           int64_t r0, int64_t r1, const uint8_t *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
     const int zoff = bs == sizeof(eng_block_q4_0) ? 8 : bs == sizeof(eng_block_q5_0) ? 16 : 0;
     const int64_t nb_all = n_in / 32, seg = zoff ? PP_SEG : ENG_SEG;
+    /* generation x table, or (prompts) the fallback unpack buffer: 34 KiB */
+    union { q80_xv xv[ENG_SEG]; __m256i small[(ENG_SEG * (2 * sizeof(__m256i) + sizeof(float)) + 31) / 32]; } u;
     if (n_tok == 1) {
-        q80_xv xv[ENG_SEG]; /* 32 KiB */
+        q80_xv *xv = u.xv;
         for (int64_t s0 = 0; s0 < nb_all; s0 += seg) {
             const int64_t nb = nb_all - s0 < seg ? nb_all - s0 : seg;
             const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
@@ -332,34 +349,47 @@ static void q80fam_matmul(q80_tile_fn fn, q80_vec_fn vfn, size_t bs, const uint8
         }
         return;
     }
-    /* Prompts: row chunks of ~192 KiB of weights stay in L2 while every token tile sweeps
-     * them; per (chunk, token tile, K step) the activation tile is built once (16 KiB, L1)
-     * and every row of the chunk runs over it. Column segments as for generation (y (+)= per
-     * segment: identical float steps). */
+    /* Prompts: per row chunk the weights are unpacked into wq/wd (PP_WBUF bytes, L2), then
+     * every token tile sweeps them; per (chunk, token tile, K step) the activation tile is
+     * built once (16 KiB, L1) and every row of the chunk runs over it. Column segments as
+     * for generation (y (+)= per segment: identical float steps). The unpack buffer comes
+     * from the heap (freed before returning); if that fails, a 34 KiB stack buffer (one row
+     * of the longest segment) does the same work in smaller chunks. */
     __m256i xt[2 * PP_T * PP_KS];                      /* 16 KiB */
     float dxf[PP_T * PP_KS] __attribute__((aligned(32)));
     __m256 st[PP_ROWS * PP_T];                         /* 16 KiB: per-row accumulators between K steps */
-    int64_t chunk = (int64_t)((384 * 1024) / (wrb ? wrb : 1));
-    chunk = chunk < 4 ? 4 : chunk;
+    const size_t per_blk = 2 * sizeof(__m256i) + sizeof(float);
+    size_t cap = PP_WBUF;
+    __m256i *buf = aligned_alloc(32, cap);
+    if (!buf) {
+        buf = u.small;
+        cap = sizeof u.small;
+    }
     for (int64_t s0 = 0; s0 < nb_all; s0 += seg) {
         const int64_t nb = nb_all - s0 < seg ? nb_all - s0 : seg;
         const bool add = s0 > 0;
-        const int64_t ch = nb > PP_KS && chunk > PP_ROWS ? PP_ROWS : chunk;
+        int64_t ch = (int64_t)(cap / (per_blk * nb));
+        if (nb > PP_KS && ch > PP_ROWS) ch = PP_ROWS;
+        if (ch < 1) ch = 1; /* cap holds one row of a whole segment */
         const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
+        __m256i *wq = buf;
+        float *wd = (float *)(buf + 2 * ch * nb);
         for (int64_t c0 = r0; c0 < r1; c0 += ch) {
             const int64_t c1 = c0 + ch < r1 ? c0 + ch : r1;
+            ufn(Ws + c0 * wrb, wrb, c1 - c0, nb, wq, wd);
             for (int64_t t = 0; t < n_tok; t += PP_T) {
                 const int T = n_tok - t < PP_T ? (int)(n_tok - t) : PP_T;
                 for (int64_t k0 = 0; k0 < nb; k0 += PP_KS) {
                     const int64_t kn = nb - k0 < PP_KS ? nb - k0 : PP_KS;
                     load_xt_q8_0(Xs + t * xrb + k0 * sizeof(eng_block_q8_0), xrb, T, kn, xt, dxf);
-                    for (int64_t r = c0; r < c1; r++)
-                        fn(T, Ws + r * wrb + k0 * bs, xt, kn, dxf, nb > PP_KS ? st + (r - c0) * PP_T : NULL, k0 == 0, k0 + kn == nb, add,
-                           y + t * ldy + r, ldy);
+                    for (int64_t r = 0; r < c1 - c0; r++)
+                        q80_tile_t(T, wq + 2 * (r * nb + k0), wd + r * nb + k0, xt, kn, dxf,
+                                   nb > PP_KS ? st + r * PP_T : NULL, k0 == 0, k0 + kn == nb, add, y + t * ldy + c0 + r, ldy);
                 }
             }
         }
     }
+    if (buf != u.small) free(buf);
 }
 
 /* ------------------------------------------------------------------ K family */
@@ -799,13 +829,13 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
     tile_fn fn;
     switch (wt) {
     case ENG_T_Q8_0:
-        q80fam_matmul(q80_tile_q8_0, q80_vec_q8_0, sizeof(eng_block_q8_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        q80fam_matmul(q80_unpack_q8_0, q80_vec_q8_0, sizeof(eng_block_q8_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
         return true;
     case ENG_T_Q4_0:
-        q80fam_matmul(q80_tile_q4_0, q80_vec_q4_0, sizeof(eng_block_q4_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        q80fam_matmul(q80_unpack_q4_0, q80_vec_q4_0, sizeof(eng_block_q4_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
         return true;
     case ENG_T_Q5_0:
-        q80fam_matmul(q80_tile_q5_0, q80_vec_q5_0, sizeof(eng_block_q5_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+        q80fam_matmul(q80_unpack_q5_0, q80_vec_q5_0, sizeof(eng_block_q5_0), W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
         return true;
     case ENG_T_Q4_K: fn = tile_q4_K; break;
     case ENG_T_Q5_K: fn = tile_q5_K; break;
