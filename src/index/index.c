@@ -675,6 +675,8 @@ void lcx__index_resolve_cached(const lcx_index *ix, lcx__doc_terms *dt, lcx__pos
     for (uint32_t g = 0; g < dt->nt; g += 64) {
         uint32_t e = dt->nt - g < 64 ? dt->nt : g + 64, m = 0;
         uint8_t miss[64];
+        for (uint32_t i = g; i < e; i++)   /* the group's cache slots, L2 → L1, all in flight at once */
+            _mm_prefetch((const char *)&tc[tc_slot(dt->t[i].hash)], _MM_HINT_T0);
         for (uint32_t i = g; i < e; i++) {
             lcx__pterm *t = &dt->t[i];
             const struct lcx__tcent *c = &tc[tc_slot(t->hash)];
