@@ -19,6 +19,7 @@
 #include "rerank/rerank.h"
 #include "text/text.h"
 #include "util/util.h"
+#include <assert.h>
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
@@ -817,21 +818,31 @@ static void *post_run(void *arg)
 }
 
 /* Stable LSD radix sort of v (n keys) by bits [32, 32 + bits) using tmp (n); returns the
- * array holding the result (v or tmp). */
+ * array holding the result (v or tmp). hot (ingest workers: ~40k keys per batch each).
+ * The counts of every digit are taken in ONE pass over the keys (then each pass only
+ * scatters): at the usual 2 digits that is 3 passes over the keys instead of 4. */
 static uint64_t *radix_hi(uint64_t *v, uint64_t *tmp, size_t n, int bits)
 {
-    enum { R = 11 };
-    uint32_t cnt[1 << R];
-    for (int sh = 32; sh < 32 + bits; sh += R) {
-        memset(cnt, 0, sizeof cnt);
-        for (size_t i = 0; i < n; i++) cnt[v[i] >> sh & ((1u << R) - 1)]++;
-        uint32_t sum = 0;
+    enum { R = 11, MAXD = 3 };   /* 32 bits of term id: at most 3 digits of 11 bits */
+    static_assert(MAXD * R >= 32, "digits cover the 32-bit field");
+    const int nd = (bits + R - 1) / R;
+    uint32_t cnt[MAXD][1 << R];
+    memset(cnt, 0, sizeof cnt);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = v[i] >> 32;
+        cnt[0][x & ((1u << R) - 1)]++;
+        cnt[1][x >> R & ((1u << R) - 1)]++;
+        cnt[2][x >> (2 * R)]++;   /* < 2^10 */
+    }
+    for (int d = 0; d < nd; d++) {
+        const int sh = 32 + d * R;
+        uint32_t *c = cnt[d], sum = 0;
         for (int b = 0; b < 1 << R; b++) {
-            uint32_t c = cnt[b];
-            cnt[b] = sum;
-            sum += c;
+            uint32_t k = c[b];
+            c[b] = sum;
+            sum += k;
         }
-        for (size_t i = 0; i < n; i++) tmp[cnt[v[i] >> sh & ((1u << R) - 1)]++] = v[i];
+        for (size_t i = 0; i < n; i++) tmp[c[v[i] >> sh & ((1u << R) - 1)]++] = v[i];
         uint64_t *t = v;
         v = tmp;
         tmp = t;
