@@ -29,17 +29,26 @@ static int teardown(void **st)
     return 0;
 }
 
-/* ---- deterministic corpus: chunk i has a text of 40..~2800 bytes (some cross pages),
+/* ---- deterministic corpus: chunk i has a text of 40..~1250 bytes (many cross pages),
  * a path shared by runs of 37 chunks (every 11th run has none) and distinct metadata */
 #define TEXT_CAP 3000
 static size_t gen_text(uint32_t i, char *buf)
 {
     static const char *w[] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
                               "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"};
-    size_t want = 40 + (size_t)((i * 2654435761u) % 2700u), n = 0;
+    size_t want = 40 + (size_t)((i * 2654435761u) % 1200u), n = 0;
     n += (size_t)snprintf(buf, TEXT_CAP, "chunk %u marker%u %s", i, i * 7919u, w[i % 16]);
-    for (uint32_t k = 0; n < want; k++)
-        n += (size_t)snprintf(buf + n, TEXT_CAP - n, " %s%u", w[(i + k * 5) % 16], (i ^ k) % 97);
+    for (uint32_t k = 0; n < want; k++) {   /* " word<0..96>", by hand (snprintf is slow under ASan) */
+        const char *wd = w[(i + k * 5) % 16];
+        size_t l = strlen(wd);
+        unsigned v = (i ^ k) % 97;
+        buf[n++] = ' ';
+        memcpy(buf + n, wd, l);
+        n += l;
+        if (v >= 10) buf[n++] = (char)('0' + v / 10);
+        buf[n++] = (char)('0' + v % 10);
+    }
+    buf[n] = 0;
     return n;
 }
 static size_t gen_path(uint32_t i, char *buf)
