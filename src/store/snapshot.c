@@ -151,46 +151,136 @@ bad_rc:
  * section crc32c is taken over the buffer once per flush instead of per put, and every
  * flush asks the kernel to start writing those pages back (SYNC_FILE_RANGE_WRITE), so the
  * disk works while the rest is generated and the final fsync waits for the tail only
- * (measured: fsync of the 89 MB /usr/include snapshot 0.25–0.3 s after a plain write). */
+ * (measured: fsync of the 89 MB /usr/include snapshot 0.25–0.3 s after a plain write,
+ * ~0.085 s with this). Two buffers: a full one is written by a thread of its own while the
+ * next one is generated, because the kernel's copy into the page cache is the larger part
+ * here (~300–550 MB/s on the CI-like VMs; generating is ~1 GB/s). Without that thread the
+ * buffers are written inline. */
 #define WR_BUF (4u << 20)
 
 typedef struct {
     int fd;
-    char *buf;               /* (WR_BUF) */
-    size_t used;             /* bytes in buf */
-    size_t crc_from;         /* buf[crc_from, used) not yet in crc */
+    char *buf[2];            /* (WR_BUF) each; buf[cur] is being filled */
+    int cur;
+    size_t used;             /* bytes in buf[cur] */
+    size_t crc_from;         /* buf[cur][crc_from, used) not yet in crc */
     uint64_t off;            /* file offset of everything put so far */
-    uint64_t synced;         /* bytes already handed to writeback */
     uint32_t crc;            /* of the current section */
-    int err;
+    int err;                 /* generation side: a write error seen */
+    /* the writing thread and its one job (all under mu) */
+    pthread_t th;
+    int th_ok;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const char *job;         /* NULL = idle */
+    size_t job_len;
+    uint64_t job_at;
+    uint64_t synced;         /* bytes already handed to writeback */
+    int quit;
+    int werr;                /* writing side: a pwrite failed */
 } wr;
+
+static int write_at(int fd, const char *c, size_t n, uint64_t at, uint64_t *synced)
+{
+    while (n) {
+        ssize_t k = pwrite(fd, c, n, (off_t)at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        c += k;
+        n -= (size_t)k;
+        at += (uint64_t)k;
+    }
+    /* start writeback of what is complete; advice only (errors surface at fsync) */
+    if (at - *synced >= WR_BUF) {
+        (void)sync_file_range(fd, (off_t)*synced, (off_t)(at - *synced), SYNC_FILE_RANGE_WRITE);
+        *synced = at;
+    }
+    return 0;
+}
+
+static void *wr_thread(void *arg)
+{
+    wr *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->job && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->job) break;   /* quit, nothing left */
+        const char *c = w->job;
+        size_t n = w->job_len;
+        uint64_t at = w->job_at;
+        pthread_mutex_unlock(&w->mu);
+        int bad = write_at(w->fd, c, n, at, &w->synced);   /* synced: only this thread uses it while running */
+        pthread_mutex_lock(&w->mu);
+        if (bad) w->werr = 1;
+        w->job = NULL;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void wr_start(wr *w, int fd, char *b0, char *b1)
+{
+    memset(w, 0, sizeof *w);
+    w->fd = fd;
+    w->buf[0] = b0;
+    w->buf[1] = b1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->th_ok = pthread_create(&w->th, NULL, wr_thread, w) == 0;
+}
+
+/* Waits for the writing thread's job (if any). */
+static void wr_wait(wr *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->job) pthread_cond_wait(&w->cv, &w->mu);
+    if (w->werr) w->err = 1;
+    pthread_mutex_unlock(&w->mu);
+}
 
 static void wr_crc(wr *w)
 {
-    w->crc = lcx_crc32c(w->crc, w->buf + w->crc_from, w->used - w->crc_from);
+    w->crc = lcx_crc32c(w->crc, w->buf[w->cur] + w->crc_from, w->used - w->crc_from);
     w->crc_from = w->used;
 }
 
 static void wr_flush(wr *w)
 {
     wr_crc(w);
-    const char *c = w->buf;
-    size_t n = w->used;
-    uint64_t at = w->off - n;
-    while (n && !w->err) {
-        ssize_t k = pwrite(w->fd, c, n, (off_t)at);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) { w->err = 1; break; }
-        c += k;
-        n -= (size_t)k;
-        at += (uint64_t)k;
+    if (!w->used) return;
+    uint64_t at = w->off - w->used;
+    if (!w->th_ok) {
+        if (!w->err && write_at(w->fd, w->buf[w->cur], w->used, at, &w->synced)) w->err = 1;
+    } else {
+        wr_wait(w);   /* the other buffer is free again */
+        pthread_mutex_lock(&w->mu);
+        w->job = w->buf[w->cur];
+        w->job_len = w->used;
+        w->job_at = at;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        w->cur ^= 1;
     }
     w->used = w->crc_from = 0;
-    /* start writeback of what is complete; advice only (errors surface at fsync) */
-    if (!w->err && w->off - w->synced >= WR_BUF) {
-        (void)sync_file_range(w->fd, (off_t)w->synced, (off_t)(w->off - w->synced), SYNC_FILE_RANGE_WRITE);
-        w->synced = w->off;
+}
+
+/* Flushes, waits for the last write and stops the thread; returns 0 or -1 (write error). */
+static int wr_finish(wr *w)
+{
+    wr_flush(w);
+    if (w->th_ok) {
+        wr_wait(w);
+        pthread_mutex_lock(&w->mu);
+        w->quit = 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->th, NULL);
+        w->th_ok = 0;
     }
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    return w->err ? -1 : 0;
 }
 
 /* hot: called once per term and per document */
@@ -198,7 +288,7 @@ static inline void wr_put(wr *w, const void *p, size_t n)
 {
     if (!n) return;   /* p may be NULL then (empty posting lists) */
     if (n <= WR_BUF - w->used) {
-        memcpy(w->buf + w->used, p, n);
+        memcpy(w->buf[w->cur] + w->used, p, n);
         w->used += n;
         w->off += n;
         return;
@@ -207,7 +297,7 @@ static inline void wr_put(wr *w, const void *p, size_t n)
     while (n) {
         if (w->used == WR_BUF) wr_flush(w);
         size_t k = WR_BUF - w->used < n ? WR_BUF - w->used : n;
-        memcpy(w->buf + w->used, c, k);
+        memcpy(w->buf[w->cur] + w->used, c, k);
         w->used += k;
         w->off += k;
         c += k;
@@ -312,7 +402,7 @@ int lcx__snap_write(lcx_store *s)
     if (!toff) goto out;
     if ((rc = text_offsets(s, toff))) goto out;
     rc = LCX_ENOMEM;
-    buf = malloc(WR_BUF);
+    buf = malloc(2 * (size_t)WR_BUF);   /* the writer's two buffers */
     if (!buf) goto out;
     uint64_t np = 0;
     for (uint32_t t = 0; t < nt; t++) np += lcx__index_df(ix, t);
@@ -344,7 +434,8 @@ int lcx__snap_write(lcx_store *s)
     if (fd < 0) goto out;
     lcx_snap_hdr h;
     memset(&h, 0, sizeof h);
-    wr w = {.fd = fd, .buf = buf};
+    wr w;
+    wr_start(&w, fd, buf, buf + WR_BUF);
     wr_put(&w, &h, sizeof h);   /* placeholder, rewritten at the end */
     /* 0 DOCS */
     sec_begin(&w, &h, SEC_DOCS);
@@ -447,8 +538,7 @@ int lcx__snap_write(lcx_store *s)
     h.fp_len = (uint32_t)strlen(s->fp);
     memcpy(h.fp, s->fp, h.fp_len);
     h.crc = lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN);
-    wr_flush(&w);
-    if (w.err || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd) < 0) goto out;
+    if (wr_finish(&w) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd) < 0) goto out;
     int cr = close(fd);
     fd = -1;
     if (cr < 0) goto out;
