@@ -59,16 +59,19 @@ void triatt__kernel_avx2(const triatt_kparams *p, const void *keys, size_t row_s
                          float *out, bool accumulate);
 void triatt__kernel_avx512(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                            float *out, bool accumulate);
-/* Multi-stream form: ns (1..TRIATT_MAX_STREAMS) independent (keys[j], row_stride[j], out[j])
- * streams of n rows each, same contract per stream as above. The SIMD versions take one row of
- * every stream per iteration so the hardware prefetcher keeps ns DRAM streams in flight. */
+/* Multi-stream form: ns (1..TRIATT_MAX_STREAMS) independent (p[j], keys[j], row_stride[j],
+ * out[j]) streams of n rows each, same contract per stream as above; p[j] may differ in w, m,
+ * m_il only (terms, pairing, key format, n_rot, eps are those of p[0]). The SIMD versions take
+ * rows of every stream per iteration so the hardware prefetcher keeps ns DRAM streams in
+ * flight. out[j] may alias (several KV heads of a layer adding into one accumulator): row c
+ * of stream j is added after row c of streams < j, as if the streams ran one after another. */
 #define TRIATT_MAX_STREAMS 4
-void triatt__kernel_ms_scalar(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
-                              int n, float *const *out, bool accumulate);
-void triatt__kernel_ms_avx2(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
-                            int n, float *const *out, bool accumulate);
-void triatt__kernel_ms_avx512(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
-                              int n, float *const *out, bool accumulate);
+void triatt__kernel_ms_scalar(const triatt_kparams *const *p, int ns, const void *const *keys,
+                              const size_t *row_stride, int n, float *const *out, bool accumulate);
+void triatt__kernel_ms_avx2(const triatt_kparams *const *p, int ns, const void *const *keys,
+                            const size_t *row_stride, int n, float *const *out, bool accumulate);
+void triatt__kernel_ms_avx512(const triatt_kparams *const *p, int ns, const void *const *keys,
+                              const size_t *row_stride, int n, float *const *out, bool accumulate);
 /* Fast-path round: out[c] = e[c] + Σ_f a[c][f]·cs[f] − b[c][f]·sn[f] = e + feat·v with
  * v = [cs | −sn] (2·fc); feat (n, stride) rows [a_0..a_fc-1, b_0..b_fc-1, e]. */
 void triatt__fast_kernel_scalar(const float *feat, size_t stride, int fc, const float *v, int n, float *out);
@@ -82,7 +85,7 @@ void triatt__fast_accum(const float *cr, const float *ci, const void *keys, size
  * *not* read here (no globals) — the scorer picks the best unless told otherwise. */
 typedef void (*triatt_kernel_fn)(const triatt_kparams *, const void *, size_t, int, float *, bool);
 triatt_kernel_fn triatt__pick_kernel(int which);
-typedef void (*triatt_kernel_ms_fn)(const triatt_kparams *, int, const void *const *, const size_t *, int,
+typedef void (*triatt_kernel_ms_fn)(const triatt_kparams *const *, int, const void *const *, const size_t *, int,
                                     float *const *, bool);
 triatt_kernel_ms_fn triatt__pick_kernel_ms(int which);
 void triatt__scorer_force_kernel(triatt_scorer *s, int which);   /* tests */

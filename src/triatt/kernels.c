@@ -8,9 +8,12 @@
  * the 2-core EPYC (Zen 3) dev box, docs/benchmarks/triatt.md):
  *  - the round is memory-bound: F16 keys are 0.94 GB per 32K round and one sequential
  *    stream reads ~8-11 GB/s on one core, while 4 interleaved streams read ~12-14 GB/s. So
- *    the scorer splits a block's cells into TRIATT_MAX_STREAMS segments and the multi-stream
- *    kernel (triatt__kernel_ms_*) takes two rows of each segment per step, prefetching 4
- *    rows ahead (8 streams were much slower);
+ *    the scorer reads TRIATT_MAX_STREAMS streams at once (the KV heads of a layer, or
+ *    segments of one head's cells when a layer has fewer heads) and the multi-stream kernel
+ *    (triatt__kernel_ms_*, per-stream coefficients) takes two rows of each stream per step,
+ *    prefetching 4-5 rows ahead (8 streams were much slower). Keys in 4 KiB pages cost
+ *    15-25% more per round than in 2 MiB huge pages (TLB walk and prefetcher restart every
+ *    16 rows of a stream): callers should back the cache with MADV_HUGEPAGE;
  *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row): rows are processed two at a
  *    time (rows2_half) and 2 of 8 frequency groups use rsqrt+Newton on the idle FMA pipes;
  *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed; Q8_0 keys
@@ -226,16 +229,21 @@ static inline bool fast_terms(const triatt_kparams *p)
     return p->use_trig && p->use_extra && p->pairing == TRIATT_PAIR_HALF;
 }
 
-/* ns streams (ns <= TRIATT_MAX_STREAMS) of n rows each, one row of every stream per iteration:
+/* ns streams (ns <= TRIATT_MAX_STREAMS) of n rows each, rows of every stream per iteration:
  * the hardware prefetcher then runs ns concurrent sequential streams, which on the EPYC dev
- * box reads DRAM ~25-40% faster than one stream (see docs/benchmarks/triatt.md). */
-static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams *p, int ns,
+ * box reads DRAM ~25-40% faster than one stream (see docs/benchmarks/triatt.md). Stream j
+ * has its own coefficients pp[j]; outputs may alias, so every row is added in stream order.
+ * The software prefetch takes rows +4 and +5 separately (not 2 rows of contiguous bytes) so
+ * it also covers strided rows (an engine's cell-major cache, KV heads interleaved). */
+static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams *const *pp, int ns,
                                                             const void *const *keys, const size_t *stride,
                                                             int n, float *const *out, bool accumulate,
                                                             const int fmt, const int FC)
 {
+    const triatt_kparams *p = pp[0];   /* terms, pairing, format, n_rot: the same in every stream */
     const int row_bytes = row_bytes_of(FC ? 2 * FC : p->n_rot, fmt);   /* scored part of a row */
     if (fast_terms(p) && ns == 4) {
+        const triatt_kparams *p0 = pp[0], *p1 = pp[1], *p2 = pp[2], *p3 = pp[3];
         /* the default split, specialised so the stream loop unrolls: two consecutive rows of
          * each stream per step (the same pairing as the single-stream kernel), pointers
          * advancing by their strides */
@@ -246,48 +254,57 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
         int c = 0;
         for (; c + 2 <= n; c += 2) {       /* hot: rows c, c+1 of each of the 4 streams per step */
             __m128 v;
-            prefetch_row(q0 + MS_PREFETCH_ROWS * st0, 2 * row_bytes);
-            v = rows2_half(p, q0, q0 + st0, fmt, FC);
+            prefetch_row(q0 + MS_PREFETCH_ROWS * st0, row_bytes);
+            prefetch_row(q0 + (MS_PREFETCH_ROWS + 1) * st0, row_bytes);
+            v = rows2_half(p0, q0, q0 + st0, fmt, FC);
             put(o0 + c, accumulate, _mm_cvtss_f32(v));
             put(o0 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
-            prefetch_row(q1 + MS_PREFETCH_ROWS * st1, 2 * row_bytes);
-            v = rows2_half(p, q1, q1 + st1, fmt, FC);
+            prefetch_row(q1 + MS_PREFETCH_ROWS * st1, row_bytes);
+            prefetch_row(q1 + (MS_PREFETCH_ROWS + 1) * st1, row_bytes);
+            v = rows2_half(p1, q1, q1 + st1, fmt, FC);
             put(o1 + c, accumulate, _mm_cvtss_f32(v));
             put(o1 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
-            prefetch_row(q2 + MS_PREFETCH_ROWS * st2, 2 * row_bytes);
-            v = rows2_half(p, q2, q2 + st2, fmt, FC);
+            prefetch_row(q2 + MS_PREFETCH_ROWS * st2, row_bytes);
+            prefetch_row(q2 + (MS_PREFETCH_ROWS + 1) * st2, row_bytes);
+            v = rows2_half(p2, q2, q2 + st2, fmt, FC);
             put(o2 + c, accumulate, _mm_cvtss_f32(v));
             put(o2 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
-            prefetch_row(q3 + MS_PREFETCH_ROWS * st3, 2 * row_bytes);
-            v = rows2_half(p, q3, q3 + st3, fmt, FC);
+            prefetch_row(q3 + MS_PREFETCH_ROWS * st3, row_bytes);
+            prefetch_row(q3 + (MS_PREFETCH_ROWS + 1) * st3, row_bytes);
+            v = rows2_half(p3, q3, q3 + st3, fmt, FC);
             put(o3 + c, accumulate, _mm_cvtss_f32(v));
             put(o3 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             q0 += 2 * st0; q1 += 2 * st1; q2 += 2 * st2; q3 += 2 * st3;
         }
         if (c < n) {
             const char *q[4] = {q0, q1, q2, q3};
-            for (int j = 0; j < 4; j++) put(out[j] + c, accumulate, _mm_cvtss_f32(rows2_half(p, q[j], q[j], fmt, FC)));
+            for (int j = 0; j < 4; j++) put(out[j] + c, accumulate, _mm_cvtss_f32(rows2_half(pp[j], q[j], q[j], fmt, FC)));
         }
         return;
     }
     if (fast_terms(p)) {
-        for (int c = 0; c < n; c++)        /* hot: one row of each stream per iteration */
-            for (int j = 0; j < ns; j += 2) {
-                prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], fmt), row_bytes);
-                if (j + 1 < ns)
-                    prefetch_row(row_at(keys[j + 1], (size_t)(c + MS_PREFETCH_ROWS) * stride[j + 1], fmt), row_bytes);
+        /* one row of each stream per iteration, one stream per call of rows2_half (its two
+         * rows share the coefficients) */
+        for (int c = 0; c + 2 <= n; c += 2)   /* hot */
+            for (int j = 0; j < ns; j++) {
                 const void *r0 = row_at(keys[j], (size_t)c * stride[j], fmt);
-                const void *r1 = j + 1 < ns ? row_at(keys[j + 1], (size_t)c * stride[j + 1], fmt) : r0;
-                __m128 v = rows2_half(p, r0, r1, fmt, FC);
+                prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], fmt), row_bytes);
+                prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS + 1) * stride[j], fmt), row_bytes);
+                __m128 v = rows2_half(pp[j], r0, row_at(keys[j], (size_t)(c + 1) * stride[j], fmt), fmt, FC);
                 put(out[j] + c, accumulate, _mm_cvtss_f32(v));
-                if (j + 1 < ns) put(out[j + 1] + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+                put(out[j] + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            }
+        if (n % 2)
+            for (int j = 0; j < ns; j++) {
+                const void *r0 = row_at(keys[j], (size_t)(n - 1) * stride[j], fmt);
+                put(out[j] + n - 1, accumulate, _mm_cvtss_f32(rows2_half(pp[j], r0, r0, fmt, FC)));
             }
         return;
     }
     for (int c = 0; c < n; c++)            /* hot */
         for (int j = 0; j < ns; j++) {
             prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], fmt), row_bytes);
-            put(out[j] + c, accumulate, row_general(p, row_at(keys[j], (size_t)c * stride[j], fmt), fmt));
+            put(out[j] + c, accumulate, row_general(pp[j], row_at(keys[j], (size_t)c * stride[j], fmt), fmt));
         }
 }
 
@@ -337,19 +354,27 @@ void triatt__kernel_avx2(const triatt_kparams *p, const void *keys, size_t row_s
 #undef K1
 }
 
-void triatt__kernel_ms_scalar(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
-                              int n, float *const *out, bool accumulate)
+/* Row by row in stream order, so streams whose outputs alias (several KV heads adding into
+ * one accumulator) see the same sequence of additions as in the SIMD kernels. */
+void triatt__kernel_ms_scalar(const triatt_kparams *const *pp, int ns, const void *const *keys,
+                              const size_t *row_stride, int n, float *const *out, bool accumulate)
 {
-    for (int j = 0; j < ns; j++) triatt__kernel_scalar(p, keys[j], row_stride[j], n, out[j], accumulate);
+    for (int c = 0; c < n; c++)
+        for (int j = 0; j < ns; j++) {
+            const triatt_kparams *p = pp[j];
+            size_t off = (size_t)c * row_stride[j] * (p->q8 ? 1 : p->f16 ? 2 : 4);
+            triatt__kernel_scalar(p, (const char *)keys[j] + off, row_stride[j], 1, out[j] + c, accumulate);
+        }
 }
 
-void triatt__kernel_ms_avx2(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
-                            int n, float *const *out, bool accumulate)
+void triatt__kernel_ms_avx2(const triatt_kparams *const *pp, int ns, const void *const *keys,
+                            const size_t *row_stride, int n, float *const *out, bool accumulate)
 {
     assert(ns >= 1 && ns <= TRIATT_MAX_STREAMS);
+    const triatt_kparams *p = pp[0];
     if (ns == 1) { triatt__kernel_avx2(p, keys[0], row_stride[0], n, out[0], accumulate); return; }
-    if (!avx2_shape_ok(p)) { triatt__kernel_ms_scalar(p, ns, keys, row_stride, n, out, accumulate); return; }
-#define KM(F, FCV) ms_avx2_t(p, ns, keys, row_stride, n, out, accumulate, F, FCV)
+    if (!avx2_shape_ok(p)) { triatt__kernel_ms_scalar(pp, ns, keys, row_stride, n, out, accumulate); return; }
+#define KM(F, FCV) ms_avx2_t(pp, ns, keys, row_stride, n, out, accumulate, F, FCV)
     DISPATCH(KM);
 #undef KM
 }

@@ -60,28 +60,29 @@ void triatt__kernel_avx512(const triatt_kparams *p, const void *keys, size_t row
 }
 
 /* ns streams, one row of each per iteration (see triatt__kernel_ms_avx2 for why). */
-static inline __attribute__((always_inline)) void ms_t(const triatt_kparams *p, int ns, const void *const *keys,
-                                                       const size_t *stride, int n, float *const *out,
-                                                       bool accumulate, const bool f16)
+static inline __attribute__((always_inline)) void ms_t(const triatt_kparams *const *pp, int ns,
+                                                       const void *const *keys, const size_t *stride, int n,
+                                                       float *const *out, bool accumulate, const bool f16)
 {
-    const int row_bytes = p->n_rot * (f16 ? 2 : 4);
+    const int row_bytes = pp[0]->n_rot * (f16 ? 2 : 4);
     for (int c = 0; c < n; c++)            /* hot */
         for (int j = 0; j < ns; j++) {
             /* prefetch 4 rows ahead in each stream, as the AVX2 kernel (never faults) */
             const char *ahead = f16 ? (const char *)((const uint16_t *)keys[j] + (size_t)(c + 4) * stride[j])
                                     : (const char *)((const float *)keys[j] + (size_t)(c + 4) * stride[j]);
             for (int o = 0; o < row_bytes; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
-            float v = row_t(p, keys[j], (size_t)c * stride[j], f16);
+            float v = row_t(pp[j], keys[j], (size_t)c * stride[j], f16);
             out[j][c] = accumulate ? out[j][c] + v : v;
         }
 }
 
-void triatt__kernel_ms_avx512(const triatt_kparams *p, int ns, const void *const *keys, const size_t *row_stride,
-                              int n, float *const *out, bool accumulate)
+void triatt__kernel_ms_avx512(const triatt_kparams *const *pp, int ns, const void *const *keys,
+                              const size_t *row_stride, int n, float *const *out, bool accumulate)
 {
-    if (p->n_rot % 32 || p->q8) { triatt__kernel_ms_avx2(p, ns, keys, row_stride, n, out, accumulate); return; }
-    if (p->f16) ms_t(p, ns, keys, row_stride, n, out, accumulate, true);
-    else ms_t(p, ns, keys, row_stride, n, out, accumulate, false);
+    const triatt_kparams *p = pp[0];
+    if (p->n_rot % 32 || p->q8) { triatt__kernel_ms_avx2(pp, ns, keys, row_stride, n, out, accumulate); return; }
+    if (p->f16) ms_t(pp, ns, keys, row_stride, n, out, accumulate, true);
+    else ms_t(pp, ns, keys, row_stride, n, out, accumulate, false);
 }
 
 void triatt__fast_kernel_avx512(const float *feat, size_t stride, int fc, const float *v, int n, float *out)

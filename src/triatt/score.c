@@ -1,10 +1,12 @@
 /* The scorer: collapsed TriAttention scores for every cell, aggregated over (layer, KV head)
  * blocks, on a small private thread pool; plus the precomputed fast path.
  *
- * Threading: the (layer, KV head) blocks are dealt round-robin to the pool's threads (thread
- * t takes blocks t, t+T, ...). Each thread adds its blocks into its own accumulator (one
- * float per cell), and the accumulators are merged in thread order afterwards, so a given
- * thread count always gives bit-identical scores and no thread ever writes shared memory.
+ * Threading: the (layer, KV head) blocks, in groups of up to 4 KV heads of one layer (scored
+ * together as 4 memory streams, run_group), are dealt round-robin to the pool's threads (thread
+ * t takes groups t, t+T, ...; the reference aggregation deals single blocks). Each thread adds
+ * its blocks into its own accumulator (one float per cell), and the accumulators are merged
+ * in thread order afterwards, so a given thread count always gives bit-identical scores and
+ * no thread ever writes shared memory.
  *
  * Fast path: with frozen centres and block-mean aggregation, every block shares the same
  * ω and trig sums (cs, sn), and the score is linear in (A, B):
@@ -35,7 +37,8 @@ typedef struct {
     float *hbuf;           /* (G, acc_cap) per-head scores for reference aggregation */
     float *scratch;        /* (SCRATCH_ROWS, head_dim) key conversion space for the accessor:
                             * CHUNK rows, or MS_CHUNK rows per stream */
-    float *w, *m, *m_il;   /* (n_rot), (fc), (n_rot) folded per-block coefficients */
+    float *w, *m, *m_il;   /* (TRIATT_MAX_STREAMS, n_rot), (.., fc), (.., n_rot) folded per-block
+                            * coefficients, one slot per KV head scored at once */
     int rc;
 } worker;
 
@@ -52,6 +55,8 @@ struct triatt_scorer {
     /* round state (read-only for the workers while a job runs) */
     int *blocks;                 /* (n_blocks) block ids l·KV + g in the round */
     int n_blocks;
+    int *groups;                 /* (n_groups) index in blocks of each group's first head */
+    int n_groups;
     double cs[TRIATT_MAX_HEAD_DIM / 2], sn[TRIATT_MAX_HEAD_DIM / 2];
     const triatt_calib *cal;
     const triatt_keys *keys;
@@ -133,7 +138,7 @@ void triatt_scorer_free(triatt_scorer *s)
             worker *w = &s->wk[t];
             free(w->acc); free(w->hbuf); free(w->scratch); free(w->w); free(w->m); free(w->m_il);
         }
-    free(s->wk); free(s->attn); free(s->omega); free(s->blocks); free(s->fast_v);
+    free(s->wk); free(s->attn); free(s->omega); free(s->blocks); free(s->groups); free(s->fast_v);
     free(s->feat); free(s->feat_gen); free(s->feat_pos);
     free(s);
 }
@@ -167,18 +172,19 @@ triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_
     s->attn = malloc(s->L);
     s->omega = malloc(s->fc * sizeof(double));
     s->blocks = malloc((size_t)s->L * s->KV * sizeof(int));
+    s->groups = malloc((size_t)s->L * s->KV * sizeof(int));
     s->fast_v = malloc(2 * s->fc * sizeof(float));
     s->wk = calloc(s->nt, sizeof(worker));
-    if (!s->attn || !s->omega || !s->blocks || !s->fast_v || !s->wk) goto fail;
+    if (!s->attn || !s->omega || !s->blocks || !s->groups || !s->fast_v || !s->wk) goto fail;
     for (int l = 0; l < s->L; l++) s->attn[l] = g->attn_layers ? (g->attn_layers[l] != 0) : 1;
     triatt_geometry_omega(g, s->omega);
     for (int t = 0; t < s->nt; t++) {
         worker *w = &s->wk[t];
         w->s = s; w->tid = t;
         w->scratch = malloc((size_t)SCRATCH_ROWS * s->hd * sizeof(float));
-        w->w = malloc(s->n_rot * sizeof(float));
-        w->m = malloc(s->fc * sizeof(float));
-        w->m_il = malloc(s->n_rot * sizeof(float));
+        w->w = malloc((size_t)TRIATT_MAX_STREAMS * s->n_rot * sizeof(float));
+        w->m = malloc((size_t)TRIATT_MAX_STREAMS * s->fc * sizeof(float));
+        w->m_il = malloc((size_t)TRIATT_MAX_STREAMS * s->n_rot * sizeof(float));
         if (!w->scratch || !w->w || !w->m || !w->m_il) goto fail;
     }
     triatt__scorer_force_kernel(s, 2);
@@ -200,23 +206,26 @@ fail:
     return NULL;
 }
 
-/* Folds a centre and this round's trig sums into the kernel coefficients. */
-static void fold(const triatt_scorer *s, worker *w, const float *cr, const float *ci,
+/* Folds a centre and this round's trig sums into the kernel coefficients (the worker's
+ * coefficient slot `slot`, 0..TRIATT_MAX_STREAMS-1). */
+static void fold(const triatt_scorer *s, worker *w, int slot, const float *cr, const float *ci,
                  const float *cabs, triatt_kparams *kp)
 {
     const int fc = s->fc;
+    float *ww = w->w + (size_t)slot * s->n_rot, *wm = w->m + (size_t)slot * fc;
+    float *wil = w->m_il + (size_t)slot * s->n_rot;
     for (int f = 0; f < fc; f++) {
         double wr = cr[f] * s->cs[f] - ci[f] * s->sn[f];
         double wi = ci[f] * s->cs[f] + cr[f] * s->sn[f];
-        if (s->pairing == TRIATT_PAIR_HALF) { w->w[f] = (float)wr; w->w[fc + f] = (float)wi; }
-        else { w->w[2 * f] = (float)wr; w->w[2 * f + 1] = (float)wi; }
+        if (s->pairing == TRIATT_PAIR_HALF) { ww[f] = (float)wr; ww[fc + f] = (float)wi; }
+        else { ww[2 * f] = (float)wr; ww[2 * f + 1] = (float)wi; }
         double m = s->o.terms == TRIATT_TERMS_NO_MLR
                        ? cabs[f]
                        : cabs[f] - sqrt((double)cr[f] * cr[f] + (double)ci[f] * ci[f] + s->o.eps);
-        w->m[f] = (float)m;
-        w->m_il[2 * f] = w->m_il[2 * f + 1] = (float)(m * 0.5);
+        wm[f] = (float)m;
+        wil[2 * f] = wil[2 * f + 1] = (float)(m * 0.5);
     }
-    kp->w = w->w; kp->m = w->m; kp->m_il = w->m_il;
+    kp->w = ww; kp->m = wm; kp->m_il = wil;
     kp->n_rot = s->n_rot; kp->fc = fc; kp->pairing = s->pairing;
     kp->use_trig = s->o.terms != TRIATT_TERMS_EXTRA_ONLY;
     kp->use_extra = s->o.terms != TRIATT_TERMS_TRIG_ONLY;
@@ -251,6 +260,20 @@ void triatt__scorer_set_streams(triatt_scorer *s, int n_streams)
     s->n_streams = LCX_MAX(1, LCX_MIN(TRIATT_MAX_STREAMS, n_streams));
 }
 
+/* Cells [c_lo, c_hi) of (layer l, KV head g) through the single-stream kernel, into dst. */
+static int run_single(triatt_scorer *s, worker *w, int l, int g, const triatt_kparams *kp, float *dst,
+                      int c_lo, int c_hi, bool accumulate)
+{
+    for (int c0 = c_lo; c0 < c_hi; c0 += CHUNK) {
+        int k = LCX_MIN(CHUNK, c_hi - c0);
+        size_t stride = default_stride(s, s->keys);
+        const void *ptr = fetch(s->keys, l, g, c0, k, w->scratch, &stride);
+        if (!ptr) return LCX_EIO;
+        s->kernel(kp, ptr, stride, k, dst + c0, accumulate);
+    }
+    return LCX_OK;
+}
+
 /* Runs the kernel of one centre over every cell of (layer, kv) into dst (= or +=).
  * Memory-bound at scale (one pass over the keys per round), so the cells are split into ns
  * equal segments read in lock-step by the multi-stream kernel: ns sequential DRAM streams in
@@ -282,29 +305,86 @@ static int run_block(triatt_scorer *s, worker *w, int l, int g, triatt_kparams *
                 if (!ptr[j]) return LCX_EIO;
                 out[j] = dst + c0;
             }
-            s->kernel_ms(kp, ns, ptr, stride, k, out, accumulate);
+            const triatt_kparams *kpp[TRIATT_MAX_STREAMS] = {kp, kp, kp, kp};
+            s->kernel_ms(kpp, ns, ptr, stride, k, out, accumulate);
         }
     }
-    for (int c0 = ns * seg; c0 < n; c0 += CHUNK) {
-        int k = LCX_MIN(CHUNK, n - c0);
-        size_t stride = default_stride(s, s->keys);
-        const void *ptr = fetch(s->keys, l, g, c0, k, w->scratch, &stride);
-        if (!ptr) return LCX_EIO;
-        s->kernel(kp, ptr, stride, k, dst + c0, accumulate);
+    return run_single(s, w, l, g, kp, dst, ns * seg, n, accumulate);
+}
+
+/* Block-mean rounds: the KV heads g0 .. g0+nh-1 (nh <= TRIATT_MAX_STREAMS) of layer l, with
+ * their coefficients kp[0..nh), added into dst.
+ * The memory streams are KV heads first: up to TRIATT_MAX_STREAMS heads are read in
+ * lock-step (each a sequential stream of its own keys), and when a layer has fewer KV heads
+ * than streams each head is also cut into segments as in run_block (nh = 2: 2 heads × 2
+ * segments; nh = 1: 4 segments). Streaming heads rather than segments of one head was 10-17%
+ * faster per 32K round (in-process A/B, docs/benchmarks/triatt.md), has no ragged tail, and
+ * reads an engine's cell-major cache (KV heads interleaved in each cell's row) as one
+ * forward sweep. Every cell gets its heads' scores added in head order whatever the split
+ * (the multi-stream kernels add aliasing outputs in stream order, streams are head-major),
+ * so the scores are bit-identical for any stream count. */
+static int run_group(triatt_scorer *s, worker *w, int l, int g0, int nh, triatt_kparams *kp, float *dst)
+{
+    const bool q8 = s->keys->get_q8 != NULL, f16 = !q8 && s->keys->get16 != NULL;
+    for (int h = 0; h < nh; h++) { kp[h].q8 = q8; kp[h].f16 = f16; }
+    /* Q8_0: one stream (compute-bound, see run_block) */
+    const int n = s->n_cells, ns = n >= MS_MIN_CELLS && !q8 ? s->n_streams : 1;
+    if (ns == 1) {
+        for (int h = 0; h < nh; h++) {
+            int rc = run_single(s, w, l, g0 + h, &kp[h], dst, 0, n, true);
+            if (rc < 0) return rc;
+        }
+        return LCX_OK;
+    }
+    for (int h0 = 0; h0 < nh; ) {
+        const int hc = LCX_MIN(ns, nh - h0), segs = ns / hc, nst = hc * segs;
+        int seg = n;
+        if (segs > 1) {
+            seg = n / segs;
+            seg -= (seg - 5) & 15;         /* as in run_block */
+        }
+        const triatt_kparams *kpp[TRIATT_MAX_STREAMS];
+        for (int j = 0; j < nst; j++) kpp[j] = &kp[h0 + j / segs];
+        for (int off = 0; off < seg; off += MS_CHUNK) {
+            int k = LCX_MIN(MS_CHUNK, seg - off);
+            const void *ptr[TRIATT_MAX_STREAMS];
+            size_t stride[TRIATT_MAX_STREAMS];
+            float *out[TRIATT_MAX_STREAMS];
+            for (int j = 0; j < nst; j++) {   /* stream j: head h0 + j / segs, segment j % segs */
+                int c0 = (j % segs) * seg + off;
+                stride[j] = default_stride(s, s->keys);
+                ptr[j] = fetch(s->keys, l, g0 + h0 + j / segs, c0, k,
+                               w->scratch + (size_t)j * MS_CHUNK * s->hd, &stride[j]);
+                if (!ptr[j]) return LCX_EIO;
+                out[j] = dst + c0;
+            }
+            s->kernel_ms(kpp, nst, ptr, stride, k, out, true);
+        }
+        for (int h = h0; h < h0 + hc; h++) {  /* the cells after the segments, heads in order */
+            int rc = run_single(s, w, l, g0 + h, &kp[h], dst, segs * seg, n, true);
+            if (rc < 0) return rc;
+        }
+        h0 += hc;
     }
     return LCX_OK;
 }
 
+/* Block-mean: the groups (up to TRIATT_MAX_STREAMS KV heads of one layer, see
+ * collect_blocks) are dealt round-robin to the threads; a group's heads are scored together
+ * (run_group). The grouping does not depend on the stream count, so neither do the sums. */
 static void job_blockmean(triatt_scorer *s, worker *w)
 {
     memset(w->acc, 0, (size_t)s->n_cells * sizeof(float));
-    for (int i = w->tid; i < s->n_blocks; i += s->nt) {
-        int l = s->blocks[i] / s->KV, g = s->blocks[i] % s->KV;
-        const float *cr, *ci, *cabs;
-        if (triatt_calib_block(s->cal, l, g, &cr, &ci, &cabs) < 0) { w->rc = LCX_ESTATE; return; }
-        triatt_kparams kp;
-        fold(s, w, cr, ci, cabs, &kp);
-        int rc = run_block(s, w, l, g, &kp, w->acc, true);
+    for (int q = w->tid; q < s->n_groups; q += s->nt) {
+        const int i0 = s->groups[q], l = s->blocks[i0] / s->KV, g0 = s->blocks[i0] % s->KV;
+        const int nh = LCX_MIN(TRIATT_MAX_STREAMS, s->KV - g0);
+        triatt_kparams kp[TRIATT_MAX_STREAMS];
+        for (int h = 0; h < nh; h++) {
+            const float *cr, *ci, *cabs;
+            if (triatt_calib_block(s->cal, l, g0 + h, &cr, &ci, &cabs) < 0) { w->rc = LCX_ESTATE; return; }
+            fold(s, w, h, cr, ci, cabs, &kp[h]);
+        }
+        int rc = run_group(s, w, l, g0, nh, kp, w->acc);
         if (rc < 0) { w->rc = rc; return; }
     }
 }
@@ -323,7 +403,7 @@ static void job_reference(triatt_scorer *s, worker *w)
             if (triatt_calib_head(s->cal, l, g * s->G + j, &mr, &mi, &ma) < 0) { w->rc = LCX_ESTATE; return; }
             for (int f = 0; f < fc; f++) { cr[f] = (float)mr[f]; ci[f] = (float)mi[f]; ca[f] = (float)ma[f]; }
             triatt_kparams kp;
-            fold(s, w, cr, ci, ca, &kp);
+            fold(s, w, 0, cr, ci, ca, &kp);
             float *hb = w->hbuf + (size_t)j * w->acc_cap;
             int rc = run_block(s, w, l, g, &kp, hb, false);
             if (rc < 0) { w->rc = rc; return; }
@@ -365,14 +445,20 @@ static int ensure_acc(triatt_scorer *s, int n_cells, bool heads)
     return LCX_OK;
 }
 
-/* Attention-layer blocks with l >= skip; skip is clamped to 0 when it would leave none. */
+/* Attention-layer blocks with l >= skip; skip is clamped to 0 when it would leave none.
+ * Groups: the index in blocks of every TRIATT_MAX_STREAMS-th KV head of a layer (a group is
+ * that head and the next ones of the layer, up to TRIATT_MAX_STREAMS). */
 static void collect_blocks(triatt_scorer *s, int skip)
 {
     s->n_blocks = 0;
+    s->n_groups = 0;
     for (int pass = 0; pass < 2 && !s->n_blocks; pass++) {
         for (int l = pass ? 0 : skip; l < s->L; l++)
             if (s->attn[l])
-                for (int g = 0; g < s->KV; g++) s->blocks[s->n_blocks++] = l * s->KV + g;
+                for (int g = 0; g < s->KV; g++) {
+                    if (g % TRIATT_MAX_STREAMS == 0) s->groups[s->n_groups++] = s->n_blocks;
+                    s->blocks[s->n_blocks++] = l * s->KV + g;
+                }
     }
 }
 

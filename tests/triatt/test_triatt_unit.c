@@ -103,8 +103,9 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
                     for (int c = 0; c < 9; c++) m0[j][c] = m1[j][c] = m2[j][c] = (float)(j + c);
                     p0[j] = m0[j]; p1[j] = m1[j]; p2[j] = m2[j];
                 }
-                triatt__kernel_ms_scalar(pp, ns, ks, sts, 9, p0, acc);
-                triatt__kernel_ms_avx2(pp, ns, ks, sts, 9, p1, acc);
+                const triatt_kparams *pa[TRIATT_MAX_STREAMS] = {pp, pp, pp, pp};
+                triatt__kernel_ms_scalar(pa, ns, ks, sts, 9, p0, acc);
+                triatt__kernel_ms_avx2(pa, ns, ks, sts, 9, p1, acc);
                 for (int j = 0; j < ns; j++) {
                     if (acc) for (int c = 0; c < 9; c++) m2[j][c] = (float)(j + c);
                     triatt__kernel_avx2(pp, ks[j], stride, 9, m2[j], acc);
@@ -118,11 +119,63 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
                 if (lcx_cpu_has_avx512()) {
                     for (int j = 0; j < ns; j++)
                         for (int c = 0; c < 9; c++) m2[j][c] = (float)(j + c);
-                    triatt__kernel_ms_avx512(pp, ns, ks, sts, 9, p2, acc);
+                    triatt__kernel_ms_avx512(pa, ns, ks, sts, 9, p2, acc);
                     for (int j = 0; j < ns; j++)
                         for (int c = 0; c < 9; c++) assert_true(fabs(m0[j][c] - m2[j][c]) <= 1e-4 * (1 + fabs(m0[j][c])));
                 }
             }
+    /* the scorer's KV-head streams: every stream has its own coefficients and all add into one
+     * accumulator (aliasing outputs). The AVX2 multi-stream kernel must equal the AVX2
+     * single-stream kernel run stream after stream bit for bit (row c of stream j added after
+     * row c of the streams before it), and the scalar multi-stream reference within tolerance */
+    {
+        float *wj = malloc((size_t)TRIATT_MAX_STREAMS * n_rot * 4), *mj = malloc((size_t)TRIATT_MAX_STREAMS * fc * 4);
+        float *milj = malloc((size_t)TRIATT_MAX_STREAMS * n_rot * 4);
+        triatt_kparams kj[2][TRIATT_MAX_STREAMS];
+        for (int j = 0; j < TRIATT_MAX_STREAMS; j++) {
+            for (int d = 0; d < n_rot; d++) wj[j * n_rot + d] = (float)nrand();
+            for (int f = 0; f < fc; f++) {
+                mj[j * fc + f] = (float)nrand();
+                milj[j * n_rot + 2 * f] = milj[j * n_rot + 2 * f + 1] = mj[j * fc + f] * 0.5f;
+            }
+            kj[0][j] = kp;
+            kj[0][j].w = wj + j * n_rot; kj[0][j].m = mj + j * fc; kj[0][j].m_il = milj + j * n_rot;
+            kj[1][j] = kj[0][j];
+            kj[1][j].f16 = true;
+        }
+        for (int h = 0; h < 2; h++)
+            for (int ns = 2; ns <= TRIATT_MAX_STREAMS; ns++) {
+                const triatt_kparams *pa[TRIATT_MAX_STREAMS] = {&kj[h][0], &kj[h][1], &kj[h][2], &kj[h][3]};
+                const void *ks[TRIATT_MAX_STREAMS];
+                size_t sts[TRIATT_MAX_STREAMS];
+                float a0[9], a1[9], a2[9], *outs[TRIATT_MAX_STREAMS];
+                for (int j = 0; j < ns; j++) {
+                    size_t off = (size_t)j * 9 * stride;
+                    ks[j] = h ? (const void *)(k16 + off) : (const void *)(keys + off);
+                    sts[j] = stride;
+                    outs[j] = a0;
+                }
+                for (int c = 0; c < 9; c++) a0[c] = a1[c] = a2[c] = (float)c - 4;
+                triatt__kernel_ms_avx2(pa, ns, ks, sts, 9, outs, true);
+                for (int j = 0; j < ns; j++) triatt__kernel_avx2(pa[j], ks[j], stride, 9, a1, true);
+                for (int j = 0; j < ns; j++) outs[j] = a2;
+                triatt__kernel_ms_scalar(pa, ns, ks, sts, 9, outs, true);
+                for (int c = 0; c < 9; c++) {
+                    if (memcmp(&a0[c], &a1[c], 4))
+                        fail_msg("head streams n_rot=%d pair=%d terms=%d f16=%d ns=%d row %d: ms %.9g seq %.9g",
+                                 n_rot, pr, terms, h, ns, c, a0[c], a1[c]);
+                    if (fabs(a0[c] - a2[c]) > 1e-4 * (1 + fabs(a2[c])))
+                        fail_msg("head streams vs scalar n_rot=%d f16=%d ns=%d row %d: %g vs %g", n_rot, h, ns, c, a0[c], a2[c]);
+                }
+                if (lcx_cpu_has_avx512()) {
+                    for (int c = 0; c < 9; c++) a1[c] = (float)c - 4;
+                    for (int j = 0; j < ns; j++) outs[j] = a1;
+                    triatt__kernel_ms_avx512(pa, ns, ks, sts, 9, outs, true);
+                    for (int c = 0; c < 9; c++) assert_true(fabs(a1[c] - a2[c]) <= 1e-4 * (1 + fabs(a2[c])));
+                }
+            }
+        free(wj); free(mj); free(milj);
+    }
     /* Q8_0 keys (whole 32-blocks only; the scorer refuses other shapes): the scalar Q8_0
      * reference equals the scalar kernel on the dequantized floats; AVX2 single and
      * multi-stream kernels match it, and agree with each other bit for bit */
@@ -157,8 +210,9 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
                 po[j] = mo[j];
                 ps[j] = ms[j];
             }
-            triatt__kernel_ms_avx2(&kq8, ns, ks, sts, 9, po, false);
-            triatt__kernel_ms_scalar(&kq8, ns, ks, sts, 9, ps, false);
+            const triatt_kparams *qa[TRIATT_MAX_STREAMS] = {&kq8, &kq8, &kq8, &kq8};
+            triatt__kernel_ms_avx2(qa, ns, ks, sts, 9, po, false);
+            triatt__kernel_ms_scalar(qa, ns, ks, sts, 9, ps, false);
             for (int j = 0; j < ns; j++) {
                 triatt__kernel_avx2(&kq8, ks[j], qst, 9, q2, false);
                 for (int c = 0; c < 9; c++) {
