@@ -42,6 +42,9 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* prompt-kernel workspace, as the engine passes one per thread */
+static void *g_ws;
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -82,7 +85,7 @@ static double bench_one(eng_isa isa, eng_type wt, const shape *s, int64_t n_tok,
     double *ms = malloc(sizeof(double) * reps);
     for (int k = -1; k < reps; k++) {
         double t0 = now_ms();
-        eng_matmul_isa(isa, wt, W, wrb, s->n_in, 0, s->n_out, X, xrb, n_tok, y, s->n_out);
+        eng_matmul_isa_ws(isa, wt, W, wrb, s->n_in, 0, s->n_out, X, xrb, n_tok, y, s->n_out, g_ws, ENG_MATMUL_WS_BYTES);
         double dt = now_ms() - t0;
         if (k >= 0) ms[k] = dt;
     }
@@ -122,6 +125,11 @@ int main(int argc, char **argv)
     int only_shape = -1;
     eng_isa isa = eng_isa_best();
     const char *types = "q8_0,q4_0,q5_0,q4_K,q5_K,q6_K,f16,bf16,f32";
+    g_ws = malloc(ENG_MATMUL_WS_BYTES);
+    if (!g_ws) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];

@@ -34,6 +34,7 @@ struct eng_ctx {
     /* scratch, (n_ub, dim) */
     float *x, *xn, *q, *k, *v, *att, *gate, *up;
     uint8_t *act[2];          /* quantized activations for up to two vec-dot types */
+    uint8_t *mm_ws;           /* (nth, ENG_MATMUL_WS_BYTES): prompt-matmul workspace per thread */
     eng_type act_type[2];
     const float *act_src[2];  /* what act[i] currently holds (pointer + rows) */
     int act_rows[2];
@@ -67,7 +68,7 @@ void eng_ctx_free(eng_ctx *c)
     eng_pool_free(c->pool);
     free(c->kc); free(c->vc); free(c->cell_pos);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att);
-    free(c->gate); free(c->up); free(c->act[0]); free(c->act[1]);
+    free(c->gate); free(c->up); free(c->act[0]); free(c->act[1]); free(c->mm_ws);
     free(c->scores); free(c->vis); free(c->rope_cs); free(c->ub_pos); free(c->ub_cell);
     free(c->logits);
     free(c);
@@ -119,6 +120,8 @@ int eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out)
     c->act_cap = ar * ub;
     c->act[0] = malloc(c->act_cap);
     c->act[1] = malloc(c->act_cap);
+    /* only batches (n_ubatch > 1) use it: the weight-unpack buffer of the prompt kernels */
+    if (c->n_ub > 1) c->mm_ws = malloc((size_t)c->nth * ENG_MATMUL_WS_BYTES);
     c->scores = malloc((size_t)c->nth * (I->n_head / I->n_head_kv) * c->n_ctx * sizeof(float));
     c->vis = malloc((size_t)c->nth * c->n_ctx * sizeof(int32_t));
     c->rope_cs = malloc(ub * I->n_rot * sizeof(float));
@@ -127,7 +130,7 @@ int eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out)
     c->logits_cap = 1;
     c->logits = malloc((size_t)I->n_vocab * sizeof(float));
     if (!c->kc || !c->vc || !c->cell_pos || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att ||
-        !c->gate || !c->up || !c->act[0] || !c->act[1] || !c->scores || !c->vis || !c->rope_cs || !c->ub_pos ||
+        !c->gate || !c->up || !c->act[0] || !c->act[1] || (c->n_ub > 1 && !c->mm_ws) || !c->scores || !c->vis || !c->rope_cs || !c->ub_pos ||
         !c->ub_cell || !c->logits) {
         eng_ctx_free(c);
         return LCX_ENOMEM;
@@ -339,6 +342,7 @@ typedef struct {
 typedef struct {
     mm_job j[3];
     int nj, n_tok, n_chunks;
+    uint8_t *ws;          /* (nth, ENG_MATMUL_WS_BYTES) or NULL */
     struct { int32_t job, r0, r1; } ch[MM_MAX_CHUNKS];   /* claimed in order */
 } mm_sec;
 
@@ -347,9 +351,9 @@ static void mm_task(void *arg, long chunk, int ith)
 {
     mm_sec *s = arg;
     const mm_job *j = &s->j[s->ch[chunk].job];
-    eng_matmul(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, s->ch[chunk].r0, s->ch[chunk].r1, j->X, j->xrb,
-               s->n_tok, j->y, j->ldy);
-    (void)ith;
+    void *ws = s->ws ? s->ws + (size_t)ith * ENG_MATMUL_WS_BYTES : NULL;
+    eng_matmul_ws(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, s->ch[chunk].r0, s->ch[chunk].r1, j->X, j->xrb,
+                  s->n_tok, j->y, j->ldy, ws, ws ? ENG_MATMUL_WS_BYTES : 0);
 }
 
 /* Guided schedule: chunks are claimed in order and shrink as the section's remaining work
@@ -431,6 +435,7 @@ static void matmul_multi(eng_ctx *c, const float *x, int n_in, int n_tok, const 
     mm_sec s;
     s.nj = nj;
     s.n_tok = n_tok;
+    s.ws = n_tok > 1 ? c->mm_ws : NULL;
     for (int k = 0; k < nj; k++) {
         size_t xrb;
         const void *X = act_for(c, x, n_in, n_tok, eng_vec_dot_type(w[k]->type), &xrb);

@@ -685,23 +685,36 @@ static void matmul_ref(eng_type wt, const void *W, size_t wrb, int64_t n_in, int
             y[t * ldy + r] = eng_vec_dot_ref(wt, n_in, (const char *)W + r * wrb, (const char *)X + t * xrb);
 }
 
-void eng_matmul_isa(eng_isa isa, eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0,
-                    int64_t r1, const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
+void eng_matmul_isa_ws(eng_isa isa, eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0,
+                       int64_t r1, const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy, void *ws,
+                       size_t ws_bytes)
 {
     if (r1 <= r0 || n_tok <= 0) return;
     if (isa >= ENG_ISA_AVX512 && eng_isa_available(ENG_ISA_AVX512) &&
         eng_matmul_avx512(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy))
         return;
     if (isa >= ENG_ISA_AVX2 && eng_isa_available(ENG_ISA_AVX2) &&
-        eng_matmul_avx2(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy))
+        eng_matmul_avx2(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, ws, ws_bytes))
         return;
     matmul_ref(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+}
+
+void eng_matmul_isa(eng_isa isa, eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0,
+                    int64_t r1, const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
+{
+    eng_matmul_isa_ws(isa, wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, NULL, 0);
+}
+
+void eng_matmul_ws(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1, const void *X,
+                   size_t xrb, int64_t n_tok, float *y, int64_t ldy, void *ws, size_t ws_bytes)
+{
+    eng_matmul_isa_ws(eng_isa_best(), wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, ws, ws_bytes);
 }
 
 void eng_matmul(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
                 const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
-    eng_matmul_isa(eng_isa_best(), wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
+    eng_matmul_isa_ws(eng_isa_best(), wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, NULL, 0);
 }
 
 float eng_vec_dot(eng_type wt, int64_t n, const void *w, const void *x)

@@ -609,6 +609,19 @@ static void check_isa(eng_isa isa)
                 for (int64_t i = 0; i < ldy * nt; i++) ys[i] = yv[i] = -777.f;
                 eng_matmul_isa(ENG_ISA_SCALAR, t, W, wrb, n, r0, rows, X, xrb, nt, ys, ldy);
                 eng_matmul_isa(isa, t, W, wrb, n, r0, rows, X, xrb, nt, yv, ldy);
+                {
+                    /* with a workspace (bigger row chunks): the same floats as without */
+                    float *yw = xmalloc(ldy * nt * 4);
+                    void *ws = xmalloc(ENG_MATMUL_WS_BYTES + 5);
+                    for (int64_t i = 0; i < ldy * nt; i++) yw[i] = -777.f;
+                    eng_matmul_isa_ws(isa, t, W, wrb, n, r0, rows, X, xrb, nt, yw, ldy, (char *)ws + 5,
+                                      ENG_MATMUL_WS_BYTES);
+                    if (memcmp(yw, yv, ldy * nt * 4))
+                        fail_msg("%s %s n=%ld nt=%ld: results with a workspace differ", eng_isa_name(isa),
+                                 eng_type_name(t), (long)n, (long)nt);
+                    free(ws);
+                    free(yw);
+                }
                 for (int64_t tt = 0; tt < nt; tt++)
                     for (int64_t r = 0; r < ldy; r++) {
                         float s = ys[tt * ldy + r], v = yv[tt * ldy + r];
@@ -701,6 +714,52 @@ static void test_generation_matches_prompt(void **state)
     }
 }
 
+/* Q8_0-family prompt kernels over many rows: several row chunks (with and without a
+ * workspace: different chunk sizes), several K steps (4864 = 152 blocks), a partial last
+ * token tile, r0 > 0. Every token's outputs must equal its generation (n_tok = 1) outputs
+ * bit for bit, with and without the workspace. */
+static void test_prompt_chunks(void **state)
+{
+    (void)state;
+    const eng_isa isa = eng_isa_available(ENG_ISA_AVX2) ? ENG_ISA_AVX2 : ENG_ISA_SCALAR;
+    const eng_type ts[] = {ENG_T_Q8_0, ENG_T_Q5_0, ENG_T_Q4_0};
+    const int64_t n_ins[] = {896, 4864};
+    enum { ROWS = 300, NT = 13, R0 = 5 };
+    void *ws = xmalloc(ENG_MATMUL_WS_BYTES);
+    for (size_t k = 0; k < LCX_ARRAY_LEN(ts); k++)
+        for (size_t a = 0; a < LCX_ARRAY_LEN(n_ins); a++) {
+            const eng_type t = ts[k];
+            const int64_t n = n_ins[a];
+            const size_t wrb = eng_row_bytes(t, n), xrb = eng_row_bytes(ENG_T_Q8_0, n);
+            uint8_t *W = xmalloc(wrb * ROWS), *X = xmalloc(xrb * NT);
+            float *f = xmalloc(n * 4), *yb = xmalloc(ROWS * NT * 4), *yw = xmalloc(ROWS * NT * 4), *y1 = xmalloc(ROWS * 4);
+            for (int64_t r = 0; r < ROWS; r++) {
+                fill_normal(f, n, 0.1f);
+                eng_quantize_row(t, f, W + r * wrb, n);
+            }
+            for (int64_t i = 0; i < NT; i++) {
+                fill_normal(f, n, 1.f);
+                eng_quantize_row(ENG_T_Q8_0, f, X + i * xrb, n);
+            }
+            eng_matmul_isa(isa, t, W, wrb, n, R0, ROWS, X, xrb, NT, yb, ROWS);
+            eng_matmul_isa_ws(isa, t, W, wrb, n, R0, ROWS, X, xrb, NT, yw, ROWS, ws, ENG_MATMUL_WS_BYTES);
+            for (int64_t i = 0; i < NT; i++) {
+                eng_matmul_isa(isa, t, W, wrb, n, R0, ROWS, X + i * xrb, xrb, 1, y1, ROWS);
+                for (int64_t r = R0; r < ROWS; r++)
+                    if (memcmp(&y1[r], &yb[i * ROWS + r], 4) || memcmp(&y1[r], &yw[i * ROWS + r], 4))
+                        fail_msg("%s n=%ld token %ld row %ld: generation %.9g, prompt %.9g, prompt+ws %.9g",
+                                 eng_type_name(t), (long)n, (long)i, (long)r, y1[r], yb[i * ROWS + r], yw[i * ROWS + r]);
+            }
+            free(W);
+            free(X);
+            free(f);
+            free(yb);
+            free(yw);
+            free(y1);
+        }
+    free(ws);
+}
+
 /* Integer paths are exact: with weights and activations whose block scales are powers of
  * two, every kernel must give the exact same float as the scalar reference. */
 static void test_exact_integer_sums(void **state)
@@ -779,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_avx512_vs_scalar),
         cmocka_unit_test(test_exact_integer_sums),
         cmocka_unit_test(test_generation_matches_prompt),
+        cmocka_unit_test(test_prompt_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
