@@ -172,6 +172,7 @@ AI void q80_tile(const int T, const __m256i *wq, const float *wd, const __m256i 
                  __m256 *st, bool first, bool last, bool add, float *y, int64_t ldy)
 {
     float sct[PP_KS * PP_T] __attribute__((aligned(32)));  /* sct[b*PP_T + t] = d_w(b) * d_x(t, b) */
+#pragma GCC unroll 4
     for (int64_t b = 0; b < nb; b++)
         _mm256_store_ps(sct + b * PP_T, _mm256_mul_ps(_mm256_broadcast_ss(wd + b), _mm256_loadu_ps(dxf + b * PP_T)));
     __m256 acc[PP_T];
