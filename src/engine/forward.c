@@ -527,7 +527,11 @@ static void att_task(void *arg, long chunk, int ith)
             sum += (double)e;
         }
         const float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
-        for (int jj = 0; jj < nvis; jj++) sg[jj] *= inv;
+        /* vectorised by hand: GCC -O2 left this a scalar loop (~20% of att_task in perf) */
+        const __m256 vinv = _mm256_set1_ps(inv);
+        jj = 0;
+        for (; jj + 8 <= nvis; jj += 8) _mm256_storeu_ps(sg + jj, _mm256_mul_ps(_mm256_loadu_ps(sg + jj), vinv));
+        for (; jj < nvis; jj++) sg[jj] *= inv;
     }
     if (hd % 8 == 0) {
         wsum_group(o0, sc, (size_t)c->n_ctx, gqa, vis, nvis, V + (size_t)kh * hd, kvd, hd);
