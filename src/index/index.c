@@ -507,14 +507,14 @@ static int64_t term_get(lcx_index *ix, const char *t, uint32_t len, uint64_t h)
  * lists per span, most of them tiny (the median list holds 1–3 postings); two reallocs
  * per growth (doc and tf) through malloc cost a lock, chunk headers (16 B each, more
  * than the postings of a rare term) and page faults in the heap (~8% of ingest CPU went to
- * malloc internals and heap faults in perf). Slab chunks are 64 KiB while the index is
- * small and 2 MiB (huge-page advised) once it holds ≥ 4 MiB of postings. Bigger lists
+ * malloc internals and heap faults in perf). Slab chunks grow from 16 KiB with the slabs
+ * (half their total) and are 2 MiB (huge-page advised) once they hold ≥ 4 MiB of postings. Bigger lists
  * (common words) get malloc'd blocks, copied on doubling (amortised O(1)).
  * Two allocators, by term-id parity: the batch publish appends on 2 threads split by
  * parity (post_run), so each allocator has one writer. Callers hold the index's write
  * lock (or own the index). */
 #define PS_MINCAP 4u
-#define PS_SMALL_CHUNK (64u << 10)
+#define PS_SMALL_CHUNK (16u << 10)   /* the first chunk: small indexes (sessions) stay small */
 
 struct lcx__pschunk {
     struct lcx__pschunk *next;
@@ -544,8 +544,13 @@ static char *ps_get(lcx__palloc *a, uint32_t cap, size_t *bytes)
                 a->left -= sz;
             }
         }
+        /* chunks grow with the slabs (half their total, 16 KiB … 2 MiB); 2 MiB ones once
+         * the slabs hold 4 MiB, aligned and huge-page advised */
         int huge = a->total >= (4u << 20);
-        size_t size = huge ? HUGE_ALIGN : PS_SMALL_CHUNK;
+        size_t size = PS_SMALL_CHUNK;
+        while (size < a->total / 2 && size < HUGE_ALIGN / 2) size *= 2;
+        while (size < need + sizeof(struct lcx__pschunk)) size *= 2;   /* a 4096-posting block is 20 KiB */
+        if (huge) size = HUGE_ALIGN;
         struct lcx__pschunk *ch = huge ? aligned_alloc(HUGE_ALIGN, size) : malloc(size);
         if (!ch) return NULL;
         if (huge) (void)madvise(ch, size, MADV_HUGEPAGE);   /* advice only */
