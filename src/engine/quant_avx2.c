@@ -221,7 +221,9 @@ static void q80_tile_t(int T, const __m256i *wq, const float *wd, const __m256i 
  * broadcast per row and block) and, for Q4_0/Q5_0, xv[b].z = zoff * (x_2i + x_2i+1) as 16
  * int16 (|.| <= 16*254): subtracting it from maddubs(u, x) gives exactly the pair sums of
  * (u - zoff) * x (|.| <= 2*16*128, no overflow), which replaces the float zero-point
- * table, its broadcast and a float subtraction. */
+ * table, its broadcast and a float subtraction. With zoff = 0 (Q8_0, and Q5_0, whose matvec
+ * takes its zero point from the weight bits) xv[b].z = the block's 32 quants instead: an
+ * aligned copy, so the matvec's x loads never split a cache line (34-byte Q8_0 blocks). */
 typedef struct { __m256 d; __m256i z; } q80_xv;
 
 AI void load_xv_q8_0(const uint8_t *X, int64_t nb, int zoff, q80_xv *xv)
@@ -230,7 +232,8 @@ AI void load_xv_q8_0(const uint8_t *X, int64_t nb, int zoff, q80_xv *xv)
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = X + b * sizeof(eng_block_q8_0);
         xv[b].d = _mm256_set1_ps(ldh(blk));
-        xv[b].z = zoff ? _mm256_maddubs_epi16(z8, _mm256_loadu_si256((const __m256i *)(blk + 2))) : _mm256_setzero_si256();
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        xv[b].z = zoff ? _mm256_maddubs_epi16(z8, x) : x;
     }
 }
 
@@ -252,7 +255,7 @@ AI void q80fam_vec(eng_type wt, const uint8_t *W, size_t wrb, int64_t nrows, con
     do {                                                                                             \
         const uint8_t *blk = row + (B) * bs;                                                         \
         _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);                                      \
-        const __m256i x = _mm256_loadu_si256((const __m256i *)(X + (B) * sizeof(eng_block_q8_0) + 2)); \
+        const __m256i x = uns ? _mm256_loadu_si256((const __m256i *)(X + (B) * sizeof(eng_block_q8_0) + 2)) : xv[B].z; \
         __m256i p;                                                                                   \
         if (uns) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q80fam_unpack_u(wt, blk), x), xv[B].z);    \
         else {                                                                                       \
@@ -279,7 +282,7 @@ AI void q80fam_vec(eng_type wt, const uint8_t *W, size_t wrb, int64_t nrows, con
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * bs;
                 _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
-                const __m256i x = _mm256_loadu_si256((const __m256i *)(X + b * sizeof(eng_block_q8_0) + 2));
+                const __m256i x = xv[b].z; /* the block's quants, aligned (see load_xv_q8_0) */
                 uint32_t qh;
                 memcpy(&qh, blk + 2, 4);
                 __m256i clr = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf); /* byte i: qh byte i/8 */
