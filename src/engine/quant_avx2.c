@@ -347,6 +347,11 @@ static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const ui
              * rows per pass (x block shared) looked better in cache, but from DRAM 4 rows
              * streamed at 6.6 GB/s and 1 row at 10.4 GB/s (145 MB lm_head, a plain read
              * loop: 10-12 GB/s): the parallel streams defeat the hardware prefetcher. */
+            /* a call is one chunk of a threaded matvec (often 16-100 rows): start the stream's
+             * first PF_DIST bytes now, which the in-loop prefetch (PF_DIST ahead) never covers */
+            const uint8_t *pf = Ws + r0 * wrb;
+            const size_t pfn = (size_t)(r1 - r0) * wrb < PF_DIST ? (size_t)(r1 - r0) * wrb : PF_DIST;
+            for (size_t o = 0; o < pfn; o += 64) _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
             vfn(Ws + r0 * wrb, wrb, r1 - r0, Xs, nb, xv, s0 > 0, y + r0);
         }
         return;
@@ -855,6 +860,9 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
          * at four rows. Software prefetch keeps the stream ahead. */
         const int RG = (wt == ENG_T_Q4_K || wt == ENG_T_Q5_K || wt == ENG_T_Q6_K) ? 1 : 4;
         int64_t r = r0;
+        /* the chunk's first PF_DIST bytes (see q80fam_matmul) */
+        const size_t pfn = (size_t)(r1 - r0) * wrb < PF_DIST ? (size_t)(r1 - r0) * wrb : PF_DIST;
+        for (size_t o = 0; o < pfn; o += 64) _mm_prefetch((const char *)w8 + r0 * wrb + o, _MM_HINT_T0);
         for (; r + RG <= r1; r += RG) fn(RG, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
         for (; r < r1; r++) fn(1, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
         return true;
