@@ -10,8 +10,8 @@
  *    stream reads ~8-11 GB/s on one core, while 4 interleaved streams read ~12-14 GB/s. So
  *    the scorer reads TRIATT_MAX_STREAMS streams at once (the KV heads of a layer, or
  *    segments of one head's cells when a layer has fewer heads) and the multi-stream kernel
- *    (triatt__kernel_ms_*, per-stream coefficients) takes two rows of each stream per step,
- *    prefetching 4-5 rows ahead (8 streams were much slower). Keys in 4 KiB pages cost
+ *    (triatt__kernel_ms_*, per-stream coefficients) takes row c of every stream per step
+ *    (cell order), prefetching 4 rows ahead (8 streams were much slower). Keys in 4 KiB pages cost
  *    15-25% more per round than in 2 MiB huge pages (TLB walk and prefetcher restart every
  *    16 rows of a stream): callers should back the cache with MADV_HUGEPAGE;
  *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row): rows are processed two at a
@@ -132,10 +132,14 @@ static inline __m128 red2(__m256 x, __m256 y)
  * balances the two: compute-only −10% in an in-process A/B (all-Newton or 3 of 8 were no
  * better). Two rows per call give two independent chains per accumulator.
  * FC is a compile-time constant in the common instance (64 = head_dim 128) so the loop
- * unrolls fully and the group choice is static; 0 = use p->fc. */
+ * unrolls fully and the group choice is static; 0 = use p->fc.
+ * Row r0 is scored with the coefficients of p, row r1 with those of q (two KV heads of one
+ * cell in the multi-stream kernel); each row's arithmetic is the same whatever its partner,
+ * and with q == p the compiler shares the coefficient loads. */
 #define NEWTON_GROUPS 0x88
-static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kparams *p, const void *r0,
-                                                               const void *r1, const int fmt, const int FC)
+static inline __attribute__((always_inline)) __m128 rows2_half2(const triatt_kparams *p, const void *r0,
+                                                                const triatt_kparams *q, const void *r1,
+                                                                const int fmt, const int FC)
 {
     const int fc = FC ? FC : p->fc;
     const __m256 veps = _mm256_set1_ps(p->eps), vtiny = _mm256_set1_ps(1e-30f);
@@ -144,6 +148,8 @@ static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kpar
     for (int f = 0; f < fc; f += 8) {
         const __m256 wr = _mm256_loadu_ps(p->w + f), wi = _mm256_loadu_ps(p->w + fc + f);
         const __m256 m = _mm256_loadu_ps(p->m + f);
+        const __m256 wr1 = _mm256_loadu_ps(q->w + f), wi1 = _mm256_loadu_ps(q->w + fc + f);
+        const __m256 m1 = _mm256_loadu_ps(q->m + f);
         __m256 kr, ki, lr, li;
         if (fmt == FMT_Q8) {
             const int br = f / TRIATT_Q8_BLOCK, bi = (fc + f) / TRIATT_Q8_BLOCK;
@@ -157,25 +163,33 @@ static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kpar
         }
         a0 = _mm256_fmadd_ps(kr, wr, a0);
         a1 = _mm256_fmadd_ps(ki, wi, a1);
-        b0 = _mm256_fmadd_ps(lr, wr, b0);
-        b1 = _mm256_fmadd_ps(li, wi, b1);
+        b0 = _mm256_fmadd_ps(lr, wr1, b0);
+        b1 = _mm256_fmadd_ps(li, wi1, b1);
         __m256 s0 = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
         __m256 s1 = _mm256_fmadd_ps(lr, lr, _mm256_fmadd_ps(li, li, veps));
         if (fmt == FMT_Q8 || !((NEWTON_GROUPS >> ((f >> 3) & 7)) & 1)) {
             a2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s0), m, a2);
-            b2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s1), m, b2);
+            b2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s1), m1, b2);
         } else {
             /* m·sqrt(s) = (m/2)·y·(3 − r·y), y = s·r, r = rsqrt(s) (one Newton step: ~1e-7
              * relative). r is taken of max(s, 1e-30) so it stays finite when eps = 0 and a
              * key pair is 0 (then y = 0·r = 0 exactly, as sqrt gives) */
             const __m256 mh = _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), three = _mm256_set1_ps(3.0f);
+            const __m256 mh1 = _mm256_mul_ps(m1, _mm256_set1_ps(0.5f));
             __m256 r0n = _mm256_rsqrt_ps(_mm256_max_ps(s0, vtiny)), y0 = _mm256_mul_ps(s0, r0n);
             __m256 r1n = _mm256_rsqrt_ps(_mm256_max_ps(s1, vtiny)), y1 = _mm256_mul_ps(s1, r1n);
             a2 = _mm256_fmadd_ps(_mm256_mul_ps(mh, y0), _mm256_fnmadd_ps(y0, r0n, three), a2);
-            b2 = _mm256_fmadd_ps(_mm256_mul_ps(mh, y1), _mm256_fnmadd_ps(y1, r1n, three), b2);
+            b2 = _mm256_fmadd_ps(_mm256_mul_ps(mh1, y1), _mm256_fnmadd_ps(y1, r1n, three), b2);
         }
     }
     return red2(_mm256_add_ps(_mm256_add_ps(a0, a1), a2), _mm256_add_ps(_mm256_add_ps(b0, b1), b2));
+}
+
+/* Two rows with the same coefficients (consecutive rows of one stream). */
+static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kparams *p, const void *r0,
+                                                               const void *r1, const int fmt, const int FC)
+{
+    return rows2_half2(p, r0, p, r1, fmt, FC);
 }
 
 /* Software prefetch of one row MS_PREFETCH_ROWS ahead in each stream of the multi-stream
@@ -229,12 +243,12 @@ static inline bool fast_terms(const triatt_kparams *p)
     return p->use_trig && p->use_extra && p->pairing == TRIATT_PAIR_HALF;
 }
 
-/* ns streams (ns <= TRIATT_MAX_STREAMS) of n rows each, rows of every stream per iteration:
+/* ns streams (ns <= TRIATT_MAX_STREAMS) of n rows each, row c of every stream per iteration:
  * the hardware prefetcher then runs ns concurrent sequential streams, which on the EPYC dev
  * box reads DRAM ~25-40% faster than one stream (see docs/benchmarks/triatt.md). Stream j
  * has its own coefficients pp[j]; outputs may alias, so every row is added in stream order.
- * The software prefetch takes rows +4 and +5 separately (not 2 rows of contiguous bytes) so
- * it also covers strided rows (an engine's cell-major cache, KV heads interleaved). */
+ * The software prefetch takes row c+4 of each stream by its stride, so it also covers
+ * strided rows (an engine's cell-major cache, KV heads interleaved). */
 static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams *const *pp, int ns,
                                                             const void *const *keys, const size_t *stride,
                                                             int n, float *const *out, bool accumulate,
@@ -243,61 +257,42 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
     const triatt_kparams *p = pp[0];   /* terms, pairing, format, n_rot: the same in every stream */
     const int row_bytes = row_bytes_of(FC ? 2 * FC : p->n_rot, fmt);   /* scored part of a row */
     if (fast_terms(p) && ns == 4) {
+        /* the default split, specialised so it unrolls: row c of all 4 streams per step, two
+         * streams per rows2_half2 call, pointers advancing by their strides. Cell order (rather
+         * than two consecutive rows of each stream per step) was 35-50% faster per DRAM round
+         * in a kernel harness (4 in-process A/Bs, contiguous and cell-major keys), 0-7% slower
+         * L2-resident (two coefficient sets per call) */
         const triatt_kparams *p0 = pp[0], *p1 = pp[1], *p2 = pp[2], *p3 = pp[3];
-        /* the default split, specialised so the stream loop unrolls: two consecutive rows of
-         * each stream per step (the same pairing as the single-stream kernel), pointers
-         * advancing by their strides */
         const size_t es = unit_bytes(fmt);
         const size_t st0 = stride[0] * es, st1 = stride[1] * es, st2 = stride[2] * es, st3 = stride[3] * es;
         const char *q0 = keys[0], *q1 = keys[1], *q2 = keys[2], *q3 = keys[3];
         float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
-        int c = 0;
-        for (; c + 2 <= n; c += 2) {       /* hot: rows c, c+1 of each of the 4 streams per step */
-            __m128 v;
+        for (int c = 0; c < n; c++) {      /* hot: row c of each of the 4 streams per step */
             prefetch_row(q0 + MS_PREFETCH_ROWS * st0, row_bytes);
-            prefetch_row(q0 + (MS_PREFETCH_ROWS + 1) * st0, row_bytes);
-            v = rows2_half(p0, q0, q0 + st0, fmt, FC);
-            put(o0 + c, accumulate, _mm_cvtss_f32(v));
-            put(o0 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             prefetch_row(q1 + MS_PREFETCH_ROWS * st1, row_bytes);
-            prefetch_row(q1 + (MS_PREFETCH_ROWS + 1) * st1, row_bytes);
-            v = rows2_half(p1, q1, q1 + st1, fmt, FC);
-            put(o1 + c, accumulate, _mm_cvtss_f32(v));
-            put(o1 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            __m128 v = rows2_half2(p0, q0, p1, q1, fmt, FC);
+            put(o0 + c, accumulate, _mm_cvtss_f32(v));
+            put(o1 + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             prefetch_row(q2 + MS_PREFETCH_ROWS * st2, row_bytes);
-            prefetch_row(q2 + (MS_PREFETCH_ROWS + 1) * st2, row_bytes);
-            v = rows2_half(p2, q2, q2 + st2, fmt, FC);
-            put(o2 + c, accumulate, _mm_cvtss_f32(v));
-            put(o2 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             prefetch_row(q3 + MS_PREFETCH_ROWS * st3, row_bytes);
-            prefetch_row(q3 + (MS_PREFETCH_ROWS + 1) * st3, row_bytes);
-            v = rows2_half(p3, q3, q3 + st3, fmt, FC);
-            put(o3 + c, accumulate, _mm_cvtss_f32(v));
-            put(o3 + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
-            q0 += 2 * st0; q1 += 2 * st1; q2 += 2 * st2; q3 += 2 * st3;
-        }
-        if (c < n) {
-            const char *q[4] = {q0, q1, q2, q3};
-            for (int j = 0; j < 4; j++) put(out[j] + c, accumulate, _mm_cvtss_f32(rows2_half(pp[j], q[j], q[j], fmt, FC)));
+            v = rows2_half2(p2, q2, p3, q3, fmt, FC);
+            put(o2 + c, accumulate, _mm_cvtss_f32(v));
+            put(o3 + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            q0 += st0; q1 += st1; q2 += st2; q3 += st3;
         }
         return;
     }
     if (fast_terms(p)) {
-        /* one row of each stream per iteration, one stream per call of rows2_half (its two
-         * rows share the coefficients) */
-        for (int c = 0; c + 2 <= n; c += 2)   /* hot */
-            for (int j = 0; j < ns; j++) {
+        for (int c = 0; c < n; c++)        /* hot: row c of every stream, streams in pairs */
+            for (int j = 0; j < ns; j += 2) {
+                const int j1 = j + 1 < ns ? j + 1 : j;
                 const void *r0 = row_at(keys[j], (size_t)c * stride[j], fmt);
+                const void *r1 = row_at(keys[j1], (size_t)c * stride[j1], fmt);
                 prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], fmt), row_bytes);
-                prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS + 1) * stride[j], fmt), row_bytes);
-                __m128 v = rows2_half(pp[j], r0, row_at(keys[j], (size_t)(c + 1) * stride[j], fmt), fmt, FC);
+                if (j1 != j) prefetch_row(row_at(keys[j1], (size_t)(c + MS_PREFETCH_ROWS) * stride[j1], fmt), row_bytes);
+                __m128 v = rows2_half2(pp[j], r0, pp[j1], r1, fmt, FC);
                 put(out[j] + c, accumulate, _mm_cvtss_f32(v));
-                put(out[j] + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
-            }
-        if (n % 2)
-            for (int j = 0; j < ns; j++) {
-                const void *r0 = row_at(keys[j], (size_t)(n - 1) * stride[j], fmt);
-                put(out[j] + n - 1, accumulate, _mm_cvtss_f32(rows2_half(pp[j], r0, r0, fmt, FC)));
+                if (j1 != j) put(out[j1] + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             }
         return;
     }
