@@ -143,9 +143,10 @@ int triatt_calib_load(triatt_calib *c, const char *path);
  * Precedence when several are set: get_q8, get16, get; zero-initialise the struct
  * (designated initialisers or = {0}) so unused members are NULL.
  * NULL = failure (the round is aborted with LCX_EIO). Called from scorer worker threads,
- * concurrently for different (layer, kv) blocks: it must be thread-safe for reads. The scorer
- * keeps up to 4 returned row ranges of one block in use at once (it reads segments of the
- * cells as concurrent memory streams), each fetched with its own part of the scratch: a
+ * concurrently for different (layer, kv) blocks: it must be thread-safe for reads. Each
+ * scorer thread keeps up to 4 returned row ranges in use at once (it reads up to 4 KV heads of
+ * one layer, or segments of one head's cells, as concurrent memory streams), each fetched
+ * with its own part of the scratch: a
  * returned pointer must stay valid until the scoring call (triatt_score, ...) returns, which
  * holds for pointers into the cache and for rows converted into the scratch given with that
  * accessor call (not for a buffer the accessor reuses between calls). */
