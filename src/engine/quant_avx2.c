@@ -115,23 +115,22 @@ AI void split_evod(__m256i v, __m256i *ev, __m256i *od)
 
 /* Prompt activation tile (Q8_0 family): tokens [0,T) x blocks [0,nb) of the Q8_0 rows,
  * re-laid block-major and widened, so the tile kernel reads one aligned, sequential stream:
- *   xt[2*(b*PP_T + t)] / [.. + 1] = even / odd quants of token t, block b, as int16 (the Q8_0
+ *   xt[3*(b*PP_T + t)] / [.. + 1] = even / odd quants of token t, block b, as int16 (the Q8_0
  *                    rows have 34-byte blocks: half of the direct 32-byte loads split a line)
- *   dxf[b*PP_T + t] = its scale as float (0 for t >= T: the tile multiplies all 8 lanes)
+ *   xt[3*(b*PP_T + t) + 2] = its scale d_x as float, broadcast to 8 lanes (a memory operand
+ *                    for the d_w*d_x multiply)
  * Built once per (row chunk, token tile, K step) and reused by every row of the chunk. */
-AI void load_xt_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, __m256i *xt, float *dxf)
+AI void load_xt_q8_0(const uint8_t *X, size_t xrb, int T, int64_t nb, __m256i *xt)
 {
     for (int t = 0; t < T; t++) {
         const uint8_t *xb = X + t * xrb;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = xb + b * sizeof(eng_block_q8_0);
-            dxf[b * PP_T + t] = ldh(blk);
-            split_evod(_mm256_loadu_si256((const __m256i *)(blk + 2)), &xt[2 * (b * PP_T + t)],
-                       &xt[2 * (b * PP_T + t) + 1]);
+            __m256i *o = xt + 3 * (b * PP_T + t);
+            split_evod(_mm256_loadu_si256((const __m256i *)(blk + 2)), &o[0], &o[1]);
+            o[2] = _mm256_castps_si256(_mm256_set1_ps(ldh(blk)));
         }
     }
-    for (int t = T; t < PP_T; t++)
-        for (int64_t b = 0; b < nb; b++) dxf[b * PP_T + t] = 0.f;
 }
 
 /* Prompt weight rows, pre-unpacked once per row chunk (every token tile of the prompt then
@@ -161,31 +160,29 @@ typedef void (*q80_unpack_fn)(const uint8_t *W, size_t wrb, int64_t nrows, int64
 
 /* hot: prompts, one pre-unpacked weight row (wq, wd) x T tokens over the nb blocks of one K
  * step. acc[t] (8 float lanes per token) carries the sums across K steps (first: start at
- * 0; last: reduce into y[t*ldy], (+)= when add). Per block product: 2 madd, add, cvt, fma
- * (the maddubs form needs a sign op per product on top: ~10% slower per product in L1, and
- * the sign competes with the FMAs for ports). Q4_0/Q5_0 get the same int32 lane sums as
- * their zero-point form in the generation kernel (exact integers either way). The T scales
- * d_w*d_x of every block are formed in a pre-pass into sct (L1): computing them inside the
- * block loop (an 8-float store, then 8 scalar broadcast loads of it) waited on
- * store-to-load forwarding every block. */
-AI void q80_tile(const int T, const __m256i *wq, const float *wd, const __m256i *xt, int64_t nb, const float *dxf,
-                 __m256 *st, bool first, bool last, bool add, float *y, int64_t ldy)
+ * 0; last: reduce into y[t*ldy], (+)= when add). Per block product: 2 madd, add, cvt, the
+ * scale d_w*d_x (one mul, d_x a memory operand), fma (the maddubs form needs a sign op per
+ * product on top: ~10% slower per product in L1, and vpsignb competes with the FMAs for
+ * ports). Q4_0/Q5_0 get the same int32 lane sums as their zero-point form in the generation
+ * kernel (exact integers either way), and d_w*d_x is the same float product, so results
+ * equal the generation kernel's. (A per-row pre-pass that stored the 8 scales of each block
+ * for scalar broadcasts cost ~20% with 16-block K steps: per-call overhead; scale products
+ * formed and stored inside the block loop waited on store-to-load forwarding.) */
+AI void q80_tile(const int T, const __m256i *wq, const float *wd, const __m256i *xt, int64_t nb, __m256 *st, bool first,
+                 bool last, bool add, float *y, int64_t ldy)
 {
-    float sct[PP_KS * PP_T] __attribute__((aligned(32)));  /* sct[b*PP_T + t] = d_w(b) * d_x(t, b) */
-#pragma GCC unroll 4
-    for (int64_t b = 0; b < nb; b++)
-        _mm256_store_ps(sct + b * PP_T, _mm256_mul_ps(_mm256_broadcast_ss(wd + b), _mm256_loadu_ps(dxf + b * PP_T)));
     __m256 acc[PP_T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t] = first ? _mm256_setzero_ps() : st[t];
     for (int64_t b = 0; b < nb; b++) {
         const __m256i we = wq[2 * b], wo = wq[2 * b + 1];
-        const float *sc = sct + b * PP_T;
-        const __m256i *xb = xt + 2 * b * PP_T;
+        const __m256 dw = _mm256_broadcast_ss(wd + b);
+        const __m256i *xb = xt + 3 * b * PP_T;
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(we, xb[2 * t]), _mm256_madd_epi16(wo, xb[2 * t + 1]));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + t), acc[t]);
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(we, xb[3 * t]), _mm256_madd_epi16(wo, xb[3 * t + 1]));
+            const __m256 d = _mm256_mul_ps(dw, _mm256_castsi256_ps(xb[3 * t + 2]));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[t]);
         }
     }
     if (!last) {
@@ -201,18 +198,18 @@ AI void q80_tile(const int T, const __m256i *wq, const float *wd, const __m256i 
     }
 }
 
-static void q80_tile_t(int T, const __m256i *wq, const float *wd, const __m256i *xt, int64_t nb, const float *dxf,
-                       __m256 *st, bool first, bool last, bool add, float *y, int64_t ldy)
+static void q80_tile_t(int T, const __m256i *wq, const float *wd, const __m256i *xt, int64_t nb, __m256 *st, bool first,
+                       bool last, bool add, float *y, int64_t ldy)
 {
     switch (T) {
-    case 8: q80_tile(8, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
-    case 7: q80_tile(7, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
-    case 6: q80_tile(6, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
-    case 5: q80_tile(5, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
-    case 4: q80_tile(4, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
-    case 3: q80_tile(3, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
-    case 2: q80_tile(2, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
-    default: q80_tile(1, wq, wd, xt, nb, dxf, st, first, last, add, y, ldy); break;
+    case 8: q80_tile(8, wq, wd, xt, nb, st, first, last, add, y, ldy); break;
+    case 7: q80_tile(7, wq, wd, xt, nb, st, first, last, add, y, ldy); break;
+    case 6: q80_tile(6, wq, wd, xt, nb, st, first, last, add, y, ldy); break;
+    case 5: q80_tile(5, wq, wd, xt, nb, st, first, last, add, y, ldy); break;
+    case 4: q80_tile(4, wq, wd, xt, nb, st, first, last, add, y, ldy); break;
+    case 3: q80_tile(3, wq, wd, xt, nb, st, first, last, add, y, ldy); break;
+    case 2: q80_tile(2, wq, wd, xt, nb, st, first, last, add, y, ldy); break;
+    default: q80_tile(1, wq, wd, xt, nb, st, first, last, add, y, ldy); break;
     }
 }
 
@@ -363,8 +360,7 @@ static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const ui
      * float steps). Without a workspace, a 34 KiB stack buffer (one row of the longest
      * segment) does the same in smaller chunks (the activation tiles are rebuilt per chunk:
      * 5-20% slower per matrix). */
-    __m256i xt[2 * PP_T * PP_KS];                      /* 16 KiB */
-    float dxf[PP_T * PP_KS] __attribute__((aligned(32)));
+    __m256i xt[3 * PP_T * PP_KS];                      /* 24 KiB */
     __m256 st[PP_ROWS * PP_T];                         /* 16 KiB: per-row accumulators between K steps */
     const size_t per_blk = 2 * sizeof(__m256i) + sizeof(float);
     __m256i *buf = u.small;
@@ -389,9 +385,9 @@ static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const ui
                 const int T = n_tok - t < PP_T ? (int)(n_tok - t) : PP_T;
                 for (int64_t k0 = 0; k0 < nb; k0 += PP_KS) {
                     const int64_t kn = nb - k0 < PP_KS ? nb - k0 : PP_KS;
-                    load_xt_q8_0(Xs + t * xrb + k0 * sizeof(eng_block_q8_0), xrb, T, kn, xt, dxf);
+                    load_xt_q8_0(Xs + t * xrb + k0 * sizeof(eng_block_q8_0), xrb, T, kn, xt);
                     for (int64_t r = 0; r < c1 - c0; r++)
-                        q80_tile_t(T, wq + 2 * (r * nb + k0), wd + r * nb + k0, xt, kn, dxf,
+                        q80_tile_t(T, wq + 2 * (r * nb + k0), wd + r * nb + k0, xt, kn,
                                    nb > PP_KS ? st + r * PP_T : NULL, k0 == 0, k0 + kn == nb, add, y + t * ldy + c0 + r, ldy);
                 }
             }
