@@ -5,8 +5,10 @@
  * tile each weight block is loaded and unpacked once and reused for all T activation rows,
  * each activation block once for all R weight rows.
  *   prompts (n_tok > 1): Q8_0 family and K-quants 1 row x 8 tokens, floats 2 rows x 4
- *     tokens; rows in chunks of ~96-128 KiB of weights (L2-resident) while every token tile
- *     sweeps over the chunk (the activations, at most a few MB, stream from L2/L3).
+ *     tokens; rows in chunks (Q8_0 family: unpacked once per chunk into the caller's
+ *     workspace, up to 448 KiB; K-quants 384 KiB; floats 128 KiB; L2-resident) while every
+ *     token tile sweeps over the chunk (the activations, at most a few MB, stream from L2/L3;
+ *     Q8_0 family: re-laid per token tile and K step of 32 blocks into an aligned L1 tile).
  *   generation (n_tok = 1): quantized types 1 row per pass (one sequential weight stream,
  *     which DRAM serves ~1.6x faster than 4 interleaved row streams), software prefetch;
  *     floats 4 rows per pass.
@@ -14,6 +16,8 @@
  * Integer products (all exact, no saturation):
  *   Q8_0 weights: sign trick as ggml: maddubs(|w|, sign(x, w)) -> pairs of products
  *     (|.| <= 2*128*127 < 2^15), madd with ones -> 8 x int32, one float fma with d_w*d_x.
+ *     Prompts (all three types) instead: signed quants split into even/odd int16, two madd
+ *     and an add give the same 8 int32 lane sums (see split_evod).
  *   Q4_0/Q5_0 weights: the stored unsigned quants (0..15 / 0..31) go straight into maddubs
  *     (|pair| <= 2*31*127); the zero point 8/16 is removed with the activation block sums
  *     (see load_dx_q8_0). Q5_0 generation instead: maddubs(4-bit lo, x) - maddubs(16, x
@@ -92,8 +96,8 @@ AI size_t q80fam_bytes(eng_type wt)
 /* column segment for Q4_0/Q5_0 (generation and, for identical float steps, prompts): rows up
  * to 5120 elements are one segment */
 #define PP_SEG 160
-/* K step of the prompt tile: blocks of the activation tile built at a time, 16 KiB at
- * PP_T * 64 bytes per block, so the tile stays in L1 (32 KiB) while every row of a chunk
+/* K step of the prompt tile: blocks of the activation tile built at a time, 24 KiB at
+ * PP_T * 96 bytes per block, so the tile stays in L1 (32 KiB) while every row of a chunk
  * sweeps it (a whole 4864-wide tile, 39-78 KiB, was read from L2 for every row: ~15-20%
  * slower per block product than the 896-wide ones) */
 #define PP_KS 32
@@ -355,7 +359,7 @@ static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const ui
     }
     /* Prompts: per row chunk the weights are unpacked into wq/wd (the caller's workspace,
      * ENG_MATMUL_WS_BYTES: ~6.6K blocks, L2), then every token tile sweeps them; per (chunk,
-     * token tile, K step) the activation tile is built once (16 KiB, L1) and every row of the
+     * token tile, K step) the activation tile is built once (24 KiB, L1) and every row of the
      * chunk runs over it. Column segments as for generation (y (+)= per segment: identical
      * float steps). Without a workspace, a 34 KiB stack buffer (one row of the longest
      * segment) does the same in smaller chunks (the activation tiles are rebuilt per chunk:
