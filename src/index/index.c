@@ -25,7 +25,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- arena
@@ -39,7 +38,6 @@
  * for a few texts. Without THP, or if the advice fails, it is just a bigger block. */
 #define ARENA_MIN (1u << 20)
 #define ARENA_MAX (8u << 20)
-#define ARENA_HUGE (4u << 20)
 #define HUGE_ALIGN (2u << 20)
 
 struct lcx__ablock {
@@ -48,14 +46,6 @@ struct lcx__ablock {
     char data[];
 };
 
-void lcx__advise_huge(void *p, size_t n)
-{
-    if (n < ARENA_HUGE) return;
-    uintptr_t a = ((uintptr_t)p + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1);
-    uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(HUGE_ALIGN - 1);
-    if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);   /* advice only */
-}
-
 /* realloc for the index's big growing arrays (rows, term table, list headers): from 4 MiB on,
  * the new block is 2 MiB aligned and huge-page advised BEFORE the old contents are copied
  * in (realloc would copy first, faulting the copy in 4 KiB pages, and only the untouched
@@ -63,11 +53,9 @@ void lcx__advise_huge(void *p, size_t n)
  * (old untouched). old_n: bytes of p in use. */
 static void *big_realloc(void *p, size_t old_n, size_t n)
 {
-    if (n < ARENA_HUGE) return realloc(p, n);
-    size_t tot = (n + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
-    void *q = aligned_alloc(HUGE_ALIGN, tot);
+    if (n < LCX_HUGE_MIN) return realloc(p, n);
+    void *q = lcx_alloc_huge(n);
     if (!q) return NULL;
-    (void)madvise(q, tot, MADV_HUGEPAGE);   /* advice only */
     if (p && old_n) memcpy(q, p, old_n < n ? old_n : n);
     free(p);
     return q;
@@ -82,10 +70,9 @@ static char *arena_alloc(lcx_index *ix, size_t n)
         if (n > SIZE_MAX / 2 - HUGE_ALIGN) return NULL;
         size_t cap = n > want ? n : want, total = sizeof *b + cap;
         struct lcx__ablock *nb;
-        if (cap >= ARENA_HUGE) {
+        if (cap >= LCX_HUGE_MIN) {
             total = (total + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
-            nb = aligned_alloc(HUGE_ALIGN, total);
-            if (nb) (void)madvise(nb, total, MADV_HUGEPAGE);   /* advice only: failure is harmless */
+            nb = lcx_alloc_huge(total);
         } else {
             nb = malloc(total);
         }
@@ -446,9 +433,9 @@ const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len)
 static int tab_grow(lcx_index *ix)
 {
     uint32_t nc = ix->tab_cap ? ix->tab_cap * 2 : 1024;
-    lcx__tslot *t = (size_t)nc * sizeof *t < ARENA_HUGE ? calloc(nc, sizeof *t) : big_realloc(NULL, 0, (size_t)nc * sizeof *t);
+    lcx__tslot *t = (size_t)nc * sizeof *t < LCX_HUGE_MIN ? calloc(nc, sizeof *t) : big_realloc(NULL, 0, (size_t)nc * sizeof *t);
     if (!t) return LCX_ENOMEM;
-    if ((size_t)nc * sizeof *t >= ARENA_HUGE) memset(t, 0, (size_t)nc * sizeof *t);   /* after the advice */
+    if ((size_t)nc * sizeof *t >= LCX_HUGE_MIN) memset(t, 0, (size_t)nc * sizeof *t);   /* after the advice */
     for (uint32_t i = 0; i < ix->tab_cap; i++) {
         if (!ix->tab[i].id1) continue;
         uint32_t j = (uint32_t)ix->tab[i].hash & (nc - 1);
@@ -551,9 +538,8 @@ static char *ps_get(lcx__palloc *a, uint32_t cap, size_t *bytes)
         while (size < a->total / 2 && size < HUGE_ALIGN / 2) size *= 2;
         while (size < need + sizeof(struct lcx__pschunk)) size *= 2;   /* a 4096-posting block is 20 KiB */
         if (huge) size = HUGE_ALIGN;
-        struct lcx__pschunk *ch = huge ? aligned_alloc(HUGE_ALIGN, size) : malloc(size);
+        struct lcx__pschunk *ch = huge ? lcx_alloc_huge(size) : malloc(size);
         if (!ch) return NULL;
-        if (huge) (void)madvise(ch, size, MADV_HUGEPAGE);   /* advice only */
         ch->next = a->chunks;
         ch->size = size;
         a->chunks = ch;

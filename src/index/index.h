@@ -116,11 +116,6 @@ struct lcx_index {
     size_t own_bytes;                /* bytes malloc'd (for lcx_store_mem_bytes) */
 };
 
-/* Advises transparent huge pages for the 2 MiB-aligned pages inside [p, p + n) when n ≥ 4 MiB
- * (big arrays that ingest fills page by page: one fault per 2 MiB instead of per 4 KiB).
- * Advice only: nothing happens on failure or without THP. */
-void lcx__advise_huge(void *p, size_t n);
-
 /* Looks up the ids of dt's terms that the index already knows (read-only: callable under
  * a shared lock, off the writer's critical path). */
 void lcx__index_resolve(const lcx_index *ix, lcx__doc_terms *dt);

@@ -176,7 +176,7 @@ int lcx__store_meta_reserve(lcx_store *s, uint32_t need)
     while (nc < need) nc = nc > UINT32_MAX / 2 ? need : nc * 2;
     meta *m = realloc(s->m, (size_t)nc * sizeof *m);
     if (!m) return LCX_ENOMEM;
-    lcx__advise_huge(m, (size_t)nc * sizeof *m);
+    lcx_advise_huge(m, (size_t)nc * sizeof *m);
     s->m = m;
     s->m_cap = nc;
     return 0;

@@ -58,6 +58,15 @@ int lcx_mkdirs(const char *path);
 /* fsync a directory (after create/rename inside it). */
 int lcx_fsync_dir(const char *dir);
 
+/* ---- memory (mem.c) */
+/* Big arrays in 2 MiB transparent huge pages. lcx_alloc_huge: n bytes (rounded up
+ * to 2 MiB), 2 MiB aligned, advised MADV_HUGEPAGE; release with free(); NULL on failure.
+ * lcx_advise_huge: advises the whole 2 MiB pages inside [p, p+n) when n ≥ LCX_HUGE_MIN
+ * (smaller arrays would pay up to 2 MiB of RSS for little gain). Advice only, never fails. */
+#define LCX_HUGE_MIN (4u << 20)
+void *lcx_alloc_huge(size_t n);
+void  lcx_advise_huge(void *p, size_t n);
+
 /* ---- checksums and hashes (hash.c) */
 uint32_t lcx_crc32c(uint32_t crc, const void *p, size_t n);   /* Castagnoli; start with 0 */
 uint64_t lcx_hash64(const void *p, size_t n, uint64_t seed);  /* fast non-crypto hash */

@@ -126,6 +126,23 @@ static void test_atomic_write(void **st)
     free(d);
 }
 
+static void test_alloc_huge(void **st)
+{
+    (void)st;
+    size_t sizes[] = {0, 1, (2u << 20) - 1, (5u << 20) + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = lcx_alloc_huge(sizes[i]);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % (2u << 20), 0);
+        memset(p, 0xa5, sizes[i]);   /* the whole size is usable (ASan checks the bounds) */
+        if (sizes[i]) assert_int_equal(p[sizes[i] - 1], 0xa5);
+        lcx_advise_huge(p, sizes[i]);
+        free(p);
+    }
+    assert_null(lcx_alloc_huge(SIZE_MAX));
+    assert_null(lcx_alloc_huge(SIZE_MAX - (1u << 20)));
+}
+
 static void test_strerror(void **st)
 {
     assert_string_equal(lcx_strerror(LCX_ELIMIT), "limit exceeded");
@@ -138,7 +155,7 @@ int main(void)
         cmocka_unit_test(test_buf_cap),     cmocka_unit_test(test_json_str),
         cmocka_unit_test(test_sha256),      cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_hash64_stable), cmocka_unit_test(test_hash64_golden), cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_atomic_write), cmocka_unit_test(test_strerror),
+        cmocka_unit_test(test_atomic_write), cmocka_unit_test(test_strerror), cmocka_unit_test(test_alloc_huge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
