@@ -98,7 +98,6 @@ static lcx_scopes *open_mgr(lcx_embedder *e, const char *data, bool watch)
     lcx_scopes *m = NULL;
     if (lcx_scopes_open(&o, e, &m) < 0) { fprintf(stderr, "open failed\n"); exit(1); }
     if (getenv("LCX_BENCH_SERIAL")) lcx_scopes__set_serial(m, true);   /* A/B of the small cases */
-    if (getenv("LCX_BENCH_PRODUCER")) lcx_scopes__set_producer_thread(m, true);
     return m;
 }
 

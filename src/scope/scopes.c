@@ -457,13 +457,11 @@ out:
  *             submission order) while the calling thread prepares and applies the next
  *             files; two appends are in flight, so batch N+1 embeds while N commits.
  *
- * By default prepare runs inline on the calling thread: the appends are the long part
- * (~180 ms per 4096-chunk batch against ~40 ms to prepare it; the commits' fdatasync is
- * the serial chain), so the appender threads are all the overlap there is to get, and
- * small builds and reloads pay no thread handoffs
- * (a producer thread cost 3-5 ms of scheduler latency per reload under load). A producer
- * thread feeding a bounded queue (QUEUE_BYTES of text, QUEUE_RECS records) is kept as an
- * option (lcx_scopes__set_producer_thread) for A/B runs; it measured no faster.
+ * Prepare runs inline on the calling thread: the appends are the long part (~180 ms per
+ * 4096-chunk batch against ~40 ms to prepare it; the commits' fdatasync is the serial
+ * chain), so the appender threads are all the overlap there is to get, and small builds
+ * and reloads pay no thread handoffs (a producer thread feeding a bounded queue measured
+ * no faster on big trees and cost 3-5 ms of scheduler latency per reload under load).
  * Everything that mutates the scope (file table, symbols, tombstones, inotify watches,
  * stats) happens on the calling thread, in walk order, exactly as in the serial builder.
  *
@@ -473,8 +471,6 @@ out:
  * appended since: on reload they are chunks the manifest does not name, found by
  * reconcile() and tombstoned, and the refresh walk re-indexes those files. */
 
-#define QUEUE_BYTES (24u << 20)
-#define QUEUE_RECS 8192
 #define CHECKPOINT_MS 3000.0
 
 enum { PF_FILE, PF_DIR, PF_ODD };                          /* record kinds */
@@ -917,84 +913,28 @@ static int consume(builder *b, prep *p)
     return 0;
 }
 
-/* ---- the producer and the queue */
+/* ---- the walk (producer of prepared files, consumed in walk order) */
 typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t can_put, can_get;
-    prep *head, *tail;
-    size_t n, bytes;
-    uint64_t found;          /* files the walk found so far */
-    bool done, stop;
-} pqueue;
-
-typedef struct {
-    pqueue q;
-    builder *sync;           /* no thread: records go straight to this builder */
-    int sync_rc;
+    builder *b;              /* prepared files go straight to this builder */
+    int consume_rc;          /* its first error */
     const char *root;
     lcx_hot_root roots[LCX_MAX_HOT];
     int n_roots;
     uint64_t max_bytes;
-    uint64_t found, cap;     /* producer-only while it runs */
+    uint64_t found, cap;     /* files found by the walk so far, and the cap */
     bool capped;
     ptab prior;
     lcx_walk_stats ws;
     int rc;                  /* the walk's result (< 0: error) */
 } producer;
 
-static size_t prep_bytes(const prep *p) { return p->len + sizeof *p; }
-
-/* Queues p; returns 1 when the consumer asked to stop (p is freed then). */
-static int q_put(producer *P, prep *p)
+/* Hands p to the builder; returns 1 when it failed (the walk stops; p is consumed). */
+static int emit(producer *P, prep *p)
 {
-    if (P->sync) {
-        P->sync->found = P->found;
-        int rc = consume(P->sync, p);
-        if (rc) { P->sync_rc = rc; return 1; }
-        return 0;
-    }
-    pqueue *q = &P->q;
-    size_t pb = prep_bytes(p);
-    pthread_mutex_lock(&q->mu);
-    while (!q->stop && q->n && (q->n >= QUEUE_RECS || q->bytes + pb > QUEUE_BYTES))
-        pthread_cond_wait(&q->can_put, &q->mu);
-    if (q->stop) {
-        pthread_mutex_unlock(&q->mu);
-        prep_free(p);
-        return 1;
-    }
-    p->next = NULL;
-    if (q->tail) q->tail->next = p;
-    else q->head = p;
-    q->tail = p;
-    q->n++;
-    q->bytes += pb;
-    q->found = P->found;
-    pthread_cond_signal(&q->can_get);
-    pthread_mutex_unlock(&q->mu);
+    P->b->found = P->found;
+    int rc = consume(P->b, p);
+    if (rc) { P->consume_rc = rc; return 1; }
     return 0;
-}
-
-/* Takes everything queued (blocks while empty); NULL when the producer is done. */
-static prep *q_take(pqueue *q, uint64_t *found)
-{
-    pthread_mutex_lock(&q->mu);
-    while (!q->head && !q->done) pthread_cond_wait(&q->can_get, &q->mu);
-    prep *p = q->head;
-    q->head = q->tail = NULL;
-    q->n = q->bytes = 0;
-    *found = q->found;
-    pthread_cond_signal(&q->can_put);
-    pthread_mutex_unlock(&q->mu);
-    return p;
-}
-
-static void q_stop(pqueue *q)
-{
-    pthread_mutex_lock(&q->mu);
-    q->stop = true;
-    pthread_cond_broadcast(&q->can_put);
-    pthread_mutex_unlock(&q->mu);
 }
 
 static int prod_file_cb(const char *rel, const struct stat *st, void *ud)
@@ -1006,7 +946,7 @@ static int prod_file_cb(const char *rel, const struct stat *st, void *ud)
     int err = 0;
     prep *p = prep_file(P->root, rel, st, &pr, P->max_bytes, &err);
     if (!p) return err;
-    return q_put(P, p);
+    return emit(P, p);
 }
 
 static int prod_dir_cb(const char *rel, void *ud)
@@ -1017,12 +957,11 @@ static int prod_dir_cb(const char *rel, void *ud)
     if (!p) return LCX_ENOMEM;
     p->kind = PF_DIR;
     memcpy(p->rel, rel, rl + 1);
-    return q_put(P, p);
+    return emit(P, p);
 }
 
-static void *prod_run(void *arg)
+static void prod_run(producer *P)
 {
-    producer *P = arg;
     lcx_walk_opts wo = {.max_file_bytes = P->max_bytes};
     int rc = 0;
     for (int i = 0; i < P->n_roots && rc == 0; i++) {
@@ -1030,51 +969,23 @@ static void *prod_run(void *arg)
         rc = lcx_walk(P->root, P->roots[i].rel, &wo, prod_file_cb, prod_dir_cb, P, &P->ws);
     }
     P->rc = rc < 0 ? rc : 0;   /* > 0: stopped by the cap or by the consumer */
-    if (!P->sync) {
-        pthread_mutex_lock(&P->q.mu);
-        P->q.done = true;
-        pthread_cond_signal(&P->q.can_get);
-        pthread_mutex_unlock(&P->q.mu);
-    }
-    return NULL;
 }
 
-/* Walks P's roots and indexes what they hold into b (s->mu held by the caller). The
- * walk runs inline, or on a producer thread when that option is on (and a thread can be
- * started). Returns the first error (the consumer's, else the walk's); P->found /
- * P->capped / P->ws are final. */
+/* Walks P's roots and indexes what they hold into b (s->mu held by the caller). Returns
+ * the first error (the consumer's, else the walk's); P->found / P->capped / P->ws are
+ * final. */
 static int run_walk(builder *b, producer *P)
 {
-    pthread_mutex_init(&P->q.mu, NULL);
-    pthread_cond_init(&P->q.can_put, NULL);
-    pthread_cond_init(&P->q.can_get, NULL);
     int rc = 0;
     if (b->s->n_files) rc = ptab_build(&P->prior, b->s);
-    pthread_t th;
-    bool threaded = rc == 0 && !b->m->serial_build && b->m->producer_thread && pthread_create(&th, NULL, prod_run, P) == 0;
-    if (rc == 0 && !threaded) {
-        P->sync = b;   /* inline: records go straight to the consumer, same code path */
+    if (rc == 0) {
+        P->b = b;
         prod_run(P);
-        rc = P->sync_rc;
-    } else if (threaded) {
-        for (;;) {
-            prep *p = q_take(&P->q, &b->found);
-            if (!p) break;
-            while (p) {
-                prep *n = p->next;
-                if (rc == 0 && (rc = consume(b, p)) != 0) q_stop(&P->q);
-                else if (rc != 0) prep_free(p);
-                p = n;
-            }
-        }
-        pthread_join(th, NULL);
+        rc = P->consume_rc;
     }
     if (!rc) rc = P->rc;
     b->found = P->found;
     ptab_free(&P->prior);
-    pthread_cond_destroy(&P->q.can_get);
-    pthread_cond_destroy(&P->q.can_put);
-    pthread_mutex_destroy(&P->q.mu);
     return rc;
 }
 
@@ -1509,11 +1420,6 @@ void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoi
 void lcx_scopes__set_serial(lcx_scopes *m, bool serial)
 {
     m->serial_build = serial;
-}
-
-void lcx_scopes__set_producer_thread(lcx_scopes *m, bool on)
-{
-    m->producer_thread = on;
 }
 
 void lcx_scopes__set_fly(lcx_scopes *m, int max_fly)

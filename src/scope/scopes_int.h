@@ -104,9 +104,8 @@ struct lcx_scopes {
     /* indexing knobs (tests shrink them to exercise multi-batch builds and checkpoints) */
     uint32_t batch_chunks;    /* chunks per store append (0 = default 4096) */
     double checkpoint_ms;     /* manifest rewritten after a flush this long after the last */
-    bool serial_build;        /* benchmarks: no producer thread, one append at a time */
+    bool serial_build;        /* benchmarks: one append at a time, on the calling thread */
     int max_fly;              /* benchmarks: appends in flight (0 = default) */
-    bool producer_thread;     /* benchmarks: walk/read/chunk on a thread of its own */
 };
 
 /* scopes.c */
@@ -116,11 +115,8 @@ void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoi
 /* Benchmark hook: build serially (walk, read, chunk and append on the calling thread, one
  * append at a time) — the A/B reference for the pipeline. */
 void lcx_scopes__set_serial(lcx_scopes *m, bool serial);
-/* Benchmark hook: appends in flight at once (1..MAX_FLY; 0 = default). */
+/* Benchmark hook: appends in flight at once (1..3; 0 = default 2). */
 void lcx_scopes__set_fly(lcx_scopes *m, int max_fly);
-/* Benchmark hook: run the walk/read/chunk/symbols stage on its own thread, feeding the
- * calling thread through a bounded queue (default: inline on the calling thread). */
-void lcx_scopes__set_producer_thread(lcx_scopes *m, bool on);
 int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
                         bool package, lcx_scope_progress cb, void *ud, lcx_scope **out);
 void lcx_scopes__release(lcx_scopes *m, lcx_scope *s);

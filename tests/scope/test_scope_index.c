@@ -288,7 +288,6 @@ typedef struct {
     double checkpoint_ms;
     uint64_t crash_after;
     int fly;
-    bool producer;           /* walk on a producer thread */
     uint32_t want_binary;
 } child_opts;
 
@@ -318,7 +317,6 @@ static int index_child(const char *data, const char *proj, const child_opts *co,
         if (lcx_scopes_open(&o, e, &m) < 0) _exit(3);
         if (co->batch) lcx_scopes__set_batch(m, co->batch, co->checkpoint_ms);
         if (co->fly) lcx_scopes__set_fly(m, co->fly);
-        if (co->producer) lcx_scopes__set_producer_thread(m, true);
         lcx_scope_info inf;
         uint64_t crash = co->crash_after;
         if (lcx_scopes_index(m, proj, crash ? crash_cb : NULL, &crash, &inf, NULL) < 0) _exit(4);
@@ -456,8 +454,8 @@ static void check_big_symbols(const char *data, const char *proj, int n)
     lcx_scopes_close(m);
 }
 
-/* Pipelined build with many small batches (one or two appends in flight, walk inline or
- * on a producer thread, a manifest checkpoint after every append) gives the same scope as
+/* Pipelined build with many small batches (one or two appends in flight, a manifest
+ * checkpoint after every append) gives the same scope as
  * one big batch, reloads without re-reading, and refreshes only changed files. */
 static void test_batched_build(void **st)
 {
@@ -466,7 +464,7 @@ static void test_batched_build(void **st)
     char *d1 = tu_tmpdir(), *d2 = tu_tmpdir();
     uint32_t c1, c2, f1, f2;
     child_opts one = {0}, many = {.batch = 7, .checkpoint_ms = 0, .want_binary = 1},
-               many2 = {.batch = 5, .checkpoint_ms = 0, .fly = 2, .producer = true, .want_binary = 1};   /* blob.bin: re-sniffed by every walk */
+               many2 = {.batch = 5, .checkpoint_ms = 0, .fly = 2, .want_binary = 1};   /* blob.bin: re-sniffed by every walk */
     assert_int_equal(index_child(d1, proj, &one, &c1, &f1), n + 2);   /* + go.mod, empty.c */
     assert_int_equal(index_child(d2, proj, &many2, &c2, &f2), n + 2);
     assert_int_equal(f1, n + 2);
