@@ -45,7 +45,6 @@ struct lcx_store {
     int text_recs;           /* batches are written as LCX_REC_TEXT (v2 log + hash embedder) */
     char *recbuf;            /* reusable record buffer of the overlapped append path (under wmu) */
     lcx__post_keys wkeys[PAR_MAX_THREADS];   /* its workers' posting keys (under wmu) */
-    struct dtblk *dtspare;   /* its spare doc_terms blocks (under wmu) */
     size_t recbuf_cap;
     uint64_t log_end;
     uint64_t last_rec_off;
@@ -69,8 +68,8 @@ struct lcx_store {
     pthread_cond_t pcv;      /* with wmu: a ticketed commit published (pseq moved) */
     uint64_t wseq, pseq;     /* under wmu: commit tickets handed out / published */
     uint32_t pend_docs;      /* under wmu: chunks written + fsync'd, not yet published */
-    pthread_mutex_t pmu;     /* guards the two-phase append's spare buffers below */
-    struct dtblk *pspare;    /* doc_terms blocks kept from freed prepared batches */
+    pthread_mutex_t pmu;     /* guards the spare buffers below */
+    struct dtblk *dtspare;   /* doc_terms blocks kept from earlier big appends (both paths) */
     lcx__post_keys pkeys[PAR_MAX_THREADS];   /* posting-key buffers kept from one of them */
     int pkeys_full;
     char *prec[2];           /* log record buffers kept from freed prepared batches */
