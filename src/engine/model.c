@@ -324,7 +324,7 @@ static void weights_to_hugepages(eng_model *m)
      * it takes at most half of what the system says is available. */
     const uint64_t avail = mem_available();
     if (avail && (uint64_t)(s.hi - s.lo) > avail / 2) return;
-    const size_t HP = (size_t)2 << 20, off = s.lo & 4095;
+    const size_t HP = LCX_HUGE_PAGE, off = s.lo & 4095;
     const size_t len = (off + (s.hi - s.lo) + HP - 1) / HP * HP;
     uint8_t *raw = mmap(NULL, len + HP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return;

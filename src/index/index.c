@@ -38,7 +38,6 @@
  * for a few texts. Without THP, or if the advice fails, it is just a bigger block. */
 #define ARENA_MIN (1u << 20)
 #define ARENA_MAX (8u << 20)
-#define HUGE_ALIGN (2u << 20)
 
 struct lcx__ablock {
     struct lcx__ablock *next;
@@ -67,11 +66,11 @@ static char *arena_alloc(lcx_index *ix, size_t n)
     if (!b || b->cap - b->used < n) {
         size_t want = ix->arena_bytes / 2;
         want = want < ARENA_MIN ? ARENA_MIN : want > ARENA_MAX ? ARENA_MAX : want;
-        if (n > SIZE_MAX / 2 - HUGE_ALIGN) return NULL;
+        if (n > SIZE_MAX / 2 - LCX_HUGE_PAGE) return NULL;
         size_t cap = n > want ? n : want, total = sizeof *b + cap;
         struct lcx__ablock *nb;
         if (cap >= LCX_HUGE_MIN) {
-            total = (total + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+            total = (total + LCX_HUGE_PAGE - 1) & ~(size_t)(LCX_HUGE_PAGE - 1);
             nb = lcx_alloc_huge(total);
         } else {
             nb = malloc(total);
@@ -433,9 +432,9 @@ const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len)
 static int tab_grow(lcx_index *ix)
 {
     uint32_t nc = ix->tab_cap ? ix->tab_cap * 2 : 1024;
-    lcx__tslot *t = (size_t)nc * sizeof *t < LCX_HUGE_MIN ? calloc(nc, sizeof *t) : big_realloc(NULL, 0, (size_t)nc * sizeof *t);
+    lcx__tslot *t = big_realloc(NULL, 0, (size_t)nc * sizeof *t);
     if (!t) return LCX_ENOMEM;
-    if ((size_t)nc * sizeof *t >= LCX_HUGE_MIN) memset(t, 0, (size_t)nc * sizeof *t);   /* after the advice */
+    memset(t, 0, (size_t)nc * sizeof *t);   /* after the huge-page advice, when big */
     for (uint32_t i = 0; i < ix->tab_cap; i++) {
         if (!ix->tab[i].id1) continue;
         uint32_t j = (uint32_t)ix->tab[i].hash & (nc - 1);
@@ -533,11 +532,11 @@ static char *ps_get(lcx__palloc *a, uint32_t cap, size_t *bytes)
         }
         /* chunks grow with the slabs (half their total, 16 KiB … 2 MiB); 2 MiB ones once
          * the slabs hold 4 MiB, aligned and huge-page advised */
-        int huge = a->total >= (4u << 20);
+        int huge = a->total >= LCX_HUGE_MIN;
         size_t size = PS_SMALL_CHUNK;
-        while (size < a->total / 2 && size < HUGE_ALIGN / 2) size *= 2;
+        while (size < a->total / 2 && size < LCX_HUGE_PAGE / 2) size *= 2;
         while (size < need + sizeof(struct lcx__pschunk)) size *= 2;   /* a 4096-posting block is 20 KiB */
-        if (huge) size = HUGE_ALIGN;
+        if (huge) size = LCX_HUGE_PAGE;
         struct lcx__pschunk *ch = huge ? lcx_alloc_huge(size) : malloc(size);
         if (!ch) return NULL;
         ch->next = a->chunks;
@@ -808,12 +807,14 @@ static void *post_run(void *arg)
     return NULL;
 }
 
-/* Stable LSD radix sort of v (n keys) by bits [32, 32 + bits) using tmp (n); returns the
- * array holding the result (v or tmp). hot (ingest workers: ~40k keys per batch each).
+/* Stable LSD radix sort of v (n keys) by their term-id field (bits 32.., ids ≤ max_tid) using
+ * tmp (n); returns the array holding the result (v or tmp). hot (ingest workers: ~40k keys per batch each).
  * The counts of every digit are taken in ONE pass over the keys (then each pass only
  * scatters): at the usual 2 digits that is 3 passes over the keys instead of 4. */
-static uint64_t *radix_hi(uint64_t *v, uint64_t *tmp, size_t n, int bits)
+static uint64_t *radix_hi(uint64_t *v, uint64_t *tmp, size_t n, uint32_t max_tid)
 {
+    int bits = 1;
+    while (bits < 32 && max_tid >> bits) bits++;
     enum { R = 11, MAXD = 3 };   /* 32 bits of term id: at most 3 digits of 11 bits */
     static_assert(MAXD * R >= 32, "digits cover the 32-bit field");
     const int nd = (bits + R - 1) / R;
@@ -867,9 +868,7 @@ static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total, in
     if (!total) return 0;
     uint64_t *key = ix->pkey, *tmp = key + ix->pkey_cap, *sorted = key;
     if (need_sort) {
-        int bits = 1;
-        while (bits < 32 && (ix->n_terms - 1) >> bits) bits++;
-        sorted = radix_hi(key, tmp, total, bits);
+        sorted = radix_hi(key, tmp, total, ix->n_terms - 1);
     }
     /* 2 threads split the lists by term-id parity: each list has one writer, and odd and
      * even ids are alike in cost (a split of the sorted array at a position cannot be:
@@ -1013,9 +1012,7 @@ int lcx__post_keys_add(lcx__post_keys *k, lcx__doc_terms *dt, uint32_t d)
 void lcx__post_keys_sort(lcx__post_keys *k)
 {
     if (k->sorted) return;
-    int bits = 1;
-    while (bits < 32 && k->max_tid >> bits) bits++;
-    uint64_t *r = k->n ? radix_hi(k->key, k->tmp, k->n, bits) : k->key;
+    uint64_t *r = k->n ? radix_hi(k->key, k->tmp, k->n, k->max_tid) : k->key;
     if (r != k->key) {   /* the result landed in the scratch buffer: swap the roles */
         k->tmp = k->key;
         k->key = r;
@@ -1104,9 +1101,7 @@ static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, co
             nk[m++] = (uint64_t)t->tid << 32 | e->lo;
         }
     if (nu) {
-        int bits = 1;
-        while (bits < 32 && (ix->n_terms - 1) >> bits) bits++;
-        sk = radix_hi(nk, key, nu, bits);   /* key[] is free until the merge below */
+        sk = radix_hi(nk, key, nu, ix->n_terms - 1);   /* key[] is free until the merge below */
         if (sk == key) {                    /* keep the merge input out of its output */
             memcpy(nk, key, nu * sizeof *nk);
             sk = nk;

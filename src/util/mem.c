@@ -8,21 +8,19 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define HUGE_PAGE (2u << 20)
-
 void *lcx_alloc_huge(size_t n)
 {
-    if (n > SIZE_MAX - HUGE_PAGE) return NULL;
-    size_t tot = (n + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-    void *p = aligned_alloc(HUGE_PAGE, tot ? tot : HUGE_PAGE);
-    if (p) (void)madvise(p, tot ? tot : HUGE_PAGE, MADV_HUGEPAGE);   /* advice only: failure is harmless */
+    if (n > SIZE_MAX - LCX_HUGE_PAGE) return NULL;
+    size_t tot = (n + LCX_HUGE_PAGE - 1) & ~(size_t)(LCX_HUGE_PAGE - 1);
+    void *p = aligned_alloc(LCX_HUGE_PAGE, tot ? tot : LCX_HUGE_PAGE);
+    if (p) (void)madvise(p, tot ? tot : LCX_HUGE_PAGE, MADV_HUGEPAGE);   /* advice only: failure is harmless */
     return p;
 }
 
 void lcx_advise_huge(void *p, size_t n)
 {
     if (n < LCX_HUGE_MIN) return;
-    uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t a = ((uintptr_t)p + LCX_HUGE_PAGE - 1) & ~(uintptr_t)(LCX_HUGE_PAGE - 1);
+    uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(LCX_HUGE_PAGE - 1);
     if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);   /* advice only */
 }

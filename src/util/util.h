@@ -63,6 +63,7 @@ int lcx_fsync_dir(const char *dir);
  * to 2 MiB), 2 MiB aligned, advised MADV_HUGEPAGE; release with free(); NULL on failure.
  * lcx_advise_huge: advises the whole 2 MiB pages inside [p, p+n) when n ≥ LCX_HUGE_MIN
  * (smaller arrays would pay up to 2 MiB of RSS for little gain). Advice only, never fails. */
+#define LCX_HUGE_PAGE (2u << 20)
 #define LCX_HUGE_MIN (4u << 20)
 void *lcx_alloc_huge(size_t n);
 void  lcx_advise_huge(void *p, size_t n);
