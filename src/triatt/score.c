@@ -274,64 +274,34 @@ static int run_single(triatt_scorer *s, worker *w, int l, int g, const triatt_kp
     return LCX_OK;
 }
 
-/* Runs the kernel of one centre over every cell of (layer, kv) into dst (= or +=).
- * Memory-bound at scale (one pass over the keys per round), so the cells are split into ns
- * equal segments read in lock-step by the multi-stream kernel: ns sequential DRAM streams in
- * flight instead of one. The segment length is chosen ≡ 5 (mod 16) rows so the streams'
- * concurrent rows sit at different offsets within a 4 KiB page (different L1/L2 sets) for
- * the usual power-of-two row sizes; the few cells after the segments (< ns·16 + ns) go through
- * the single-stream kernel. Each cell is computed by the same arithmetic either way. */
-static int run_block(triatt_scorer *s, worker *w, int l, int g, triatt_kparams *kp,
-                     float *dst, bool accumulate)
-{
-    kp->q8 = s->keys->get_q8 != NULL;
-    kp->f16 = !kp->q8 && s->keys->get16 != NULL;
-    /* Q8_0 rows: one stream. Their conversion makes the kernel compute-bound, and the
-     * multi-stream loop measured 5-10% slower than one stream for them (bench A/B) */
-    const int n = s->n_cells, ns = n >= MS_MIN_CELLS && !kp->q8 ? s->n_streams : 1;
-    int seg = 0;
-    if (ns > 1) {
-        seg = n / ns;
-        seg -= (seg - 5) & 15;             /* largest seg <= n/ns with seg ≡ 5 (mod 16) */
-        for (int off = 0; off < seg; off += MS_CHUNK) {
-            int k = LCX_MIN(MS_CHUNK, seg - off);
-            const void *ptr[TRIATT_MAX_STREAMS];
-            size_t stride[TRIATT_MAX_STREAMS];
-            float *out[TRIATT_MAX_STREAMS];
-            for (int j = 0; j < ns; j++) {
-                int c0 = j * seg + off;
-                stride[j] = default_stride(s, s->keys);
-                ptr[j] = fetch(s->keys, l, g, c0, k, w->scratch + (size_t)j * MS_CHUNK * s->hd, &stride[j]);
-                if (!ptr[j]) return LCX_EIO;
-                out[j] = dst + c0;
-            }
-            const triatt_kparams *kpp[TRIATT_MAX_STREAMS] = {kp, kp, kp, kp};
-            s->kernel_ms(kpp, ns, ptr, stride, k, out, accumulate);
-        }
-    }
-    return run_single(s, w, l, g, kp, dst, ns * seg, n, accumulate);
-}
-
-/* Block-mean rounds: the KV heads g0 .. g0+nh-1 (nh <= TRIATT_MAX_STREAMS) of layer l, with
- * their coefficients kp[0..nh), added into dst.
- * The memory streams are KV heads first: up to TRIATT_MAX_STREAMS heads are read in
- * lock-step (each a sequential stream of its own keys), and when a layer has fewer KV heads
- * than streams each head is also cut into segments as in run_block (nh = 2: 2 heads × 2
- * segments; nh = 1: 4 segments). Streaming heads rather than segments of one head was 10-17%
- * faster per 32K round (in-process A/B, docs/benchmarks/triatt.md), has no ragged tail, and
- * reads an engine's cell-major cache (KV heads interleaved in each cell's row) as one
- * forward sweep. Every cell gets its heads' scores added in head order whatever the split
- * (the multi-stream kernels add aliasing outputs in stream order, streams are head-major),
- * so the scores are bit-identical for any stream count. */
-static int run_group(triatt_scorer *s, worker *w, int l, int g0, int nh, triatt_kparams *kp, float *dst)
+/* The KV heads g0 .. g0+nh-1 (nh <= TRIATT_MAX_STREAMS) of layer l, with their coefficients
+ * kp[0..nh), into dst (added when accumulate, else stored: then nh must be 1, as in the
+ * reference aggregation's one block per call).
+ * Memory-bound at scale (one pass over the keys per round), so several sequential DRAM
+ * streams are kept in flight, read in lock-step by the multi-stream kernel. The streams are
+ * KV heads first: up to TRIATT_MAX_STREAMS heads at once (each a sequential stream of its
+ * own keys), and when there are fewer heads than streams each head is also cut into equal
+ * segments (nh = 2: 2 heads × 2 segments; nh = 1: 4 segments). Streaming heads rather than
+ * segments of one head was 10-17% faster per 32K round (in-process A/B,
+ * docs/benchmarks/triatt.md), has no ragged tail, and reads an engine's cell-major cache
+ * (KV heads interleaved in each cell's row) as one forward sweep. The segment length is
+ * chosen ≡ 5 (mod 16) rows so the streams' concurrent rows sit at different offsets within
+ * a 4 KiB page (different L1/L2 sets) for the usual power-of-two row sizes; the few cells
+ * after the segments (< segs·16 + segs) go through the single-stream kernel. Every cell is
+ * computed by the same arithmetic either way and gets its heads' scores added in head order
+ * whatever the split (the multi-stream kernels add aliasing outputs in stream order,
+ * streams are head-major), so the scores are bit-identical for any stream count. */
+static int run_group(triatt_scorer *s, worker *w, int l, int g0, int nh, triatt_kparams *kp, float *dst,
+                     bool accumulate)
 {
     const bool q8 = s->keys->get_q8 != NULL, f16 = !q8 && s->keys->get16 != NULL;
     for (int h = 0; h < nh; h++) { kp[h].q8 = q8; kp[h].f16 = f16; }
-    /* Q8_0: one stream (compute-bound, see run_block) */
+    /* Q8_0 rows: one stream. Their conversion makes the kernel compute-bound, and the
+     * multi-stream loop measured 5-10% slower than one stream for them (bench A/B) */
     const int n = s->n_cells, ns = n >= MS_MIN_CELLS && !q8 ? s->n_streams : 1;
     if (ns == 1) {
         for (int h = 0; h < nh; h++) {
-            int rc = run_single(s, w, l, g0 + h, &kp[h], dst, 0, n, true);
+            int rc = run_single(s, w, l, g0 + h, &kp[h], dst, 0, n, accumulate);
             if (rc < 0) return rc;
         }
         return LCX_OK;
@@ -341,7 +311,7 @@ static int run_group(triatt_scorer *s, worker *w, int l, int g0, int nh, triatt_
         int seg = n;
         if (segs > 1) {
             seg = n / segs;
-            seg -= (seg - 5) & 15;         /* as in run_block */
+            seg -= (seg - 5) & 15;         /* largest seg <= n/segs with seg ≡ 5 (mod 16) */
         }
         const triatt_kparams *kpp[TRIATT_MAX_STREAMS];
         for (int j = 0; j < nst; j++) kpp[j] = &kp[h0 + j / segs];
@@ -358,10 +328,10 @@ static int run_group(triatt_scorer *s, worker *w, int l, int g0, int nh, triatt_
                 if (!ptr[j]) return LCX_EIO;
                 out[j] = dst + c0;
             }
-            s->kernel_ms(kpp, nst, ptr, stride, k, out, true);
+            s->kernel_ms(kpp, nst, ptr, stride, k, out, accumulate);
         }
         for (int h = h0; h < h0 + hc; h++) {  /* the cells after the segments, heads in order */
-            int rc = run_single(s, w, l, g0 + h, &kp[h], dst, segs * seg, n, true);
+            int rc = run_single(s, w, l, g0 + h, &kp[h], dst, segs * seg, n, accumulate);
             if (rc < 0) return rc;
         }
         h0 += hc;
@@ -384,7 +354,7 @@ static void job_blockmean(triatt_scorer *s, worker *w)
             if (triatt_calib_block(s->cal, l, g0 + h, &cr, &ci, &cabs) < 0) { w->rc = LCX_ESTATE; return; }
             fold(s, w, h, cr, ci, cabs, &kp[h]);
         }
-        int rc = run_group(s, w, l, g0, nh, kp, w->acc);
+        int rc = run_group(s, w, l, g0, nh, kp, w->acc, true);
         if (rc < 0) { w->rc = rc; return; }
     }
 }
@@ -405,7 +375,7 @@ static void job_reference(triatt_scorer *s, worker *w)
             triatt_kparams kp;
             fold(s, w, 0, cr, ci, ca, &kp);
             float *hb = w->hbuf + (size_t)j * w->acc_cap;
-            int rc = run_block(s, w, l, g, &kp, hb, false);
+            int rc = run_group(s, w, l, g, 1, &kp, hb, false);
             if (rc < 0) { w->rc = rc; return; }
             if (s->o.zscore) {
                 double sum = 0, sq = 0;
