@@ -181,6 +181,51 @@ static void search_bench(lcx_store *s, const char *c, size_t clen, uint32_t n_sp
     free(clat);
 }
 
+/* The ingest path's per-text preparation alone (lcx__prep_embed + doc_terms copy: the
+ * tokenizer, hash features and BM25 term table of store.c's workers) over n texts, as one
+ * noinline function so that callgrind --toggle-collect='prep_loop*' counts just this. */
+static __attribute__((noinline)) uint32_t prep_loop(const lcx_embedder *emb, const char *const *tx, const size_t *ln,
+                                                    size_t n, unsigned char *mem, float *v)
+{
+    lcx__prep p = {0};
+    uint32_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lcx__prep_embed(&p, emb, tx[i], ln[i], v) < 0) abort();
+        lcx__doc_terms *dt = lcx__prep_finish_to(&p, mem);
+        uint32_t b;
+        memcpy(&b, &v[i & 255], 4);
+        sum += dt->nt + b;
+    }
+    lcx__prep_free(&p);
+    return sum;
+}
+
+/* prep_loop over the texts PASSES times: thread CPU per text, min and median of the passes
+ * (other processes on a shared machine inflate some passes), and a checksum of the terms
+ * and vector bits (equal between builds iff their output is). */
+static void prep_passes(const char *label, const lcx_embedder *emb, const char *const *tx, const size_t *ln, size_t n,
+                        size_t bytes)
+{
+    enum { PASSES = 7 };
+    size_t cap = 0;
+    for (size_t i = 0; i < n; i++) cap = ln[i] > cap ? ln[i] : cap;
+    unsigned char *mem = aligned_alloc(16, (cap * 80 + 4096 + 15) & ~(size_t)15);   /* ≥ prep_size: ≤ 2 terms/byte */
+    float *v = malloc(256 * sizeof *v);
+    double us[PASSES];
+    uint32_t sum = 0;
+    for (int r = 0; r < PASSES; r++) {
+        double c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+        sum = prep_loop(emb, tx, ln, n, mem, v);
+        us[r] = (cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0) * 1000 / (double)n;
+        for (int k = r; k > 0 && us[k] < us[k - 1]; k--) { double x = us[k]; us[k] = us[k - 1]; us[k - 1] = x; }
+    }
+    printf("%s prep (tokenize+embed+BM25 terms, 1 thread, %zu texts, %d passes): thread CPU per text min %.2f us, "
+           "median %.2f us; %.1f MB per CPU-s (median) (check %u)\n", label, n, PASSES, us[0], us[PASSES / 2],
+           (double)bytes / n / us[PASSES / 2], sum);
+    free(mem);
+    free(v);
+}
+
 /* --code DIR [MB [GLOB]]: code ingest throughput. Reads files named GLOB (default *.h) under DIR (sorted walk via
  * `find`, up to MB megabytes, default 24), cuts them at line ends into ~1.75 KB chunks (the
  * mean chunk of the scope layer on /usr/include), then measures (1) tokenize + embed + BM25
@@ -219,18 +264,11 @@ static int code_bench(const char *root, double max_mb, const char *glob)
     lcx_embedder_hash_new(0, &emb);
     printf("code: %zu chunks, %.1f MB from %s\n", nch, used / 1e6, root);
     {
-        lcx__prep p = {0};
-        float v[256];
-        double c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), t0 = lcx_now_ms();
-        for (size_t i = 0; i < nch; i++) {
-            lcx__doc_terms *dt;
-            lcx__prep_embed(&p, emb, all + off[i], len[i], v);
-            if (lcx__prep_finish(&p, &dt) == 0) free(dt);
-        }
-        double c1 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), t1 = lcx_now_ms();
-        lcx__prep_free(&p);
-        printf("code prep (tokenize+embed+BM25 terms, 1 thread): %.1f MB per CPU-s, %.1f MB/s wall, %.1f us/chunk CPU\n",
-               used / 1e6 / ((c1 - c0) / 1e3), used / 1e6 / ((t1 - t0) / 1e3), (c1 - c0) * 1e3 / nch);
+        const char **tx = malloc(nch * sizeof *tx);
+        for (size_t i = 0; i < nch; i++) tx[i] = all + off[i];
+        prep_passes("code", emb, tx, len, nch, used);
+        free(tx);
+        if (getenv("LCX_BENCH_PREP_ONLY")) return 0;
     }
     char tmpl[] = "/tmp/lcxbench.XXXXXX";
     char *dir = mkdtemp(tmpl);
@@ -331,9 +369,11 @@ int main(int argc, char **argv)
     /* --ingest N: only the ingest part (for perf/callgrind runs; no search, no reopen) */
     int ingest_only = argc > 2 && !strcmp(argv[1], "--ingest");
     int worker_only = argc > 2 && !strcmp(argv[1], "--worker");
-    if (ingest_only || worker_only) argv++, argc--;
+    /* --prep N: lcx__prep_embed alone over N prose spans (prep_passes) */
+    int prep_only = argc > 2 && !strcmp(argv[1], "--prep");
+    if (ingest_only || worker_only || prep_only) argv++, argc--;
     uint32_t N = argc > 1 ? (uint32_t)atol(argv[1]) : 100000;
-    if (N < 20000 && !ingest_only && !worker_only) N = 20000;
+    if (N < 20000 && !ingest_only && !worker_only && !prep_only) N = 20000;
     if (N < 1000) N = 1000;
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -356,6 +396,15 @@ int main(int argc, char **argv)
     }
     printf("spans: %u, mean %.0f bytes\n", N, (double)bytes / N);
     if (worker_only) return worker_bench(texts, lens, N, emb);
+    if (prep_only) {
+        const char **tx = malloc((size_t)N * sizeof *tx);
+        size_t *ln = malloc((size_t)N * sizeof *ln);
+        for (uint32_t i = 0; i < N; i++) tx[i] = texts + (size_t)i * 1400, ln[i] = lens[i];
+        prep_passes("prose", emb, tx, ln, N, bytes);
+        free(tx);
+        free(ln);
+        return 0;
+    }
 
     /* component throughput: tokenize+embed only */
     if (!ingest_only) {

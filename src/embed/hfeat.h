@@ -91,17 +91,16 @@ static inline void lcx__hfeat_c3_ref(float *acc, uint64_t dim, const char *t, si
     }
 }
 
-/* The same for dim = 2^(64 − sh), 4 grams per vector step (hot: ~10 grams per word).
- * v < 2^24, so v + SEED_CHAR never carries out of the low 32 bits and the 64-bit product
- * splits into two 32×32 multiplies: with y = lo32(SEED_CHAR) + v, K = the multiplier,
- * g = y·lo(K) + ((y·hi(K) + hi(SEED_CHAR)·lo(K)) << 32)  (mod 2^64).
- * Buckets and signed weights are computed in vectors; the adds into acc stay scalar and
- * in gram order (same float rounding as the reference). Lanes past the last gram add
- * -0.0f to acc[0] (x + -0 == x for every x, signed zeros included: a no-op), so tokens of
- * up to 8 bytes run two fixed steps and 8 adds with no data-dependent branch (the loop
- * exits mispredicted about once per token). rd16: t has 16 readable bytes. */
-static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc, int sh, const char *t, size_t m,
-                                                                   float wc, int rd16)
+/* Number of (bucket, weight) lanes lcx__hfeat_c3_lanes writes for m grams: m rounded up
+ * to 4, at least 8 (≤ LCX_TOK_MAX + 4). */
+static inline size_t lcx__hfeat_c3_end(size_t m) { return m <= 8 ? 8 : (m + 3) & ~(size_t)3; }
+
+/* First half of the AVX2 form: bk[i] = bucket of gram i, fw[i] = the float bits of its
+ * signed weight, for i < lcx__hfeat_c3_end(m); lanes i ≥ m hold bucket 0 and -0.0f. The
+ * lanes depend only on the token bytes and wc, so the ingest path keeps them per distinct
+ * term of a span and replays lcx__hfeat_c3_add on repeats (src/index/index.c). */
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint64_t *bk, uint64_t *fw, int sh,
+                                                                    const char *t, size_t m, float wc, int rd16)
 {
     unsigned char pad[LCX_TOK_MAX + 32];      /* "<t>" then zeros: 16-byte loads at any gram */
     pad[0] = '<';
@@ -124,8 +123,7 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc,
     const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3), mv = _mm256_set1_epi64x((long long)m);
     /* bytes i..i+2 of a 16-byte load into dword i (i = 0..3), top byte zero */
     const __m128i gsh = _mm_setr_epi8(0, 1, 2, -1, 1, 2, 3, -1, 2, 3, 4, -1, 3, 4, 5, -1);
-    uint64_t bk[LCX_TOK_MAX + 8], fw[LCX_TOK_MAX + 8];   /* (m rounded up to 4, ≥ 8) bucket, float bits */
-    size_t end = m <= 8 ? 8 : (m + 3) & ~(size_t)3;
+    size_t end = lcx__hfeat_c3_end(m);
     for (size_t i = 0; i < end; i += 4) {
         __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(pad + i)), gsh);
         __m256i y = _mm256_add_epi64(_mm256_cvtepu32_epi64(v), sl);            /* < 2^32 */
@@ -137,6 +135,12 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc,
         _mm256_storeu_si256((__m256i *)(fw + i),
                             _mm256_blendv_epi8(sgn, _mm256_xor_si256(wv, _mm256_and_si256(g, sgn)), live));
     }
+}
+
+/* Second half: acc[bk[i]] += fw[i] for i < end, in order (as the reference). */
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_add(float *acc, const uint64_t *bk,
+                                                                  const uint64_t *fw, size_t end)
+{
     for (size_t i = 0; i < end; i += 4) {   /* hot: in order, as the reference */
         float f[4];
         for (int k = 0; k < 4; k++) {
@@ -150,6 +154,33 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc,
     }
 }
 
+/* The same for dim = 2^(64 − sh), 4 grams per vector step (hot: ~10 grams per word).
+ * v < 2^24, so v + SEED_CHAR never carries out of the low 32 bits and the 64-bit product
+ * splits into two 32×32 multiplies: with y = lo32(SEED_CHAR) + v, K = the multiplier,
+ * g = y·lo(K) + ((y·hi(K) + hi(SEED_CHAR)·lo(K)) << 32)  (mod 2^64).
+ * Buckets and signed weights are computed in vectors; the adds into acc stay scalar and
+ * in gram order (same float rounding as the reference). Lanes past the last gram add
+ * -0.0f to acc[0] (x + -0 == x for every x, signed zeros included: a no-op), so tokens of
+ * up to 8 bytes run two fixed steps and 8 adds with no data-dependent branch (the loop
+ * exits mispredicted about once per token). rd16: t has 16 readable bytes. */
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc, int sh, const char *t, size_t m,
+                                                                   float wc, int rd16)
+{
+    uint64_t bk[LCX_TOK_MAX + 8], fw[LCX_TOK_MAX + 8];   /* (lcx__hfeat_c3_end(m)) bucket, float bits */
+    lcx__hfeat_c3_lanes(bk, fw, sh, t, m, wc, rd16);
+    lcx__hfeat_c3_add(acc, bk, fw, lcx__hfeat_c3_end(m));
+}
+
+/* The whole-token feature weight of a token kind. */
+static inline float lcx__hfeat_w(int kind)
+{
+    return kind == LCX_TOK_WORD ? W_WORD : kind == LCX_TOK_NUMBER ? W_NUMBER : kind == LCX_TOK_IDENT ? W_IDENT : W_PART;
+}
+
+/* The first word of a token's features: its whole-token feature hash (bucket, sign, and
+ * the bigram state all come from it). */
+static inline uint64_t lcx__hfeat_fh(uint64_t h) { return hf_mix64(h ^ SEED_WORD); }
+
 /* hot: called for every non-stopword token of every embedded text. The token hash h is
  * shared with BM25 (lcx_hash64(tok, n, 0)); words, numbers, identifiers and parts share
  * one feature space (so the query word "parse" meets the part "parse" of parseHeader),
@@ -157,9 +188,8 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc,
 static inline __attribute__((always_inline)) void lcx__hfeat_token_rd(lcx__hfeat *c, const char *t, size_t n, int kind,
                                                                     uint64_t h, int rd16)
 {
-    float w = kind == LCX_TOK_WORD ? W_WORD : kind == LCX_TOK_NUMBER ? W_NUMBER
-            : kind == LCX_TOK_IDENT ? W_IDENT : W_PART;
-    uint64_t fh = hf_mix64(h ^ SEED_WORD);
+    float w = lcx__hfeat_w(kind);
+    uint64_t fh = lcx__hfeat_fh(h);
     hf_add_feat(c, fh, w);
     if (kind != LCX_TOK_PART) {
         if (c->prev) hf_add_feat(c, hf_mix64(c->prev * 31 + fh), W_BIGRAM);

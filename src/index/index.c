@@ -102,6 +102,8 @@ void lcx__prep_free(lcx__prep *p)
     free(p->t);
     free(p->tab);
     free(p->pool);
+    free(p->pf);
+    free(p->gp);
     memset(p, 0, sizeof *p);
 }
 
@@ -120,8 +122,11 @@ static int prep_grow_tab(lcx__prep *p, uint32_t cap)
     return 0;
 }
 
-/* hot: one call per indexed token of every ingested span (inlined into the callbacks) */
-static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h, int rd16)
+/* hot: one call per indexed token of every ingested span (inlined into the callbacks).
+ * Returns 1 when the term is new in the span, 0 when seen before, < 0 on error; *ti = its
+ * index in p->t. */
+static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const char *tok, size_t n, uint64_t h, int rd16,
+                                                          uint32_t *ti)
 {
     p->dl++;
     uint32_t j = (uint32_t)h & (p->tab_cap - 1);
@@ -133,6 +138,7 @@ static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const ch
          * no byte compare (a libc call per repeated token) */
         if (t->hash == h && t->len == n) {
             if (t->tf < 65535) t->tf++;
+            *ti = e - 1;
             return 0;
         }
         j = (j + 1) & (p->tab_cap - 1);
@@ -142,6 +148,9 @@ static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const ch
         lcx__pterm *nt = realloc(p->t, nc * sizeof *nt);
         if (!nt) return LCX_ENOMEM;
         p->t = nt;
+        lcx__pfeat *nf = realloc(p->pf, nc * sizeof *nf);
+        if (!nf) return LCX_ENOMEM;   /* p->t grown, cap not: consistent */
+        p->pf = nf;
         p->cap = nc;
     }
     if (p->pool_len + n + 16 > p->pool_cap) {   /* + 16: room for a 16-byte store */
@@ -158,20 +167,42 @@ static inline __attribute__((always_inline)) int prep_add(lcx__prep *p, const ch
         lcx__copy_tok(p->pool + p->pool_len, tok, n);   /* n ≤ LCX_TOK_MAX: no libc call */
     p->t[p->nt] = (lcx__pterm){h, (uint32_t)p->pool_len, (uint16_t)n, 1, UINT32_MAX, 0};
     p->pool_len += n;
+    *ti = p->nt;
     p->tab[j] = ++p->nt;
-    if (p->nt * 2 > p->tab_cap) return prep_grow_tab(p, p->tab_cap * 2);
-    return 0;
+    if (p->nt * 2 > p->tab_cap) {
+        int rc = prep_grow_tab(p, p->tab_cap * 2);
+        if (rc) return rc;
+    }
+    return 1;
 }
 
 static int prep_tok(const char *tok, size_t n, int kind, void *ud)
 {
     if (kind == LCX_TOK_WORD && lcx__stopword_inl(tok, n)) return 0;
-    return prep_add(ud, tok, n, lcx__hash64_inl(tok, n, 0), 0);
+    uint32_t ti;
+    int rc = prep_add(ud, tok, n, lcx__hash64_inl(tok, n, 0), 0, &ti);
+    return rc < 0 ? rc : 0;
+}
+
+/* Room for one more token's 3-gram lanes (2 · lcx__hfeat_c3_end(LCX_TOK_MAX) u64) in gp;
+ * offsets are u32 (a span would need 32 GB of lanes to overflow them). */
+#define GP_TOK (2 * (LCX_TOK_MAX + 4))
+static int prep_grow_gp(lcx__prep *p)
+{
+    size_t nc = p->gp_cap ? p->gp_cap * 2 : 8192;
+    while (nc < p->gp_len + GP_TOK) nc *= 2;
+    if (nc > UINT32_MAX) return LCX_ENOMEM;
+    uint64_t *g = realloc(p->gp, nc * sizeof *g);
+    if (!g) return LCX_ENOMEM;
+    p->gp = g;
+    p->gp_cap = nc;
+    return 0;
 }
 
 typedef struct {
     lcx__prep *p;
     lcx__hfeat f;
+    int sh;                 /* dim = 2^(64 − sh) (AVX2 3-grams, cached per term); 0: other dims */
     uintptr_t lo, span;     /* tokens starting in [lo, lo + span] can be read with one 8-byte load */
     uintptr_t lo16, span16; /* ... with one 16-byte load */
 } pe_ctx;
@@ -197,14 +228,55 @@ static inline __attribute__((always_inline)) int prep_embed_tok(const char *tok,
     uint64_t h = lcx__hash64_tok(tok, n, key);
     /* 16 readable bytes from tok (almost always, in the text): one-load copies */
     int rd16 = (uintptr_t)tok - c->lo16 <= c->span16;
-    lcx__hfeat_token_rd(&c->f, tok, n, kind, h, rd16);
-    return prep_add(c->p, tok, n, h, rd16);
+    lcx__prep *p = c->p;
+    uint32_t ti;
+    int rc = prep_add(p, tok, n, h, rd16, &ti);
+    if (rc < 0) return rc;
+    if (!c->sh) {   /* dim not a power of two: no per-term cache */
+        lcx__hfeat_token_rd(&c->f, tok, n, kind, h, rd16);
+        return 0;
+    }
+    /* The token's features in lcx__hfeat_token_rd's order (whole token, bigram, 3-grams).
+     * Those that depend on the token alone (fh, the 3-gram lanes) are computed on its first
+     * occurrence in the span and kept per term: repeats (~18% of prose tokens, ~64% of
+     * code tokens) replay the same adds in the same order, so the vector is bit-identical.
+     * A term is (hash, length) as in the term table: two different tokens of one span with
+     * equal 64-bit hash and length would share features (as they already share a BM25 term). */
+    lcx__pfeat *pf = &p->pf[ti];
+    uint64_t fh;
+    if (rc) {
+        fh = lcx__hfeat_fh(h);
+        pf->fh = fh;
+        pf->go = UINT32_MAX;
+    } else {
+        fh = pf->fh;
+    }
+    lcx__hfeat *f = &c->f;
+    hf_add_feat(f, fh, lcx__hfeat_w(kind));
+    if (kind != LCX_TOK_PART) {
+        if (f->prev) hf_add_feat(f, hf_mix64(f->prev * 31 + fh), W_BIGRAM);
+        f->prev = fh;
+    }
+    if (kind != LCX_TOK_NUMBER && n >= 4) {
+        size_t m = n < LCX_TOK_MAX ? n : LCX_TOK_MAX, end = lcx__hfeat_c3_end(m);
+        uint32_t go = pf->go;
+        if (go == UINT32_MAX) {   /* first occurrence with 3-grams (a NUMBER has none) */
+            if (p->gp_len + GP_TOK > p->gp_cap && (rc = prep_grow_gp(p))) return rc;
+            go = (uint32_t)p->gp_len;
+            pf->go = go;
+            p->gp_len += 2 * end;
+            lcx__hfeat_c3_lanes(p->gp + go, p->gp + go + end, c->sh, tok, m, W_CHAR / sqrtf((float)n), rd16);
+        }
+        lcx__hfeat_c3_add(f->acc, p->gp + go, p->gp + go + end, end);
+    }
+    return 0;
 }
 
 static int prep_reset(lcx__prep *p)
 {
     p->nt = 0;
     p->pool_len = 0;
+    p->gp_len = 0;
     p->dl = 0;
     if (p->tab_cap < 512) return prep_grow_tab(p, 512);
     memset(p->tab, 0, p->tab_cap * sizeof *p->tab);
@@ -226,7 +298,8 @@ int lcx__prep_embed(lcx__prep *p, const lcx_embedder *emb, const char *text, siz
     memset(vec, 0, dim * sizeof *vec);
     /* no token starts at or past text + len, so len < 8 leaves the load window empty
      * (lo = 0, span = 0: only a null token pointer would match) */
-    pe_ctx c = {p, {vec, dim, 0}, len >= 8 ? (uintptr_t)text : 0, len >= 8 ? len - 8 : 0,
+    int sh = (dim & (dim - 1)) == 0 && dim >= 2 ? 64 - __builtin_ctzll(dim) : 0;
+    pe_ctx c = {p, {vec, dim, 0}, sh, len >= 8 ? (uintptr_t)text : 0, len >= 8 ? len - 8 : 0,
                 len >= 16 ? (uintptr_t)text : 0, len >= 16 ? len - 16 : 0};
     if (len && (rc = lcx__tokenize_inl(text, len, prep_embed_tok, &c)) < 0) return rc;   /* callback inlined */
     lcx__l2_normalise(vec, dim);

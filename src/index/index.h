@@ -33,12 +33,23 @@ typedef struct {
     char *pool;          /* term bytes */
 } lcx__doc_terms;
 
+/* Per distinct term of the span being prepared by lcx__prep_embed (hash embedder): the
+ * token's order-independent features, so that a repeated token replays them instead of
+ * recomputing (same adds in the same order: bit-identical vectors). */
+typedef struct {
+    uint64_t fh;         /* whole-token feature hash (lcx__hfeat_fh) */
+    uint32_t go;         /* char-3-gram lanes at gp + go (bk[end], then fw[end]); UINT32_MAX = none yet */
+    uint32_t pad;
+} lcx__pfeat;
+
 /* Reusable scratch for preparing documents on one thread. */
 typedef struct {
     lcx__pterm *t; uint32_t nt, cap;
     uint32_t *tab; uint32_t tab_cap;     /* open addressing: term index + 1 */
     char *pool; size_t pool_len, pool_cap;
     uint32_t dl;
+    lcx__pfeat *pf;                      /* (cap) feature record per term (lcx__prep_embed only) */
+    uint64_t *gp; size_t gp_len, gp_cap; /* 3-gram lanes of the span's distinct terms (u64 units) */
 } lcx__prep;
 
 void lcx__prep_free(lcx__prep *p);

@@ -230,6 +230,82 @@ static inline int emit_piece(piece *pc, lcx_token_cb cb, void *ud)
     return 0;
 }
 
+/* Class bitmasks of 64 ASCII bytes at p (bit i = byte i): lower, upper, digit, '_'.
+ * Bytes ≥ 0x80 are in none of them. */
+static inline __attribute__((always_inline)) void ascii_masks64(const unsigned char *p, uint64_t *lo, uint64_t *up,
+                                                               uint64_t *dg, uint64_t *us)
+{
+    const __m256i a = _mm256_set1_epi8('a'), A = _mm256_set1_epi8('A'), d0 = _mm256_set1_epi8('0');
+    const __m256i z25 = _mm256_set1_epi8(25), n9 = _mm256_set1_epi8(9), u_ = _mm256_set1_epi8('_');
+    uint64_t m[4][2];
+    for (int h = 0; h < 2; h++) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(p + 32 * h));
+        __m256i t = _mm256_sub_epi8(x, a);     /* in range iff min(t, 25) == t (unsigned) */
+        m[0][h] = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(t, z25), t));
+        t = _mm256_sub_epi8(x, A);
+        m[1][h] = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(t, z25), t));
+        t = _mm256_sub_epi8(x, d0);
+        m[2][h] = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(t, n9), t));
+        m[3][h] = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, u_));
+    }
+    *lo = m[0][0] | m[0][1] << 32;
+    *up = m[1][0] | m[1][1] << 32;
+    *dg = m[2][0] | m[2][1] << 32;
+    *us = m[3][0] | m[3][1] << 32;
+}
+
+/* emit_piece for a piece that is a run of n < 64 ASCII word characters [A-Za-z0-9_] at w
+ * (class masks lo/up/dg/us over bits 0..n-1, nothing above): the same tokens, kinds and
+ * order, from bit operations instead of passes over per-codepoint classes (hot for code:
+ * identifiers and numbers). Tokens without upper-case letters are passed straight from
+ * the text, the others from buf (the folded copy, ≥ 64 + 16 bytes). */
+static inline __attribute__((always_inline)) int emit_ascii_run(const unsigned char *w, size_t n, uint64_t lo,
+                                                                uint64_t up, uint64_t dg, uint64_t us, char *buf,
+                                                                lcx_token_cb cb, void *ud)
+{
+    /* the folded copy (only read when up != 0): 'A'..'Z' | 0x20 */
+    if (up) {
+        const __m256i A = _mm256_set1_epi8('A'), z25 = _mm256_set1_epi8(25), c20 = _mm256_set1_epi8(0x20);
+        for (int h = 0; h < 2; h++) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(w + 32 * h));
+            __m256i t = _mm256_sub_epi8(x, A);
+            __m256i isu = _mm256_cmpeq_epi8(_mm256_min_epu8(t, z25), t);
+            _mm256_storeu_si256((__m256i *)(buf + 32 * h), _mm256_or_si256(x, _mm256_and_si256(isu, c20)));
+        }
+    }
+    const char *whole = up ? buf : (const char *)w;
+    const uint64_t al = lo | up;
+    /* emit_piece's common cases: a lower-case or Capitalised word, one upper-case letter,
+     * a plain number */
+    if (!dg && !us && (up == 0 || (up == 1 && (lo || n == 1))))
+        return cb(whole, n, LCX_TOK_WORD, ud);
+    if (!al && !us) return cb(whole, n, LCX_TOK_NUMBER, ud);
+    if (!al && !dg) return 0;   /* "_" or "__": nothing to match on */
+    /* case breaks before i: lower→Upper, or UPPER→Upper followed by lower */
+    const uint64_t cbrk = up & ((lo << 1) | ((up << 1) & (lo >> 1)));
+    if (!dg && !us && !cbrk) return cb(whole, n, LCX_TOK_WORD, ud);
+    int rc = cb(whole, n, LCX_TOK_IDENT, ud);
+    if (rc) return rc;
+    /* parts: maximal runs of letters/digits (the underscores drop out), cut before a case
+     * break or a letter↔digit change between two of them */
+    const uint64_t an = al | dg;
+    const uint64_t brk = an & (an << 1) & (cbrk | (dg ^ (dg << 1)));
+    uint64_t starts = an & (~(an << 1) | brk);
+    const uint64_t lasts = (an & ~(an >> 1)) | (brk >> 1);   /* last index of each part */
+    int nparts = 0;
+    while (starts && nparts < MAX_PARTS) {
+        unsigned a = (unsigned)__builtin_ctzll(starts);
+        unsigned b = (unsigned)__builtin_ctzll(lasts >> a) + a + 1;   /* end (exclusive) */
+        starts &= starts - 1;
+        if (a == 0 && b == n) continue;   /* a part equal to the whole adds nothing */
+        uint64_t pm = (b - a == 64 ? ~0ull : ((1ull << (b - a)) - 1)) << a;
+        rc = cb((up & pm) ? buf + a : (const char *)w + a, b - a, LCX_TOK_PART, ud);
+        if (rc) return rc;
+        nparts++;
+    }
+    return 0;
+}
+
 /* A plain ASCII word of n < LCX_TOK_MAX bytes: all lower case (emitted in place) or
  * Capitalised (emitted from a copy with the first letter folded). */
 static inline __attribute__((always_inline)) int emit_word(const unsigned char *w, size_t n, int lower,
@@ -298,6 +374,26 @@ static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *t
                 }
             }
             if (pc.ncp == 0 && (k0 == C_LOWER || k0 == C_UPPER || k0 == C_DIGIT || k0 == C_UNDER)) {
+                if (len - i >= 64) {
+                    /* hot (code): a run of < 64 ASCII word characters that ends the token
+                     * (the test below) is classified with 64-byte bitmasks and emitted
+                     * without the per-byte loop and piece (emit_ascii_run) */
+                    uint64_t lo, up, dg, us;
+                    ascii_masks64(p + i, &lo, &up, &dg, &us);
+                    uint64_t nw = ~(lo | up | dg | us);
+                    if (nw) {
+                        size_t n = (size_t)__builtin_ctzll(nw), e = i + n;   /* n ≥ 1: k0 is a word class */
+                        unsigned char kn = lcx__k_next[p[e]];
+                        if (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
+                                            (e + 1 >= len || lcx__k_next[p[e + 1]] == C_SEP))) {
+                            uint64_t nm = (1ull << n) - 1;
+                            int rc = emit_ascii_run(p + i, n, lo & nm, up & nm, dg & nm, us & nm, pc.buf, cb, ud);
+                            if (rc) return rc;
+                            i = e + (p[e] == ' ');
+                            continue;
+                        }
+                    }
+                }
                 /* hot (code: identifiers, numbers): the whole run of ASCII word characters
                  * [A-Za-z0-9_] in one tight loop, pushed into the piece exactly as the
                  * per-codepoint path below would push them. When the next byte ends the

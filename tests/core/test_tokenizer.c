@@ -247,6 +247,37 @@ static void test_vs_reference(void **st)
         bytes += l;
         texts++;
     }
+    /* code-shaped: long texts (the 64-byte bitmask path needs 64 bytes left) of ASCII word
+     * runs of 1–70 characters (across the 64-byte window: runs ≥ 64 take the loop) drawn
+     * from skewed alphabets (snake_case, camelCase, UPPER, digits, lone '_'), then one of
+     * the ends the path must tell apart: separators, a joiner before a separator or before
+     * more word characters, a comma between digits, non-ASCII or invalid bytes */
+    static const char *word_al[] = {"abcxyz", "ABCXYZ", "0123456789", "_", "aA0_", "aaaaaaaaaB", "AAAAAAAb",
+                                    "a1", "Z9_", "qQ"};
+    static const char *ends[] = {" ", " ", " ", "\n", "(", ");", "->", "-", ".", ". ", ",", ", ", ":", "::", "/",
+                                 "/*", "'", "é", "\xff", "\xc3", "東", "-x", ".y", ",5", "__", "\t"};
+    for (int rep = 0; rep < 6000; rep++) {
+        size_t l = 0;
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        size_t target = 64 + r % 700;
+        while (l + 80 < sizeof buf && l < target) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            const char *al = word_al[(r >> 4) % (sizeof word_al / sizeof *word_al)];
+            size_t al_n = strlen(al), run = 1 + (r >> 12) % ((r >> 40) % 4 ? 16 : 70);
+            uint64_t q = r;
+            for (size_t k = 0; k < run; k++) {
+                q = q * 6364136223846793005ull + 1442695040888963407ull;
+                buf[l++] = al[(q >> 33) % al_n];
+            }
+            const char *en = ends[(r >> 24) % (sizeof ends / sizeof *ends)];
+            size_t el = strlen(en);
+            memcpy(buf + l, en, el);
+            l += el;
+        }
+        diff_one(buf, l, &a, &b);
+        bytes += l;
+        texts++;
+    }
     fprintf(stderr, "tokenizer vs frozen reference: %d texts, %zu bytes, 0 mismatches\n", texts, bytes);
     free(a.buf);
     free(b.buf);
