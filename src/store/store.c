@@ -40,35 +40,39 @@
  *     fsync'd whole, so only an unacknowledged one can be cut by a crash).
  *
  * DIR/index.snap — written by lcx_store_snapshot (and by close when ≥ 1024 chunks or any
- * tombstone arrived since the last one), via DIR/index.snap.tmp + fsync + rename + fsync
- * of DIR, so a crash leaves either the old or the new snapshot:
- *  7. Header, 1024 bytes: magic "LCXSNAP1"; u32 version = 2 (1: texts copied into BLOB,
- *     still loaded); u32 header size = 1024;
+ * tombstone arrived since the last one), via DIR/index.snap.tmp + rename, so a crash leaves
+ * either the old or the new snapshot. "Lazy" (no fsync of file or directory) when this
+ * boot's id is known, else fsync'd before the rename and the directory after it (item 9
+ * says why lazy is safe):
+ *  7. Header, 1024 bytes: magic "LCXSNAP1"; u32 version = 3 (2: no boot id/flags; 1: texts
+ *     copied into BLOB; both still loaded); u32 header size = 1024;
  *     u32 dim; u32 vector format (2); u64 uuid (= the log's); u64 log bytes covered; u64
  *     offset of the last covered log record; u32 its crc; u32 documents; u32 terms; u32
  *     term table capacity; u64 postings; u32 section count (10); u32 pad; 10 section
  *     entries { u64 offset, u64 length, u32 crc32c, u32 flags (1 = checked on open) };
- *     u32 fingerprint length; 200 bytes fingerprint; 496 reserved; u32 crc32c of bytes
- *     [0, 1020).
+ *     u32 fingerprint length; 200 bytes fingerprint; 16 bytes the writer's boot id; u32
+ *     flags (1 = synced); 476 reserved; u32 crc32c of bytes [0, 1020).
  *  8. Sections (each at a 64-byte aligned offset): 0 DOCS n × 80-byte records (metadata,
- *     BM25 length, text/path offsets, crc32c of the text, deleted flag) — version 2: the
+ *     BM25 length, text/path offsets, crc32c of the text, deleted flag) — versions 2-3: the
  *     offsets are byte offsets in chunks.log, where each chunk's text and path already
  *     sit (item 3), inside the covered bytes; version 1: offsets into BLOB;
- *     1 BLOB texts and paths (version 1; empty in version 2); 2 VEC n × dim u8 embedding rows; 3 TTAB term hash table
+ *     1 BLOB texts and paths (version 1; empty since version 2); 2 VEC n × dim u8 embedding rows; 3 TTAB term hash table
  *     (capacity × {u64 hash, u32 id+1, u32 length}, linear probing); 4 TOFF (terms+1) ×
  *     u64 offsets into 5 TSTR term bytes; 6 POFF (terms+1) × u64 offsets into 7 PDOC u32
  *     doc ids and 8 PTF u8 term frequencies (saturated at 255); 9 VSC n × f32 row scales.
  *  9. Open maps the file read-only and verifies the header, the section bounds, the
  *     crc32c of DOCS, TTAB, TOFF and POFF, and that (uuid, last record offset + crc, log
  *     bytes) match the log; then replays only the log records after the covered bytes.
- *     Version 2 also maps the covered log bytes read-only (kept until close: the base
+ *     Versions 2-3 also map the covered log bytes read-only (kept until close: the base
  *     texts point there; those bytes never change while the store is open) and checks
  *     every text/path reference lies inside them.
  *     BLOB, VEC, TSTR, PDOC, PTF and VSC are NOT checksummed on open (that would cost ~30 ms
  *     per 100k chunks): every offset and doc id read from them is bounds-checked at use,
  *     texts are checked against their per-document crc32c by lcx_store_get, and
- *     lcx_store_validate verifies every section (and, version 2, every text against the
- *     log). Any snapshot problem makes open ignore
+ *     lcx_store_validate verifies every section (and, versions 2-3, every text against the
+ *     log). A lazy snapshot (version 3, not synced) opened in another boot than its
+ *     writer's has EVERY section checked first: only a crash (hence a reboot) can have
+ *     lost its unwritten pages. Any snapshot problem makes open ignore
  *     the snapshot and replay the whole log (the log is the source of truth).
  *
  * One handle per store: two open handles (two processes, or two in one process) on the same

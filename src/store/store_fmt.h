@@ -15,8 +15,10 @@
 #define LCX_SNAP_MAGIC "LCXSNAP1"
 #define LCX_LOG_VERSION 2                /* new logs; version 1 logs are still read and appended to */
 #define LCX_LOG_VERSION_V1 1
-#define LCX_SNAP_VERSION 2               /* DOCS reference texts/paths in the log; BLOB empty */
+#define LCX_SNAP_VERSION 3               /* as 2, plus the writer's boot id and the synced flag */
+#define LCX_SNAP_VERSION_V2 2            /* DOCS reference texts/paths in the log; BLOB empty */
 #define LCX_SNAP_VERSION_V1 1            /* DOCS reference texts/paths in BLOB (still loaded) */
+#define LCX_SNAP_SYNCED 1u               /* snapshot flag: fsync'd before the rename */
 #define LCX_VEC_U8 2                         /* offset-binary u8 rows + f32 scale */
 #define LCX_REC_MAGIC 0x5243584cu            /* "LXCR" */
 #define LCX_REC_BATCH 1
@@ -92,7 +94,9 @@ typedef struct {
     lcx_snap_sec sec[SEC_N];
     uint32_t fp_len;
     char fp[LCX_FMT_FP_MAX];
-    uint8_t reserved[1024 - 80 - 24 * SEC_N - 4 - LCX_FMT_FP_MAX - 4];
+    uint8_t boot_id[16];  /* v3: the writer's boot id (lcx_boot_id); zero when unknown */
+    uint32_t flags;       /* v3: LCX_SNAP_SYNCED; v1/v2 snapshots were always synced */
+    uint8_t reserved[1024 - 80 - 24 * SEC_N - 4 - LCX_FMT_FP_MAX - 16 - 4 - 4];
     uint32_t crc;         /* crc32c of bytes [0, 1020) */
 } lcx_snap_hdr;
 static_assert(sizeof(lcx_snap_hdr) == 1024, "snapshot header is 1024 bytes");

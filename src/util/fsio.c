@@ -55,6 +55,28 @@ int lcx_fsync_dir(const char *dir)
     return rc;
 }
 
+int lcx_boot_id(uint8_t id[16])
+{
+    char t[64];
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return LCX_EIO;
+    ssize_t n = read(fd, t, sizeof t - 1);
+    close(fd);
+    if (n < 32) return LCX_EIO;
+    int k = 0;   /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx\n": 32 hex digits, dashes skipped */
+    for (ssize_t i = 0; i < n && k < 32; i++) {
+        int c = t[i], v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) {
+            if (c == '-') continue;
+            return LCX_EIO;
+        }
+        if (k % 2 == 0) id[k / 2] = (uint8_t)(v << 4);
+        else id[k / 2] |= (uint8_t)v;
+        k++;
+    }
+    return k == 32 ? LCX_OK : LCX_EIO;
+}
+
 int lcx_write_file_atomic(const char *path, const void *data, size_t len)
 {
     size_t pl = strlen(path);

@@ -57,6 +57,11 @@ char *lcx_path_join(const char *dir, const char *name);
 int lcx_mkdirs(const char *path);
 /* fsync a directory (after create/rename inside it). */
 int lcx_fsync_dir(const char *dir);
+/* This boot's id (the kernel's random per-boot UUID, /proc/sys/kernel/random/boot_id) as
+ * 16 bytes. Page-cache data written without fsync is on disk or still in the cache for as
+ * long as the boot id is unchanged (losing it takes a crash, i.e. a reboot). LCX_EIO when
+ * unavailable (callers then fall back to fsync). */
+int lcx_boot_id(uint8_t id[16]);
 
 /* ---- memory (mem.c) */
 /* Big arrays in 2 MiB transparent huge pages. lcx_alloc_huge: n bytes (rounded up
