@@ -96,7 +96,9 @@ static inline void lcx__hfeat_c3_ref(float *acc, uint64_t dim, const char *t, si
 static inline size_t lcx__hfeat_c3_end(size_t m) { return m <= 8 ? 8 : (m + 3) & ~(size_t)3; }
 
 /* First half of the AVX2 form: bk[i] = bucket of gram i, fw[i] = the float bits of its
- * signed weight, for i < lcx__hfeat_c3_end(m); lanes i ≥ m hold bucket 0 and -0.0f. The
+ * signed weight, for i < lcx__hfeat_c3_end(m); lanes i ≥ m hold -0.0f and bucket i mod 4
+ * (a no-op add each; distinct buckets so that they form no store-to-load chain through
+ * one slot — bucket 0 for all of them cost a few cycles of latency per short token). The
  * lanes depend only on the token bytes and wc, so the ingest path keeps them per distinct
  * term of a span and replays lcx__hfeat_c3_add on repeats (src/index/index.c). */
 static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint64_t *bk, uint64_t *fw, int sh,
@@ -131,7 +133,7 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint64_t *
         __m256i g = _mm256_add_epi64(_mm256_mul_epu32(y, kl), _mm256_slli_epi64(hi, 32));
         /* live lanes: i + lane < m */
         __m256i live = _mm256_cmpgt_epi64(mv, _mm256_add_epi64(lane, _mm256_set1_epi64x((long long)i)));
-        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_and_si256(live, _mm256_srl_epi64(g, shc)));
+        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_blendv_epi8(lane, _mm256_srl_epi64(g, shc), live));
         _mm256_storeu_si256((__m256i *)(fw + i),
                             _mm256_blendv_epi8(sgn, _mm256_xor_si256(wv, _mm256_and_si256(g, sgn)), live));
     }
@@ -160,7 +162,7 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_add(float *acc, 
  * g = y·lo(K) + ((y·hi(K) + hi(SEED_CHAR)·lo(K)) << 32)  (mod 2^64).
  * Buckets and signed weights are computed in vectors; the adds into acc stay scalar and
  * in gram order (same float rounding as the reference). Lanes past the last gram add
- * -0.0f to acc[0] (x + -0 == x for every x, signed zeros included: a no-op), so tokens of
+ * -0.0f to acc[0..3] (x + -0 == x for every x, signed zeros included: a no-op), so tokens of
  * up to 8 bytes run two fixed steps and 8 adds with no data-dependent branch (the loop
  * exits mispredicted about once per token). rd16: t has 16 readable bytes. */
 static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc, int sh, const char *t, size_t m,
@@ -169,6 +171,13 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc,
     uint64_t bk[LCX_TOK_MAX + 8], fw[LCX_TOK_MAX + 8];   /* (lcx__hfeat_c3_end(m)) bucket, float bits */
     lcx__hfeat_c3_lanes(bk, fw, sh, t, m, wc, rd16);
     lcx__hfeat_c3_add(acc, bk, fw, lcx__hfeat_c3_end(m));
+}
+
+/* The char-3-gram weight W_CHAR / √n. _mm_sqrt_ss is IEEE sqrt (correctly rounded, as
+ * sqrtf) without libm's errno path (a call per token without -fno-math-errno). */
+static inline float lcx__hfeat_wc(size_t n)
+{
+    return W_CHAR / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss((float)n)));
 }
 
 /* The whole-token feature weight of a token kind. */
@@ -198,7 +207,7 @@ static inline __attribute__((always_inline)) void lcx__hfeat_token_rd(lcx__hfeat
     if (kind != LCX_TOK_NUMBER && n >= 4) {
         /* char 3-grams over "<token>": n of them, one multiply each (the high bits of a
          * 64-bit odd-constant product are well mixed; bucket and sign come from them) */
-        float wc = W_CHAR / sqrtf((float)n);
+        float wc = lcx__hfeat_wc(n);
         size_t m = n < LCX_TOK_MAX ? n : LCX_TOK_MAX;
         const uint64_t dim = (uint64_t)c->dim;
         if ((dim & (dim - 1)) == 0 && dim >= 2 && dim <= (1ull << 32))

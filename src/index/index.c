@@ -265,7 +265,7 @@ static inline __attribute__((always_inline)) int prep_embed_tok(const char *tok,
             go = (uint32_t)p->gp_len;
             pf->go = go;
             p->gp_len += 2 * end;
-            lcx__hfeat_c3_lanes(p->gp + go, p->gp + go + end, c->sh, tok, m, W_CHAR / sqrtf((float)n), rd16);
+            lcx__hfeat_c3_lanes(p->gp + go, p->gp + go + end, c->sh, tok, m, lcx__hfeat_wc(n), rd16);
         }
         lcx__hfeat_c3_add(f->acc, p->gp + go, p->gp + go + end, end);
     }
