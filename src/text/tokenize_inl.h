@@ -333,7 +333,29 @@ static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *t
         unsigned char b0 = p[i];
         if (b0 < 0x80) {                         /* ASCII fast path */
             unsigned char k0 = lcx__k_ascii[b0];
-            if (k0 == C_SEP && pc.ncp == 0) { i++; continue; }
+            if (pc.ncp == 0 && !is_word(k0)) {
+                /* hot (code: indentation, operators, punctuation): between tokens every
+                 * ASCII byte that is not a word character is skipped (a joiner or comma
+                 * only joins inside a token; the general path would skip it too), so the
+                 * gap up to the next word character or non-ASCII byte goes in one 32-byte
+                 * step instead of a (mispredicted) loop pass per byte */
+                if (len - i >= 32) {
+                    const __m256i a = _mm256_set1_epi8('a'), d0 = _mm256_set1_epi8('0'), c20 = _mm256_set1_epi8(0x20);
+                    const __m256i z25 = _mm256_set1_epi8(25), n9 = _mm256_set1_epi8(9), u_ = _mm256_set1_epi8('_');
+                    __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
+                    __m256i t = _mm256_sub_epi8(_mm256_or_si256(x, c20), a);   /* letters: (x | 0x20) − 'a' ≤ 25 */
+                    __m256i wd = _mm256_cmpeq_epi8(_mm256_min_epu8(t, z25), t);
+                    t = _mm256_sub_epi8(x, d0);
+                    wd = _mm256_or_si256(wd, _mm256_cmpeq_epi8(_mm256_min_epu8(t, n9), t));
+                    wd = _mm256_or_si256(wd, _mm256_cmpeq_epi8(x, u_));
+                    /* stop at a word character or a byte ≥ 0x80 (its sign bit) */
+                    uint32_t stop = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(wd, x));
+                    i += stop ? (size_t)__builtin_ctz(stop) : 32;   /* bit 0 clear: p[i] skips */
+                } else {
+                    i++;
+                }
+                continue;
+            }
             if (pc.ncp == 0 && (k0 == C_LOWER || k0 == C_UPPER)) {
                 /* the most common token of all: a lower-case (or Capitalised) ASCII word
                  * followed by a separator — found with a SIMD run scan, passed to the
