@@ -14,8 +14,10 @@
  *    (cell order), prefetching 4 rows ahead (8 streams were much slower). Keys in 4 KiB pages cost
  *    15-25% more per round than in 2 MiB huge pages (TLB walk and prefetcher restart every
  *    16 rows of a stream): callers should back the cache with MADV_HUGEPAGE;
- *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row): rows are processed two at a
- *    time (rows2_half) and 2 of 8 frequency groups use rsqrt+Newton on the idle FMA pipes;
+ *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row), the FMA pipes (40 FMAs per
+ *    row, plus the F16/Q8_0 conversions) and the length of each row's dependency chains: rows
+ *    are processed four at a time (rows4_half) and 2 of 8 frequency groups use rsqrt+Newton
+ *    on the FMA pipes (F16/F32);
  *  - F16 keys are converted in registers (vcvtph2ps), halving the bytes streamed; Q8_0 keys
  *    (int8 + half scale per 32) halve them again but make the kernel compute-bound. */
 #include "triatt/internal.h"
@@ -114,82 +116,86 @@ static inline int row_bytes_of(int n_rot, const int fmt)
 }
 static inline size_t unit_bytes(const int fmt) { return fmt == FMT_Q8 ? 1 : fmt == FMT_F16 ? 2 : 4; }
 
-/* Reduces two rows' 8-lane partial sums in one fixed order (lane 0: x, lane 1: y). Every AVX2
- * path of the default terms goes through rows2_half and this reduction, so a row's score does
- * not depend on which path (paired rows, paired streams, lone tail row) computed it. */
-static inline __m128 red2(__m256 x, __m256 y)
-{
-    __m256 h = _mm256_hadd_ps(x, y);
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    return _mm_hadd_ps(q, q);
-}
-
-/* hot: the default (MLR, half pairing) terms of two key rows r0, r1 (r1 may equal r0).
- * One pass over each row: every element is loaded (and for F16 converted) once for both
- * the dot product and the norm. vsqrtps (~5 cycles each on Zen 3, 8 per 128-dim row) bounds
- * the loop, while the FMA pipes have slack; so 2 of every 8 frequency groups (NEWTON_GROUPS
- * bit mask over f/8 mod 8) take rsqrt + one Newton step on the FMA pipes instead, which
- * balances the two: compute-only −10% in an in-process A/B (all-Newton or 3 of 8 were no
- * better). Two rows per call give two independent chains per accumulator.
- * FC is a compile-time constant in the common instance (64 = head_dim 128) so the loop
- * unrolls fully and the group choice is static; 0 = use p->fc.
- * Row r0 is scored with the coefficients of p, row r1 with those of q (two KV heads of one
- * cell in the multi-stream kernel); each row's arithmetic is the same whatever its partner,
- * and with q == p the compiler shares the coefficient loads. */
+/* Frequency groups (8 pairs each, bit (f/8) mod 8 of the mask) whose m·sqrt term is taken as
+ * rsqrt + one Newton step on the FMA pipes instead of vsqrtps, per key format. vsqrtps ymm is
+ * not pipelined (~5 cycles each on Zen 3, 8 per 128-dim row) while the FMA pipes have some
+ * slack for F16/F32 keys: 2 of 8 groups balance the two. Q8_0 rows spend 2 more multiplies per
+ * group on the block scales, so their FMA pipes have no slack: no Newton groups there (each
+ * measured +3-15%). In the 4-row kernel (fourth session) all-Newton, 3 of 8, 4 of 8 and 1 of
+ * 8 were again no better than 2 of 8 for F16 (in-process A/B, L2-resident). */
 #define NEWTON_GROUPS 0x88
-static inline __attribute__((always_inline)) __m128 rows2_half2(const triatt_kparams *p, const void *r0,
-                                                                const triatt_kparams *q, const void *r1,
-                                                                const int fmt, const int FC)
+#define NEWTON_GROUPS_Q8 0x00
+
+/* hot: the default (MLR, half pairing) terms of 4 key rows r[0..3], row j with the
+ * coefficients pp[j] (4 KV heads of one cell in the multi-stream kernel, or 4 consecutive
+ * rows of one stream); returns the 4 scores in lanes 0..3 of an __m128.
+ * One pass over each row: every element is loaded (and for F16 / Q8_0 converted) once for
+ * both the dot product and the norm. Per row two 8-lane accumulators: D (dot product, kr·wr
+ * and ki·wi) and N (m·sqrt(kr²+ki²+eps)); the four rows are reduced together by one hadd tree
+ * (3 vhaddps + 1 add for 4 rows instead of 2 hadd + extract + add per 2 rows).
+ * Why 4 rows per call (fourth session; before: rows2_half2, 2 rows with 3 accumulators each
+ * and a 2-row reduction): the calls are long dependency chains (load → convert → s → sqrt →
+ * N; 8 or 16 chained FMAs per accumulator; reduction; the stores of aliasing outputs), and a
+ * 2-row call has too little independent work to cover its own chain, while the out-of-order
+ * window (256 entries on Zen 3) cannot hold the next call as well. 4 rows per call give the
+ * core 4 independent chains of the same length, and the reduction and output handling are
+ * paid once per 4 rows: compute-only (L2-resident) f16 4-stream rounds 63-66 → 55-57 ms, Q8_0
+ * 79-82 → 75-76 ms (in-process A/B, docs/benchmarks/triatt.md).
+ * Every lane is computed by the same instruction sequence whatever the other lanes hold, so a
+ * row's score does not depend on the path (4 streams, consecutive rows, padded tail) that
+ * computed it: the scorer's 1-stream and 4-stream rounds stay bit-identical.
+ * FC is a compile-time constant in the common instance (64 = head_dim 128) so the loop
+ * unrolls fully and the Newton choice is static; 0 = use pp[0]->fc. */
+static inline __attribute__((always_inline)) __m128 rows4_half(const triatt_kparams *const *pp,
+                                                               const void *const *r, const int fmt,
+                                                               const int FC)
 {
-    const int fc = FC ? FC : p->fc;
-    const __m256 veps = _mm256_set1_ps(p->eps), vtiny = _mm256_set1_ps(1e-30f);
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+    const int fc = FC ? FC : pp[0]->fc;
+    const int newton = fmt == FMT_Q8 ? NEWTON_GROUPS_Q8 : NEWTON_GROUPS;
+    const __m256 veps = _mm256_set1_ps(pp[0]->eps);
+    __m256 D[4], N[4];
+    for (int j = 0; j < 4; j++) D[j] = N[j] = _mm256_setzero_ps();
 #pragma GCC unroll 8
     for (int f = 0; f < fc; f += 8) {
-        const __m256 wr = _mm256_loadu_ps(p->w + f), wi = _mm256_loadu_ps(p->w + fc + f);
-        const __m256 m = _mm256_loadu_ps(p->m + f);
-        const __m256 wr1 = _mm256_loadu_ps(q->w + f), wi1 = _mm256_loadu_ps(q->w + fc + f);
-        const __m256 m1 = _mm256_loadu_ps(q->m + f);
-        __m256 kr, ki, lr, li;
-        if (fmt == FMT_Q8) {
-            const int br = f / TRIATT_Q8_BLOCK, bi = (fc + f) / TRIATT_Q8_BLOCK;
-            kr = _mm256_mul_ps(ldq8raw(r0, f), q8scale(r0, br));
-            ki = _mm256_mul_ps(ldq8raw(r0, fc + f), q8scale(r0, bi));
-            lr = _mm256_mul_ps(ldq8raw(r1, f), q8scale(r1, br));
-            li = _mm256_mul_ps(ldq8raw(r1, fc + f), q8scale(r1, bi));
-        } else {
-            kr = ldk(r0, f, fmt); ki = ldk(r0, fc + f, fmt);
-            lr = ldk(r1, f, fmt); li = ldk(r1, fc + f, fmt);
-        }
-        a0 = _mm256_fmadd_ps(kr, wr, a0);
-        a1 = _mm256_fmadd_ps(ki, wi, a1);
-        b0 = _mm256_fmadd_ps(lr, wr1, b0);
-        b1 = _mm256_fmadd_ps(li, wi1, b1);
-        __m256 s0 = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
-        __m256 s1 = _mm256_fmadd_ps(lr, lr, _mm256_fmadd_ps(li, li, veps));
-        if (fmt == FMT_Q8 || !((NEWTON_GROUPS >> ((f >> 3) & 7)) & 1)) {
-            a2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s0), m, a2);
-            b2 = _mm256_fmadd_ps(_mm256_sqrt_ps(s1), m1, b2);
-        } else {
-            /* m·sqrt(s) = (m/2)·y·(3 − r·y), y = s·r, r = rsqrt(s) (one Newton step: ~1e-7
-             * relative). r is taken of max(s, 1e-30) so it stays finite when eps = 0 and a
-             * key pair is 0 (then y = 0·r = 0 exactly, as sqrt gives) */
-            const __m256 mh = _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), three = _mm256_set1_ps(3.0f);
-            const __m256 mh1 = _mm256_mul_ps(m1, _mm256_set1_ps(0.5f));
-            __m256 r0n = _mm256_rsqrt_ps(_mm256_max_ps(s0, vtiny)), y0 = _mm256_mul_ps(s0, r0n);
-            __m256 r1n = _mm256_rsqrt_ps(_mm256_max_ps(s1, vtiny)), y1 = _mm256_mul_ps(s1, r1n);
-            a2 = _mm256_fmadd_ps(_mm256_mul_ps(mh, y0), _mm256_fnmadd_ps(y0, r0n, three), a2);
-            b2 = _mm256_fmadd_ps(_mm256_mul_ps(mh1, y1), _mm256_fnmadd_ps(y1, r1n, three), b2);
+        const bool nt = (newton >> ((f >> 3) & 7)) & 1;
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m256 kr, ki;
+            if (fmt == FMT_Q8) {
+                kr = _mm256_mul_ps(ldq8raw(r[j], f), q8scale(r[j], f / TRIATT_Q8_BLOCK));
+                ki = _mm256_mul_ps(ldq8raw(r[j], fc + f), q8scale(r[j], (fc + f) / TRIATT_Q8_BLOCK));
+            } else {
+                kr = ldk(r[j], f, fmt);
+                ki = ldk(r[j], fc + f, fmt);
+            }
+            D[j] = _mm256_fmadd_ps(kr, _mm256_loadu_ps(pp[j]->w + f), D[j]);
+            D[j] = _mm256_fmadd_ps(ki, _mm256_loadu_ps(pp[j]->w + fc + f), D[j]);
+            const __m256 s = _mm256_fmadd_ps(kr, kr, _mm256_fmadd_ps(ki, ki, veps));
+            const __m256 m = _mm256_loadu_ps(pp[j]->m + f);
+            if (!nt) {
+                N[j] = _mm256_fmadd_ps(_mm256_sqrt_ps(s), m, N[j]);
+            } else {
+                /* m·sqrt(s) = (m/2)·y·(3 − r·y), y = s·r, r = rsqrt(s) (one Newton step: ~1e-7
+                 * relative). r is taken of max(s, 1e-30) so it stays finite when eps = 0 and a
+                 * key pair is 0 (then y = 0·r = 0 exactly, as sqrt gives) */
+                const __m256 rs = _mm256_rsqrt_ps(_mm256_max_ps(s, _mm256_set1_ps(1e-30f)));
+                const __m256 y = _mm256_mul_ps(s, rs);
+                const __m256 mh = _mm256_mul_ps(m, _mm256_set1_ps(0.5f));
+                N[j] = _mm256_fmadd_ps(_mm256_mul_ps(mh, y), _mm256_fnmadd_ps(y, rs, _mm256_set1_ps(3.0f)), N[j]);
+            }
         }
     }
-    return red2(_mm256_add_ps(_mm256_add_ps(a0, a1), a2), _mm256_add_ps(_mm256_add_ps(b0, b1), b2));
+    const __m256 x0 = _mm256_add_ps(D[0], N[0]), x1 = _mm256_add_ps(D[1], N[1]);
+    const __m256 x2 = _mm256_add_ps(D[2], N[2]), x3 = _mm256_add_ps(D[3], N[3]);
+    /* lane j of h (and of h's upper half): row j's 8 lanes summed pairwise in the same order */
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(x0, x1), _mm256_hadd_ps(x2, x3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-/* Two rows with the same coefficients (consecutive rows of one stream). */
-static inline __attribute__((always_inline)) __m128 rows2_half(const triatt_kparams *p, const void *r0,
-                                                               const void *r1, const int fmt, const int FC)
+static inline float lane(__m128 v, const int j)
 {
-    return rows2_half2(p, r0, p, r1, fmt, FC);
+    return j == 0 ? _mm_cvtss_f32(v) : j == 1 ? _mm_cvtss_f32(_mm_movehdup_ps(v))
+                  : j == 2 ? _mm_cvtss_f32(_mm_movehl_ps(v, v)) : _mm_cvtss_f32(_mm_shuffle_ps(v, v, 3));
 }
 
 /* Software prefetch of one row MS_PREFETCH_ROWS ahead in each stream of the multi-stream
@@ -205,7 +211,7 @@ static inline void prefetch_row(const void *r, int bytes)
 
 static inline void put(float *out, bool accumulate, float v) { *out = accumulate ? *out + v : v; }
 
-/* hot: any terms / pairing, one row (the general path; the default terms use rows2_half). */
+/* hot: any terms / pairing, one row (the general path; the default terms use rows4_half). */
 static inline __attribute__((always_inline)) float row_general(const triatt_kparams *p, const void *r,
                                                                const int fmt)
 {
@@ -257,43 +263,59 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
     const triatt_kparams *p = pp[0];   /* terms, pairing, format, n_rot: the same in every stream */
     const int row_bytes = row_bytes_of(FC ? 2 * FC : p->n_rot, fmt);   /* scored part of a row */
     if (fast_terms(p) && ns == 4) {
-        /* the default split, specialised so it unrolls: row c of all 4 streams per step, two
-         * streams per rows2_half2 call, pointers advancing by their strides. Cell order (rather
-         * than two consecutive rows of each stream per step) was 35-50% faster per DRAM round
-         * in a kernel harness (4 in-process A/Bs, contiguous and cell-major keys), 0-7% slower
-         * L2-resident (two coefficient sets per call) */
-        const triatt_kparams *p0 = pp[0], *p1 = pp[1], *p2 = pp[2], *p3 = pp[3];
+        /* the default split, specialised so it unrolls: row c of all 4 streams per step (one
+         * rows4_half call), pointers advancing by their strides. Cell order (rather than two
+         * consecutive rows of each stream per step) was 35-50% faster per DRAM round in a
+         * kernel harness (third session, 4 in-process A/Bs, contiguous and cell-major keys) */
         const size_t es = unit_bytes(fmt);
         const size_t st0 = stride[0] * es, st1 = stride[1] * es, st2 = stride[2] * es, st3 = stride[3] * es;
         const char *q0 = keys[0], *q1 = keys[1], *q2 = keys[2], *q3 = keys[3];
         float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
+        /* the 4 KV heads of a layer adding into one accumulator (the scorer's default): the
+         * row's 4 scores are added to it in a register, in stream order — the same float
+         * additions as 4 read-modify-writes, without 3 store-to-load round trips per cell */
+        const bool one_out = accumulate && o1 == o0 && o2 == o0 && o3 == o0;
         for (int c = 0; c < n; c++) {      /* hot: row c of each of the 4 streams per step */
             prefetch_row(q0 + MS_PREFETCH_ROWS * st0, row_bytes);
             prefetch_row(q1 + MS_PREFETCH_ROWS * st1, row_bytes);
-            __m128 v = rows2_half2(p0, q0, p1, q1, fmt, FC);
-            put(o0 + c, accumulate, _mm_cvtss_f32(v));
-            put(o1 + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
             prefetch_row(q2 + MS_PREFETCH_ROWS * st2, row_bytes);
             prefetch_row(q3 + MS_PREFETCH_ROWS * st3, row_bytes);
-            v = rows2_half2(p2, q2, p3, q3, fmt, FC);
-            put(o2 + c, accumulate, _mm_cvtss_f32(v));
-            put(o3 + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            const void *const r4[4] = {q0, q1, q2, q3};
+            const __m128 v = rows4_half(pp, r4, fmt, FC);
+            if (one_out) {
+                float a = o0[c];
+                a += lane(v, 0);
+                a += lane(v, 1);
+                a += lane(v, 2);
+                a += lane(v, 3);
+                o0[c] = a;
+            } else {
+                put(o0 + c, accumulate, lane(v, 0));
+                put(o1 + c, accumulate, lane(v, 1));
+                put(o2 + c, accumulate, lane(v, 2));
+                put(o3 + c, accumulate, lane(v, 3));
+            }
             q0 += st0; q1 += st1; q2 += st2; q3 += st3;
         }
         return;
     }
     if (fast_terms(p)) {
-        for (int c = 0; c < n; c++)        /* hot: row c of every stream, streams in pairs */
-            for (int j = 0; j < ns; j += 2) {
-                const int j1 = j + 1 < ns ? j + 1 : j;
-                const void *r0 = row_at(keys[j], (size_t)c * stride[j], fmt);
-                const void *r1 = row_at(keys[j1], (size_t)c * stride[j1], fmt);
-                prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], fmt), row_bytes);
-                if (j1 != j) prefetch_row(row_at(keys[j1], (size_t)(c + MS_PREFETCH_ROWS) * stride[j1], fmt), row_bytes);
-                __m128 v = rows2_half2(pp[j], r0, pp[j1], r1, fmt, FC);
-                put(out[j] + c, accumulate, _mm_cvtss_f32(v));
-                if (j1 != j) put(out[j1] + c, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+        /* 2 or 3 streams (a layer's last KV heads when KV % 4 != 0, or a forced stream
+         * count): row c of every stream per step, the 4-row kernel padded with the last
+         * stream (its extra lanes are discarded); rare, so the waste does not matter */
+        for (int c = 0; c < n; c++) {      /* hot */
+            const triatt_kparams *q4[4];
+            const void *r4[4];
+            for (int j = 0; j < 4; j++) {
+                const int jj = j < ns ? j : ns - 1;
+                q4[j] = pp[jj];
+                r4[j] = row_at(keys[jj], (size_t)c * stride[jj], fmt);
+                if (j < ns) prefetch_row(row_at(keys[j], (size_t)(c + MS_PREFETCH_ROWS) * stride[j], fmt), row_bytes);
             }
+            float t[4];
+            _mm_storeu_ps(t, rows4_half(q4, r4, fmt, FC));
+            for (int j = 0; j < ns; j++) put(out[j] + c, accumulate, t[j]);
+        }
         return;
     }
     for (int c = 0; c < n; c++)            /* hot */
@@ -303,22 +325,43 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
         }
 }
 
-/* Single stream: consecutive rows in pairs (same arithmetic as the multi-stream kernel). */
+/* Single stream: the n rows are cut into 4 equal parts read in lock-step (rows c, c+q, c+2q,
+ * c+3q per rows4_half call, q = n/4, each part prefetched MS_PREFETCH_ROWS ahead); the 0-3
+ * rows after them go through one call padded with the last row. Same per-row arithmetic as
+ * the multi-stream kernel. Why parts rather than 4 consecutive rows per call: from DRAM the
+ * consecutive form was much slower (f16 1-stream rounds 133-144 → 183-211 ms, software
+ * prefetch did not help; cause not established, the interleaved line order of 4 adjacent rows
+ * seems to defeat the hardware prefetchers), while 4 parts 16 KiB apart in a 256-row chunk
+ * made the 1-stream round faster than before (f16 91-118 ms, f32 142-189 vs 281-296; in-process
+ * and alternated bench runs, docs/benchmarks/triatt.md). */
 static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kparams *p, const void *keys,
                                                                 size_t stride, int n, float *out,
                                                                 bool accumulate, const int fmt, const int FC)
 {
     if (fast_terms(p)) {
+        const triatt_kparams *const p4[4] = {p, p, p, p};
         int c = 0;
-        for (; c + 2 <= n; c += 2) {       /* hot: two key rows per iteration */
+        const int row_bytes = row_bytes_of(FC ? 2 * FC : p->n_rot, fmt);
+        const int q = n / 4;
+        const size_t sq = (size_t)q * stride;
+        for (; c < q; c++) {               /* hot: rows c, c+q, c+2q, c+3q per iteration */
             const void *r0 = row_at(keys, (size_t)c * stride, fmt);
-            __m128 v = rows2_half(p, r0, row_at(keys, (size_t)(c + 1) * stride, fmt), fmt, FC);
-            put(out + c, accumulate, _mm_cvtss_f32(v));
-            put(out + c + 1, accumulate, _mm_cvtss_f32(_mm_movehdup_ps(v)));
+            const void *const r4[4] = {r0, row_at(r0, sq, fmt), row_at(r0, 2 * sq, fmt), row_at(r0, 3 * sq, fmt)};
+            for (int j = 0; j < 4; j++)
+                prefetch_row(row_at(r4[j], (size_t)MS_PREFETCH_ROWS * stride, fmt), row_bytes);
+            const __m128 v = rows4_half(p4, r4, fmt, FC);
+            put(out + c, accumulate, lane(v, 0));
+            put(out + c + q, accumulate, lane(v, 1));
+            put(out + c + 2 * q, accumulate, lane(v, 2));
+            put(out + c + 3 * q, accumulate, lane(v, 3));
         }
+        c = 4 * q;
         if (c < n) {
-            const void *r0 = row_at(keys, (size_t)c * stride, fmt);
-            put(out + c, accumulate, _mm_cvtss_f32(rows2_half(p, r0, r0, fmt, FC)));
+            const void *r4[4];
+            for (int j = 0; j < 4; j++) r4[j] = row_at(keys, (size_t)LCX_MIN(c + j, n - 1) * stride, fmt);
+            float t[4];
+            _mm_storeu_ps(t, rows4_half(p4, r4, fmt, FC));
+            for (int j = 0; j < n - c; j++) put(out + c + j, accumulate, t[j]);
         }
         return;
     }
