@@ -254,14 +254,41 @@ static inline __attribute__((always_inline)) void ascii_masks64(const unsigned c
     *us = m[3][0] | m[3][1] << 32;
 }
 
-/* emit_piece for a piece that is a run of n < 64 ASCII word characters [A-Za-z0-9_] at w
- * (class masks lo/up/dg/us over bits 0..n-1, nothing above): the same tokens, kinds and
- * order, from bit operations instead of passes over per-codepoint classes (hot for code:
- * identifiers and numbers). Tokens without upper-case letters are passed straight from
- * the text, the others from buf (the folded copy, ≥ 64 + 16 bytes). */
+/* Joiner masks of 64 ASCII bytes at p: jc the joiners - . / : and commas, cm the commas,
+ * sj the splitting joiners - / :, hi the bytes ≥ 0x80. */
+static inline __attribute__((always_inline)) void ascii_join_masks64(const unsigned char *p, uint64_t *jc,
+                                                                    uint64_t *cm, uint64_t *sj, uint64_t *hi)
+{
+    const __m256i c2c = _mm256_set1_epi8(','), n3 = _mm256_set1_epi8(3), col = _mm256_set1_epi8(':');
+    const __m256i dash = _mm256_set1_epi8('-'), sl = _mm256_set1_epi8('/');
+    uint64_t m[4][2];
+    for (int h = 0; h < 2; h++) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(p + 32 * h));
+        __m256i t = _mm256_sub_epi8(x, c2c);   /* , - . / are 0x2c..0x2f */
+        __m256i c = _mm256_cmpeq_epi8(x, col);
+        m[0][h] = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(t, n3), t), c));
+        m[1][h] = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, c2c));
+        m[2][h] = (uint32_t)_mm256_movemask_epi8(
+            _mm256_or_si256(c, _mm256_or_si256(_mm256_cmpeq_epi8(x, dash), _mm256_cmpeq_epi8(x, sl))));
+        m[3][h] = (uint32_t)_mm256_movemask_epi8(x);
+    }
+    *jc = m[0][0] | m[0][1] << 32;
+    *cm = m[1][0] | m[1][1] << 32;
+    *sj = m[2][0] | m[2][1] << 32;
+    *hi = m[3][0] | m[3][1] << 32;
+}
+
+/* emit_piece for a piece of n < 64 ASCII bytes at w: word characters [A-Za-z0-9_], and
+ * joiner runs that stay inside the token (ascii_piece_end decides which). Class masks over
+ * bits 0..n-1 (nothing above): lo/up/dg/us letters, digits, '_'; jn the joiners and
+ * commas in the piece; sj != 0 when one of them is '-', '/' or ':' (a NUMBER is split on
+ * those only). The same tokens, kinds and order as emit_piece, from bit operations instead
+ * of passes over per-codepoint classes (hot for code: identifiers, numbers, a.b, a::b).
+ * Tokens without upper-case letters are passed straight from the text, the others from
+ * buf (the folded copy; ≥ 64 bytes). */
 static inline __attribute__((always_inline)) int emit_ascii_run(const unsigned char *w, size_t n, uint64_t lo,
-                                                                uint64_t up, uint64_t dg, uint64_t us, char *buf,
-                                                                lcx_token_cb cb, void *ud)
+                                                                uint64_t up, uint64_t dg, uint64_t us, uint64_t jn,
+                                                                uint64_t sj, char *buf, lcx_token_cb cb, void *ud)
 {
     /* the folded copy (only read when up != 0): 'A'..'Z' | 0x20 */
     if (up) {
@@ -277,18 +304,25 @@ static inline __attribute__((always_inline)) int emit_ascii_run(const unsigned c
     const uint64_t al = lo | up;
     /* emit_piece's common cases: a lower-case or Capitalised word, one upper-case letter,
      * a plain number */
-    if (!dg && !us && (up == 0 || (up == 1 && (lo || n == 1))))
+    if (!dg && !us && !jn && (up == 0 || (up == 1 && (lo || n == 1))))
         return cb(whole, n, LCX_TOK_WORD, ud);
-    if (!al && !us) return cb(whole, n, LCX_TOK_NUMBER, ud);
-    if (!al && !dg) return 0;   /* "_" or "__": nothing to match on */
-    /* case breaks before i: lower→Upper, or UPPER→Upper followed by lower */
-    const uint64_t cbrk = up & ((lo << 1) | ((up << 1) & (lo >> 1)));
-    if (!dg && !us && !cbrk) return cb(whole, n, LCX_TOK_WORD, ud);
-    int rc = cb(whole, n, LCX_TOK_IDENT, ud);
-    if (rc) return rc;
-    /* parts: maximal runs of letters/digits (the underscores drop out), cut before a case
-     * break or a letter↔digit change between two of them */
+    if (!al && !us && !jn) return cb(whole, n, LCX_TOK_NUMBER, ud);
+    if (!al && !dg) return 0;   /* "_" or "__" (or "_._"): nothing to match on */
+    int rc;
+    if (!al && !us) {   /* digits and joiners: dates, times, versions */
+        rc = cb(whole, n, LCX_TOK_NUMBER, ud);
+        if (rc || !sj) return rc;   /* 3.14 and 1,000 stay whole */
+    } else {
+        /* case breaks before i: lower→Upper, or UPPER→Upper followed by lower */
+        const uint64_t cbrk = up & ((lo << 1) | ((up << 1) & (lo >> 1)));
+        if (!dg && !us && !jn && !cbrk) return cb(whole, n, LCX_TOK_WORD, ud);
+        rc = cb(whole, n, LCX_TOK_IDENT, ud);
+        if (rc) return rc;
+    }
+    /* parts: maximal runs of letters/digits (underscores and joiners drop out), cut before
+     * a case break or a letter↔digit change between two of them */
     const uint64_t an = al | dg;
+    const uint64_t cbrk = up & ((lo << 1) | ((up << 1) & (lo >> 1)));
     const uint64_t brk = an & (an << 1) & (cbrk | (dg ^ (dg << 1)));
     uint64_t starts = an & (~(an << 1) | brk);
     const uint64_t lasts = (an & ~(an >> 1)) | (brk >> 1);   /* last index of each part */
@@ -304,6 +338,27 @@ static inline __attribute__((always_inline)) int emit_ascii_run(const unsigned c
         nparts++;
     }
     return 0;
+}
+
+/* Where the token that starts at w ends, when its first word run (bits 0..e-1 of wd, the
+ * word-character mask) is followed by the ASCII joiner or comma w[e]: the general path's
+ * rule — a run of ≤ 3 joiners stays inside the token iff a word character follows, a
+ * comma only alone between two digits — applied with the masks (jc joiners and commas,
+ * cm commas, dg digits, hi bytes ≥ 0x80). Returns the token length, or 0 when the answer
+ * needs bytes past 62 or a non-ASCII byte at a decision point (the general path decides). */
+static inline size_t ascii_piece_end(uint64_t wd, uint64_t jc, uint64_t cm, uint64_t dg, uint64_t hi, size_t e)
+{
+    for (;;) {   /* w[e] is a joiner or comma */
+        size_t r = (size_t)__builtin_ctzll(~(jc >> e));   /* the joiner run: e .. e+r-1 */
+        size_t nb = e + r;
+        if (nb >= 62 || (hi >> nb & 1)) return 0;
+        int ok = r <= 3 && (wd >> nb & 1);
+        if (ok && ((cm >> e) & ((1ull << r) - 1))) ok = r == 1 && (dg >> (e - 1) & 1) && (dg >> nb & 1);
+        if (!ok) return e;                                 /* trailing joiners are not part of it */
+        e = nb + (size_t)__builtin_ctzll(~(wd >> nb));      /* the next word run */
+        if (e >= 62 || (hi >> e & 1)) return 0;
+        if (!(jc >> e & 1)) return e;                      /* an ASCII separator ends it */
+    }
 }
 
 /* A plain ASCII word of n < LCX_TOK_MAX bytes: all lower case (emitted in place) or
@@ -402,17 +457,32 @@ static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *t
                      * without the per-byte loop and piece (emit_ascii_run) */
                     uint64_t lo, up, dg, us;
                     ascii_masks64(p + i, &lo, &up, &dg, &us);
-                    uint64_t nw = ~(lo | up | dg | us);
-                    if (nw) {
-                        size_t n = (size_t)__builtin_ctzll(nw), e = i + n;   /* n ≥ 1: k0 is a word class */
+                    uint64_t wd = lo | up | dg | us;
+                    if (~wd) {
+                        size_t n = (size_t)__builtin_ctzll(~wd), e = i + n;   /* n ≥ 1: k0 is a word class */
                         unsigned char kn = lcx__k_next[p[e]];
                         if (kn == C_SEP || ((kn == C_JOIN || kn == C_COMMA) &&
                                             (e + 1 >= len || lcx__k_next[p[e + 1]] == C_SEP))) {
                             uint64_t nm = (1ull << n) - 1;
-                            int rc = emit_ascii_run(p + i, n, lo & nm, up & nm, dg & nm, us & nm, pc.buf, cb, ud);
+                            int rc = emit_ascii_run(p + i, n, lo & nm, up & nm, dg & nm, us & nm, 0, 0, pc.buf,
+                                                    cb, ud);
                             if (rc) return rc;
                             i = e + (p[e] == ' ');
                             continue;
+                        }
+                        if ((kn == C_JOIN || kn == C_COMMA) && p[e] < 0x80) {
+                            /* a joiner followed by more: a.b, a::b, 2024-01-15, 1,000, a/b/c */
+                            uint64_t jc, cm, sj, hi;
+                            ascii_join_masks64(p + i, &jc, &cm, &sj, &hi);
+                            size_t end = ascii_piece_end(wd, jc, cm, dg, hi, n);
+                            if (end) {
+                                uint64_t nm = (1ull << end) - 1;
+                                int rc = emit_ascii_run(p + i, end, lo & nm, up & nm, dg & nm, us & nm, jc & nm,
+                                                        sj & nm, pc.buf, cb, ud);
+                                if (rc) return rc;
+                                i += end;   /* the joiner or separator after it: skipped between tokens */
+                                continue;
+                            }
                         }
                     }
                 }
