@@ -314,6 +314,41 @@ static void test_prep_embed_diff(void **st)
     lcx_embedder_free(e);
 }
 
+/* One lcx__prep across embedders of different dims, including one that is not a power of
+ * two (no per-term 3-gram replay, the scalar reference path): every vector equals
+ * lcx_embed's bits, also when the dim changes back. */
+static void test_prep_embed_dims(void **st)
+{
+    (void)st;
+    const char *file = "haystack/paul_graham/addiction.txt";
+    (void)tu_fixture(file);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(lcx_read_file(tu_fixture(file), 0, &data, &len), 0);
+    static const int dims[] = {256, 512, 256, 200, 128, 256};
+    float *v = malloc(512 * sizeof *v), *w = malloc(512 * sizeof *w);
+    lcx__prep p = {0};
+    int n = 0;
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++) {
+        lcx_embedder *e;
+        assert_int_equal(lcx_embedder_hash_new(dims[d], &e), 0);
+        for (size_t o = 0; o + 1 < len && o < 12000; o += 1500) {
+            size_t l = len - o < 1000 ? len - o : 1000;
+            assert_int_equal(lcx__prep_embed(&p, e, data + o, l, v), 0);
+            const char *t = data + o;
+            assert_int_equal(lcx_embed(e, &t, &l, 1, w), 0);
+            assert_memory_equal(v, w, (size_t)dims[d] * sizeof *v);
+            n++;
+        }
+        lcx_embedder_free(e);
+    }
+    fprintf(stderr, "prep_embed across dims: %d texts, 0 mismatches\n", n);
+    lcx__prep_free(&p);
+    free(v);
+    free(w);
+    free(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_hash64_inline),
         cmocka_unit_test(test_c3_avx2_vs_ref),
         cmocka_unit_test(test_prep_embed_diff),
+        cmocka_unit_test(test_prep_embed_dims),
         cmocka_unit_test(test_hash_similarity),
         cmocka_unit_test(test_custom_embedder),
     };
