@@ -89,8 +89,7 @@ typedef void (*triatt_kernel_ms_fn)(const triatt_kparams *const *, int, const vo
                                     float *const *, bool);
 triatt_kernel_ms_fn triatt__pick_kernel_ms(int which);
 void triatt__scorer_force_kernel(triatt_scorer *s, int which);   /* tests */
-void triatt__scorer_set_streams(triatt_scorer *s, int n_streams); /* tests, bench A/B (default 4;
-                                                                    * Q8_0 keys always use 1) */
+void triatt__scorer_set_streams(triatt_scorer *s, int n_streams); /* tests, bench A/B (default 4) */
 
 /* Small deterministic PRNG (splitmix64 / xoshiro-like) for random mode and the simulator. */
 static inline uint64_t triatt__rng_next(uint64_t *s)

@@ -296,9 +296,10 @@ static int run_group(triatt_scorer *s, worker *w, int l, int g0, int nh, triatt_
 {
     const bool q8 = s->keys->get_q8 != NULL, f16 = !q8 && s->keys->get16 != NULL;
     for (int h = 0; h < nh; h++) { kp[h].q8 = q8; kp[h].f16 = f16; }
-    /* Q8_0 rows: one stream. Their conversion makes the kernel compute-bound, and the
-     * multi-stream loop measured 5-10% slower than one stream for them (bench A/B) */
-    const int n = s->n_cells, ns = n >= MS_MIN_CELLS && !q8 ? s->n_streams : 1;
+    /* Q8_0 rows too since the fourth session: with the 4-row kernel 4 streams beat 1 for
+     * them in every in-process bench A/B (e.g. 75 vs 92, 91 vs 97 ms per round); with the
+     * older 2-row kernel they had been 5-10% slower */
+    const int n = s->n_cells, ns = n >= MS_MIN_CELLS ? s->n_streams : 1;
     if (ns == 1) {
         for (int h = 0; h < nh; h++) {
             int rc = run_single(s, w, l, g0 + h, &kp[h], dst, 0, n, accumulate);
