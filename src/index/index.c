@@ -252,9 +252,13 @@ static inline __attribute__((always_inline)) int prep_embed_tok(const char *tok,
         fh = pf->fh;
     }
     lcx__hfeat *f = &c->f;
-    hf_add_feat(f, fh, lcx__hfeat_w(kind));
+    /* hf_add_feat with the bucket as a shift: ((h >> 32) · 2^k) >> 32 = h >> (64 − k) */
+    f->acc[fh >> c->sh] += hf_signed_w(lcx__hfeat_w(kind), (uint32_t)(fh & 1));
     if (kind != LCX_TOK_PART) {
-        if (f->prev) hf_add_feat(f, hf_mix64(f->prev * 31 + fh), W_BIGRAM);
+        if (f->prev) {
+            uint64_t bh = hf_mix64(f->prev * 31 + fh);
+            f->acc[bh >> c->sh] += hf_signed_w(W_BIGRAM, (uint32_t)(bh & 1));
+        }
         f->prev = fh;
     }
     if (kind != LCX_TOK_NUMBER && n >= 4) {
