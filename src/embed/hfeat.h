@@ -92,19 +92,25 @@ static inline void lcx__hfeat_c3_ref(float *acc, uint64_t dim, const char *t, si
 }
 
 /* Number of (bucket, weight) lanes lcx__hfeat_c3_lanes writes for m grams: m rounded up
- * to 4, at least 8 (≤ LCX_TOK_MAX + 4). */
-static inline size_t lcx__hfeat_c3_end(size_t m) { return m <= 8 ? 8 : (m + 3) & ~(size_t)3; }
+ * to 8, at least 8 (≤ LCX_TOK_MAX + 8). */
+static inline size_t lcx__hfeat_c3_end(size_t m) { return m <= 8 ? 8 : (m + 7) & ~(size_t)7; }
 
-/* First half of the AVX2 form: bk[i] = bucket of gram i, fw[i] = the float bits of its
- * signed weight, for i < lcx__hfeat_c3_end(m); lanes i ≥ m hold -0.0f and bucket i mod 4
- * (a no-op add each; distinct buckets so that they form no store-to-load chain through
- * one slot — bucket 0 for all of them cost a few cycles of latency per short token). The
- * lanes depend only on the token bytes and wc, so the ingest path keeps them per distinct
- * term of a span and replays lcx__hfeat_c3_add on repeats (src/index/index.c). */
-static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint64_t *bk, uint64_t *fw, int sh,
+/* First half of the AVX2 form, for dim = 2^(64 − sh): bk[i] = bucket of gram i, fw[i] =
+ * the float bits of its signed weight, for i < lcx__hfeat_c3_end(m); lanes i ≥ m hold
+ * -0.0f and bucket i mod 8 (mod dim) (a no-op add each; distinct buckets so that they form
+ * no store-to-load chain through one slot). 8 grams per step in 32-bit lanes (hot: ~6–10
+ * grams per word): v < 2^24, so y = lo32(SEED_CHAR) + v < 2^32 and, with K the multiplier,
+ * g = y·lo(K) + ((y·hi(K) + hi(SEED_CHAR)·lo(K)) << 32) (mod 2^64); the bucket is
+ * g >> sh = hi32(g) >> (sh − 32) with hi32(g) = hi32(y·lo(K)) + lo32(y·hi(K)) +
+ * lo32(hi(SEED_CHAR)·lo(K)) (mod 2^32), and the sign is bit 31 of g = bit 31 of
+ * lo32(y·lo(K)): two 32×32→64 multiplies (even/odd lanes) and one 32-bit multiply per 8
+ * grams. The lanes depend only on the token bytes and wc, so the ingest path keeps them per
+ * distinct term of a span and replays lcx__hfeat_c3_add on repeats (src/index/index.c).
+ * rd16: t has 16 readable bytes. */
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint32_t *bk, uint32_t *fw, int sh,
                                                                     const char *t, size_t m, float wc, int rd16)
 {
-    unsigned char pad[LCX_TOK_MAX + 32];      /* "<t>" then zeros: 16-byte loads at any gram */
+    unsigned char pad[LCX_TOK_MAX + 32];      /* "<t>" then zeros: 16-byte loads at any step */
     pad[0] = '<';
     if (rd16 && m <= 16)
         _mm_storeu_si128((__m128i *)(pad + 1), _mm_loadu_si128((const __m128i *)t));
@@ -113,62 +119,61 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint64_t *
     pad[m + 1] = '>';
     _mm_storeu_si128((__m128i *)(pad + m + 2), _mm_setzero_si128());
     const uint64_t S = SEED_CHAR, K = 0x9e3779b97f4a7c15ull;
-    const __m256i sl = _mm256_set1_epi64x((long long)(S & 0xffffffffu));
+    const __m256i sl = _mm256_set1_epi32((int)(uint32_t)(S & 0xffffffffu));
     const __m256i kl = _mm256_set1_epi64x((long long)(K & 0xffffffffu));
-    const __m256i kh = _mm256_set1_epi64x((long long)(K >> 32));
-    const __m256i c0 = _mm256_set1_epi64x((long long)(((S >> 32) * (K & 0xffffffffu)) & 0xffffffffu));
-    const __m256i sgn = _mm256_set1_epi64x(0x80000000ll);
+    const __m256i kh = _mm256_set1_epi32((int)(uint32_t)(K >> 32));
+    const __m256i c0 = _mm256_set1_epi32((int)(uint32_t)(((S >> 32) * (K & 0xffffffffu)) & 0xffffffffu));
+    const __m256i sgn = _mm256_set1_epi32((int)0x80000000u);
     uint32_t wb;
     memcpy(&wb, &wc, 4);
-    const __m256i wv = _mm256_set1_epi64x((long long)wb);
-    const __m128i shc = _mm_cvtsi32_si128(sh);
-    const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3), mv = _mm256_set1_epi64x((long long)m);
-    /* bytes i..i+2 of a 16-byte load into dword i (i = 0..3), top byte zero */
-    const __m128i gsh = _mm_setr_epi8(0, 1, 2, -1, 1, 2, 3, -1, 2, 3, 4, -1, 3, 4, 5, -1);
+    const __m256i wv = _mm256_set1_epi32((int)wb);
+    const __m128i shc = _mm_cvtsi32_si128(sh - 32);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), mv = _mm256_set1_epi32((int)m);
+    const __m256i dead = _mm256_and_si256(lane, _mm256_set1_epi32((int)((1u << (64 - sh < 3 ? 64 - sh : 3)) - 1)));
+    /* bytes j..j+2 of a 16-byte load into dword j: grams 0..3 from the low copy, 4..7 from the high */
+    const __m256i gsh = _mm256_setr_epi8(0, 1, 2, -1, 1, 2, 3, -1, 2, 3, 4, -1, 3, 4, 5, -1,
+                                         4, 5, 6, -1, 5, 6, 7, -1, 6, 7, 8, -1, 7, 8, 9, -1);
     size_t end = lcx__hfeat_c3_end(m);
-    for (size_t i = 0; i < end; i += 4) {
-        __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(pad + i)), gsh);
-        __m256i y = _mm256_add_epi64(_mm256_cvtepu32_epi64(v), sl);            /* < 2^32 */
-        __m256i hi = _mm256_add_epi64(_mm256_mul_epu32(y, kh), c0);
-        __m256i g = _mm256_add_epi64(_mm256_mul_epu32(y, kl), _mm256_slli_epi64(hi, 32));
+    for (size_t i = 0; i < end; i += 8) {
+        __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pad + i)));
+        __m256i y = _mm256_add_epi32(_mm256_shuffle_epi8(x, gsh), sl);            /* < 2^32: no carry */
+        __m256i pe = _mm256_mul_epu32(y, kl);                                      /* y·lo(K), even lanes */
+        __m256i po = _mm256_mul_epu32(_mm256_srli_epi64(y, 32), kl);               /* odd lanes */
+        __m256i lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xaa);      /* lo32(y·lo(K)) */
+        __m256i hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xaa);      /* hi32(y·lo(K)) */
+        __m256i gh = _mm256_add_epi32(hi, _mm256_add_epi32(_mm256_mullo_epi32(y, kh), c0));   /* hi32(g) */
         /* live lanes: i + lane < m */
-        __m256i live = _mm256_cmpgt_epi64(mv, _mm256_add_epi64(lane, _mm256_set1_epi64x((long long)i)));
-        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_blendv_epi8(lane, _mm256_srl_epi64(g, shc), live));
+        __m256i live = _mm256_cmpgt_epi32(mv, _mm256_add_epi32(lane, _mm256_set1_epi32((int)i)));
+        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_blendv_epi8(dead, _mm256_srl_epi32(gh, shc), live));
         _mm256_storeu_si256((__m256i *)(fw + i),
-                            _mm256_blendv_epi8(sgn, _mm256_xor_si256(wv, _mm256_and_si256(g, sgn)), live));
+                            _mm256_blendv_epi8(sgn, _mm256_xor_si256(wv, _mm256_and_si256(lo, sgn)), live));
     }
 }
 
 /* Second half: acc[bk[i]] += fw[i] for i < end, in order (as the reference). */
-static inline __attribute__((always_inline)) void lcx__hfeat_c3_add(float *acc, const uint64_t *bk,
-                                                                  const uint64_t *fw, size_t end)
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_add(float *acc, const uint32_t *bk,
+                                                                  const uint32_t *fw, size_t end)
 {
-    for (size_t i = 0; i < end; i += 4) {   /* hot: in order, as the reference */
-        float f[4];
-        for (int k = 0; k < 4; k++) {
-            uint32_t b32 = (uint32_t)fw[i + k];
-            memcpy(&f[k], &b32, 4);
-        }
+    for (size_t i = 0; i < end; i += 8) {   /* hot: in order, as the reference */
+        float f[8];
+        memcpy(f, fw + i, sizeof f);
         acc[bk[i]] += f[0];
         acc[bk[i + 1]] += f[1];
         acc[bk[i + 2]] += f[2];
         acc[bk[i + 3]] += f[3];
+        acc[bk[i + 4]] += f[4];
+        acc[bk[i + 5]] += f[5];
+        acc[bk[i + 6]] += f[6];
+        acc[bk[i + 7]] += f[7];
     }
 }
 
-/* The same for dim = 2^(64 − sh), 4 grams per vector step (hot: ~10 grams per word).
- * v < 2^24, so v + SEED_CHAR never carries out of the low 32 bits and the 64-bit product
- * splits into two 32×32 multiplies: with y = lo32(SEED_CHAR) + v, K = the multiplier,
- * g = y·lo(K) + ((y·hi(K) + hi(SEED_CHAR)·lo(K)) << 32)  (mod 2^64).
- * Buckets and signed weights are computed in vectors; the adds into acc stay scalar and
- * in gram order (same float rounding as the reference). Lanes past the last gram add
- * -0.0f to acc[0..3] (x + -0 == x for every x, signed zeros included: a no-op), so tokens of
- * up to 8 bytes run two fixed steps and 8 adds with no data-dependent branch (the loop
- * exits mispredicted about once per token). rd16: t has 16 readable bytes. */
+/* Both halves: the char-3-gram features of t into acc (dim = 2^(64 − sh), 8 ≤ dim ≤ 2^32),
+ * bit-identical to lcx__hfeat_c3_ref. */
 static inline __attribute__((always_inline)) void lcx__hfeat_c3_avx2(float *acc, int sh, const char *t, size_t m,
                                                                    float wc, int rd16)
 {
-    uint64_t bk[LCX_TOK_MAX + 8], fw[LCX_TOK_MAX + 8];   /* (lcx__hfeat_c3_end(m)) bucket, float bits */
+    uint32_t bk[LCX_TOK_MAX + 8], fw[LCX_TOK_MAX + 8];   /* (lcx__hfeat_c3_end(m)) bucket, float bits */
     lcx__hfeat_c3_lanes(bk, fw, sh, t, m, wc, rd16);
     lcx__hfeat_c3_add(acc, bk, fw, lcx__hfeat_c3_end(m));
 }

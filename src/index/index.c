@@ -184,15 +184,15 @@ static int prep_tok(const char *tok, size_t n, int kind, void *ud)
     return rc < 0 ? rc : 0;
 }
 
-/* Room for one more token's 3-gram lanes (2 · lcx__hfeat_c3_end(LCX_TOK_MAX) u64) in gp;
- * offsets are u32 (a span would need 32 GB of lanes to overflow them). */
-#define GP_TOK (2 * (LCX_TOK_MAX + 4))
+/* Room for one more token's 3-gram lanes (2 · lcx__hfeat_c3_end(LCX_TOK_MAX) u32) in gp;
+ * offsets are u32 (a span would need 16 GB of lanes to overflow them). */
+#define GP_TOK (2 * (LCX_TOK_MAX + 8))
 static int prep_grow_gp(lcx__prep *p)
 {
     size_t nc = p->gp_cap ? p->gp_cap * 2 : 8192;
     while (nc < p->gp_len + GP_TOK) nc *= 2;
     if (nc > UINT32_MAX) return LCX_ENOMEM;
-    uint64_t *g = realloc(p->gp, nc * sizeof *g);
+    uint32_t *g = realloc(p->gp, nc * sizeof *g);
     if (!g) return LCX_ENOMEM;
     p->gp = g;
     p->gp_cap = nc;

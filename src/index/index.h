@@ -49,7 +49,7 @@ typedef struct {
     char *pool; size_t pool_len, pool_cap;
     uint32_t dl;
     lcx__pfeat *pf;                      /* (cap) feature record per term (lcx__prep_embed only) */
-    uint64_t *gp; size_t gp_len, gp_cap; /* 3-gram lanes of the span's distinct terms (u64 units) */
+    uint32_t *gp; size_t gp_len, gp_cap; /* 3-gram lanes of the span's distinct terms (u32 units) */
 } lcx__prep;
 
 void lcx__prep_free(lcx__prep *p);
