@@ -313,23 +313,57 @@ static int check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len)
     return 0;
 }
 
+/* Log windows. Once its record is durable, a batch's texts are published as pointers into
+ * a read-only MAP_SHARED window of chunks.log rather than copied into the index's arena:
+ * the bytes were just written, so they sit in the page cache already, and a second copy
+ * only cost a memcpy, fresh-page faults and RSS (128 MB for /usr/include). A window spans
+ * at least LVIEW_SPAN of address space (only touched pages cost memory), starts at the page
+ * holding the record and is never moved or unmapped before close, so pointers handed out
+ * stay valid. It may reach past the end of the file: only durable records are read through
+ * it, and the log is append-only while the store is open (a failed record is cut back
+ * before anything points into it). Open replays the log through one as well, so replayed
+ * texts stay in place too. Caller holds wmu (or is opening the store). NULL when mmap
+ * fails: the caller copies instead. */
+#define LVIEW_SPAN ((uint64_t)256 << 20)
+
+static const char *lview_at(lcx_store *s, uint64_t at, uint64_t len)
+{
+    for (struct lview *v = s->views; v; v = v->next)   /* newest first: nearly always the first */
+        if (at >= v->off && at + len <= v->off + v->len) return v->base + (at - v->off);
+    const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t off = at & ~(pg - 1), span = (at + len - off + pg - 1) & ~(pg - 1);
+    if (span < LVIEW_SPAN) span = LVIEW_SPAN;
+    struct lview *v = malloc(sizeof *v);
+    void *m = v ? mmap(NULL, span, PROT_READ, MAP_SHARED, s->fd, (off_t)off) : MAP_FAILED;
+    if (m == MAP_FAILED) {
+        free(v);
+        return NULL;
+    }
+    *v = (struct lview){s->views, m, off, span};
+    s->views = v;
+    return v->base + (at - off);
+}
+
 /* ------------------------------------------------------------------ replay */
 typedef struct {
     lcx_store *s;
     lcx__prep prep;
     float *tmp;              /* (dim) embedding of a TEXT record's chunk */
     uint8_t *row;            /* (dim) its u8 row */
+    int copy_text;           /* the log is mapped for this replay only: the index copies the texts */
 } replay_ctx;
 
 /* row/scale: the chunk's embedding (stored in a BATCH record, recomputed for TEXT) */
-static int replay_commit(lcx_store *s, const lcx__rec_item *it, const lcx__doc_terms *dt, const uint8_t *row, float scale)
+static int replay_commit(const replay_ctx *c, const lcx__rec_item *it, const lcx__doc_terms *dt, const uint8_t *row,
+                         float scale)
 {
+    lcx_store *s = c->s;
     lcx_rec_chunk fx;
     memcpy(&fx, it->fx, sizeof fx);
     int rc = lcx__store_meta_reserve(s, s->ix->n_docs + 1);
     if (rc) return rc;
     uint32_t id;
-    if ((rc = lcx__index_commit(s->ix, it->text, fx.text_len, 1, row, scale, dt, &id))) return rc;
+    if ((rc = lcx__index_commit(s->ix, it->text, fx.text_len, c->copy_text, row, scale, dt, &id))) return rc;
     meta *m = &s->m[id];
     m->tok_start = fx.tok_start;
     m->tok_end = fx.tok_end;
@@ -364,7 +398,7 @@ static int replay_item(void *ud, const lcx__rec_item *it)
     }
     if (rc < 0) return rc;
     lcx__doc_terms dt = {c->prep.dl, c->prep.nt, c->prep.t, c->prep.pool};
-    return replay_commit(c->s, it, &dt, row, scale);
+    return replay_commit(c, it, &dt, row, scale);
 }
 
 /* Large batch records are tokenized on several threads (replay is otherwise one
@@ -450,7 +484,7 @@ static int replay_batch_parallel(replay_ctx *c, const char *payload, uint32_t le
     for (uint32_t i = 0; i < n && !rc; i++) {
         lcx_rec_chunk fx;
         memcpy(&fx, l.items[i].fx, sizeof fx);
-        rc = replay_commit(s, &l.items[i], dt[i], rows ? rows + (size_t)i * s->dim : l.items[i].vec,
+        rc = replay_commit(c, &l.items[i], dt[i], rows ? rows + (size_t)i * s->dim : l.items[i].vec,
                            rows ? sc[i] : fx.vscale);
     }
 out:
@@ -528,8 +562,12 @@ static int store_load(lcx_store *s)
     s->uuid = h.uuid;
     s->log_ver = h.version;
     uint64_t size = (uint64_t)st.st_size;
-    const char *lm = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (lm == MAP_FAILED) return LCX_EIO;
+    /* replayed texts stay where they are: the replay reads the log through a log window
+     * (lview_at), which the index then points into; a private mapping (and copies) only
+     * when that fails */
+    const char *lm = lview_at(s, 0, size);
+    const int own_map = !lm;
+    if (own_map && (lm = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) return LCX_EIO;
     uint64_t from = sizeof h;
     if (lcx__snap_load(s, size, lm, &from) != 0) {
         /* no usable snapshot: a fresh index, replay everything */
@@ -538,7 +576,7 @@ static int store_load(lcx_store *s)
         s->ix = NULL;
         if ((rc = lcx_index_new(s->emb, &s->ix))) goto out;
     }
-    replay_ctx rc_ = {s, {0}, malloc((size_t)s->dim * sizeof(float)), malloc(s->dim)};
+    replay_ctx rc_ = {s, {0}, malloc((size_t)s->dim * sizeof(float)), malloc(s->dim), own_map};
     scan_res r;
     if (!rc_.tmp || !rc_.row) rc = LCX_ENOMEM;
     else rc = scan_log(lm, size, from, s->dim, s->log_ver, s->ix->n_docs, replay_rec, &rc_, &r, msg, sizeof msg);
@@ -561,7 +599,7 @@ static int store_load(lcx_store *s)
         if (ftruncate(fd, (off_t)r.good_end) < 0 || fsync(fd) < 0) rc = LCX_EIO;
     }
 out:
-    munmap((void *)lm, size);
+    if (own_map) munmap((void *)lm, size);
     return rc;
 }
 
@@ -620,6 +658,12 @@ void lcx_store_close(lcx_store *s)
     if (s->fd >= 0) close(s->fd);
     lcx_index_free(s->ix);
     lcx__snap_release(s);
+    for (struct lview *v = s->views; v;) {
+        struct lview *n = v->next;
+        munmap((void *)v->base, v->len);
+        free(v);
+        v = n;
+    }
     for (struct pblock *b = s->paths; b;) {
         struct pblock *n = b->next;
         free(b);
@@ -711,8 +755,6 @@ typedef struct {
     uint8_t *vec;              /* (n, dim) u8 rows */
     float *vsc;                /* (n) their scales */
     lcx__doc_terms **dt;       /* (n) */
-    char *texts;               /* overlapped path: the batch's text block in the index arena, else NULL */
-    const uint64_t *toff;      /* (n) offset of chunk i's text (+ NUL) in texts */
     struct dtblk *blk;         /* this worker's doc_terms memory */
     struct dtblk *spare;       /* blocks to reuse first */
     lcx__post_keys *keys;      /* this worker's posting sort keys (docs a..b-1) */
@@ -734,11 +776,6 @@ static void *work_run(void *arg)
         if (!mem) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
         w->dt[i] = lcx__prep_finish_to(&p, mem);
         lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
-        if (w->texts) {   /* the index's copy of the text, made here in parallel, not in the serial publish */
-            char *d = w->texts + w->toff[i];
-            if (w->c[i].text_len) memcpy(d, tx, w->c[i].text_len);
-            d[w->c[i].text_len] = 0;
-        }
         /* resolve known term ids now, so the exclusive commit only appends postings */
         if ((i - w->a) % 32 == 31 || i + 1 == w->b) {
             lock_r(w->s);
@@ -759,8 +796,7 @@ static void *work_run(void *arg)
  * were filled, in document order. *blk: spare blocks in (may be NULL), every block the
  * workers hold out (dt[] lives in them). */
 static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, lcx__doc_terms **dt,
-                         struct dtblk **blk, lcx__post_keys *keys, int *n_runs, char *texts, const uint64_t *toff,
-                         void *(*extra)(void *), void *extra_ud)
+                         struct dtblk **blk, lcx__post_keys *keys, int *n_runs, void *(*extra)(void *), void *extra_ud)
 {
     int nt = 1;
     if (n >= PAR_MIN) {
@@ -774,7 +810,7 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
     if (extra) xstarted = pthread_create(&xth, NULL, extra, extra_ud) == 0;
     for (int t = 0; t < nt; t++) {
         lcx__post_keys_reset(&keys[t]);
-        w[t] = (work){s, c, vec, vsc, dt, texts, toff, NULL, NULL, &keys[t], (int)((int64_t)n * t / nt),
+        w[t] = (work){s, c, vec, vsc, dt, NULL, NULL, &keys[t], (int)((int64_t)n * t / nt),
                       (int)((int64_t)n * (t + 1) / nt), 0};
     }
     for (int t = 0; *blk; t = (t + 1) % nt) {   /* spare blocks in: dealt out to the workers */
@@ -886,22 +922,26 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
 }
 
 /* Makes a durable record visible (caller holds wmu or the publish turn of a ticketed
- * commit; takes the write lock). texts/toff: the
- * texts already copied into the index arena, or NULL (commit copies them). */
+ * commit; takes the write lock). rec: the record as written, seen through a log window
+ * (the texts are taken from there), or NULL (the index copies the texts from c). */
 static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, const float *vsc,
-                   lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs, const char *texts,
-                   const uint64_t *toff, uint32_t *first_id)
+                   lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs, const char *rec,
+                   uint32_t *first_id)
 {
     const char **tx = malloc((size_t)n * sizeof *tx);   /* (n) */
     uint32_t *len = malloc((size_t)n * sizeof *len);     /* (n) */
     int rc = tx && len ? 0 : LCX_ENOMEM;
+    const uint64_t row = s->text_recs ? 0 : s->dim;
+    uint64_t o = sizeof(lcx_rec_hdr);   /* chunk i's header in the record (layout: item 3) */
     for (int i = 0; i < n && !rc; i++) {
-        tx[i] = texts ? texts + toff[i] : c[i].text ? c[i].text : "";
+        o += sizeof(lcx_rec_chunk);
+        tx[i] = rec ? rec + o : c[i].text ? c[i].text : "";
         len[i] = c[i].text_len;
+        o += (uint64_t)c[i].text_len + (c[i].path ? c[i].path_len : 0) + row;
     }
     uint32_t first = 0;
     lock_w(s);
-    if (!rc) rc = lcx__index_commit_keys(s->ix, (uint32_t)n, tx, len, !texts, vec, vsc, dt, keys, n_runs, &first);
+    if (!rc) rc = lcx__index_commit_keys(s->ix, (uint32_t)n, tx, len, !rec, vec, vsc, dt, keys, n_runs, &first);
     for (int i = 0; i < n && !rc; i++) {
         fill_meta(s, &s->m[first + (uint32_t)i], &c[i]);
         if (s->m[first + (uint32_t)i].path_len && !s->m[first + (uint32_t)i].path) rc = LCX_ENOMEM;
@@ -920,29 +960,26 @@ static void log_undo(lcx_store *s, uint64_t at, int synced)
         s->broken = 1;   /* cannot even undo: stop writing */
 }
 
-/* Checks a batch's chunks; *payload: its record's payload bytes, *text_bytes: its texts
- * with a NUL each (the index's copy). */
-static int check_batch(const lcx_store *s, const lcx_chunk *c, int n, uint64_t *payload, uint64_t *text_bytes)
+/* Checks a batch's chunks; *payload: its record's payload bytes. */
+static int check_batch(const lcx_store *s, const lcx_chunk *c, int n, uint64_t *payload)
 {
     const uint64_t row_bytes = s->text_recs ? 0 : s->dim;
-    uint64_t pl = 0, tb = 0;
+    uint64_t pl = 0;
     for (int i = 0; i < n; i++) {
         if ((!c[i].text && c[i].text_len) || (!c[i].path && c[i].path_len) || (unsigned)c[i].file_type > LCX_FT_CONFIG)
             return LCX_EINVAL;
         if (c[i].text_len > s->opts.max_text_len || c[i].path_len > LCX_PATH_MAX) return LCX_ELIMIT;
         pl += sizeof(lcx_rec_chunk) + c[i].text_len + (c[i].path ? c[i].path_len : 0) + row_bytes;
-        tb += (uint64_t)c[i].text_len + 1;
     }
     if (pl > LCX_REC_MAX) return LCX_ELIMIT;
     *payload = pl;
-    *text_bytes = tb;
     return 0;
 }
 
 /* ------------------------------------------------------------------ two-phase append
  * lcx_store_prepare does everything lcx_store_append does before its writer lock (embed,
- * tokenize, resolve known term ids, sort posting keys, build the log record, copy the
- * texts into the index arena) without holding wmu, so a pipeline prepares batch N+1 while
+ * tokenize, resolve known term ids, sort posting keys, build the log record) without
+ * holding wmu, so a pipeline prepares batch N+1 while
  * batch N is written, fsync'd and published. Why that is safe:
  *  - term ids resolved at prepare time stay valid: the index never renumbers or drops a
  *    term while the store is open; terms unknown then (tid = UINT32_MAX, kept in the keys'
@@ -952,10 +989,8 @@ static int check_batch(const lcx_store *s, const lcx_chunk *c, int n, uint64_t *
  *    lifetime, so the record built here is what an append under the lock would write;
  *  - the record's log offset is only fixed at commit (write at log_end under wmu), and
  *    durability is unchanged: commit = write + fdatasync, then publish.
- * The texts of a large batch are copied into the index arena here (a block reserved under
- * a brief exclusive lock: arena_alloc is not thread-safe; searches wait only for that
- * malloc), so the serial publish only links them; a batch freed uncommitted leaves that
- * block unused until close. */
+ * The texts are not copied anywhere: the publish points the index at the written record
+ * through a log window (lview_at). */
 struct lcx_store_prepared {
     lcx_store *s;
     int n;
@@ -970,8 +1005,6 @@ struct lcx_store_prepared {
     struct dtblk *blk;
     lcx__post_keys keys[PAR_MAX_THREADS];
     int n_runs;
-    char *texts;               /* large batches: the texts in the index arena, else NULL */
-    uint64_t *toff;            /* (n) offsets into texts */
 };
 
 typedef struct {
@@ -1019,7 +1052,6 @@ void lcx_store_prepared_free(lcx_store_prepared *p)
     free(p->vec);
     free(p->vsc);
     free(p->dt);
-    free(p->toff);
     free(p);
 }
 
@@ -1028,8 +1060,8 @@ int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepare
     if (out) *out = NULL;
     if (!s || !out || n < 0 || (n && !c)) return LCX_EINVAL;
     if (n >= LCX_BATCH_MAX) return LCX_ELIMIT;
-    uint64_t payload = 0, text_bytes = 0;
-    int rc = check_batch(s, c, n, &payload, &text_bytes);
+    uint64_t payload = 0;
+    int rc = check_batch(s, c, n, &payload);
     if (rc) return rc;
     lcx_store_prepared *p = calloc(1, sizeof *p);
     if (!p) return LCX_ENOMEM;
@@ -1067,21 +1099,8 @@ int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepare
     p->c = malloc((size_t)n * sizeof *p->c);
     if (!p->rec && (p->rec = malloc(rec_need))) p->rec_cap = rec_need;
     if (!p->vec || !p->vsc || !p->dt || !p->c || !p->rec) goto fail;
-    if (n >= PAR_MIN) {
-        if (!(p->toff = malloc((size_t)n * sizeof *p->toff))) goto fail;
-        uint64_t o = 0;
-        for (int i = 0; i < n; i++) {
-            p->toff[i] = o;
-            o += (uint64_t)c[i].text_len + 1;
-        }
-        lock_w(s);
-        p->texts = lcx__index_alloc_text(s->ix, text_bytes);
-        unlock_rw(s);
-        if (!p->texts) goto fail;
-    }
     rec_job j = {p->rec, c, n, payload};
-    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->dt, &p->blk, p->keys, &p->n_runs, p->texts, p->toff,
-                       text_rec ? rec_run : NULL, &j);
+    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->dt, &p->blk, p->keys, &p->n_runs, text_rec ? rec_run : NULL, &j);
     if (rc) goto fail;
     if (!text_rec) build_record(p->rec, c, n, payload, p->vec, p->vsc, s->dim);
     /* the chunks, re-pointed at the record's copies of their texts and paths */
@@ -1141,6 +1160,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     s->log_end = at + sizeof h + p->payload;
     s->last_rec_off = at;
     s->last_rec_crc = h.crc;
+    const char *view = lview_at(s, at, sizeof h + p->payload);
     /* Publish outside wmu, so the next commit writes + fsyncs its record meanwhile (the
      * fdatasync is most of a commit: ~80-180 ms per 10 MB record on the shared disk).
      * Tickets are taken in log order and publishes run in ticket order, so chunk ids are
@@ -1150,7 +1170,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     s->pend_docs += (uint32_t)n;
     while (s->pseq != my) pthread_cond_wait(&s->pcv, &s->wmu);
     pthread_mutex_unlock(&s->wmu);
-    rc = publish(s, p->c, n, p->vec, p->vsc, p->dt, p->keys, p->n_runs, p->texts, p->toff, first_id);
+    rc = publish(s, p->c, n, p->vec, p->vsc, p->dt, p->keys, p->n_runs, view, first_id);
     pthread_mutex_lock(&s->wmu);
     if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
     s->pend_docs -= (uint32_t)n;
@@ -1174,8 +1194,8 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         return 0;
     }
     const int text_rec = s->text_recs;
-    uint64_t payload = 0, text_bytes = 0;
-    int rc = check_batch(s, c, n, &payload, &text_bytes);
+    uint64_t payload = 0;
+    int rc = check_batch(s, c, n, &payload);
     if (rc) return rc;
     if (!(text_rec && n >= PAR_MIN)) {
         /* small batches (and other embedders' records, which hold the rows): prepare
@@ -1189,7 +1209,6 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
     uint8_t *vec = malloc((size_t)n * s->dim);                 /* (n, dim) u8 rows */
     float *vsc = malloc((size_t)n * sizeof *vsc);              /* (n) */
     lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
-    uint64_t *toff = NULL;                                     /* (n) */
     struct dtblk *blk = NULL;                                  /* memory of dt[] */
     int n_runs = 0;
     rc = LCX_ENOMEM;
@@ -1198,19 +1217,12 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
     {
         /* Overlapped path (large batches of the hash embedder): the TEXT record does not
          * depend on the embeddings, so its write + fdatasync runs on its own thread while
-         * the workers embed, tokenize and copy the texts into the index; the serial part
+         * the workers embed and tokenize; the serial part
          * left is the publish. The writer lock is held from the start (the record's log
          * offset must be fixed before writing). Best for one caller appending alone; a
          * pipeline that keeps batches in flight uses lcx_store_prepare + lcx_store_commit,
          * which embed outside the lock (the log write then follows the embedding). */
-        if (!(toff = malloc((size_t)n * sizeof *toff))) goto out;
-        uint64_t o = 0;
-        for (int i = 0; i < n; i++) {
-            toff[i] = o;
-            o += (uint64_t)c[i].text_len + 1;
-        }
         wlock_drained(s);
-        char *texts = NULL;
         if (s->broken) { rc = LCX_ESTATE; goto unlock_o; }
         if ((uint64_t)s->ix->n_docs + (uint64_t)n > s->opts.max_chunks) { rc = LCX_ELIMIT; goto unlock_o; }
         size_t need = sizeof(lcx_rec_hdr) + payload;
@@ -1226,7 +1238,6 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         lock_w(s);   /* reserve before writing so publishing cannot fail on these allocations */
         rc = lcx__index_reserve(s->ix, (uint32_t)n);
         if (!rc) rc = lcx__store_meta_reserve(s, s->ix->n_docs + (uint32_t)n);
-        if (!rc && !(texts = lcx__index_alloc_text(s->ix, text_bytes))) rc = LCX_ENOMEM;
         unlock_rw(s);
         if (rc) goto unlock_o;
         io_job j = {s, c, n, payload, s->log_end, 0, 0};
@@ -1234,7 +1245,7 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         blk = s->dtspare;
         s->dtspare = NULL;
         pthread_mutex_unlock(&s->pmu);
-        rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, s->wkeys, &n_runs, texts, toff, io_run, &j);
+        rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, s->wkeys, &n_runs, io_run, &j);
         if (j.rc) {
             log_undo(s, j.at, 0);
             rc = j.rc;
@@ -1247,7 +1258,8 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         s->log_end = j.at + sizeof(lcx_rec_hdr) + payload;
         s->last_rec_off = j.at;
         s->last_rec_crc = j.crc;
-        rc = publish(s, c, n, vec, vsc, dt, s->wkeys, n_runs, texts, toff, first_id);
+        rc = publish(s, c, n, vec, vsc, dt, s->wkeys, n_runs, lview_at(s, j.at, sizeof(lcx_rec_hdr) + payload),
+                     first_id);
         if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
     unlock_o:
         pthread_mutex_lock(&s->pmu);   /* keep some blocks for the next big append */
@@ -1262,7 +1274,6 @@ out:
     free(dt);
     free(vec);
     free(vsc);
-    free(toff);
     return rc;
 }
 

@@ -31,6 +31,14 @@ struct pblock {
     char data[];
 };
 
+/* A read-only MAP_SHARED window on chunks.log: published texts point into these (store.c
+ * lview_at). */
+struct lview {
+    struct lview *next;
+    const char *base;        /* file bytes [off, off + len) */
+    uint64_t off, len;
+};
+
 struct lcx_store {
     char *dir;
     const lcx_embedder *emb;
@@ -60,6 +68,7 @@ struct lcx_store {
                               * (base texts/paths point here; kept until close) */
     size_t lmap_len;         /* = that snapshot's covered log bytes */
     uint32_t lmap_docs;      /* documents [0, lmap_docs) have their text in lmap */
+    struct lview *views;     /* log windows of appended texts, newest first (under wmu; kept until close) */
     uint32_t snap_docs;      /* documents covered by the newest snapshot on disk */
     uint64_t snap_log_off;   /* log bytes it covers */
     uint32_t tombs_since_snap;
