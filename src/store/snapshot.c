@@ -133,7 +133,6 @@ int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t
         m->line_start = d->line_start;
         m->line_end = d->line_end;
         m->file_type = d->file_type;
-        m->from_snap = 1;
         m->text_crc = d->text_crc;
         m->path = d->path_len ? blob + d->path_off : NULL;
         m->path_len = d->path_len;
@@ -475,7 +474,7 @@ int lcx__snap_write(lcx_store *s)
         d.text_len = ix->text_len[i];
         d.path_off = toff[i] + d.text_len;
         d.path_len = m->path_len;
-        d.text_crc = m->from_snap ? m->text_crc : lcx_crc32c(0, ix->text[i], d.text_len);
+        d.text_crc = m->text_crc;
         d.file_type = m->file_type;
         d.deleted = (uint8_t)lcx__index_is_deleted(ix, i);
         wr_put(&w, &d, sizeof d);

@@ -373,8 +373,7 @@ static int replay_commit(const replay_ctx *c, const lcx__rec_item *it, const lcx
     m->line_start = fx.line_start;
     m->line_end = fx.line_end;
     m->file_type = fx.file_type;
-    m->from_snap = 0;
-    m->text_crc = 0;
+    m->text_crc = lcx_crc32c(0, it->text, fx.text_len);   /* the record's crc covered it just now */
     m->path_len = fx.path_len;
     m->path = path_store(s, it->path, fx.path_len);
     if (fx.path_len && !m->path) return LCX_ENOMEM;
@@ -754,6 +753,7 @@ typedef struct {
     const lcx_chunk *c;
     uint8_t *vec;              /* (n, dim) u8 rows */
     float *vsc;                /* (n) their scales */
+    uint32_t *tcrc;            /* (n) crc32c of each text (lcx_store_get checks it) */
     lcx__doc_terms **dt;       /* (n) */
     struct dtblk *blk;         /* this worker's doc_terms memory */
     struct dtblk *spare;       /* blocks to reuse first */
@@ -776,6 +776,7 @@ static void *work_run(void *arg)
         if (!mem) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
         w->dt[i] = lcx__prep_finish_to(&p, mem);
         lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
+        w->tcrc[i] = lcx_crc32c(0, tx, w->c[i].text_len);
         /* resolve known term ids now, so the exclusive commit only appends postings */
         if ((i - w->a) % 32 == 31 || i + 1 == w->b) {
             lock_r(w->s);
@@ -795,8 +796,8 @@ static void *work_run(void *arg)
 /* keys: PAR_MAX_THREADS runs (emptied here, buffers reused); *n_runs receives how many
  * were filled, in document order. *blk: spare blocks in (may be NULL), every block the
  * workers hold out (dt[] lives in them). */
-static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, lcx__doc_terms **dt,
-                         struct dtblk **blk, lcx__post_keys *keys, int *n_runs, void *(*extra)(void *), void *extra_ud)
+static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
+                         lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs, void *(*extra)(void *), void *extra_ud)
 {
     int nt = 1;
     if (n >= PAR_MIN) {
@@ -810,7 +811,7 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
     if (extra) xstarted = pthread_create(&xth, NULL, extra, extra_ud) == 0;
     for (int t = 0; t < nt; t++) {
         lcx__post_keys_reset(&keys[t]);
-        w[t] = (work){s, c, vec, vsc, dt, NULL, NULL, &keys[t], (int)((int64_t)n * t / nt),
+        w[t] = (work){s, c, vec, vsc, tcrc, dt, NULL, NULL, &keys[t], (int)((int64_t)n * t / nt),
                       (int)((int64_t)n * (t + 1) / nt), 0};
     }
     for (int t = 0; *blk; t = (t + 1) % nt) {   /* spare blocks in: dealt out to the workers */
@@ -905,7 +906,7 @@ static void *io_run(void *arg)
     return NULL;
 }
 
-static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
+static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c, uint32_t text_crc)
 {
     m->tok_start = c->tok_start;
     m->tok_end = c->tok_end;
@@ -915,8 +916,7 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
     m->line_start = c->line_start;
     m->line_end = c->line_end;
     m->file_type = (uint8_t)c->file_type;
-    m->from_snap = 0;
-    m->text_crc = 0;
+    m->text_crc = text_crc;
     m->path_len = c->path ? c->path_len : 0;
     m->path = path_store(s, c->path, m->path_len);
 }
@@ -925,7 +925,7 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c)
  * commit; takes the write lock). rec: the record as written, seen through a log window
  * (the texts are taken from there), or NULL (the index copies the texts from c). */
 static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, const float *vsc,
-                   lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs, const char *rec,
+                   const uint32_t *tcrc, lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs, const char *rec,
                    uint32_t *first_id)
 {
     const char **tx = malloc((size_t)n * sizeof *tx);   /* (n) */
@@ -943,7 +943,7 @@ static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, 
     lock_w(s);
     if (!rc) rc = lcx__index_commit_keys(s->ix, (uint32_t)n, tx, len, !rec, vec, vsc, dt, keys, n_runs, &first);
     for (int i = 0; i < n && !rc; i++) {
-        fill_meta(s, &s->m[first + (uint32_t)i], &c[i]);
+        fill_meta(s, &s->m[first + (uint32_t)i], &c[i], tcrc[i]);
         if (s->m[first + (uint32_t)i].path_len && !s->m[first + (uint32_t)i].path) rc = LCX_ENOMEM;
     }
     unlock_rw(s);
@@ -1001,6 +1001,7 @@ struct lcx_store_prepared {
     uint64_t payload;
     uint8_t *vec;              /* (n, dim) u8 rows */
     float *vsc;                /* (n) their scales */
+    uint32_t *tcrc;            /* (n) crc32c of the texts */
     lcx__doc_terms **dt;       /* (n), in blk */
     struct dtblk *blk;
     lcx__post_keys keys[PAR_MAX_THREADS];
@@ -1051,6 +1052,7 @@ void lcx_store_prepared_free(lcx_store_prepared *p)
     free(p->rec);
     free(p->vec);
     free(p->vsc);
+    free(p->tcrc);
     free(p->dt);
     free(p);
 }
@@ -1095,12 +1097,13 @@ int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepare
     rc = LCX_ENOMEM;
     p->vec = malloc((size_t)n * s->dim);
     p->vsc = malloc((size_t)n * sizeof *p->vsc);
+    p->tcrc = malloc((size_t)n * sizeof *p->tcrc);
     p->dt = calloc((size_t)n, sizeof *p->dt);
     p->c = malloc((size_t)n * sizeof *p->c);
     if (!p->rec && (p->rec = malloc(rec_need))) p->rec_cap = rec_need;
-    if (!p->vec || !p->vsc || !p->dt || !p->c || !p->rec) goto fail;
+    if (!p->vec || !p->vsc || !p->tcrc || !p->dt || !p->c || !p->rec) goto fail;
     rec_job j = {p->rec, c, n, payload};
-    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->dt, &p->blk, p->keys, &p->n_runs, text_rec ? rec_run : NULL, &j);
+    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->tcrc, p->dt, &p->blk, p->keys, &p->n_runs, text_rec ? rec_run : NULL, &j);
     if (rc) goto fail;
     if (!text_rec) build_record(p->rec, c, n, payload, p->vec, p->vsc, s->dim);
     /* the chunks, re-pointed at the record's copies of their texts and paths */
@@ -1170,7 +1173,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     s->pend_docs += (uint32_t)n;
     while (s->pseq != my) pthread_cond_wait(&s->pcv, &s->wmu);
     pthread_mutex_unlock(&s->wmu);
-    rc = publish(s, p->c, n, p->vec, p->vsc, p->dt, p->keys, p->n_runs, view, first_id);
+    rc = publish(s, p->c, n, p->vec, p->vsc, p->tcrc, p->dt, p->keys, p->n_runs, view, first_id);
     pthread_mutex_lock(&s->wmu);
     if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
     s->pend_docs -= (uint32_t)n;
@@ -1208,11 +1211,12 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
 
     uint8_t *vec = malloc((size_t)n * s->dim);                 /* (n, dim) u8 rows */
     float *vsc = malloc((size_t)n * sizeof *vsc);              /* (n) */
+    uint32_t *tcrc = malloc((size_t)n * sizeof *tcrc);        /* (n) */
     lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
     struct dtblk *blk = NULL;                                  /* memory of dt[] */
     int n_runs = 0;
     rc = LCX_ENOMEM;
-    if (!vec || !vsc || !dt) goto out;
+    if (!vec || !vsc || !tcrc || !dt) goto out;
 
     {
         /* Overlapped path (large batches of the hash embedder): the TEXT record does not
@@ -1245,7 +1249,7 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         blk = s->dtspare;
         s->dtspare = NULL;
         pthread_mutex_unlock(&s->pmu);
-        rc = prepare_batch(s, c, n, vec, vsc, dt, &blk, s->wkeys, &n_runs, io_run, &j);
+        rc = prepare_batch(s, c, n, vec, vsc, tcrc, dt, &blk, s->wkeys, &n_runs, io_run, &j);
         if (j.rc) {
             log_undo(s, j.at, 0);
             rc = j.rc;
@@ -1258,7 +1262,7 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         s->log_end = j.at + sizeof(lcx_rec_hdr) + payload;
         s->last_rec_off = j.at;
         s->last_rec_crc = j.crc;
-        rc = publish(s, c, n, vec, vsc, dt, s->wkeys, n_runs, lview_at(s, j.at, sizeof(lcx_rec_hdr) + payload),
+        rc = publish(s, c, n, vec, vsc, tcrc, dt, s->wkeys, n_runs, lview_at(s, j.at, sizeof(lcx_rec_hdr) + payload),
                      first_id);
         if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
     unlock_o:
@@ -1274,6 +1278,7 @@ out:
     free(dt);
     free(vec);
     free(vsc);
+    free(tcrc);
     return rc;
 }
 
@@ -1351,7 +1356,7 @@ int lcx_store_get(const lcx_store *s, uint32_t id, lcx_chunk *out)
         lcx_chunk c = lcx_chunk_init();
         c.text = s->ix->text[id];
         c.text_len = s->ix->text_len[id];
-        if (m->from_snap && lcx_crc32c(0, c.text, c.text_len) != m->text_crc) {
+        if (lcx_crc32c(0, c.text, c.text_len) != m->text_crc) {
             rc = LCX_ECORRUPT;
         } else {
             c.tok_start = m->tok_start;

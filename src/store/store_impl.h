@@ -19,8 +19,8 @@ typedef struct {
     float score;
     uint32_t line_start, line_end;
     uint8_t file_type;
-    uint8_t from_snap;       /* text_crc valid */
-    uint32_t text_crc;
+    uint32_t text_crc;       /* crc32c of the text: lcx_store_get checks it (the text may be read
+                              * back from disk through a log window or the snapshot's mapping) */
     const char *path;
     uint32_t path_len;
 } meta;

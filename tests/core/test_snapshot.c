@@ -1,14 +1,18 @@
-/* Index snapshot (DIR/index.snap) version 2: DOCS records reference the texts and paths
+/* Index snapshot (DIR/index.snap) versions 2-3: DOCS records reference the texts and paths
  * in the log instead of copying them. Round trip (snapshot → reopen → identical gets and
  * searches), snapshots written on top of a mapped v2 snapshot, version-1 snapshots still
  * loaded (the test converts a v2 file to the documented v1 layout on its own), damaged or
  * truncated snapshots ignored (log replayed) or caught per text by get/validate, and a
- * reopen after a crash (snapshot + tail + torn record). */
+ * reopen after a crash (snapshot + tail + torn record); lazy (unsynced) snapshots across a
+ * reboot; appended texts read through log windows and checked by their crc32c. */
+#define _GNU_SOURCE   /* memmem */
 #include "testutil.h"
 #include "longctx/lcx.h"
 #include "store/store_fmt.h"
 #include "embed/embed.h"
 #include "util/util.h"
+#include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -574,6 +578,44 @@ static void test_lazy_after_reboot(void **st)
     free(dir);
 }
 
+/* Appended texts are read back through read-only windows on chunks.log (no copies in
+ * memory), and every text carries its crc32c: a text changed on disk under an open store
+ * is refused by get() rather than served. Both append paths: a small batch (prepare +
+ * commit) and a large one (the overlapped path). */
+static void test_log_window_texts(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(append_range(s, 0, 20), 0);
+    assert_int_equal(append_range(s, 20, 300), 0);
+    check_all(s, 320, 0, 0);
+    char lp[4200];
+    dir_file(lp, sizeof lp, dir, LCX_LOG_NAME);
+    size_t ln;
+    char *log = slurp(lp, &ln);
+    int fd = open(lp, O_WRONLY);
+    assert_true(fd >= 0);
+    static const uint32_t victims[] = {5, 150};
+    for (size_t k = 0; k < 2; k++) {
+        char t[TEXT_CAP];
+        size_t tl = gen_text(victims[k], t);
+        const char *at = memmem(log, ln, t, tl);
+        assert_non_null(at);
+        char flipped = (char)(at[tl / 2] ^ 0x20);
+        assert_int_equal(pwrite(fd, &flipped, 1, (off_t)(at - log + (ptrdiff_t)(tl / 2))), 1);
+        lcx_chunk c;
+        assert_int_equal(lcx_store_get(s, victims[k], &c), LCX_ECORRUPT);
+        assert_int_equal(lcx_store_get(s, victims[k] + 1, &c), 0);
+    }
+    close(fd);
+    free(log);
+    lcx_store_close(s);   /* < 1024 chunks: no snapshot; the damaged log is not reopened */
+    tu_rmrf(dir);
+    free(dir);
+}
+
 /* A snapshot of several writer buffers (> 4 MiB: VEC alone is 16384 × 256 bytes), so the
  * writer's thread hand-off between its two buffers runs; short texts keep it cheap. */
 static void test_big_snapshot(void **st)
@@ -633,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_reopen_after_crash),
         cmocka_unit_test(test_big_snapshot),
         cmocka_unit_test(test_lazy_after_reboot),
+        cmocka_unit_test(test_log_window_texts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
