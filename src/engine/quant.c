@@ -21,6 +21,7 @@
 _Static_assert(sizeof(eng_block_q4_0) == 18, "q4_0 layout");
 _Static_assert(sizeof(eng_block_q5_0) == 22, "q5_0 layout");
 _Static_assert(sizeof(eng_block_q8_0) == 34, "q8_0 layout");
+_Static_assert(sizeof(eng_block_q5_0x4) == 88, "q5_0x4 layout");
 _Static_assert(sizeof(eng_block_q4_K) == 144, "q4_K layout");
 _Static_assert(sizeof(eng_block_q5_K) == 176, "q5_K layout");
 _Static_assert(sizeof(eng_block_q6_K) == 210, "q6_K layout");
@@ -47,6 +48,7 @@ static const type_info k_types[] = {
     {ENG_T_Q6_K, "q6_K", ENG_QK_K, sizeof(eng_block_q6_K), ENG_T_Q8_K},
     {ENG_T_Q8_K, "q8_K", ENG_QK_K, sizeof(eng_block_q8_K), ENG_T_Q8_K},
     {ENG_T_BF16, "bf16", 1, 2, ENG_T_BF16},
+    {ENG_T_Q5_0X4, "q5_0x4", 4 * ENG_QK5_0, sizeof(eng_block_q5_0x4), ENG_T_Q8_0},
 };
 
 static const type_info *tinfo(int t)
@@ -57,6 +59,7 @@ static const type_info *tinfo(int t)
 }
 
 bool eng_type_supported(int t) { return tinfo(t) != NULL; }
+bool eng_type_internal(int t) { return t == ENG_T_Q5_0X4; }
 
 int64_t eng_type_block_elems(eng_type t)
 {
@@ -157,6 +160,46 @@ static void q5_0_ints(const eng_block_q5_0 *b, int8_t *q)
     }
 }
 
+/* Block k (0..3) of a Q5_0X4 group as a Q5_0 block (layout: quant.h). */
+static void q5_0x4_block(const eng_block_q5_0x4 *g, int k, eng_block_q5_0 *b)
+{
+    uint32_t qh = 0;
+    b->d = g->d[k];
+    for (int j = 0; j < 16; j++) {
+        const int lo = (g->qs[32 * (k / 2) + j] >> (4 * (k & 1))) & 0xF;
+        const int hi = (g->qs[32 * (k / 2) + j + 16] >> (4 * (k & 1))) & 0xF;
+        b->qs[j] = (uint8_t)(lo | hi << 4);
+        qh |= (uint32_t)((g->qh[j] >> k) & 1) << j;
+        qh |= (uint32_t)((g->qh[j] >> (4 + k)) & 1) << (j + 16);
+    }
+    memcpy(b->qh, &qh, 4);
+}
+
+void eng_q5_0x4_from_q5_0(const void *src, void *dst, int64_t n)
+{
+    assert(n % (4 * ENG_QK5_0) == 0);
+    const eng_block_q5_0 *s = src;
+    uint8_t *d = dst;
+    for (int64_t i = 0; i < n / (4 * ENG_QK5_0); i++) {
+        eng_block_q5_0 b[4];
+        memcpy(b, s + 4 * i, sizeof b); /* src may be dst: read the group first */
+        eng_block_q5_0x4 g;
+        memset(&g, 0, sizeof g);
+        for (int k = 0; k < 4; k++) {
+            uint32_t qh;
+            memcpy(&qh, b[k].qh, 4);
+            g.d[k] = b[k].d;
+            for (int j = 0; j < 16; j++) {
+                const int e0 = b[k].qs[j] & 0xF, e1 = b[k].qs[j] >> 4; /* elements j, j+16 */
+                g.qs[32 * (k / 2) + j] |= (uint8_t)(e0 << (4 * (k & 1)));
+                g.qs[32 * (k / 2) + j + 16] |= (uint8_t)(e1 << (4 * (k & 1)));
+                g.qh[j] |= (uint8_t)(((qh >> j) & 1) << k | ((qh >> (j + 16)) & 1) << (4 + k));
+            }
+        }
+        memcpy(d + i * sizeof g, &g, sizeof g);
+    }
+}
+
 /* Q4_K: q in 0..15, sc/m per 32 elements. */
 static void q4_K_ints(const eng_block_q4_K *b, uint8_t *q, uint8_t sc[8], uint8_t m[8])
 {
@@ -231,6 +274,15 @@ void eng_dequant_row(eng_type t, const void *src, float *dst, int64_t n)
             float d = FP16(b[i].d);
             q5_0_ints(&b[i], q);
             for (int j = 0; j < 32; j++) dst[j] = q[j] * d;
+        }
+        return;
+    }
+    case ENG_T_Q5_0X4: {
+        const eng_block_q5_0x4 *g = src;
+        for (int64_t i = 0; i < n / 32; i++, dst += 32) {
+            eng_block_q5_0 b;
+            q5_0x4_block(&g[i / 4], (int)(i % 4), &b);
+            eng_dequant_row(ENG_T_Q5_0, &b, dst, 32);
         }
         return;
     }
@@ -533,6 +585,7 @@ void eng_quantize_row(eng_type vt, const float *x, void *dst, int64_t n)
         return;
     case ENG_T_Q4_0: quantize_q4_0(x, dst, n); return;
     case ENG_T_Q5_0: quantize_q5_0(x, dst, n); return;
+    case ENG_T_Q5_0X4: quantize_q5_0(x, dst, n); eng_q5_0x4_from_q5_0(dst, dst, n); return;
     case ENG_T_Q4_K: quantize_q4_K(x, dst, n); return;
     case ENG_T_Q5_K: quantize_q5_K(x, dst, n); return;
     case ENG_T_Q6_K: quantize_q6_K(x, dst, n); return;
@@ -576,6 +629,7 @@ float eng_vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x)
     }
     case ENG_T_Q4_0:
     case ENG_T_Q5_0:
+    case ENG_T_Q5_0X4:
     case ENG_T_Q8_0: {
         const eng_block_q8_0 *xb = x;
         float s = 0.f;
@@ -583,7 +637,12 @@ float eng_vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x)
         for (int64_t i = 0; i < n / 32; i++) {
             float dw;
             const int8_t *qw = q;
-            if (wt == ENG_T_Q4_0) {
+            if (wt == ENG_T_Q5_0X4) {
+                eng_block_q5_0 b;
+                q5_0x4_block((const eng_block_q5_0x4 *)w + i / 4, (int)(i % 4), &b);
+                q5_0_ints(&b, q);
+                dw = FP16(b.d);
+            } else if (wt == ENG_T_Q4_0) {
                 const eng_block_q4_0 *b = (const eng_block_q4_0 *)w + i;
                 q4_0_ints(b, q);
                 dw = FP16(b->d);

@@ -38,7 +38,10 @@ typedef enum {
     ENG_T_Q5_K = 13,
     ENG_T_Q6_K = 14,
     ENG_T_Q8_K = 15,
-    ENG_T_BF16 = 30
+    ENG_T_BF16 = 30,
+    /* internal, never read from a file (eng_type_internal): Q5_0 re-laid by groups of 4
+     * blocks at model load (eng_q5_0x4_from_q5_0) for a cheaper generation kernel */
+    ENG_T_Q5_0X4 = 1006
 } eng_type;
 
 #define ENG_QK4_0 32
@@ -51,6 +54,13 @@ typedef enum {
 typedef struct { uint16_t d; uint8_t qs[ENG_QK4_0 / 2]; } eng_block_q4_0;          /* 18 B  */
 typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[ENG_QK5_0 / 2]; } eng_block_q5_0; /* 22 B */
 typedef struct { uint16_t d; int8_t qs[ENG_QK8_0]; } eng_block_q8_0;               /* 34 B  */
+/* Q5_0X4: 4 consecutive Q5_0 blocks (128 elements) with the same bits, re-laid (88 B = 4 x 22):
+ *   d[k]       block k's scale
+ *   qh[i]      bit k = 5th bit of element i of block k, bit 4+k = of element i+16 (i < 16)
+ *   qs[32p+i]  low nibble = low 4 bits of element i of block 2p, high nibble = of block 2p+1
+ * so one 16-byte load gives every block's 5th bits and one 32-byte load two blocks' nibbles
+ * in element order; the 4 scales convert with one vcvtph2ps (see quant_avx2.c). */
+typedef struct { uint16_t d[4]; uint8_t qh[16]; uint8_t qs[64]; } eng_block_q5_0x4; /* 88 B */
 typedef struct {                                                                     /* 144 B */
     uint16_t d, dmin;                      /* super-block scale for scales / mins */
     uint8_t scales[ENG_K_SCALE_SIZE];      /* 8 x (6-bit scale, 6-bit min), packed */
@@ -76,6 +86,7 @@ typedef struct {                                                                
 
 /* ---- type info */
 bool        eng_type_supported(int t);          /* one of the eng_type values above */
+bool        eng_type_internal(int t);           /* a type files must not carry (ENG_T_Q5_0X4) */
 int64_t     eng_type_block_elems(eng_type t);   /* elements per block (1 for F32/F16/BF16); 0 if unsupported */
 size_t      eng_type_block_bytes(eng_type t);   /* bytes per block; 0 if unsupported */
 const char *eng_type_name(eng_type t);          /* "q4_K", ...; "?" if unsupported */
@@ -99,6 +110,11 @@ void eng_dequant_row(eng_type t, const void *src, float *dst, int64_t n);
  * Q4_0/Q5_0 match ggml's reference weight quantizers; Q4_K/Q5_K/Q6_K are simpler
  * (min-max / max-abs per sub-block) than llama-quantize's search, so not bit-identical. */
 void eng_quantize_row(eng_type vt, const float *x, void *dst, int64_t n);
+
+/* Re-lays a Q5_0 row of n elements (n a multiple of 128) as Q5_0X4; src == dst allowed
+ * (each 88-byte group is read before it is written). Same values, same dot products (bit
+ * for bit: the kernels take the same integer and float steps as for Q5_0). */
+void eng_q5_0x4_from_q5_0(const void *src, void *dst, int64_t n);
 
 /* ---- kernels */
 /* One dot product: W row (type wt) . X row (type eng_vec_dot_type(wt)), n elements. */

@@ -722,7 +722,7 @@ static void test_prompt_chunks(void **state)
 {
     (void)state;
     const eng_isa isa = eng_isa_available(ENG_ISA_AVX2) ? ENG_ISA_AVX2 : ENG_ISA_SCALAR;
-    const eng_type ts[] = {ENG_T_Q8_0, ENG_T_Q5_0, ENG_T_Q4_0};
+    const eng_type ts[] = {ENG_T_Q8_0, ENG_T_Q5_0, ENG_T_Q4_0, ENG_T_Q5_0X4};
     const int64_t n_ins[] = {896, 4864};
     enum { ROWS = 300, NT = 13, R0 = 5 };
     void *ws = xmalloc(ENG_MATMUL_WS_BYTES);
@@ -757,6 +757,101 @@ static void test_prompt_chunks(void **state)
             free(yw);
             free(y1);
         }
+    free(ws);
+}
+
+/* Q5_0X4 (Q5_0 re-laid by groups of 4 blocks at model load): the same values as the Q5_0
+ * row it came from (dequantised bit for bit; in-place and copying re-layout agree), a
+ * hand-checked group, and every kernel gives the Q5_0 kernel's floats bit for bit: scalar
+ * reference, AVX2 generation (n_tok 1) and prompt tiles (n_tok 7 and 13, with and without a
+ * workspace), rows of 128/896/4864 elements, r0 > 0. */
+static void test_q5_0x4(void **state)
+{
+    (void)state;
+    /* hand-built: block k has d = k+1, element e quant (e + 3k) % 32 */
+    {
+        eng_block_q5_0 b[4];
+        memset(b, 0, sizeof b);
+        for (int k = 0; k < 4; k++) {
+            uint32_t qh = 0;
+            b[k].d = eng_fp32_to_fp16((float)(k + 1));
+            for (int e = 0; e < 32; e++) {
+                const int q = (e + 3 * k) % 32;
+                if (e < 16) b[k].qs[e] |= (uint8_t)(q & 0xF);
+                else b[k].qs[e - 16] |= (uint8_t)((q & 0xF) << 4);
+                qh |= (uint32_t)(q >> 4) << e;
+            }
+            memcpy(b[k].qh, &qh, 4);
+        }
+        eng_block_q5_0x4 g;
+        eng_q5_0x4_from_q5_0(b, &g, 128);
+        float y[128];
+        eng_dequant_row(ENG_T_Q5_0X4, &g, y, 128);
+        for (int k = 0; k < 4; k++)
+            for (int e = 0; e < 32; e++) assert_true(y[32 * k + e] == (float)(((e + 3 * k) % 32 - 16) * (k + 1)));
+        /* layout as documented in quant.h: element 17 of block 1 (q = 20: nibble 4, 5th bit 1) */
+        assert_int_equal(g.qs[17] >> 4, 4);
+        assert_int_equal((g.qh[1] >> (4 + 1)) & 1, 1);
+        assert_int_equal(g.d[2], eng_fp32_to_fp16(3.f));
+    }
+    assert_false(eng_type_supported(ENG_T_Q5_0X4) && !eng_type_internal(ENG_T_Q5_0X4));
+    assert_false(eng_type_internal(ENG_T_Q5_0));
+    assert_int_equal(eng_row_bytes(ENG_T_Q5_0X4, 896), eng_row_bytes(ENG_T_Q5_0, 896));
+    const eng_isa isa = eng_isa_available(ENG_ISA_AVX2) ? ENG_ISA_AVX2 : ENG_ISA_SCALAR;
+    const int64_t n_ins[] = {128, 896, 4864};
+    enum { ROWS = 70, R0 = 3 };
+    void *ws = xmalloc(ENG_MATMUL_WS_BYTES);
+    for (size_t a = 0; a < LCX_ARRAY_LEN(n_ins); a++) {
+        const int64_t n = n_ins[a];
+        const size_t wrb = eng_row_bytes(ENG_T_Q5_0, n), xrb = eng_row_bytes(ENG_T_Q8_0, n);
+        uint8_t *W = xmalloc(wrb * ROWS), *W4 = xmalloc(wrb * ROWS), *X = xmalloc(xrb * 13);
+        float *f = xmalloc(n * 4), *d0 = xmalloc(n * 4), *d1 = xmalloc(n * 4);
+        float *y0 = xmalloc(ROWS * 13 * 4), *y1 = xmalloc(ROWS * 13 * 4);
+        for (int64_t r = 0; r < ROWS; r++) {
+            fill_normal(f, n, 0.1f);
+            eng_quantize_row(ENG_T_Q5_0, f, W + r * wrb, n);
+            eng_q5_0x4_from_q5_0(W + r * wrb, W4 + r * wrb, n);
+            eng_dequant_row(ENG_T_Q5_0, W + r * wrb, d0, n);
+            eng_dequant_row(ENG_T_Q5_0X4, W4 + r * wrb, d1, n);
+            assert_memory_equal(d0, d1, n * 4);
+        }
+        /* in place == copy; and eng_quantize_row(Q5_0X4) is quantize + re-layout */
+        uint8_t *Wi = xmalloc(wrb);
+        memcpy(Wi, W + 2 * wrb, wrb);
+        eng_q5_0x4_from_q5_0(Wi, Wi, n);
+        assert_memory_equal(Wi, W4 + 2 * wrb, wrb);
+        free(Wi);
+        for (int64_t i = 0; i < 13; i++) {
+            fill_normal(f, n, 1.f);
+            eng_quantize_row(ENG_T_Q8_0, f, X + i * xrb, n);
+        }
+        const int64_t nts[] = {1, 7, 13};
+        for (int s = 0; s < 2; s++) {
+            const eng_isa is = s ? isa : ENG_ISA_SCALAR;
+            for (size_t k = 0; k < LCX_ARRAY_LEN(nts); k++)
+                for (int w = 0; w < 2; w++) {
+                    const int64_t nt = nts[k];
+                    memset(y0, 0, ROWS * 13 * 4);
+                    memset(y1, 0, ROWS * 13 * 4);
+                    eng_matmul_isa_ws(is, ENG_T_Q5_0, W, wrb, n, R0, ROWS, X, xrb, nt, y0, ROWS, w ? ws : NULL,
+                                      w ? ENG_MATMUL_WS_BYTES : 0);
+                    eng_matmul_isa_ws(is, ENG_T_Q5_0X4, W4, wrb, n, R0, ROWS, X, xrb, nt, y1, ROWS, w ? ws : NULL,
+                                      w ? ENG_MATMUL_WS_BYTES : 0);
+                    for (int64_t i = 0; i < ROWS * nt; i++)
+                        if (memcmp(&y0[i], &y1[i], 4))
+                            fail_msg("%s n=%ld n_tok=%ld ws=%d out %ld: q5_0 %.9g, q5_0x4 %.9g", eng_isa_name(is), (long)n,
+                                     (long)nt, w, (long)i, y0[i], y1[i]);
+                }
+        }
+        free(W);
+        free(W4);
+        free(X);
+        free(f);
+        free(d0);
+        free(d1);
+        free(y0);
+        free(y1);
+    }
     free(ws);
 }
 
@@ -839,6 +934,7 @@ int main(void)
         cmocka_unit_test(test_exact_integer_sums),
         cmocka_unit_test(test_generation_matches_prompt),
         cmocka_unit_test(test_prompt_chunks),
+        cmocka_unit_test(test_q5_0x4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
