@@ -223,6 +223,20 @@ typedef void (*q80_unpack_fn)(const uint8_t *W, size_t wrb, int64_t nrows, int64
  * equal the generation kernel's. (A per-row pre-pass that stored the 8 scales of each block
  * for scalar broadcasts cost ~20% with 16-block K steps: per-call overhead; scale products
  * formed and stored inside the block loop waited on store-to-load forwarding.) */
+/* Lane k (0-3) of each 128-bit half of x, broadcast within the half (vpermilps). A switch
+ * rather than (k * 0x55) as the immediate: once the token loop is unrolled k is a constant
+ * and this folds to one vpermilps, and without optimisation (the Debug/ASan build) the
+ * immediate is still a literal. */
+AI __m256 lane_bcast(__m256 x, int k)
+{
+    switch (k & 3) {
+    case 0: return _mm256_permute_ps(x, 0x00);
+    case 1: return _mm256_permute_ps(x, 0x55);
+    case 2: return _mm256_permute_ps(x, 0xAA);
+    default: return _mm256_permute_ps(x, 0xFF);
+    }
+}
+
 AI void q80_tile(const int T, const __m256i *wq, const float *wd, const __m256i *xt, int64_t nb, __m256 *st, bool first,
                  bool last, bool add, float *y, int64_t ldy)
 {
@@ -239,7 +253,7 @@ AI void q80_tile(const int T, const __m256i *wq, const float *wd, const __m256i 
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(we, xb[2 * t]), _mm256_madd_epi16(wo, xb[2 * t + 1]));
-            const __m256 d = _mm256_permute_ps(t < 4 ? d03 : d47, (t & 3) * 0x55);
+            const __m256 d = lane_bcast(t < 4 ? d03 : d47, t);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[t]);
         }
     }
