@@ -90,8 +90,6 @@ static char *arena_alloc(lcx_index *ix, size_t n)
     return p;
 }
 
-char *lcx__index_alloc_text(lcx_index *ix, size_t n) { return arena_alloc(ix, n ? n : 1); }
-
 #define PS_MAXCAP 4096u   /* posting blocks up to this capacity come from the slabs (below) */
 static void ps_free_all(lcx__palloc *a);
 

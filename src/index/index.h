@@ -181,10 +181,6 @@ void lcx__post_keys_free(lcx__post_keys *k);    /* of NULL: no-op */
 int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
                            const lcx__post_keys *runs, int n_runs, uint32_t *first_id);
-/* n bytes of the index's own text arena (freed with the index), for a caller that fills a
- * batch's texts itself (on several threads, off the write lock) and then commits them with
- * copy_text = 0 pointing into it. Writer-only (the caller serialises writers); NULL on OOM. */
-char *lcx__index_alloc_text(lcx_index *ix, size_t n);
 /* Attaches a base (before any document is added). The caller then sets dl/text/del of the
  * first n_docs documents with lcx__index_set_base_doc and calls lcx__index_base_done. */
 int lcx__index_attach_base(lcx_index *ix, const lcx__index_base *b, uint32_t n_docs);
