@@ -355,6 +355,45 @@ static void test_ubatch_threads_sequential(void **st)
     eng_model_free(m);
 }
 
+/* The huge-page weight copy (default; Q5_0 matrices re-laid as Q5_0X4 on AVX2 machines, the
+ * tied output pointed at the copy) and the plain file mapping (LCX_ENGINE_WEIGHTS=mmap: the
+ * file's Q5_0 blocks) give the same logits bit for bit, for a prompt and token by token.
+ * tiny-qwen2-q4_k_m has Q5_0 matrices with 128-element rows (ffn_down) and a tied output. */
+static void test_weights_copy_matches_mapping(void **st)
+{
+    (void)st;
+    const char *path = tu_fixture("gguf/tiny-qwen2-q4_k_m.gguf");
+    const char *old = getenv("LCX_ENGINE_WEIGHTS");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("LCX_ENGINE_WEIGHTS", "mmap", 1);
+    eng_model *mm = load_ok(path);
+    unsetenv("LCX_ENGINE_WEIGHTS");
+    eng_model *mc = load_ok(path);
+    if (saved) {
+        setenv("LCX_ENGINE_WEIGHTS", saved, 1);
+        free(saved);
+    }
+    const int nv = eng_model_get_info(mm)->n_vocab;
+    int32_t toks[24];
+    for (int i = 0; i < 24; i++) toks[i] = (i * 37 + 5) % nv;
+    eng_ctx_params p = eng_ctx_default_params();
+    p.n_ctx = 64;
+    eng_ctx *a, *b;
+    assert_int_equal(eng_ctx_init(mm, &p, &a), 0);
+    assert_int_equal(eng_ctx_init(mc, &p, &b), 0);
+    assert_int_equal(eng_decode(a, toks, NULL, 20, true), 0);
+    assert_int_equal(eng_decode(b, toks, NULL, 20, true), 0);
+    for (int t = 0; t < 20; t++) assert_memory_equal(eng_logits(a, t), eng_logits(b, t), nv * sizeof(float));
+    for (int t = 20; t < 24; t++) {
+        assert_int_equal(eng_decode(a, &toks[t], NULL, 1, false), 0);
+        assert_int_equal(eng_decode(b, &toks[t], NULL, 1, false), 0);
+        assert_memory_equal(eng_logits(a, -1), eng_logits(b, -1), nv * sizeof(float));
+    }
+    eng_ctx_free(a);
+    eng_ctx_free(b);
+    eng_model_free(mm);
+    eng_model_free(mc);
+}
 
 typedef struct { int calls, layer_calls[4]; int32_t max_pos; double sum0; } hook_st;
 static void q_hook(void *ud, int il, int32_t pos, const float *q)
@@ -541,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_kv_remove_no_shift),
         cmocka_unit_test(test_kv_remove_paths_agree),
         cmocka_unit_test(test_ubatch_threads_sequential),
+        cmocka_unit_test(test_weights_copy_matches_mapping),
         cmocka_unit_test(test_q_hook),
         cmocka_unit_test(test_no_alloc_in_decode),
         cmocka_unit_test(test_ctx_limits),
