@@ -220,7 +220,8 @@ static void *wr_thread(void *arg)
         size_t n = w->job_len;
         uint64_t at = w->job_at;
         pthread_mutex_unlock(&w->mu);
-        int bad = write_at(w->fd, c, n, at, w->lazy ? NULL : &w->synced);   /* synced: only this thread uses it while running */
+        /* synced: only this thread uses it while running */
+        int bad = write_at(w->fd, c, n, at, w->lazy ? NULL : &w->synced);
         pthread_mutex_lock(&w->mu);
         if (bad) w->werr = 1;
         w->job = NULL;

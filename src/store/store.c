@@ -797,7 +797,8 @@ static void *work_run(void *arg)
  * were filled, in document order. *blk: spare blocks in (may be NULL), every block the
  * workers hold out (dt[] lives in them). */
 static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
-                         lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs, void *(*extra)(void *), void *extra_ud)
+                         lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs,
+                         void *(*extra)(void *), void *extra_ud)
 {
     int nt = 1;
     if (n >= PAR_MIN) {
@@ -925,14 +926,14 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c, uint32_t text_c
  * commit; takes the write lock). rec: the record as written, seen through a log window
  * (the texts are taken from there), or NULL (the index copies the texts from c). */
 static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, const float *vsc,
-                   const uint32_t *tcrc, lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs, const char *rec,
-                   uint32_t *first_id)
+                   const uint32_t *tcrc, lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs,
+                   const char *rec, uint32_t *first_id)
 {
     const char **tx = malloc((size_t)n * sizeof *tx);   /* (n) */
     uint32_t *len = malloc((size_t)n * sizeof *len);     /* (n) */
     int rc = tx && len ? 0 : LCX_ENOMEM;
     const uint64_t row = s->text_recs ? 0 : s->dim;
-    uint64_t o = sizeof(lcx_rec_hdr);   /* chunk i's header in the record (layout: item 3) */
+    uint64_t o = sizeof(lcx_rec_hdr);   /* chunk i's header in the record (layout: items 3, 3b) */
     for (int i = 0; i < n && !rc; i++) {
         o += sizeof(lcx_rec_chunk);
         tx[i] = rec ? rec + o : c[i].text ? c[i].text : "";
@@ -1103,7 +1104,8 @@ int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepare
     if (!p->rec && (p->rec = malloc(rec_need))) p->rec_cap = rec_need;
     if (!p->vec || !p->vsc || !p->tcrc || !p->dt || !p->c || !p->rec) goto fail;
     rec_job j = {p->rec, c, n, payload};
-    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->tcrc, p->dt, &p->blk, p->keys, &p->n_runs, text_rec ? rec_run : NULL, &j);
+    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->tcrc, p->dt, &p->blk, p->keys, &p->n_runs,
+                       text_rec ? rec_run : NULL, &j);
     if (rc) goto fail;
     if (!text_rec) build_record(p->rec, c, n, payload, p->vec, p->vsc, s->dim);
     /* the chunks, re-pointed at the record's copies of their texts and paths */
