@@ -594,6 +594,9 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
                 msum[r][t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), mins16);
                 isum[r][t] = _mm256_setzero_si256();
             }
+            /* the 8 sub-block scales as int16 in both 128-bit lanes; sub-block j's scale
+             * broadcast by one byte shuffle (was a scalar load + vmovd + vpbroadcastw each) */
+            const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
             const uint8_t *qs = blk + (wt == ENG_T_Q4_K ? 16 : 48);
             __m256i qh = _mm256_setzero_si256();
             if (wt == ENG_T_Q5_K) qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
@@ -607,7 +610,8 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
                     lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
                     hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
                 }
-                const __m256i s0 = _mm256_set1_epi16(sc[2 * j]), s1 = _mm256_set1_epi16(sc[2 * j + 1]);
+                const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j)))),
+                              s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1))));
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
                     const int8_t *xq = ((const eng_block_q8_K *)xbs[t])->qs + 64 * j;
@@ -681,10 +685,14 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
                                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
                 q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+                /* scales 8n..8n+7 as int16 in both 128-bit lanes: scv below is one byte shuffle
+                 * (was two scalar loads, two broadcasts and an insert per group) */
+                const __m256i scn = _mm256_broadcastsi128_si256(n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
 #pragma GCC unroll 8
                 for (int g = 0; g < 4; g++) {
-                    const int s = 8 * n + 2 * g; /* scales of elements [128n+32g, +16) and [+16, +32) */
-                    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(b->scales[s + 1]), _mm_set1_epi16(b->scales[s]));
+                    /* low lane: scale 8n+2g (elements [128n+32g, +16)), high lane: 8n+2g+1 */
+                    const __m256i scv = _mm256_shuffle_epi8(scn, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))),
+                                                                                  _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g)))));
 #pragma GCC unroll 8
                     for (int t = 0; t < T; t++) {
                         const int8_t *xq = ((const eng_block_q8_K *)xbs[t])->qs + 128 * n + 32 * g;
