@@ -639,14 +639,16 @@ struct commit_order {
     uint64_t issued;         /* seqs handed out */
 };
 
-/* Appends in flight at once: 2. Each append prepares its batch (embedding and tokenizing
+/* Appends in flight at once: 3. Each append prepares its batch (embedding and tokenizing
  * on every core, without the store's writer lock) and then commits it (log write +
- * fdatasync + the serial publish) after the batch before it; with two in flight batch N+1
- * is embedded while batch N is written and published, and the calling thread fills batch
- * N+2 meanwhile. (With one in flight, as before lcx_store_prepare existed, ~0.55 of a core
- * sat idle during the serial part of every append; docs/benchmarks/scope.md.) The knob
+ * fdatasync + the serial publish) after the batch before it; with several in flight batch
+ * N+1 is embedded while batch N is written and published, and the calling thread fills the
+ * next one meanwhile. (With one in flight, as before lcx_store_prepare existed, ~0.55 of a
+ * core sat idle during the serial part of every append; 3 rather than 2 since the
+ * tokenizer got cheaper and the commit chain — fdatasync, publish — became a larger share:
+ * build +2-7% on /usr/include in 4 in-process A/Bs; docs/benchmarks/scope.md.) The knob
  * (lcx_scopes__set_fly) allows 1..FLY_CAP for A/B runs. */
-#define MAX_FLY 2
+#define MAX_FLY 3
 #define FLY_CAP 3
 
 typedef struct {
