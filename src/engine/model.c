@@ -295,7 +295,10 @@ static void relayout_q5_0(eng_wmat *w, void *ud)
     /* AVX-512 (VNNI) machines keep Q5_0: they have their own Q5_0 kernels, none for Q5_0X4 */
     if (eng_isa_best() != ENG_ISA_AVX2) return;
     uint8_t *d = (uint8_t *)(uintptr_t)w->data;
-    for (int64_t r = 0; r < w->n_out; r++) eng_q5_0x4_from_q5_0(d + (size_t)r * w->row_bytes, d + (size_t)r * w->row_bytes, w->n_in);
+    for (int64_t r = 0; r < w->n_out; r++) {
+        uint8_t *row = d + (size_t)r * w->row_bytes;
+        eng_q5_0x4_from_q5_0(row, row, w->n_in);
+    }
     w->type = ENG_T_Q5_0X4;
 }
 
@@ -365,11 +368,10 @@ static void weights_to_hugepages(eng_model *m)
     }
     s.nb = base + off;
     each_wmat(m, span_rebase, &s);
-    /* the tied output matrix is tok_embd (each_wmat visits it once): point it at the copy
-     * too, or the lm_head matvec (a quarter to a third of a token's weight bytes) keeps
-     * streaming the file's 4 KiB pages */
-    if (m->info.tied_output) m->output = m->tok_embd;
     each_wmat(m, relayout_q5_0, NULL);
+    /* the tied output matrix is tok_embd (each_wmat visits it once): point it at the copy
+     * (as re-laid) too, or the lm_head matvec (a quarter to a third of a token's weight
+     * bytes) keeps streaming the file's 4 KiB pages */
     if (m->info.tied_output) m->output = m->tok_embd;
     (void)mprotect(base, len, PROT_READ);
     m->wcopy = base;
