@@ -144,28 +144,17 @@ static void same_results(const results *a, const results *b)
     }
 }
 
-/* ---- file helpers */
+/* ---- file helpers (asserting wrappers of lcx_read_file / tu_write) */
 static char *slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
+    char *b;
+    assert_int_equal(lcx_read_file(path, 0, &b, len), 0);
     return b;
 }
 
 static void spit(const char *path, const char *b, size_t len)
 {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, len, f), len);
-    fclose(f);
+    assert_int_equal(tu_write(path, b, len), 0);
 }
 
 static void dir_file(char *out, size_t cap, const char *dir, const char *name)
