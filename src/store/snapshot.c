@@ -19,12 +19,8 @@
 void lcx__snap_release(lcx_store *s)
 {
     if (s->map) munmap(s->map, s->map_len);
-    if (s->lmap) munmap((void *)s->lmap, s->lmap_len);
     s->map = NULL;
     s->map_len = 0;
-    s->lmap = NULL;
-    s->lmap_len = 0;
-    s->lmap_docs = 0;
 }
 
 int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from)
@@ -43,7 +39,6 @@ int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t
     const char *b = map;
     lcx_snap_hdr h;
     memcpy(&h, b, sizeof h);
-    const char *lmap = NULL;   /* v2: the log's covered bytes */
     int rc = LCX_ECORRUPT;
     if (memcmp(h.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN) != h.crc) goto bad;
     if (h.version < LCX_SNAP_VERSION_V1 || h.version > LCX_SNAP_VERSION || h.hdr_size != sizeof h || h.n_sec != SEC_N)
@@ -89,16 +84,14 @@ int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t
     for (uint32_t i = 0; i < h.n_terms; i++)
         if (toff[i + 1] < toff[i] || poff[i + 1] < poff[i]) goto bad;
     const lcx_snap_doc *docs = (const lcx_snap_doc *)(b + h.sec[SEC_DOCS].off);
-    /* where texts and paths live: v1 in BLOB; v2 in the log's covered bytes, which never
+    /* where texts and paths live: v1 in BLOB; v2/v3 in the log's covered bytes, which never
      * change while the store is open (appends go after them, a torn tail is cut after
-     * them), so they are mapped once and kept until close */
+     * them): read through a log window, kept until close */
     const char *blob = b + h.sec[SEC_BLOB].off;
     uint64_t blo = 0, blen = h.sec[SEC_BLOB].len;
     if (h.version >= LCX_SNAP_VERSION_V2) {
         if (blen) goto bad;
-        lmap = mmap(NULL, h.log_off, PROT_READ, MAP_SHARED, s->fd, 0);
-        if (lmap == MAP_FAILED) { lmap = NULL; rc = LCX_EIO; goto bad_rc; }
-        blob = lmap;
+        if (!(blob = lcx__lview_at(s, 0, h.log_off))) { rc = LCX_EIO; goto bad_rc; }
         blo = sizeof(lcx_log_hdr) + sizeof(lcx_rec_hdr) + sizeof(lcx_rec_chunk);   /* first text byte */
         blen = h.log_off;
     }
@@ -140,9 +133,6 @@ int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t
     lcx__index_base_done(s->ix);
     s->map = map;
     s->map_len = flen;
-    s->lmap = lmap;
-    s->lmap_len = lmap ? h.log_off : 0;
-    s->lmap_docs = lmap ? h.n_docs : 0;
     s->snap_docs = h.n_docs;
     s->snap_log_off = h.log_off;
     s->has_snap = 1;
@@ -151,7 +141,6 @@ int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t
 bad:
     rc = LCX_ECORRUPT;
 bad_rc:
-    if (lmap) munmap((void *)lmap, h.log_off);
     munmap(map, flen);
     return rc;
 }
@@ -362,21 +351,16 @@ static int off_item(void *ud, const lcx__rec_item *it)
     return 0;
 }
 
-/* off[i] = byte offset in the log of document i's text (its path follows it). Documents
- * loaded from a v2/v3 snapshot point into the snapshot's mapping of the log, appended and
- * replayed ones into a log window (store.c lview_at): their offsets follow from the
- * pointers. Only when some text is elsewhere (a window could not be mapped) are the
- * records after the snapshot's bytes walked (record headers and 56-byte chunk headers
- * only: ~15-20 ms for /usr/include's 135 MB log). */
+/* off[i] = byte offset in the log of document i's text (its path follows it). Texts read
+ * through a log window (lcx__lview_at: those of a v2/v3 snapshot, replayed and appended
+ * ones) give their offsets by pointer arithmetic. Only when some text is elsewhere (a
+ * version-1 snapshot's BLOB, or a window could not be mapped) are the log's records
+ * walked (record headers and 56-byte chunk headers only: ~15-20 ms for /usr/include's
+ * 135 MB log). */
 static int text_offsets(const lcx_store *s, uint64_t *off)
 {
     const lcx_index *ix = s->ix;
     uint32_t nd = ix->n_docs, i = 0;
-    for (; i < s->lmap_docs && i < nd; i++) {
-        if (ix->text[i] < s->lmap || ix->text[i] > s->lmap + s->lmap_len) return LCX_ESTATE;
-        off[i] = (uint64_t)(ix->text[i] - s->lmap);
-    }
-    const uint32_t first = i;
     for (const struct lview *v = s->views; i < nd; i++) {
         const char *t = ix->text[i];
         if (!(v && t >= v->base && t <= v->base + v->len))   /* consecutive docs share a window */
@@ -385,12 +369,11 @@ static int text_offsets(const lcx_store *s, uint64_t *off)
         off[i] = v->off + (uint64_t)(t - v->base);
     }
     if (i == nd) return 0;
-    i = first;
-    uint64_t start = s->lmap ? s->lmap_len : sizeof(lcx_log_hdr), end = s->log_end;
+    uint64_t start = sizeof(lcx_log_hdr), end = s->log_end;
     if (end <= start) return LCX_ESTATE;
     const char *lm = mmap(NULL, end, PROT_READ, MAP_SHARED, s->fd, 0);
     if (lm == MAP_FAILED) return LCX_EIO;
-    offs_ctx c = {off, i, nd, lm, ix, s->m};
+    offs_ctx c = {off, 0, nd, lm, ix, s->m};
     int rc = 0;
     for (uint64_t o = start; o < end && !rc;) {
         lcx_rec_hdr rh;

@@ -322,11 +322,11 @@ static int check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len)
  * stay valid. It may reach past the end of the file: only durable records are read through
  * it, and the log is append-only while the store is open (a failed record is cut back
  * before anything points into it). Open replays the log through one as well, so replayed
- * texts stay in place too. Caller holds wmu (or is opening the store). NULL when mmap
+ * texts stay in place too, and a snapshot's texts are read through that same window. Caller holds wmu (or is opening the store). NULL when mmap
  * fails: the caller copies instead. */
 #define LVIEW_SPAN ((uint64_t)256 << 20)
 
-static const char *lview_at(lcx_store *s, uint64_t at, uint64_t len)
+const char *lcx__lview_at(lcx_store *s, uint64_t at, uint64_t len)
 {
     for (struct lview *v = s->views; v; v = v->next)   /* newest first: nearly always the first */
         if (at >= v->off && at + len <= v->off + v->len) return v->base + (at - v->off);
@@ -562,9 +562,9 @@ static int store_load(lcx_store *s)
     s->log_ver = h.version;
     uint64_t size = (uint64_t)st.st_size;
     /* replayed texts stay where they are: the replay reads the log through a log window
-     * (lview_at), which the index then points into; a private mapping (and copies) only
+     * (lcx__lview_at), which the index then points into; a private mapping (and copies) only
      * when that fails */
-    const char *lm = lview_at(s, 0, size);
+    const char *lm = lcx__lview_at(s, 0, size);
     const int own_map = !lm;
     if (own_map && (lm = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) return LCX_EIO;
     uint64_t from = sizeof h;
@@ -991,7 +991,7 @@ static int check_batch(const lcx_store *s, const lcx_chunk *c, int n, uint64_t *
  *  - the record's log offset is only fixed at commit (write at log_end under wmu), and
  *    durability is unchanged: commit = write + fdatasync, then publish.
  * The texts are not copied anywhere: the publish points the index at the written record
- * through a log window (lview_at). */
+ * through a log window (lcx__lview_at). */
 struct lcx_store_prepared {
     lcx_store *s;
     int n;
@@ -1165,7 +1165,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     s->log_end = at + sizeof h + p->payload;
     s->last_rec_off = at;
     s->last_rec_crc = h.crc;
-    const char *view = lview_at(s, at, sizeof h + p->payload);
+    const char *view = lcx__lview_at(s, at, sizeof h + p->payload);
     /* Publish outside wmu, so the next commit writes + fsyncs its record meanwhile (the
      * fdatasync is most of a commit: ~80-180 ms per 10 MB record on the shared disk).
      * Tickets are taken in log order and publishes run in ticket order, so chunk ids are
@@ -1264,8 +1264,8 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
         s->log_end = j.at + sizeof(lcx_rec_hdr) + payload;
         s->last_rec_off = j.at;
         s->last_rec_crc = j.crc;
-        rc = publish(s, c, n, vec, vsc, tcrc, dt, s->wkeys, n_runs, lview_at(s, j.at, sizeof(lcx_rec_hdr) + payload),
-                     first_id);
+        rc = publish(s, c, n, vec, vsc, tcrc, dt, s->wkeys, n_runs,
+                     lcx__lview_at(s, j.at, sizeof(lcx_rec_hdr) + payload), first_id);
         if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
     unlock_o:
         pthread_mutex_lock(&s->pmu);   /* keep some blocks for the next big append */

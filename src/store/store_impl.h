@@ -32,7 +32,7 @@ struct pblock {
 };
 
 /* A read-only MAP_SHARED window on chunks.log: published texts point into these (store.c
- * lview_at). */
+ * lcx__lview_at). */
 struct lview {
     struct lview *next;
     const char *base;        /* file bytes [off, off + len) */
@@ -64,11 +64,8 @@ struct lcx_store {
     size_t path_bytes;
     void *map;               /* snapshot mapping in use (kept until close) */
     size_t map_len;
-    const char *lmap;        /* version-2 snapshot: the log bytes it covers, mapped read-only
-                              * (base texts/paths point here; kept until close) */
-    size_t lmap_len;         /* = that snapshot's covered log bytes */
-    uint32_t lmap_docs;      /* documents [0, lmap_docs) have their text in lmap */
-    struct lview *views;     /* log windows of appended texts, newest first (under wmu; kept until close) */
+    struct lview *views;     /* log windows (lcx__lview_at), newest first: every text in the log is read
+                              * through one (under wmu or at open; kept until close) */
     uint32_t snap_docs;      /* documents covered by the newest snapshot on disk */
     uint64_t snap_log_off;   /* log bytes it covers */
     uint32_t tombs_since_snap;
@@ -88,6 +85,9 @@ struct lcx_store {
 };
 /* store.c */
 int lcx__store_meta_reserve(lcx_store *s, uint32_t need);
+/* Log bytes [at, at + len) through a read-only window on chunks.log, kept until close;
+ * NULL when it cannot be mapped. Caller holds wmu (or is opening the store). */
+const char *lcx__lview_at(lcx_store *s, uint64_t at, uint64_t len);
 /* One chunk of a log batch payload (pointers into the payload). */
 typedef struct {
     const lcx_rec_chunk *fx;
@@ -101,12 +101,11 @@ int lcx__parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, lcx_
 
 /* snapshot.c */
 /* Maps DIR/index.snap and attaches it as the index base when it is valid and matches the
- * log (log_size bytes mapped at logmap); *replay_from = log bytes it covers. A version-2
- * snapshot's texts live in the log: the covered bytes are mapped again from s->fd into
- * s->lmap (kept until lcx__snap_release). Any problem: a negative LCX_E* and nothing
- * attached (the caller replays the whole log). */
+ * log (log_size bytes mapped at logmap); *replay_from = log bytes it covers. A version-2/3
+ * snapshot's texts live in the log: they are read through a log window (lcx__lview_at).
+ * Any problem: a negative LCX_E* and nothing attached (the caller replays the whole log). */
 int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from);
-/* Unmaps what lcx__snap_load mapped (close). */
+/* Unmaps the snapshot lcx__snap_load mapped (close). */
 void lcx__snap_release(lcx_store *s);
 /* Writes DIR/index.snap (tmp + fsync + rename + fsync dir). Caller holds wmu, drained. */
 int lcx__snap_write(lcx_store *s);
