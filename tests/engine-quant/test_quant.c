@@ -40,6 +40,16 @@ static void fill_normal(float *x, int64_t n, float std)
     for (int64_t i = 0; i < n; i += 97) x[i] *= 4.f;
 }
 
+/* rows quantized random rows of n elements (std, with fill_normal's outliers) into dst
+ * at the given stride; f: (n) scratch */
+static void quant_random_rows(eng_type t, uint8_t *dst, size_t stride, int64_t n, int64_t rows, float std, float *f)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        fill_normal(f, n, std);
+        eng_quantize_row(t, f, dst + r * stride, n);
+    }
+}
+
 static void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
@@ -578,14 +588,8 @@ static void check_isa(eng_isa isa)
             const size_t wrb = eng_row_bytes(t, n), xrb = eng_row_bytes(vt, n) + 16; /* padded stride */
             uint8_t *W = xmalloc(wrb * rows), *X = xmalloc(xrb * 9);
             float *f = xmalloc(n * 4);
-            for (int64_t r = 0; r < rows; r++) {
-                fill_normal(f, n, 0.1f);
-                eng_quantize_row(t, f, W + r * wrb, n);
-            }
-            for (int64_t i = 0; i < 9; i++) {
-                fill_normal(f, n, 1.f);
-                eng_quantize_row(vt, f, X + i * xrb, n);
-            }
+            quant_random_rows(t, W, wrb, n, rows, 0.1f, f);
+            quant_random_rows(vt, X, xrb, n, 9, 1.f, f);
             /* mag[r][t] = Σ|w_i x_i| (dequantized, double): float summation error scales with
              * it, not with the (possibly cancelled) result */
             double mag[13][9];
@@ -689,14 +693,8 @@ static void test_generation_matches_prompt(void **state)
             const size_t wrb = eng_row_bytes(t, n), xrb = eng_row_bytes(vt, n);
             uint8_t *W = xmalloc(wrb * ROWS), *X = xmalloc(xrb * NT);
             float *f = xmalloc(n * 4), *yb = xmalloc(ROWS * NT * 4), *y1 = xmalloc(ROWS * 4);
-            for (int64_t r = 0; r < ROWS; r++) {
-                fill_normal(f, n, 0.1f);
-                eng_quantize_row(t, f, W + r * wrb, n);
-            }
-            for (int64_t i = 0; i < NT; i++) {
-                fill_normal(f, n, 1.f);
-                eng_quantize_row(vt, f, X + i * xrb, n);
-            }
+            quant_random_rows(t, W, wrb, n, ROWS, 0.1f, f);
+            quant_random_rows(vt, X, xrb, n, NT, 1.f, f);
             eng_matmul_isa(isa, t, W, wrb, n, 0, ROWS, X, xrb, NT, yb, ROWS);
             for (int64_t i = 0; i < NT; i++) {
                 eng_matmul_isa(isa, t, W, wrb, n, 0, ROWS, X + i * xrb, xrb, 1, y1, ROWS);
@@ -733,14 +731,8 @@ static void test_prompt_chunks(void **state)
             const size_t wrb = eng_row_bytes(t, n), xrb = eng_row_bytes(ENG_T_Q8_0, n);
             uint8_t *W = xmalloc(wrb * ROWS), *X = xmalloc(xrb * NT);
             float *f = xmalloc(n * 4), *yb = xmalloc(ROWS * NT * 4), *yw = xmalloc(ROWS * NT * 4), *y1 = xmalloc(ROWS * 4);
-            for (int64_t r = 0; r < ROWS; r++) {
-                fill_normal(f, n, 0.1f);
-                eng_quantize_row(t, f, W + r * wrb, n);
-            }
-            for (int64_t i = 0; i < NT; i++) {
-                fill_normal(f, n, 1.f);
-                eng_quantize_row(ENG_T_Q8_0, f, X + i * xrb, n);
-            }
+            quant_random_rows(t, W, wrb, n, ROWS, 0.1f, f);
+            quant_random_rows(ENG_T_Q8_0, X, xrb, n, NT, 1.f, f);
             eng_matmul_isa(isa, t, W, wrb, n, R0, ROWS, X, xrb, NT, yb, ROWS);
             eng_matmul_isa_ws(isa, t, W, wrb, n, R0, ROWS, X, xrb, NT, yw, ROWS, ws, ENG_MATMUL_WS_BYTES);
             for (int64_t i = 0; i < NT; i++) {
@@ -821,10 +813,7 @@ static void test_q5_0x4(void **state)
         eng_q5_0x4_from_q5_0(Wi, Wi, n);
         assert_memory_equal(Wi, W4 + 2 * wrb, wrb);
         free(Wi);
-        for (int64_t i = 0; i < 13; i++) {
-            fill_normal(f, n, 1.f);
-            eng_quantize_row(ENG_T_Q8_0, f, X + i * xrb, n);
-        }
+        quant_random_rows(ENG_T_Q8_0, X, xrb, n, 13, 1.f, f);
         const int64_t nts[] = {1, 7, 13};
         for (int s = 0; s < 2; s++) {
             const eng_isa is = s ? isa : ENG_ISA_SCALAR;
