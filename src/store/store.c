@@ -84,7 +84,12 @@
  * Locking: `wmu` serialises writers (log appends, tombstones, snapshots); `rw` guards the
  * in-memory index: writers hold it exclusively only to publish already-durable records,
  * so searches run during a writer's fsync. lcx_store_commit publishes after releasing wmu,
- * in ticket (= log) order (wseq/pseq/pcv); the other writers take wmu drained. */
+ * in ticket (= log) order (wseq/pseq/pcv); the other writers take wmu drained.
+ * A big append (the overlapped path) returns once its record is durable and leaves the
+ * publish to the next call on the store (`defer`, under dmu): every reader and writer
+ * publishes a pending batch before it looks at the index (flush_deferred), so a caller
+ * always reads its own writes, and the next big append publishes it on a thread of its own
+ * while its workers embed: one caller's batches keep both cores busy. */
 #include "store/store_int.h"
 #include "store/store_impl.h"
 #include "embed/embed.h"
@@ -190,13 +195,22 @@ static void lock_w(lcx_store *s) { pthread_rwlock_wrlock(&s->rw); }
 static void lock_r(const lcx_store *s) { pthread_rwlock_rdlock((pthread_rwlock_t *)&s->rw); }
 static void unlock_rw(const lcx_store *s) { pthread_rwlock_unlock((pthread_rwlock_t *)&s->rw); }
 
-/* Takes wmu once every record written so far is also published: lcx_store_commit publishes
- * outside wmu (in ticket = log order), and tombstones, snapshots and the overlapped append
- * need the index to match the log. */
-static void wlock_drained(lcx_store *s)
+/* Takes wmu once no ticketed commit is still publishing (lcx_store_commit publishes outside
+ * wmu, in ticket = log order). A deferred batch may still be pending. */
+static void wlock_tickets(lcx_store *s)
 {
     pthread_mutex_lock(&s->wmu);
     while (s->pseq != s->wseq) pthread_cond_wait(&s->pcv, &s->wmu);
+}
+
+static void flush_deferred(const lcx_store *cs);
+
+/* Takes wmu once every record written so far is also published: tombstones and snapshots
+ * need the index to match the log. */
+static void wlock_drained(lcx_store *s)
+{
+    wlock_tickets(s);
+    flush_deferred(s);
 }
 
 /* ------------------------------------------------------------------ log parsing */
@@ -621,6 +635,7 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
     pthread_rwlock_init(&s->rw, NULL);
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->pmu, NULL);
+    pthread_mutex_init(&s->dmu, NULL);
     pthread_cond_init(&s->pcv, NULL);
     pthread_mutex_init(&s->scmu, NULL);
     int rc = s->dir ? 0 : LCX_ENOMEM;
@@ -646,6 +661,7 @@ static void dtblk_free(struct dtblk *b);
 void lcx_store_close(lcx_store *s)
 {
     if (!s) return;
+    flush_deferred(s);
     if (!s->broken && s->ix && s->fd >= 0) {
         uint32_t fresh = s->ix->n_docs - s->snap_docs;
         if (fresh >= SNAP_AUTO_MIN || s->tombs_since_snap) {
@@ -673,11 +689,9 @@ void lcx_store_close(lcx_store *s)
     dtblk_free(s->dtspare);
     free(s->prec[0]);
     free(s->prec[1]);
-    for (int t = 0; t < PAR_MAX_THREADS; t++) {
-        lcx__post_keys_free(&s->wkeys[t]);
-        lcx__post_keys_free(&s->pkeys[t]);
-    }
+    for (int t = 0; t < PAR_MAX_THREADS; t++) lcx__post_keys_free(&s->pkeys[t]);
     pthread_mutex_destroy(&s->pmu);
+    pthread_mutex_destroy(&s->dmu);
     pthread_cond_destroy(&s->pcv);
     for (lcx__scratch *sc = s->scratch; sc;) {
         lcx__scratch *nx = sc->next;
@@ -769,6 +783,7 @@ static void *work_run(void *arg)
     float *tmp = malloc((size_t)dim * sizeof *tmp);   /* (dim) */
     lcx__prep p = {0};
     if (!tmp) { w->rc = LCX_ENOMEM; return NULL; }
+    int r = w->a;   /* first chunk whose terms are not resolved yet */
     for (int i = w->a; i < w->b && !w->rc; i++) {
         const char *tx = w->c[i].text ? w->c[i].text : "";
         int rc = lcx__prep_embed(&p, w->s->emb, tx, w->c[i].text_len, tmp);
@@ -777,13 +792,16 @@ static void *work_run(void *arg)
         w->dt[i] = lcx__prep_finish_to(&p, mem);
         lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
         w->tcrc[i] = lcx_crc32c(0, tx, w->c[i].text_len);
-        /* resolve known term ids now, so the exclusive commit only appends postings */
+        /* resolve known term ids now, 32 chunks at a time, so the exclusive commit only
+         * appends postings; while a publish holds the write lock (the deferred batch's,
+         * ~3 ms) keep embedding and resolve later: only the last group waits for it */
         if ((i - w->a) % 32 == 31 || i + 1 == w->b) {
-            lock_r(w->s);
-            for (int j = i - (i - w->a) % 32; j <= i; j++) lcx__index_resolve_cached(w->s->ix, w->dt[j], w->keys);
+            if (i + 1 == w->b) lock_r(w->s);
+            else if (pthread_rwlock_tryrdlock((pthread_rwlock_t *)&w->s->rw)) continue;
+            for (int j = r; j <= i; j++) lcx__index_resolve_cached(w->s->ix, w->dt[j], w->keys);
             unlock_rw(w->s);
-            for (int j = i - (i - w->a) % 32; j <= i && !w->rc; j++)
-                w->rc = lcx__post_keys_add(w->keys, w->dt[j], (uint32_t)j);
+            for (int j = r; j <= i && !w->rc; j++) w->rc = lcx__post_keys_add(w->keys, w->dt[j], (uint32_t)j);
+            r = i + 1;
         }
     }
     if (!w->rc) lcx__post_keys_sort(w->keys);   /* here, in parallel: the publish only merges */
@@ -792,13 +810,19 @@ static void *work_run(void *arg)
     return NULL;
 }
 
-/* Runs extra(ud) on a thread of its own (when given) next to the embedding workers. */
-/* keys: PAR_MAX_THREADS runs (emptied here, buffers reused); *n_runs receives how many
+/* A job that runs on a thread of its own next to the embedding workers. */
+typedef struct {
+    void *(*fn)(void *);
+    void *ud;
+} side_job;
+
+/* Runs the n_side side jobs (≤ 2) next to the embedding workers.
+ * keys: PAR_MAX_THREADS runs (emptied here, buffers reused); *n_runs receives how many
  * were filled, in document order. *blk: spare blocks in (may be NULL), every block the
  * workers hold out (dt[] lives in them). */
 static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
                          lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs,
-                         void *(*extra)(void *), void *extra_ud)
+                         const side_job *side, int n_side)
 {
     int nt = 1;
     if (n >= PAR_MIN) {
@@ -807,9 +831,9 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
         if (nt > n / 32) nt = n / 32 ? n / 32 : 1;
     }
     work w[PAR_MAX_THREADS];
-    pthread_t th[PAR_MAX_THREADS], xth;
-    int started[PAR_MAX_THREADS] = {0}, xstarted = 0;
-    if (extra) xstarted = pthread_create(&xth, NULL, extra, extra_ud) == 0;
+    pthread_t th[PAR_MAX_THREADS], xth[2];
+    int started[PAR_MAX_THREADS] = {0}, xstarted[2] = {0};
+    for (int k = 0; k < n_side; k++) xstarted[k] = pthread_create(&xth[k], NULL, side[k].fn, side[k].ud) == 0;
     for (int t = 0; t < nt; t++) {
         lcx__post_keys_reset(&keys[t]);
         w[t] = (work){s, c, vec, vsc, tcrc, dt, NULL, NULL, &keys[t], (int)((int64_t)n * t / nt),
@@ -831,9 +855,9 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
         else work_run(&w[t]);               /* could not start a thread: do it here */
         if (!rc) rc = w[t].rc;
     }
-    if (extra) {
-        if (xstarted) pthread_join(xth, NULL);
-        else extra(extra_ud);
+    for (int k = 0; k < n_side; k++) {
+        if (xstarted[k]) pthread_join(xth[k], NULL);
+        else side[k].fn(side[k].ud);
     }
     for (int t = 0; t < nt; t++) {   /* hand every worker's blocks (used and spare) to the caller */
         for (int k = 0; k < 2; k++) {
@@ -922,27 +946,41 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c, uint32_t text_c
     m->path = path_store(s, c->path, m->path_len);
 }
 
-/* Makes a durable record visible (caller holds wmu or the publish turn of a ticketed
- * commit; takes the write lock). rec: the record as written, seen through a log window
- * (the texts are taken from there), or NULL (the index copies the texts from c). */
+/* dst[i] = src[i] (dst may be src) with text and path pointed at their bytes in rec, the
+ * batch's log record (header included; layout: items 3, 3b). */
+static void point_into(const lcx_store *s, lcx_chunk *dst, const lcx_chunk *src, int n, const char *rec)
+{
+    const uint64_t row = s->text_recs ? 0 : s->dim;
+    const char *q = rec + sizeof(lcx_rec_hdr);
+    for (int i = 0; i < n; i++) {
+        lcx_chunk c = src[i];
+        q += sizeof(lcx_rec_chunk);
+        c.text = q;
+        q += c.text_len;
+        c.path_len = c.path ? c.path_len : 0;
+        c.path = c.path ? q : NULL;
+        q += c.path_len + row;
+        dst[i] = c;
+    }
+}
+
+/* Makes a durable record visible (caller holds wmu, the publish turn of a ticketed commit,
+ * or dmu for the deferred batch; takes the write lock). in_log: the texts of c point into a
+ * log window (the index keeps the pointers); else the index copies them. */
 static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, const float *vsc,
                    const uint32_t *tcrc, lcx__doc_terms *const *dt, const lcx__post_keys *keys, int n_runs,
-                   const char *rec, uint32_t *first_id)
+                   int in_log, uint32_t *first_id)
 {
     const char **tx = malloc((size_t)n * sizeof *tx);   /* (n) */
     uint32_t *len = malloc((size_t)n * sizeof *len);     /* (n) */
     int rc = tx && len ? 0 : LCX_ENOMEM;
-    const uint64_t row = s->text_recs ? 0 : s->dim;
-    uint64_t o = sizeof(lcx_rec_hdr);   /* chunk i's header in the record (layout: items 3, 3b) */
     for (int i = 0; i < n && !rc; i++) {
-        o += sizeof(lcx_rec_chunk);
-        tx[i] = rec ? rec + o : c[i].text ? c[i].text : "";
+        tx[i] = c[i].text ? c[i].text : "";
         len[i] = c[i].text_len;
-        o += (uint64_t)c[i].text_len + (c[i].path ? c[i].path_len : 0) + row;
     }
     uint32_t first = 0;
     lock_w(s);
-    if (!rc) rc = lcx__index_commit_keys(s->ix, (uint32_t)n, tx, len, !rec, vec, vsc, dt, keys, n_runs, &first);
+    if (!rc) rc = lcx__index_commit_keys(s->ix, (uint32_t)n, tx, len, !in_log, vec, vsc, dt, keys, n_runs, &first);
     for (int i = 0; i < n && !rc; i++) {
         fill_meta(s, &s->m[first + (uint32_t)i], &c[i], tcrc[i]);
         if (s->m[first + (uint32_t)i].path_len && !s->m[first + (uint32_t)i].path) rc = LCX_ENOMEM;
@@ -996,8 +1034,10 @@ struct lcx_store_prepared {
     lcx_store *s;
     int n;
     int committed;
-    lcx_chunk *c;              /* (n) copies; text and path point into rec */
-    char *rec;                 /* (sizeof(lcx_rec_hdr) + payload) the log record */
+    lcx_chunk *c;              /* (n) copies; text and path point into rec (a deferred batch: into
+                                * the log window) */
+    char *rec;                 /* (sizeof(lcx_rec_hdr) + payload) the log record; NULL for a
+                                * deferred batch (its record is in s->recbuf, then in the log) */
     size_t rec_cap;
     uint64_t payload;
     uint8_t *vec;              /* (n, dim) u8 rows */
@@ -1058,25 +1098,17 @@ void lcx_store_prepared_free(lcx_store_prepared *p)
     free(p);
 }
 
-int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepared **out)
+/* A batch's buffers (the spare ones of earlier batches first); with_rec: also a buffer for
+ * its log record. NULL: out of memory. */
+static lcx_store_prepared *prepared_new(lcx_store *s, int n, uint64_t payload, int with_rec)
 {
-    if (out) *out = NULL;
-    if (!s || !out || n < 0 || (n && !c)) return LCX_EINVAL;
-    if (n >= LCX_BATCH_MAX) return LCX_ELIMIT;
-    uint64_t payload = 0;
-    int rc = check_batch(s, c, n, &payload);
-    if (rc) return rc;
     lcx_store_prepared *p = calloc(1, sizeof *p);
-    if (!p) return LCX_ENOMEM;
+    if (!p) return NULL;
     p->s = s;
     p->n = n;
     p->payload = payload;
-    if (n == 0) {
-        *out = p;
-        return 0;
-    }
-    const int text_rec = s->text_recs;
-    pthread_mutex_lock(&s->pmu);   /* buffers of an earlier batch */
+    if (n == 0) return p;
+    pthread_mutex_lock(&s->pmu);
     p->blk = s->dtspare;
     s->dtspare = NULL;
     if (s->pkeys_full) {
@@ -1087,7 +1119,7 @@ int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepare
         s->pkeys_full = 0;
     }
     const size_t rec_need = sizeof(lcx_rec_hdr) + payload;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; with_rec && k < 2; k++)
         if (s->prec[k] && s->prec_cap[k] >= rec_need) {
             p->rec = s->prec[k];
             p->rec_cap = s->prec_cap[k];
@@ -1095,35 +1127,70 @@ int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepare
             break;
         }
     pthread_mutex_unlock(&s->pmu);
-    rc = LCX_ENOMEM;
     p->vec = malloc((size_t)n * s->dim);
     p->vsc = malloc((size_t)n * sizeof *p->vsc);
     p->tcrc = malloc((size_t)n * sizeof *p->tcrc);
     p->dt = calloc((size_t)n, sizeof *p->dt);
     p->c = malloc((size_t)n * sizeof *p->c);
-    if (!p->rec && (p->rec = malloc(rec_need))) p->rec_cap = rec_need;
-    if (!p->vec || !p->vsc || !p->tcrc || !p->dt || !p->c || !p->rec) goto fail;
-    rec_job j = {p->rec, c, n, payload};
-    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->tcrc, p->dt, &p->blk, p->keys, &p->n_runs,
-                       text_rec ? rec_run : NULL, &j);
-    if (rc) goto fail;
-    if (!text_rec) build_record(p->rec, c, n, payload, p->vec, p->vsc, s->dim);
-    /* the chunks, re-pointed at the record's copies of their texts and paths */
-    const char *q = p->rec + sizeof(lcx_rec_hdr);
-    for (int i = 0; i < n; i++) {
-        p->c[i] = c[i];
-        q += sizeof(lcx_rec_chunk);
-        p->c[i].text = q;
-        q += c[i].text_len;
-        p->c[i].path = c[i].path ? q : NULL;
-        p->c[i].path_len = c[i].path ? c[i].path_len : 0;
-        q += p->c[i].path_len + (text_rec ? 0 : s->dim);
+    if (with_rec && !p->rec && (p->rec = malloc(rec_need))) p->rec_cap = rec_need;
+    if (!p->vec || !p->vsc || !p->tcrc || !p->dt || !p->c || (with_rec && !p->rec)) {
+        lcx_store_prepared_free(p);
+        return NULL;
     }
+    return p;
+}
+
+static int publish_prepared(lcx_store *s, const lcx_store_prepared *p, int in_log, uint32_t *first_id)
+{
+    return publish(s, p->c, p->n, p->vec, p->vsc, p->tcrc, p->dt, p->keys, p->n_runs, in_log, first_id);
+}
+
+/* Publishes the deferred batch, if any (see `defer`). Readers call it too: the store is
+ * logically unchanged by it (the batch was acknowledged), hence the const. */
+static void flush_deferred(const lcx_store *cs)
+{
+    lcx_store *s = (lcx_store *)cs;
+    if (!__atomic_load_n(&s->defer, __ATOMIC_ACQUIRE)) return;   /* hot: every search */
+    pthread_mutex_lock(&s->dmu);
+    lcx_store_prepared *p = s->defer;
+    if (p && publish_prepared(s, p, 1, NULL)) s->broken = 1;   /* durable, not in RAM: reopen recovers it */
+    __atomic_store_n(&s->defer, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->dmu);
+    lcx_store_prepared_free(p);
+}
+
+static void *flush_run(void *arg)   /* side job of the overlapped append */
+{
+    flush_deferred(arg);
+    return NULL;
+}
+
+int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepared **out)
+{
+    if (out) *out = NULL;
+    if (!s || !out || n < 0 || (n && !c)) return LCX_EINVAL;
+    if (n >= LCX_BATCH_MAX) return LCX_ELIMIT;
+    uint64_t payload = 0;
+    int rc = check_batch(s, c, n, &payload);
+    if (rc) return rc;
+    lcx_store_prepared *p = prepared_new(s, n, payload, 1);
+    if (!p) return LCX_ENOMEM;
+    if (n == 0) {
+        *out = p;
+        return 0;
+    }
+    const int text_rec = s->text_recs;
+    rec_job j = {p->rec, c, n, payload};
+    side_job sj = {rec_run, &j};
+    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->tcrc, p->dt, &p->blk, p->keys, &p->n_runs, &sj, text_rec);
+    if (rc) {
+        lcx_store_prepared_free(p);
+        return rc;
+    }
+    if (!text_rec) build_record(p->rec, c, n, payload, p->vec, p->vsc, s->dim);
+    point_into(s, p->c, c, n, p->rec);   /* the caller may free c and its texts now */
     *out = p;
     return 0;
-fail:
-    lcx_store_prepared_free(p);
-    return rc;
 }
 
 int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
@@ -1134,6 +1201,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     const int n = p->n;
     if (n == 0) {
         if (first_id) {
+            flush_deferred(s);
             lock_r(s);
             *first_id = s->ix->n_docs;
             unlock_rw(s);
@@ -1144,6 +1212,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     memcpy(&h, p->rec, sizeof h);
     int rc;
     pthread_mutex_lock(&s->wmu);
+    flush_deferred(s);   /* it was written before this record: its ids come first */
     if (s->broken) { rc = LCX_ESTATE; goto unlock; }
     /* reserve before writing so publishing cannot fail on these allocations; records
      * written but not yet published (pend_docs) come first (a commit whose publish is
@@ -1166,6 +1235,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     s->last_rec_off = at;
     s->last_rec_crc = h.crc;
     const char *view = lcx__lview_at(s, at, sizeof h + p->payload);
+    if (view) point_into(s, p->c, p->c, n, view);   /* the index keeps pointers into the log */
     /* Publish outside wmu, so the next commit writes + fsyncs its record meanwhile (the
      * fdatasync is most of a commit: ~80-180 ms per 10 MB record on the shared disk).
      * Tickets are taken in log order and publishes run in ticket order, so chunk ids are
@@ -1175,7 +1245,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     s->pend_docs += (uint32_t)n;
     while (s->pseq != my) pthread_cond_wait(&s->pcv, &s->wmu);
     pthread_mutex_unlock(&s->wmu);
-    rc = publish(s, p->c, n, p->vec, p->vsc, p->tcrc, p->dt, p->keys, p->n_runs, view, first_id);
+    rc = publish_prepared(s, p, view != NULL, first_id);
     pthread_mutex_lock(&s->wmu);
     if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
     s->pend_docs -= (uint32_t)n;
@@ -1186,101 +1256,96 @@ unlock:
     return rc;
 }
 
+/* The overlapped path of lcx_store_append (big batches of the hash embedder): the TEXT
+ * record does not depend on the embeddings, so its write + fdatasync runs on a thread of
+ * its own while the workers embed and tokenize, and the previous big append's deferred
+ * batch is published on another; this batch is then left deferred. wmu is held from the
+ * start (the record's log offset must be fixed before writing). Best for one caller
+ * appending alone; a pipeline that keeps batches in flight uses lcx_store_prepare +
+ * lcx_store_commit, which embed outside the lock (the log write then follows the
+ * embedding). */
+static int append_overlapped(lcx_store *s, const lcx_chunk *c, int n, uint64_t payload, uint32_t *first_id)
+{
+    lcx_store_prepared *p = NULL;
+    int rc = 0;
+    wlock_tickets(s);
+    pthread_mutex_lock(&s->dmu);
+    const uint32_t pend = s->defer ? (uint32_t)s->defer->n : 0;   /* published next to this batch */
+    pthread_mutex_unlock(&s->dmu);
+    if (s->broken) { rc = LCX_ESTATE; goto unlock; }
+    size_t need = sizeof(lcx_rec_hdr) + payload;
+    if (s->recbuf_cap < need) {
+        free(s->recbuf);
+        s->recbuf_cap = 0;
+        /* headroom: batch payloads vary a little, and a fresh ~1 MB buffer is
+         * ~256 page faults (it is mmap'd: freeing it unmaps it) */
+        size_t cap = need + need / 8;
+        if (!(s->recbuf = malloc(cap))) { rc = LCX_ENOMEM; goto unlock; }
+        s->recbuf_cap = cap;
+    }
+    if (!(p = prepared_new(s, n, payload, 0))) { rc = LCX_ENOMEM; goto unlock; }
+    lock_w(s);   /* reserve before writing so publishing cannot fail on these allocations */
+    rc = (uint64_t)s->ix->n_docs + pend + (uint64_t)n > s->opts.max_chunks ? LCX_ELIMIT : 0;
+    if (!rc) rc = lcx__index_reserve(s->ix, pend + (uint32_t)n);
+    if (!rc) rc = lcx__store_meta_reserve(s, s->ix->n_docs + pend + (uint32_t)n);
+    unlock_rw(s);
+    if (rc) goto unlock;
+    io_job j = {s, c, n, payload, s->log_end, 0, 0};
+    side_job side[2] = {{io_run, &j}, {flush_run, s}};
+    rc = prepare_batch(s, c, n, p->vec, p->vsc, p->tcrc, p->dt, &p->blk, p->keys, &p->n_runs, side, pend ? 2 : 1);
+    if (j.rc) {
+        log_undo(s, j.at, 0);
+        rc = j.rc;
+        goto unlock;
+    }
+    if (!rc && s->broken) rc = LCX_ESTATE;   /* the deferred batch could not be published */
+    if (rc) {   /* durable, but it cannot be indexed: take it back before acknowledging nothing */
+        log_undo(s, j.at, 1);
+        goto unlock;
+    }
+    s->log_end = j.at + sizeof(lcx_rec_hdr) + payload;
+    s->last_rec_off = j.at;
+    s->last_rec_crc = j.crc;
+    const char *view = lcx__lview_at(s, j.at, sizeof(lcx_rec_hdr) + payload);
+    if (!view) {   /* no window on the log: publish now, the index copies the texts from c */
+        memcpy(p->c, c, (size_t)n * sizeof *c);
+        if ((rc = publish_prepared(s, p, 0, first_id))) s->broken = 1;   /* durable, not in RAM */
+        goto unlock;
+    }
+    point_into(s, p->c, c, n, view);
+    if (first_id) *first_id = s->ix->n_docs;   /* stable: only writers, holding wmu drained, publish */
+    pthread_mutex_lock(&s->dmu);
+    __atomic_store_n(&s->defer, p, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->dmu);
+    p = NULL;
+unlock:
+    pthread_mutex_unlock(&s->wmu);
+    lcx_store_prepared_free(p);
+    return rc;
+}
+
 int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id)
 {
     if (!s || n < 0 || (n && !c)) return LCX_EINVAL;
     if (n >= LCX_BATCH_MAX) return LCX_ELIMIT;
     if (n == 0) {
         if (first_id) {
+            flush_deferred(s);
             lock_r(s);
             *first_id = s->ix->n_docs;
             unlock_rw(s);
         }
         return 0;
     }
-    const int text_rec = s->text_recs;
     uint64_t payload = 0;
     int rc = check_batch(s, c, n, &payload);
     if (rc) return rc;
-    if (!(text_rec && n >= PAR_MIN)) {
-        /* small batches (and other embedders' records, which hold the rows): prepare
-         * off-lock, so concurrent appends embed in parallel, then commit */
-        lcx_store_prepared *p = NULL;
-        if (!(rc = lcx_store_prepare(s, c, n, &p))) rc = lcx_store_commit(s, p, first_id);
-        lcx_store_prepared_free(p);
-        return rc;
-    }
-
-    uint8_t *vec = malloc((size_t)n * s->dim);                 /* (n, dim) u8 rows */
-    float *vsc = malloc((size_t)n * sizeof *vsc);              /* (n) */
-    uint32_t *tcrc = malloc((size_t)n * sizeof *tcrc);        /* (n) */
-    lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
-    struct dtblk *blk = NULL;                                  /* memory of dt[] */
-    int n_runs = 0;
-    rc = LCX_ENOMEM;
-    if (!vec || !vsc || !tcrc || !dt) goto out;
-
-    {
-        /* Overlapped path (large batches of the hash embedder): the TEXT record does not
-         * depend on the embeddings, so its write + fdatasync runs on its own thread while
-         * the workers embed and tokenize; the serial part
-         * left is the publish. The writer lock is held from the start (the record's log
-         * offset must be fixed before writing). Best for one caller appending alone; a
-         * pipeline that keeps batches in flight uses lcx_store_prepare + lcx_store_commit,
-         * which embed outside the lock (the log write then follows the embedding). */
-        wlock_drained(s);
-        if (s->broken) { rc = LCX_ESTATE; goto unlock_o; }
-        if ((uint64_t)s->ix->n_docs + (uint64_t)n > s->opts.max_chunks) { rc = LCX_ELIMIT; goto unlock_o; }
-        size_t need = sizeof(lcx_rec_hdr) + payload;
-        if (s->recbuf_cap < need) {
-            free(s->recbuf);
-            s->recbuf_cap = 0;
-            /* headroom: batch payloads vary a little, and a fresh ~1 MB buffer is
-             * ~256 page faults (it is mmap'd: freeing it unmaps it) */
-            size_t cap = need + need / 8;
-            if (!(s->recbuf = malloc(cap))) { rc = LCX_ENOMEM; goto unlock_o; }
-            s->recbuf_cap = cap;
-        }
-        lock_w(s);   /* reserve before writing so publishing cannot fail on these allocations */
-        rc = lcx__index_reserve(s->ix, (uint32_t)n);
-        if (!rc) rc = lcx__store_meta_reserve(s, s->ix->n_docs + (uint32_t)n);
-        unlock_rw(s);
-        if (rc) goto unlock_o;
-        io_job j = {s, c, n, payload, s->log_end, 0, 0};
-        pthread_mutex_lock(&s->pmu);
-        blk = s->dtspare;
-        s->dtspare = NULL;
-        pthread_mutex_unlock(&s->pmu);
-        rc = prepare_batch(s, c, n, vec, vsc, tcrc, dt, &blk, s->wkeys, &n_runs, io_run, &j);
-        if (j.rc) {
-            log_undo(s, j.at, 0);
-            rc = j.rc;
-            goto unlock_o;
-        }
-        if (rc) {   /* durable, but it cannot be indexed (OOM): take it back before acknowledging nothing */
-            log_undo(s, j.at, 1);
-            goto unlock_o;
-        }
-        s->log_end = j.at + sizeof(lcx_rec_hdr) + payload;
-        s->last_rec_off = j.at;
-        s->last_rec_crc = j.crc;
-        rc = publish(s, c, n, vec, vsc, tcrc, dt, s->wkeys, n_runs,
-                     lcx__lview_at(s, j.at, sizeof(lcx_rec_hdr) + payload), first_id);
-        if (rc) s->broken = 1;   /* durable but not fully in RAM: reopen recovers it */
-    unlock_o:
-        pthread_mutex_lock(&s->pmu);   /* keep some blocks for the next big append */
-        dtblk_keep(&blk, &s->dtspare);
-        pthread_mutex_unlock(&s->pmu);
-        pthread_mutex_unlock(&s->wmu);
-        goto out;
-    }
-
-out:
-    dtblk_free(blk);
-    free(dt);
-    free(vec);
-    free(vsc);
-    free(tcrc);
+    if (s->text_recs && n >= PAR_MIN) return append_overlapped(s, c, n, payload, first_id);
+    /* small batches (and other embedders' records, which hold the rows): prepare off-lock,
+     * so concurrent appends embed in parallel, then commit */
+    lcx_store_prepared *p = NULL;
+    if (!(rc = lcx_store_prepare(s, c, n, &p))) rc = lcx_store_commit(s, p, first_id);
+    lcx_store_prepared_free(p);
     return rc;
 }
 
@@ -1340,6 +1405,7 @@ unlock:
 uint32_t lcx_store_count(const lcx_store *s)
 {
     if (!s) return 0;
+    flush_deferred(s);
     lock_r(s);
     uint32_t n = s->ix->n_live;
     unlock_rw(s);
@@ -1349,6 +1415,7 @@ uint32_t lcx_store_count(const lcx_store *s)
 int lcx_store_get(const lcx_store *s, uint32_t id, lcx_chunk *out)
 {
     if (!s || !out) return LCX_EINVAL;
+    flush_deferred(s);
     lock_r(s);
     int rc = 0;
     if (id >= s->ix->n_docs || lcx__index_is_deleted(s->ix, id)) {
@@ -1394,6 +1461,7 @@ int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_s
         if (sc) ms->scratch = sc->next;
         pthread_mutex_unlock(&ms->scmu);
         if (!sc) sc = calloc(1, sizeof *sc);
+        flush_deferred(s);
         lock_r(s);
         rc = lcx__index_search_vec(s->ix, q, qlen, qv, o, out, max_out, sc);
         unlock_rw(s);
@@ -1413,6 +1481,7 @@ const char *lcx_store_fingerprint(const lcx_store *s) { return s ? s->fp : ""; }
 size_t lcx_store_mem_bytes(const lcx_store *s)
 {
     if (!s) return 0;
+    flush_deferred(s);
     lock_r(s);
     size_t n = sizeof *s + lcx__index_mem_bytes(s->ix) + (size_t)s->m_cap * sizeof(meta) + s->path_bytes + s->map_len;
     unlock_rw(s);
@@ -1421,6 +1490,7 @@ size_t lcx_store_mem_bytes(const lcx_store *s)
 
 uint32_t lcx__store_docs_total(const lcx_store *s)
 {
+    flush_deferred(s);
     lock_r(s);
     uint32_t n = s->ix->n_docs;
     unlock_rw(s);

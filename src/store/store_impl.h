@@ -52,7 +52,6 @@ struct lcx_store {
     uint32_t log_ver;        /* LCX_LOG_VERSION or LCX_LOG_VERSION_V1 */
     int text_recs;           /* batches are written as LCX_REC_TEXT (v2 log + hash embedder) */
     char *recbuf;            /* reusable record buffer of the overlapped append path (under wmu) */
-    lcx__post_keys wkeys[PAR_MAX_THREADS];   /* its workers' posting keys (under wmu) */
     size_t recbuf_cap;
     uint64_t log_end;
     uint64_t last_rec_off;
@@ -74,6 +73,10 @@ struct lcx_store {
     pthread_cond_t pcv;      /* with wmu: a ticketed commit published (pseq moved) */
     uint64_t wseq, pseq;     /* under wmu: commit tickets handed out / published */
     uint32_t pend_docs;      /* under wmu: chunks written + fsync'd, not yet published */
+    pthread_mutex_t dmu;     /* guards defer; taken after wmu, before rw */
+    struct lcx_store_prepared *defer;   /* a big append's batch: durable and acknowledged, published
+                              * by the next store call (every read and write path publishes it
+                              * first; the next big append publishes it next to its own embedding) */
     pthread_mutex_t pmu;     /* guards the spare buffers below */
     struct dtblk *dtspare;   /* doc_terms blocks kept from earlier big appends (both paths) */
     lcx__post_keys pkeys[PAR_MAX_THREADS];   /* posting-key buffers kept from one of them */

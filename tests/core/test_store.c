@@ -841,6 +841,104 @@ static void test_concurrent_commits(void **st)
     free(dir);
 }
 
+/* A big append (≥ 64 chunks of the hash embedder) returns once durable and leaves its
+ * publish to the next call on the store: every kind of call must see it first. */
+static void test_deferred_publish(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    lcx_store *s;
+    uint32_t first = 99;
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    char *t;
+    lcx_chunk *c = mk_chunks(0, 100, NULL, &t);
+    assert_int_equal(lcx_store_append(s, c, 100, &first), 0);
+    assert_int_equal(first, 0);
+    memset(t, 'x', 100 * 128);   /* the store must not keep pointers into the caller's texts */
+    free(c);
+    free(t);
+    assert_int_equal(lcx_store_count(s), 100);   /* count */
+    c = mk_chunks(100, 80, "src/a.c", &t);
+    assert_int_equal(lcx_store_append(s, c, 80, &first), 0);
+    assert_int_equal(first, 100);
+    free(c);
+    free(t);
+    lcx_chunk g;
+    assert_int_equal(lcx_store_get(s, 179, &g), 0);   /* get */
+    assert_int_equal(g.path_len, 7);
+    assert_memory_equal(g.path, "src/a.c", 7);
+    assert_int_equal(append_n(s, 180, 70, NULL), 0);
+    expect_found(s, 249);                              /* search */
+    assert_int_equal(append_n(s, 250, 90, "src/b.c"), 0);
+    assert_int_equal(lcx_store_delete_path(s, "src/b.c", 7), 90);   /* tombstones */
+    assert_int_equal(lcx_store_count(s), 250);
+    assert_int_equal(append_n(s, 340, 64, NULL), 0);
+    assert_int_equal(append_n(s, 404, 1, NULL), 0);   /* a small commit: its id follows */
+    expect_found(s, 404);
+    expect_found(s, 403);
+    assert_int_equal(append_n(s, 405, 1100, NULL), 0);
+    assert_int_equal(lcx_store_snapshot(s), 0);       /* snapshot */
+    assert_int_equal(append_n(s, 1505, 200, NULL), 0);
+    lcx_store_close(s);                                /* close with a batch pending */
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
+    assert_int_equal(lcx_store_count(s), 1615);
+    for (uint32_t i = 0; i < 1705; i += 37)
+        if (i < 250 || i >= 340) expect_found(s, i);
+    expect_found(s, 1704);
+    /* first_id of an empty append counts a pending batch */
+    assert_int_equal(append_n(s, 1705, 100, NULL), 0);
+    assert_int_equal(lcx_store_append(s, NULL, 0, &first), 0);
+    assert_int_equal(first, 1805);
+    lcx_store_close(s);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+/* Searches on other threads while one thread appends big batches: no deadlock, and every
+ * batch acknowledged before a search started is visible to it. */
+typedef struct {
+    lcx_store *s;
+    uint32_t acked;   /* batches acknowledged so far (atomic; written by the appender) */
+    int stop;         /* atomic */
+    int bad;          /* atomic */
+} dr_arg;
+
+static void *dr_search(void *p)
+{
+    dr_arg *a = p;
+    while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+        uint32_t acked = __atomic_load_n(&a->acked, __ATOMIC_ACQUIRE);
+        if (!acked) continue;
+        uint32_t want = acked * 100 - 1;   /* the last chunk of the last acknowledged batch */
+        lcx_chunk c;
+        if (lcx_store_get(a->s, want, &c) != 0) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+        if (lcx_store_count(a->s) < acked * 100) __atomic_fetch_add(&a->bad, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+static void test_deferred_concurrent_reads(void **st)
+{
+    (void)st;
+    char *dir = tu_tmpdir();
+    dr_arg a = {0};
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &a.s), 0);
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) assert_int_equal(pthread_create(&th[k], NULL, dr_search, &a), 0);
+    for (uint32_t b = 0; b < 30; b++) {
+        assert_int_equal(append_n(a.s, b * 100, 100, NULL), 0);
+        __atomic_store_n(&a.acked, b + 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&a.stop, 1, __ATOMIC_RELEASE);
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    assert_int_equal(a.bad, 0);
+    assert_int_equal(lcx_store_count(a.s), 3000);
+    for (uint32_t i = 0; i < 3000; i += 101) expect_found(a.s, i);
+    lcx_store_close(a.s);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     srand((unsigned)time(NULL));
@@ -856,6 +954,8 @@ int main(void)
         cmocka_unit_test(test_text_records_replay),
         cmocka_unit_test(test_prepare_commit),
         cmocka_unit_test(test_concurrent_commits),
+        cmocka_unit_test(test_deferred_publish),
+        cmocka_unit_test(test_deferred_concurrent_reads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
