@@ -882,27 +882,27 @@ static void *post_run(void *arg)
     return NULL;
 }
 
-/* Stable LSD radix sort of v (n keys) by their term-id field (bits 32.., ids ≤ max_tid) using
- * tmp (n); returns the array holding the result (v or tmp). hot (ingest workers: ~40k keys per batch each).
- * The counts of every digit are taken in ONE pass over the keys (then each pass only
- * scatters): at the usual 2 digits that is 3 passes over the keys instead of 4. */
-static uint64_t *radix_hi(uint64_t *v, uint64_t *tmp, size_t n, uint32_t max_tid)
+/* Stable LSD radix sort of v (n keys) by the 32-bit field at bit `at` (values ≤ max) using
+ * tmp (n); returns the array holding the result (v or tmp). hot (ingest workers: ~40k keys
+ * per batch each, by term id). The counts of every digit are taken in ONE pass over the
+ * keys (then each pass only scatters): at the usual 2 digits that is 3 passes instead of 4. */
+static uint64_t *radix_field(uint64_t *v, uint64_t *tmp, size_t n, int at, uint32_t max)
 {
     int bits = 1;
-    while (bits < 32 && max_tid >> bits) bits++;
-    enum { R = 11, MAXD = 3 };   /* 32 bits of term id: at most 3 digits of 11 bits */
+    while (bits < 32 && max >> bits) bits++;
+    enum { R = 11, MAXD = 3 };   /* a 32-bit field: at most 3 digits of 11 bits */
     static_assert(MAXD * R >= 32, "digits cover the 32-bit field");
     const int nd = (bits + R - 1) / R;
     uint32_t cnt[MAXD][1 << R];
     memset(cnt, 0, sizeof cnt);
     for (size_t i = 0; i < n; i++) {
-        uint64_t x = v[i] >> 32;
+        uint32_t x = (uint32_t)(v[i] >> at);
         cnt[0][x & ((1u << R) - 1)]++;
         cnt[1][x >> R & ((1u << R) - 1)]++;
         cnt[2][x >> (2 * R)]++;   /* < 2^10 */
     }
     for (int d = 0; d < nd; d++) {
-        const int sh = 32 + d * R;
+        const int sh = at + d * R;
         uint32_t *c = cnt[d], sum = 0;
         for (int b = 0; b < 1 << R; b++) {
             uint32_t k = c[b];
@@ -915,6 +915,12 @@ static uint64_t *radix_hi(uint64_t *v, uint64_t *tmp, size_t n, uint32_t max_tid
         tmp = t;
     }
     return v;
+}
+
+/* By term id (bits 32..63, ids ≤ max_tid): (term, doc) order when v is in doc order. */
+static uint64_t *radix_hi(uint64_t *v, uint64_t *tmp, size_t n, uint32_t max_tid)
+{
+    return radix_field(v, tmp, n, 32, max_tid);
 }
 
 /* Scratch for 2 × cap sort keys (kept by the index: no page faults per batch). */
@@ -1156,8 +1162,9 @@ static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, co
     uint64_t *key = NULL;
     if (total && !(key = pkey_reserve(ix, total))) return LCX_ENOMEM;
     /* ids for the terms resolve did not know — serial, they grow the term table (a term
-     * first seen earlier in this batch is found) — in document order; their keys go to the
-     * scratch half and are sorted there (few: new vocabulary) */
+     * first seen earlier in this batch is found); their keys go to the scratch half and are
+     * sorted there (few: new vocabulary), by document first: each run lists its own in
+     * document order, but runs may interleave documents (workers take groups of a batch) */
     uint64_t *nk = key ? key + ix->pkey_cap : NULL, *sk = nk;
     size_t m = 0;
     for (int r = 0; r < n_runs; r++)
@@ -1175,8 +1182,9 @@ static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, co
             }
             nk[m++] = (uint64_t)t->tid << 32 | e->lo;
         }
-    if (nu) {
-        sk = radix_hi(nk, key, nu, ix->n_terms - 1);   /* key[] is free until the merge below */
+    if (nu) {   /* key[] is free until the merge below */
+        uint64_t *bydoc = n_runs > 1 ? radix_field(nk, key, nu, 0, n << 8) : nk;   /* by lo = doc << 8 | tf */
+        sk = radix_hi(bydoc, bydoc == nk ? key : nk, nu, ix->n_terms - 1);
         if (sk == key) {                    /* keep the merge input out of its output */
             memcpy(nk, key, nu * sizeof *nk);
             sk = nk;

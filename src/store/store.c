@@ -771,42 +771,74 @@ typedef struct {
     lcx__doc_terms **dt;       /* (n) */
     struct dtblk *blk;         /* this worker's doc_terms memory */
     struct dtblk *spare;       /* blocks to reuse first */
-    lcx__post_keys *keys;      /* this worker's posting sort keys (docs a..b-1) */
-    int a, b;
+    lcx__post_keys *keys;      /* this worker's posting sort keys (its groups' docs) */
+    int n;
+    int *next;                 /* shared: first chunk of the next group to take (atomic) */
     int rc;
 } work;
+
+/* Workers take the chunks of a batch in groups of WORK_GROUP from a shared cursor, so a
+ * worker slowed by the batch's side jobs (or by another process) takes fewer groups
+ * instead of holding up the batch with its fixed share. */
+#define WORK_GROUP 32
+
+/* Resolves the terms of the n_todo groups starting at todo[] (ascending) and adds their
+ * posting keys, in document order. Called holding the read lock; releases it. */
+static void resolve_groups(work *w, const int *todo, int n_todo)
+{
+    for (int k = 0; k < n_todo; k++)
+        for (int i = todo[k], e = i + WORK_GROUP < w->n ? i + WORK_GROUP : w->n; i < e; i++)
+            lcx__index_resolve_cached(w->s->ix, w->dt[i], w->keys);
+    unlock_rw(w->s);
+    for (int k = 0; k < n_todo; k++)
+        for (int i = todo[k], e = i + WORK_GROUP < w->n ? i + WORK_GROUP : w->n; i < e && !w->rc; i++)
+            w->rc = lcx__post_keys_add(w->keys, w->dt[i], (uint32_t)i);
+}
 
 static void *work_run(void *arg)
 {
     work *w = arg;
     uint32_t dim = w->s->dim;
     float *tmp = malloc((size_t)dim * sizeof *tmp);   /* (dim) */
+    int *todo = malloc(((size_t)w->n / WORK_GROUP + 1) * sizeof *todo);   /* groups taken, terms not resolved */
+    int n_todo = 0;
     lcx__prep p = {0};
-    if (!tmp) { w->rc = LCX_ENOMEM; return NULL; }
-    int r = w->a;   /* first chunk whose terms are not resolved yet */
-    for (int i = w->a; i < w->b && !w->rc; i++) {
-        const char *tx = w->c[i].text ? w->c[i].text : "";
-        int rc = lcx__prep_embed(&p, w->s->emb, tx, w->c[i].text_len, tmp);
-        void *mem = rc < 0 ? NULL : dtblk_alloc(&w->blk, &w->spare, lcx__prep_size(&p));
-        if (!mem) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
-        w->dt[i] = lcx__prep_finish_to(&p, mem);
-        lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
-        w->tcrc[i] = lcx_crc32c(0, tx, w->c[i].text_len);
-        /* resolve known term ids now, 32 chunks at a time, so the exclusive commit only
-         * appends postings; while a publish holds the write lock (the deferred batch's,
-         * ~3 ms) keep embedding and resolve later: only the last group waits for it */
-        if ((i - w->a) % 32 == 31 || i + 1 == w->b) {
-            if (i + 1 == w->b) lock_r(w->s);
-            else if (pthread_rwlock_tryrdlock((pthread_rwlock_t *)&w->s->rw)) continue;
-            for (int j = r; j <= i; j++) lcx__index_resolve_cached(w->s->ix, w->dt[j], w->keys);
-            unlock_rw(w->s);
-            for (int j = r; j <= i && !w->rc; j++) w->rc = lcx__post_keys_add(w->keys, w->dt[j], (uint32_t)j);
-            r = i + 1;
+    if (!tmp || !todo) {
+        free(tmp);
+        free(todo);
+        w->rc = LCX_ENOMEM;
+        return NULL;
+    }
+    for (;;) {
+        const int g = __atomic_fetch_add(w->next, WORK_GROUP, __ATOMIC_RELAXED);
+        const int e = g < w->n - WORK_GROUP ? g + WORK_GROUP : w->n;
+        if (g >= w->n) break;
+        for (int i = g; i < e && !w->rc; i++) {
+            const char *tx = w->c[i].text ? w->c[i].text : "";
+            int rc = lcx__prep_embed(&p, w->s->emb, tx, w->c[i].text_len, tmp);
+            void *mem = rc < 0 ? NULL : dtblk_alloc(&w->blk, &w->spare, lcx__prep_size(&p));
+            if (!mem) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
+            w->dt[i] = lcx__prep_finish_to(&p, mem);
+            lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
+            w->tcrc[i] = lcx_crc32c(0, tx, w->c[i].text_len);
         }
+        if (w->rc) break;
+        todo[n_todo++] = g;
+        /* resolve known term ids now, a group at a time, so the exclusive commit only
+         * appends postings; while a publish holds the write lock (the deferred batch's,
+         * ~3 ms) keep embedding and resolve later: only the end waits for it */
+        if (pthread_rwlock_tryrdlock((pthread_rwlock_t *)&w->s->rw)) continue;
+        resolve_groups(w, todo, n_todo);
+        n_todo = 0;
+    }
+    if (n_todo && !w->rc) {
+        lock_r(w->s);
+        resolve_groups(w, todo, n_todo);
     }
     if (!w->rc) lcx__post_keys_sort(w->keys);   /* here, in parallel: the publish only merges */
     lcx__prep_free(&p);
     free(tmp);
+    free(todo);
     return NULL;
 }
 
@@ -832,12 +864,11 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
     }
     work w[PAR_MAX_THREADS];
     pthread_t th[PAR_MAX_THREADS], xth[2];
-    int started[PAR_MAX_THREADS] = {0}, xstarted[2] = {0};
+    int started[PAR_MAX_THREADS] = {0}, xstarted[2] = {0}, next = 0;
     for (int k = 0; k < n_side; k++) xstarted[k] = pthread_create(&xth[k], NULL, side[k].fn, side[k].ud) == 0;
     for (int t = 0; t < nt; t++) {
         lcx__post_keys_reset(&keys[t]);
-        w[t] = (work){s, c, vec, vsc, tcrc, dt, NULL, NULL, &keys[t], (int)((int64_t)n * t / nt),
-                      (int)((int64_t)n * (t + 1) / nt), 0};
+        w[t] = (work){s, c, vec, vsc, tcrc, dt, NULL, NULL, &keys[t], n, &next, 0};
     }
     for (int t = 0; *blk; t = (t + 1) % nt) {   /* spare blocks in: dealt out to the workers */
         struct dtblk *b = *blk;

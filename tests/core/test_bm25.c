@@ -462,6 +462,73 @@ static void test_retried_commit_keys(void **st)
     lcx_index_free(ix);
 }
 
+/* Runs that interleave documents (ingest workers take groups of a batch from a shared
+ * cursor): commit_keys must give the same lists as one run in document order — including
+ * the keys of terms unknown to the index, which each run lists in its own document order. */
+static void test_commit_keys_interleaved_runs(void **st)
+{
+    (void)st;
+    enum { N = 300, G = 7, R = 3 };
+    static char tx[N][300];
+    for (int i = 0; i < N; i++) {
+        int len = 0;
+        for (int w = 0; w < 30; w++) len += zq_term(tx[i] + len, rnd() % (1u + rnd() % 2000));
+    }
+    lcx_index *ref, *ix;
+    assert_int_equal(lcx_index_new(emb, &ref), 0);
+    assert_int_equal(lcx_index_new(emb, &ix), 0);
+    lcx__prep p = {0};
+    const char *tp[N];
+    uint32_t tl[N];
+    static uint8_t rows[N * 256];
+    float sc[N], v[256];
+    for (int pass = 0; pass < 2; pass++) {   /* 0: one run, 1: R runs taking groups of G in turn */
+        lcx_index *x = pass ? ix : ref;
+        for (int half = 0; half < 2; half++) {   /* the second commit finds half its terms known */
+            lcx__doc_terms *dk[N];
+            lcx__post_keys run[R];
+            memset(run, 0, sizeof run);
+            for (int i = 0; i < N; i++) {
+                tp[i] = tx[(i + half * 37) % N];
+                tl[i] = (uint32_t)strlen(tp[i]);
+                assert_int_equal(lcx__prep_embed(&p, emb, tp[i], tl[i], v), 0);
+                assert_int_equal(lcx__prep_finish(&p, &dk[i]), 0);
+                lcx__quant_row_u8(v, 256, rows + (size_t)i * 256, &sc[i]);
+                if (half) lcx__index_resolve(x, dk[i]);
+                int r = pass ? (i / G) % R : 0;
+                assert_int_equal(lcx__post_keys_add(&run[r], dk[i], (uint32_t)i), 0);
+            }
+            for (int r = 0; r < R; r++) lcx__post_keys_sort(&run[r]);
+            uint32_t first = 99;
+            assert_int_equal(lcx__index_commit_keys(x, N, tp, tl, 1, rows, sc, dk, run, pass ? R : 1, &first), 0);
+            assert_int_equal(first, (uint32_t)(half * N));
+            for (int r = 0; r < R; r++) lcx__post_keys_free(&run[r]);
+            for (int i = 0; i < N; i++) free(dk[i]);
+        }
+    }
+    lcx__prep_free(&p);
+    assert_int_equal(ix->n_terms, ref->n_terms);
+    static uint32_t da[2 * N], db[2 * N];
+    static uint8_t fa[2 * N], fb[2 * N];
+    for (uint32_t id = 0; id < ref->n_terms; id++) {
+        uint32_t len;
+        const char *t = lcx__index_term(ref, id, &len);
+        int64_t j = -1;   /* the same term in ix (ids may differ: new terms are numbered run by run) */
+        for (uint32_t k = 0; k < ix->n_terms && j < 0; k++) {
+            uint32_t l2;
+            const char *t2 = lcx__index_term(ix, k, &l2);
+            if (l2 == len && !memcmp(t, t2, len)) j = k;
+        }
+        assert_true(j >= 0);
+        size_t na = lcx__index_postings(ref, id, da, fa, 2 * N), nb = lcx__index_postings(ix, (uint32_t)j, db, fb, 2 * N);
+        assert_int_equal(na, nb);
+        assert_memory_equal(da, db, na * sizeof *da);
+        assert_memory_equal(fa, fb, na);
+    }
+    lcx_index_free(ref);
+    lcx_index_free(ix);
+}
+
 int main(void)
 {
     assert_int_equal(lcx_embedder_hash_new(0, &emb), 0);
@@ -471,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_commit_batch_equals_commit),
         cmocka_unit_test(test_posting_blocks_and_resolve_cache),
         cmocka_unit_test(test_retried_commit_keys),
+        cmocka_unit_test(test_commit_keys_interleaved_runs),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     lcx_embedder_free(emb);
