@@ -306,71 +306,125 @@ AI void load_xv_q8_0(const uint8_t *X, int64_t nb, int zoff, q80_xv *xv)
     }
 }
 
-/* hot: generation (n_tok = 1) for the Q8_0 family: rows [0, nrows) of W, one row per pass
- * (a single sequential stream for the prefetchers). Per block: int8 products summed
- * exactly in int32 lanes, then one fma with d_w*d_x into one accumulator: the same float
- * steps as q80fam_tile's token lane, so generation and prompt logits are bit-identical
- * (two accumulators were ~10% faster in cache, but the matvec is DRAM-bound). */
+/* Generation matvecs read VEC_S far-apart row streams at once: rows [0, nrows) are cut into
+ * VEC_S contiguous ranges ("quarters" of q = nrows / VEC_S rows; the nrows % VEC_S rows
+ * left over run alone at the end) and step s of a pass handles row i of every range, block
+ * by block, with one accumulator per row. Why: from DRAM one sequential stream reached only
+ * 83-86 % of a plain read loop; 4 far-apart streams with a software prefetch each keep more
+ * misses in flight (round 5, in-process A/B over a whole Q8_0 token of Qwen2.5-0.5B shapes,
+ * 525 MB in huge pages, thread CPU time: 1 stream 57-62 ms, 2 streams 52, 4 streams 43-47,
+ * 8 streams 52; 4 streams without the software prefetch 55). Not the same as the rejected
+ * "2 interleaved rows" of round 4: those were adjacent rows (one stream, two pointers a row
+ * apart). Every row still sums its blocks in order into its own accumulator with the same
+ * float steps, so results are bit-identical to the one-row kernel (tested). */
+#define VEC_S 4
+
+/* The first PF_DIST bytes of each of a call's streams (a call is one chunk of a threaded
+ * matvec; the in-loop prefetch runs PF_DIST ahead and never covers a stream's start). */
+AI void vec_prefetch_start(const uint8_t *W, size_t wrb, int64_t nrows)
+{
+    const int64_t q = nrows / VEC_S;
+    const int ns = q ? VEC_S : 1;
+    const size_t len = q ? (size_t)q * wrb : (size_t)nrows * wrb;
+    const size_t pfn = len < PF_DIST ? len : PF_DIST;
+    for (int s = 0; s < ns; s++)
+        for (size_t o = 0; o < pfn; o += 64) _mm_prefetch((const char *)W + (size_t)s * q * wrb + o, _MM_HINT_T0);
+}
+
+/* One Q8_0-family weight block x activation block b into acc (generation): int8 products
+ * summed exactly in int32 lanes, then one fma with d_w*d_x: the same float steps as
+ * q80_tile's token lane, so generation and prompt logits are bit-identical.
+ *   Q8_0: ggml's sign trick, maddubs(|w|, sign(x, w)).
+ *   Q4_0: unsigned quants, maddubs(u, x) - xv.z (xv.z = 8*(x_2i + x_2i+1)).
+ *   Q5_0: Σ (u - 16)*x = Σ lo*x - 16*Σ_{5th bit clear} x, per pair exactly in int16
+ *     (|maddubs(lo, x)| <= 2*15*128, |16*pair| <= 16*2*128): the clear-bit mask (shuffle,
+ *     and, cmpeq with 0) selects x, maddubs(16, .) scales. This drops the and-0x10/or that
+ *     merged the 5th bit into u and the zero-point table load; ~8-10% faster in cache than
+ *     the merged-u loop (interleaved in-process A/B, 2026-11-30). */
+AI __m256 q80fam_blk(eng_type wt, const uint8_t *blk, const uint8_t *xblk, const q80_xv *xb, __m256 acc)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p;
+    if (wt == ENG_T_Q8_0) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2)), x = xb->z; /* x: aligned copy */
+        p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    } else if (wt == ENG_T_Q5_0) {
+        const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+        const __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+        const __m256i x = xb->z; /* the block's quants, aligned (see load_xv_q8_0) */
+        uint32_t qh;
+        memcpy(&qh, blk + 2, 4);
+        __m256i clr = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf); /* byte i: qh byte i/8 */
+        clr = _mm256_cmpeq_epi8(_mm256_and_si256(clr, bitm), _mm256_setzero_si256());
+        p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(blk + 6), x),
+                             _mm256_maddubs_epi16(_mm256_set1_epi8(16), _mm256_and_si256(clr, x)));
+    } else {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(xblk + 2));
+        p = _mm256_sub_epi16(_mm256_maddubs_epi16(q80fam_unpack_u(wt, blk), x), xb->z);
+    }
+    const __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), xb->d);
+    return _mm256_fmadd_ps(pf, d, acc);
+}
+
+AI void vec_store(float *y, bool add, float v)
+{
+    if (add) *y += v;
+    else *y = v;
+}
+
+/* hot: generation (n_tok = 1) for the Q8_0 family: rows [0, nrows) of W in VEC_S streams
+ * (see VEC_S), one accumulator per row (two accumulators per row were ~10% faster in cache,
+ * but the matvec is DRAM-bound). One software prefetch PF_DIST ahead per stream and pair
+ * of blocks (68 bytes for Q8_0: about one per cache line). */
+AI void q80fam_vec_s(eng_type wt, const int S, const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X,
+                     int64_t nb, const q80_xv *xv, bool add, float *y)
+{
+    const size_t bs = q80fam_bytes(wt);
+    const int64_t q = nrows / S;
+    for (int64_t i = 0; i < q; i++) {
+        const uint8_t *rw[VEC_S]; /* S <= VEC_S */
+        __m256 acc[VEC_S];
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) {
+            rw[s] = W + (s * q + i) * wrb;
+            acc[s] = _mm256_setzero_ps();
+        }
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            const uint8_t *xb = X + b * sizeof(eng_block_q8_0);
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++) {
+                const uint8_t *blk = rw[s] + b * bs;
+                _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
+                acc[s] = q80fam_blk(wt, blk, xb, &xv[b], acc[s]);
+                acc[s] = q80fam_blk(wt, blk + bs, xb + sizeof(eng_block_q8_0), &xv[b + 1], acc[s]);
+            }
+        }
+        if (b < nb)
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++)
+                acc[s] = q80fam_blk(wt, rw[s] + b * bs, X + b * sizeof(eng_block_q8_0), &xv[b], acc[s]);
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) vec_store(y + s * q + i, add, lcx_hsum8(acc[s]));
+    }
+    for (int64_t r = S * q; r < nrows; r++) { /* the nrows % S rows left: one stream */
+        const uint8_t *row = W + r * wrb;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            _mm_prefetch((const char *)row + b * bs + PF_DIST, _MM_HINT_T0);
+            acc = q80fam_blk(wt, row + b * bs, X + b * sizeof(eng_block_q8_0), &xv[b], acc);
+        }
+        vec_store(y + r, add, lcx_hsum8(acc));
+    }
+}
+
 AI void q80fam_vec(eng_type wt, const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
                    const q80_xv *xv, bool add, float *y)
 {
-    const size_t bs = q80fam_bytes(wt);
-    const bool uns = wt != ENG_T_Q8_0;
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t r = 0; r < nrows; r++) {
-        const uint8_t *row = W + r * wrb;
-        __m256 acc = _mm256_setzero_ps();
-#define Q80_VEC_BLOCK(B)                                                                             \
-    do {                                                                                             \
-        const uint8_t *blk = row + (B) * bs;                                                         \
-        _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);                                      \
-        const __m256i x = uns ? _mm256_loadu_si256((const __m256i *)(X + (B) * sizeof(eng_block_q8_0) + 2)) : xv[B].z; \
-        __m256i p;                                                                                   \
-        if (uns) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q80fam_unpack_u(wt, blk), x), xv[B].z);    \
-        else {                                                                                       \
-            const __m256i w = q80fam_unpack(wt, blk);                                                \
-            p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));                \
-        }                                                                                            \
-        const __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));                            \
-        uint16_t h;                                                                                  \
-        memcpy(&h, blk, 2);                                                                          \
-        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), xv[B].d);          \
-        acc = _mm256_fmadd_ps(pf, d, acc);                                                           \
-    } while (0)
-        if (wt == ENG_T_Q5_0) {
-            /* Q5_0: Σ (u - 16)*x = Σ lo*x - 16*Σ_{5th bit clear} x, per pair exactly in int16
-             * (|maddubs(lo, x)| <= 2*15*128, |16*pair| <= 16*2*128): the clear-bit mask
-             * (shuffle, and, cmpeq with 0) selects x, maddubs(16, .) scales. This drops the
-             * and-0x10/or that merged the 5th bit into u and the zero-point table load; the
-             * same int32 lane sums as q80fam_tile, so bit-identical. Unrolled by 4: ~8-10%
-             * faster in cache than the merged-u loop (interleaved in-process A/B, 2026-11-30). */
-            const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
-            const __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-            const __m256i c16 = _mm256_set1_epi8(16);
-#pragma GCC unroll 4
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * bs;
-                _mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
-                const __m256i x = xv[b].z; /* the block's quants, aligned (see load_xv_q8_0) */
-                uint32_t qh;
-                memcpy(&qh, blk + 2, 4);
-                __m256i clr = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf); /* byte i: qh byte i/8 */
-                clr = _mm256_cmpeq_epi8(_mm256_and_si256(clr, bitm), _mm256_setzero_si256());
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nibbles32(blk + 6), x),
-                                                   _mm256_maddubs_epi16(c16, _mm256_and_si256(clr, x)));
-                const __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                uint16_t h;
-                memcpy(&h, blk, 2);
-                const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)h)), xv[b].d);
-                acc = _mm256_fmadd_ps(pf, d, acc);
-            }
-        } else
-            for (int64_t b = 0; b < nb; b++) Q80_VEC_BLOCK(b);
-#undef Q80_VEC_BLOCK
-        const float v = lcx_hsum8(acc);
-        if (add) y[r] += v;
-        else y[r] = v;
-    }
+    q80fam_vec_s(wt, VEC_S, W, wrb, nrows, X, nb, xv, add, y);
 }
 
 static void q80_vec_q8_0(const uint8_t *W, size_t wrb, int64_t nrows, const uint8_t *X, int64_t nb,
@@ -413,50 +467,81 @@ AI void load_xv_q5_0x4(const uint8_t *X, int64_t ng, q5x4_xv *xv)
     }
 }
 
-/* hot: generation for Q5_0X4 rows (ng groups of 4 blocks each), one row per pass. Per block:
- * the unsigned quants from the shared nibble vector and 5th-bit vector (q5x4_u: 3-4 ops),
- * maddubs(u, x) - zx = the exact pair sums of (u - 16) * x (|.| <= 2*31*128), madd, cvt, and
- * one fma with d_w*d_x, which comes from one 4-lane multiply per group (d_w: one vcvtph2ps
- * of the group's 4 scales) and an in-lane vpermilps per block. The same int32 lane sums,
- * the same float product d_w*d_x and the same fma chain as the Q5_0 matvec and the prompt
- * tile, so results are bit-identical to Q5_0's; ~12 vector ops per block instead of ~17
- * (5th-bit shuffle/compare/select, scale broadcast and conversion per block). */
-static void q80_vec_q5_0x4(const uint8_t *W, size_t wrb, int64_t nrows, int64_t ng, const q5x4_xv *xv, bool add,
-                           float *y)
+/* One Q5_0X4 group (4 blocks) x the activation group into acc (see q80_vec_q5_0x4). */
+AI __m256 q5x4_grp(const uint8_t *G, const q5x4_xv *xg, __m256 acc)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t r = 0; r < nrows; r++) {
+    const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)G)), xg->d4);
+    const __m256 d8 = _mm256_set_m128(d4, d4);
+    const __m256i H = nibbles32(G + 8);
+    const __m256i q01 = _mm256_loadu_si256((const __m256i *)(G + 24));
+    const __m256i q23 = _mm256_loadu_si256((const __m256i *)(G + 56));
+#define Q5X4_BLOCK(K, Q2)                                                                                  \
+    do {                                                                                                   \
+        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q5x4_u(Q2, H, K), xg->x[K]), xg->zx[K]);   \
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_permute_ps(d8, (K) * 0x55), acc); \
+    } while (0)
+    Q5X4_BLOCK(0, q01);
+    Q5X4_BLOCK(1, q01);
+    Q5X4_BLOCK(2, q23);
+    Q5X4_BLOCK(3, q23);
+#undef Q5X4_BLOCK
+    return acc;
+}
+
+/* hot: generation for Q5_0X4 rows (ng groups of 4 blocks each), VEC_S row streams (see
+ * VEC_S). Per block: the unsigned quants from the shared nibble vector and 5th-bit vector
+ * (q5x4_u: 3-4 ops), maddubs(u, x) - zx = the exact pair sums of (u - 16) * x (|.| <=
+ * 2*31*128), madd, cvt, and one fma with d_w*d_x, which comes from one 4-lane multiply per
+ * group (d_w: one vcvtph2ps of the group's 4 scales) and an in-lane vpermilps per block. The
+ * same int32 lane sums, the same float product d_w*d_x and the same fma chain as the Q5_0
+ * matvec and the prompt tile, so results are bit-identical to Q5_0's; ~12 vector ops per
+ * block instead of ~17 (5th-bit shuffle/compare/select, scale broadcast and conversion per
+ * block). 88-byte groups: prefetches at G and G + 64 per stream leave no line out. */
+AI void q80_vec_q5_0x4_s(const int S, const uint8_t *W, size_t wrb, int64_t nrows, int64_t ng, const q5x4_xv *xv,
+                        bool add, float *y)
+{
+    const int64_t q = nrows / S;
+    for (int64_t i = 0; i < q; i++) {
+        const uint8_t *rw[VEC_S]; /* S <= VEC_S */
+        __m256 acc[VEC_S];
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) {
+            rw[s] = W + (s * q + i) * wrb;
+            acc[s] = _mm256_setzero_ps();
+        }
+        for (int64_t g = 0; g < ng; g++)
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++) {
+                const uint8_t *G = rw[s] + g * sizeof(eng_block_q5_0x4);
+                _mm_prefetch((const char *)G + PF_DIST, _MM_HINT_T0);
+                _mm_prefetch((const char *)G + PF_DIST + 64, _MM_HINT_T0);
+                acc[s] = q5x4_grp(G, &xv[g], acc[s]);
+            }
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) vec_store(y + s * q + i, add, lcx_hsum8(acc[s]));
+    }
+    for (int64_t r = S * q; r < nrows; r++) {
         const uint8_t *row = W + r * wrb;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t g = 0; g < ng; g++) {
             const uint8_t *G = row + g * sizeof(eng_block_q5_0x4);
-            /* 88-byte groups: prefetches at G and G + 64 leave no line out */
             _mm_prefetch((const char *)G + PF_DIST, _MM_HINT_T0);
             _mm_prefetch((const char *)G + PF_DIST + 64, _MM_HINT_T0);
-            const __m128 d4 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)G)), xv[g].d4);
-            const __m256 d8 = _mm256_set_m128(d4, d4);
-            const __m256i H = nibbles32(G + 8);
-            const __m256i q01 = _mm256_loadu_si256((const __m256i *)(G + 24));
-            const __m256i q23 = _mm256_loadu_si256((const __m256i *)(G + 56));
-#define Q5X4_BLOCK(K, Q2)                                                                                   \
-    do {                                                                                                    \
-        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q5x4_u(Q2, H, K), xv[g].x[K]), xv[g].zx[K]); \
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_permute_ps(d8, (K) * 0x55), acc); \
-    } while (0)
-            Q5X4_BLOCK(0, q01);
-            Q5X4_BLOCK(1, q01);
-            Q5X4_BLOCK(2, q23);
-            Q5X4_BLOCK(3, q23);
-#undef Q5X4_BLOCK
+            acc = q5x4_grp(G, &xv[g], acc);
         }
-        const float v = lcx_hsum8(acc);
-        if (add) y[r] += v;
-        else y[r] = v;
+        vec_store(y + r, add, lcx_hsum8(acc));
     }
 }
 
+static void q80_vec_q5_0x4(const uint8_t *W, size_t wrb, int64_t nrows, int64_t ng, const q5x4_xv *xv, bool add,
+                           float *y)
+{
+    q80_vec_q5_0x4_s(VEC_S, W, wrb, nrows, ng, xv, add, y);
+}
+
 /* Q4_0/Q5_0/Q8_0 x Q8_0 driver: column segments (the x tables on the stack), generation
- * one row per pass over all rows, prompts in row chunks that stay in L2 while every token
+ * in VEC_S row streams over all rows, prompts in row chunks that stay in L2 while every token
  * tile of PP_T sweeps over them (one weight row per tile: the weight block is unpacked
  * once for PP_T tokens). */
 static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const uint8_t *W, size_t wrb, int64_t n_in,
@@ -476,9 +561,7 @@ static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const ui
             const int64_t nb = nb_all - s0 < seg ? nb_all - s0 : seg;
             const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
             load_xv_q5_0x4(Xs, nb / 4, u.x4);
-            const uint8_t *pf = Ws + r0 * wrb;
-            const size_t pfn = (size_t)(r1 - r0) * wrb < PF_DIST ? (size_t)(r1 - r0) * wrb : PF_DIST;
-            for (size_t o = 0; o < pfn; o += 64) _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
+            vec_prefetch_start(Ws + r0 * wrb, wrb, r1 - r0);
             q80_vec_q5_0x4(Ws + r0 * wrb, wrb, r1 - r0, nb / 4, u.x4, s0 > 0, y + r0);
         }
         return;
@@ -490,15 +573,10 @@ static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const ui
             const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
             /* the Q5_0 matvec takes its zero point from the weights' bit mask, not xv.z */
             load_xv_q8_0(Xs, nb, bs == sizeof(eng_block_q5_0) ? 0 : zoff, xv);
-            /* One row per pass = one sequential weight stream (rows are contiguous). Several
-             * rows per pass (x block shared) looked better in cache, but from DRAM 4 rows
-             * streamed at 6.6 GB/s and 1 row at 10.4 GB/s (145 MB lm_head, a plain read
-             * loop: 10-12 GB/s): the parallel streams defeat the hardware prefetcher. */
-            /* a call is one chunk of a threaded matvec (often 16-100 rows): start the stream's
-             * first PF_DIST bytes now, which the in-loop prefetch (PF_DIST ahead) never covers */
-            const uint8_t *pf = Ws + r0 * wrb;
-            const size_t pfn = (size_t)(r1 - r0) * wrb < PF_DIST ? (size_t)(r1 - r0) * wrb : PF_DIST;
-            for (size_t o = 0; o < pfn; o += 64) _mm_prefetch((const char *)pf + o, _MM_HINT_T0);
+            /* VEC_S far-apart row streams (see VEC_S). Adjacent rows per pass (x block
+             * shared) looked better in cache, but from DRAM 4 adjacent rows streamed at 6.6
+             * GB/s and 1 row at 10.4 GB/s (145 MB lm_head, round 2). */
+            vec_prefetch_start(Ws + r0 * wrb, wrb, r1 - r0);
             vfn(Ws + r0 * wrb, wrb, r1 - r0, Xs, nb, xv, s0 > 0, y + r0);
         }
         return;
@@ -565,7 +643,7 @@ AI void k4_scales(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8])
 
 /* hot: Q4_K / Q5_K x Q8_K, R rows x T tokens. */
 AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X,
-                 size_t xrb, int64_t nb, float *y, int64_t ldy)
+                 size_t xrb, int64_t nb, float *y, int64_t ldy, int64_t ys)
 {
     const size_t bs = wt == ENG_T_Q4_K ? sizeof(eng_block_q4_K) : sizeof(eng_block_q5_K);
     const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -642,13 +720,13 @@ AI void k45_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[t * ldy + r] = acc[r][t];
+        for (int t = 0; t < T; t++) y[t * ldy + r * ys] = acc[r][t];
 }
 
 /* hot: Q6_K x Q8_K, R rows x T tokens. Quants are used unsigned (0..63); the -32 offset
  * is Σ_j sc_j * 32 * bsum_j, subtracted once per super-block. */
 AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb,
-                 int64_t nb, float *y, int64_t ldy)
+                 int64_t nb, float *y, int64_t ldy, int64_t ys)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
     float acc[4][8] = {{0}};
@@ -714,7 +792,7 @@ AI void q6k_tile(const int R, const int T, const uint8_t *W, size_t wrb, const u
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[t * ldy + r] = acc[r][t];
+        for (int t = 0; t < T; t++) y[t * ldy + r * ys] = acc[r][t];
 }
 
 /* ---- K family, prompts: super-block outer, rows inner, lane = token accumulators.
@@ -898,7 +976,7 @@ AI __m256 fl_load(eng_type wt, const uint8_t *row, int64_t k)
 
 /* hot: F32/F16/BF16 (activations in the same type), R rows x T tokens, n % 8 handled. */
 AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb,
-                int64_t n, float *y, int64_t ldy)
+                int64_t n, float *y, int64_t ldy, int64_t ys)
 {
     __m256 acc[4][8];
 #pragma GCC unroll 8
@@ -936,7 +1014,7 @@ AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t 
                 }
                 s += a * b;
             }
-            y[t * ldy + r] = s;
+            y[t * ldy + r * ys] = s;
         }
 }
 
@@ -963,17 +1041,17 @@ AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t 
 
 #define DEF_TILE_FN(NAME, BODY)                                                                      \
     static void NAME(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t n, \
-                     float *y, int64_t ldy)                                                          \
+                     float *y, int64_t ldy, int64_t ys)                                              \
     {                                                                                                \
         TILE_SWITCH(BODY)                                                                            \
     }
 
-#define C_Q4K(r, t) k45_tile(ENG_T_Q4_K, r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
-#define C_Q5K(r, t) k45_tile(ENG_T_Q5_K, r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
-#define C_Q6K(r, t) q6k_tile(r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy)
-#define C_F32(r, t) fl_tile(ENG_T_F32, r, t, W, wrb, X, xrb, n, y, ldy)
-#define C_F16(r, t) fl_tile(ENG_T_F16, r, t, W, wrb, X, xrb, n, y, ldy)
-#define C_BF16(r, t) fl_tile(ENG_T_BF16, r, t, W, wrb, X, xrb, n, y, ldy)
+#define C_Q4K(r, t) k45_tile(ENG_T_Q4_K, r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy, ys)
+#define C_Q5K(r, t) k45_tile(ENG_T_Q5_K, r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy, ys)
+#define C_Q6K(r, t) q6k_tile(r, t, W, wrb, X, xrb, n / ENG_QK_K, y, ldy, ys)
+#define C_F32(r, t) fl_tile(ENG_T_F32, r, t, W, wrb, X, xrb, n, y, ldy, ys)
+#define C_F16(r, t) fl_tile(ENG_T_F16, r, t, W, wrb, X, xrb, n, y, ldy, ys)
+#define C_BF16(r, t) fl_tile(ENG_T_BF16, r, t, W, wrb, X, xrb, n, y, ldy, ys)
 
 DEF_TILE_FN(tile_q4_K, C_Q4K)
 DEF_TILE_FN(tile_q5_K, C_Q5K)
@@ -983,7 +1061,7 @@ DEF_TILE_FN(tile_f16, C_F16)
 DEF_TILE_FN(tile_bf16, C_BF16)
 
 typedef void (*tile_fn)(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t n,
-                        float *y, int64_t ldy);
+                        float *y, int64_t ldy, int64_t ys);
 
 bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
                      const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy, void *ws, size_t ws_bytes)
@@ -1012,17 +1090,22 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
     }
     const uint8_t *w8 = W, *x8 = X;
     if (n_tok == 1) {
-        /* generation: a matvec, memory bound. Quantized: one row per pass, a single
-         * sequential stream the prefetchers follow (from DRAM, Q6_K 4864x896: 9.1 GB/s with
-         * one row vs 8.4 with two; Q4_K/Q5_K also spill registers beyond one row); floats
-         * at four rows. Software prefetch keeps the stream ahead. */
-        const int RG = (wt == ENG_T_Q4_K || wt == ENG_T_Q5_K || wt == ENG_T_Q6_K) ? 1 : 4;
+        /* generation: a matvec, memory bound. K-quants: VEC_S row streams (see VEC_S): the
+         * tile's R rows are the rows i, i+q, i+2q, i+3q (row stride q*wrb, output stride q),
+         * each with its own accumulator and the float steps of a one-row tile; the rows left
+         * over one at a time. Floats: 4 adjacent rows per pass. Software prefetch (in the
+         * tiles) keeps each stream ahead. */
+        vec_prefetch_start(w8 + r0 * wrb, wrb, r1 - r0);
+        if (wt == ENG_T_Q4_K || wt == ENG_T_Q5_K || wt == ENG_T_Q6_K) {
+            const int64_t q = (r1 - r0) / VEC_S;
+            for (int64_t i = 0; i < q; i++)
+                fn(VEC_S, 1, w8 + (r0 + i) * wrb, (size_t)q * wrb, x8, xrb, n_in, y + r0 + i, ldy, q);
+            for (int64_t r = r0 + VEC_S * q; r < r1; r++) fn(1, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy, 1);
+            return true;
+        }
         int64_t r = r0;
-        /* the chunk's first PF_DIST bytes (see q80fam_matmul) */
-        const size_t pfn = (size_t)(r1 - r0) * wrb < PF_DIST ? (size_t)(r1 - r0) * wrb : PF_DIST;
-        for (size_t o = 0; o < pfn; o += 64) _mm_prefetch((const char *)w8 + r0 * wrb + o, _MM_HINT_T0);
-        for (; r + RG <= r1; r += RG) fn(RG, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
-        for (; r < r1; r++) fn(1, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy);
+        for (; r + 4 <= r1; r += 4) fn(4, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy, 1);
+        for (; r < r1; r++) fn(1, 1, w8 + r * wrb, wrb, x8, xrb, n_in, y + r, ldy, 1);
         return true;
     }
     /* prompt: K-quants see kq_matmul_pp; floats: chunks of rows that stay in L2 while every
@@ -1042,8 +1125,8 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
             const int T = n_tok - t < TT ? (int)(n_tok - t) : TT;
             int64_t r = c0;
             if (RR == 2)
-                for (; r + 2 <= c1; r += 2) fn(2, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy);
-            for (; r < c1; r++) fn(1, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy);
+                for (; r + 2 <= c1; r += 2) fn(2, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy, 1);
+            for (; r < c1; r++) fn(1, T, w8 + r * wrb, wrb, x8 + t * xrb, xrb, n_in, y + t * ldy + r, ldy, 1);
         }
     }
     return true;

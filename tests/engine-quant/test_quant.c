@@ -712,6 +712,57 @@ static void test_generation_matches_prompt(void **state)
     }
 }
 
+/* Generation kernels read several far-apart row streams at once (quant_avx2.c VEC_S: rows
+ * [r0,r1) cut into 4 ranges, one row of each per step, the rows left over alone). Every row
+ * must still get exactly the float it gets when it is computed alone (a one-row call runs
+ * the single-stream path), whatever the row count and r0 (so a wrong stream offset, output
+ * index or remainder row fails), and outputs outside [r0,r1) stay untouched. Rows of 5376
+ * elements span two Q4_0/Q5_0 column segments (the second accumulates into y). */
+static void test_generation_streams(void **state)
+{
+    (void)state;
+    const eng_isa isa = eng_isa_available(ENG_ISA_AVX2) ? ENG_ISA_AVX2 : ENG_ISA_SCALAR;
+    const eng_type ts[] = {ENG_T_Q8_0, ENG_T_Q4_0, ENG_T_Q5_0, ENG_T_Q5_0X4, ENG_T_Q4_K, ENG_T_Q5_K, ENG_T_Q6_K, ENG_T_F16};
+    const int64_t n_ins[] = {896, 5376};
+    const int64_t r1s[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 37, 70};
+    enum { ROWS = 72 };
+    for (size_t k = 0; k < LCX_ARRAY_LEN(ts); k++)
+        for (size_t a = 0; a < LCX_ARRAY_LEN(n_ins); a++) {
+            const eng_type t = ts[k], vt = eng_vec_dot_type(t);
+            int64_t n = n_ins[a];
+            if (eng_type_block_elems(t) == ENG_QK_K) n = n == 896 ? 768 : 4864; /* 256-multiples */
+            const size_t wrb = eng_row_bytes(t, n), xrb = eng_row_bytes(vt, n);
+            uint8_t *W = xmalloc(wrb * ROWS), *X = xmalloc(xrb);
+            float *f = xmalloc(n * 4), *y1 = xmalloc(ROWS * 4), *ys = xmalloc(ROWS * 4);
+            if (t == ENG_T_Q5_0X4) {
+                quant_random_rows(ENG_T_Q5_0, W, wrb, n, ROWS, 0.1f, f);
+                for (int64_t r = 0; r < ROWS; r++) eng_q5_0x4_from_q5_0(W + r * wrb, W + r * wrb, n);
+            } else quant_random_rows(t, W, wrb, n, ROWS, 0.1f, f);
+            quant_random_rows(vt, X, xrb, n, 1, 1.f, f);
+            for (int64_t r = 0; r < ROWS; r++) eng_matmul_isa(isa, t, W, wrb, n, r, r + 1, X, xrb, 1, y1, ROWS);
+            for (size_t b = 0; b < LCX_ARRAY_LEN(r1s); b++)
+                for (int64_t r0 = 0; r0 < 3; r0 += 2) {
+                    const int64_t r1 = r0 + r1s[b];
+                    for (int64_t r = 0; r < ROWS; r++) ys[r] = -777.f;
+                    eng_matmul_isa(isa, t, W, wrb, n, r0, r1, X, xrb, 1, ys, ROWS);
+                    for (int64_t r = 0; r < ROWS; r++) {
+                        if (r < r0 || r >= r1) {
+                            assert_true(ys[r] == -777.f);
+                            continue;
+                        }
+                        if (memcmp(&ys[r], &y1[r], 4))
+                            fail_msg("%s n=%ld rows [%ld,%ld) row %ld: %.9g, alone %.9g", eng_type_name(t), (long)n,
+                                     (long)r0, (long)r1, (long)r, ys[r], y1[r]);
+                    }
+                }
+            free(W);
+            free(X);
+            free(f);
+            free(y1);
+            free(ys);
+        }
+}
+
 /* Q8_0-family prompt kernels over many rows: several row chunks (with and without a
  * workspace: different chunk sizes), several K steps (4864 = 152 blocks), a partial last
  * token tile, r0 > 0. Every token's outputs must equal its generation (n_tok = 1) outputs
@@ -923,6 +974,7 @@ int main(void)
         cmocka_unit_test(test_exact_integer_sums),
         cmocka_unit_test(test_generation_matches_prompt),
         cmocka_unit_test(test_prompt_chunks),
+        cmocka_unit_test(test_generation_streams),
         cmocka_unit_test(test_q5_0x4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
