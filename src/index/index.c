@@ -45,20 +45,9 @@ struct lcx__ablock {
     char data[];
 };
 
-/* realloc for the index's big growing arrays (rows, term table, list headers): from 4 MiB on,
- * the new block is 2 MiB aligned and huge-page advised BEFORE the old contents are copied
- * in (realloc would copy first, faulting the copy in 4 KiB pages, and only the untouched
- * rest would benefit from advice given after it). Contents as realloc; NULL on failure
- * (old untouched). old_n: bytes of p in use. */
-static void *big_realloc(void *p, size_t old_n, size_t n)
-{
-    if (n < LCX_HUGE_MIN) return realloc(p, n);
-    void *q = lcx_alloc_huge(n);
-    if (!q) return NULL;
-    if (p && old_n) memcpy(q, p, old_n < n ? old_n : n);
-    free(p);
-    return q;
-}
+/* The index's big growing arrays (rows, term table, list headers) are lcx_big_realloc
+ * blocks: from 4 MiB on 2 MiB aligned and huge-page advised, grown by moving pages
+ * (mremap), not by copying. Each is released with lcx_big_free and its byte size. */
 
 static char *arena_alloc(lcx_index *ix, size_t n)
 {
@@ -368,15 +357,15 @@ void lcx_index_free(lcx_index *ix)
     free(ix->text);
     free(ix->text_len);
     free(ix->del);
-    free(ix->vec8);
+    lcx_big_free(ix->vec8, (size_t)ix->vec_cap * ix->dim);
     free(ix->vsc);
-    free(ix->tab);
+    lcx_big_free(ix->tab, (size_t)ix->tab_cap * sizeof *ix->tab);
     free(ix->otstr);
     free(ix->otlen);
     if (ix->pl) {
         for (uint32_t i = 0; i < ix->n_terms; i++)
             if (ix->pl[i].cap > PS_MAXCAP) free(ix->pl[i].doc);   /* smaller: in the slabs */
-        free(ix->pl);
+        lcx_big_free(ix->pl, (size_t)ix->pl_cap * sizeof *ix->pl);
     }
     ps_free_all(&ix->palloc[0]);
     ps_free_all(&ix->palloc[1]);
@@ -397,9 +386,10 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elt, size_t *acct
         if (nc > UINT32_MAX / 2) return LCX_ELIMIT;
         nc *= 2;
     }
-    void *np = big_realloc(*p, (size_t)*cap * elt, (size_t)nc * elt);
+    void *np = lcx_big_realloc(*p, (size_t)*cap * elt, (size_t)nc * elt);
     if (!np) return LCX_ENOMEM;
-    memset((char *)np + (size_t)*cap * elt, 0, (size_t)(nc - *cap) * elt);
+    if ((size_t)nc * elt < LCX_HUGE_MIN)   /* big blocks grow with fresh zero pages */
+        memset((char *)np + (size_t)*cap * elt, 0, (size_t)(nc - *cap) * elt);
     if (acct) *acct += (size_t)(nc - *cap) * elt;
     *p = np;
     *cap = nc;
@@ -435,7 +425,7 @@ int lcx__index_reserve(lcx_index *ix, uint32_t n)
         uint32_t nc = ix->vec_cap ? ix->vec_cap : 64;
         while (nc < rows) nc = nc > UINT32_MAX / 2 ? rows : nc * 2;
         /* rows are written once per ingested span: huge pages from 4 MiB on */
-        uint8_t *v8 = big_realloc(ix->vec8, (size_t)ix->vec_cap * ix->dim, (size_t)nc * ix->dim);
+        uint8_t *v8 = lcx_big_realloc(ix->vec8, (size_t)ix->vec_cap * ix->dim, (size_t)nc * ix->dim);
         if (!v8) return LCX_ENOMEM;
         ix->vec8 = v8;
         float *sc = realloc(ix->vsc, (size_t)nc * sizeof *sc);
@@ -507,9 +497,9 @@ const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len)
 static int tab_grow(lcx_index *ix)
 {
     uint32_t nc = ix->tab_cap ? ix->tab_cap * 2 : 1024;
-    lcx__tslot *t = big_realloc(NULL, 0, (size_t)nc * sizeof *t);
+    lcx__tslot *t = lcx_big_realloc(NULL, 0, (size_t)nc * sizeof *t);
     if (!t) return LCX_ENOMEM;
-    memset(t, 0, (size_t)nc * sizeof *t);   /* after the huge-page advice, when big */
+    if ((size_t)nc * sizeof *t < LCX_HUGE_MIN) memset(t, 0, (size_t)nc * sizeof *t);   /* big: fresh zero pages */
     for (uint32_t i = 0; i < ix->tab_cap; i++) {
         if (!ix->tab[i].id1) continue;
         uint32_t j = (uint32_t)ix->tab[i].hash & (nc - 1);
@@ -517,7 +507,7 @@ static int tab_grow(lcx_index *ix)
         t[j] = ix->tab[i];
     }
     ix->own_bytes += (size_t)(nc - ix->tab_cap) * sizeof *t;
-    free(ix->tab);
+    lcx_big_free(ix->tab, (size_t)ix->tab_cap * sizeof *t);
     ix->tab = t;
     ix->tab_cap = nc;
     return 0;

@@ -183,9 +183,8 @@ int lcx__store_meta_reserve(lcx_store *s, uint32_t need)
     if (need <= s->m_cap) return 0;
     uint32_t nc = s->m_cap ? s->m_cap : 64;
     while (nc < need) nc = nc > UINT32_MAX / 2 ? need : nc * 2;
-    meta *m = realloc(s->m, (size_t)nc * sizeof *m);
+    meta *m = lcx_big_realloc(s->m, (size_t)s->m_cap * sizeof *m, (size_t)nc * sizeof *m);
     if (!m) return LCX_ENOMEM;
-    lcx_advise_huge(m, (size_t)nc * sizeof *m);
     s->m = m;
     s->m_cap = nc;
     return 0;
@@ -684,7 +683,7 @@ void lcx_store_close(lcx_store *s)
         free(b);
         b = n;
     }
-    free(s->m);
+    lcx_big_free(s->m, (size_t)s->m_cap * sizeof *s->m);
     free(s->recbuf);
     dtblk_free(s->dtspare);
     free(s->prec[0]);

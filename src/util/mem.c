@@ -3,9 +3,11 @@
  * streaming it costs a TLB walk per 4 KiB with the hardware prefetchers stopping at every
  * page boundary; a 2 MiB page removes both. The advice works when THP is in "always" or
  * "madvise" mode (Debian's default is madvise); otherwise it is plain memory. */
+#define _GNU_SOURCE /* mremap */
 #include "util/util.h"
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 void *lcx_alloc_huge(size_t n)
@@ -23,4 +25,56 @@ void lcx_advise_huge(void *p, size_t n)
     uintptr_t a = ((uintptr_t)p + LCX_HUGE_PAGE - 1) & ~(uintptr_t)(LCX_HUGE_PAGE - 1);
     uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(LCX_HUGE_PAGE - 1);
     if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);   /* advice only */
+}
+
+static size_t huge_round(size_t n) { return (n + LCX_HUGE_PAGE - 1) & ~(size_t)(LCX_HUGE_PAGE - 1); }
+
+/* tot bytes (a multiple of 2 MiB) of fresh zero memory at a 2 MiB boundary: one mapping of
+ * tot + 2 MiB with the unaligned head and tail unmapped (THP maps only aligned 2 MiB). */
+static void *map_aligned(size_t tot)
+{
+    char *m = mmap(NULL, tot + LCX_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    char *a = (char *)(((uintptr_t)m + LCX_HUGE_PAGE - 1) & ~(uintptr_t)(LCX_HUGE_PAGE - 1));
+    if (a > m) munmap(m, (size_t)(a - m));
+    if (m + tot + LCX_HUGE_PAGE > a + tot) munmap(a + tot, (size_t)(m + tot + LCX_HUGE_PAGE - (a + tot)));
+    (void)madvise(a, tot, MADV_HUGEPAGE);   /* advice only */
+    return a;
+}
+
+void *lcx_big_realloc(void *p, size_t old_n, size_t n)
+{
+    if (!p) old_n = 0;
+    if (n > SIZE_MAX / 2) return NULL;
+    const int was_big = old_n >= LCX_HUGE_MIN, big = n >= LCX_HUGE_MIN;
+    if (!was_big && !big) return realloc(p, n ? n : 1);
+    if (was_big && big) {
+        size_t ot = huge_round(old_n), nt = huge_round(n);
+        if (nt == ot) return p;
+        /* the new place is reserved aligned first, then the old pages move onto it */
+        void *q = map_aligned(nt);
+        if (!q) return NULL;
+        if (nt > ot) {
+            void *r = mremap(p, ot, nt, MREMAP_MAYMOVE | MREMAP_FIXED, q);
+            if (r != MAP_FAILED) {
+                (void)madvise(r, nt, MADV_HUGEPAGE);
+                return r;
+            }
+        }
+        memcpy(q, p, nt < ot ? nt : ot);   /* shrinking, or mremap refused: copy */
+        munmap(p, ot);
+        return q;
+    }
+    void *q = big ? map_aligned(huge_round(n)) : malloc(n ? n : 1);   /* crossing the threshold: copy once */
+    if (!q) return NULL;
+    if (p) memcpy(q, p, old_n < n ? old_n : n);
+    lcx_big_free(p, old_n);
+    return q;
+}
+
+void lcx_big_free(void *p, size_t n)
+{
+    if (!p) return;
+    if (n >= LCX_HUGE_MIN) munmap(p, huge_round(n));
+    else free(p);
 }

@@ -72,6 +72,14 @@ int lcx_boot_id(uint8_t id[16]);
 #define LCX_HUGE_MIN (4u << 20)
 void *lcx_alloc_huge(size_t n);
 void  lcx_advise_huge(void *p, size_t n);
+/* Growable big arrays: realloc below LCX_HUGE_MIN; from it on, a private anonymous mapping,
+ * 2 MiB aligned and advised MADV_HUGEPAGE, grown with mremap (the pages move, nothing is
+ * copied: doubling a 32 MiB row array was a 16 MiB copy plus faults on the ingest path).
+ * lcx_big_realloc(p, old_n, n): old_n = the n p was last (re)allocated with (0 for NULL);
+ * contents as realloc; NULL on failure with p untouched. Release with lcx_big_free(p, n),
+ * n as last passed; NULL is a no-op. Never mix with malloc/free. */
+void *lcx_big_realloc(void *p, size_t old_n, size_t n);
+void  lcx_big_free(void *p, size_t n);
 
 /* ---- checksums and hashes (hash.c) */
 uint32_t lcx_crc32c(uint32_t crc, const void *p, size_t n);   /* Castagnoli; start with 0 */

@@ -143,6 +143,40 @@ static void test_alloc_huge(void **st)
     assert_null(lcx_alloc_huge(SIZE_MAX - (1u << 20)));
 }
 
+/* lcx_big_realloc through every transition (small → small → big → bigger → same pages →
+ * smaller big → small): contents kept, growth zero-filled beyond the old size when big,
+ * big blocks 2 MiB aligned; then freed with their sizes (ASan/LSan see the small ones). */
+static void test_big_realloc(void **st)
+{
+    (void)st;
+    const size_t M = 1u << 20;
+    size_t sizes[] = {100, 3 * M, 4 * M, 9 * M + 5, 9 * M + 7, 40 * M, 6 * M, 2 * M, 64};
+    unsigned char *p = NULL;
+    size_t old = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        unsigned char *q = lcx_big_realloc(p, old, n);
+        assert_non_null(q);
+        size_t keep = old < n ? old : n;
+        for (size_t k = 0; k < keep; k += 4093) assert_int_equal(q[k], (unsigned char)(k * 7 + old));
+        if (keep) assert_int_equal(q[keep - 1], (unsigned char)((keep - 1) * 7 + old));
+        if (n >= 4 * M) {
+            assert_int_equal((uintptr_t)q % (2 * M), 0);
+            if (old >= 4 * M && n > old) assert_int_equal(q[n - 1], 0);   /* moved pages + fresh zero tail */
+        }
+        for (size_t k = 0; k < n; k++) q[k] = (unsigned char)(k * 7 + n);
+        p = q;
+        old = n;
+    }
+    lcx_big_free(p, old);
+    lcx_big_free(NULL, 0);
+    p = lcx_big_realloc(NULL, 0, 5 * M);   /* fresh big block: zero */
+    assert_non_null(p);
+    assert_int_equal(p[0] | p[5 * M - 1], 0);
+    lcx_big_free(p, 5 * M);
+    assert_null(lcx_big_realloc(NULL, 0, SIZE_MAX - 1));
+}
+
 static void test_strerror(void **st)
 {
     assert_string_equal(lcx_strerror(LCX_ELIMIT), "limit exceeded");
@@ -156,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_sha256),      cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_hash64_stable), cmocka_unit_test(test_hash64_golden), cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_atomic_write), cmocka_unit_test(test_strerror), cmocka_unit_test(test_alloc_huge),
+        cmocka_unit_test(test_big_realloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
