@@ -400,6 +400,26 @@ static void test_posting_blocks_and_resolve_cache(void **st)
     free(tk);
 }
 
+/* n texts of 30 zq terms, term k skewed towards small k (< vocab): some terms in many
+ * documents, most in few */
+static void zq_texts(char (*tx)[300], int n, uint32_t vocab)
+{
+    for (int i = 0; i < n; i++) {
+        int len = 0;
+        for (int w = 0; w < 30; w++) len += zq_term(tx[i] + len, rnd() % (1u + rnd() % vocab));
+    }
+}
+
+/* Batch document i from text t, as an ingest worker prepares it: its doc_terms (*dk, to
+ * free), 8-bit row and scale. */
+static void prep_doc(lcx__prep *p, const char *t, uint32_t tl, lcx__doc_terms **dk, uint8_t *rows, float *sc, int i)
+{
+    float v[256];
+    assert_int_equal(lcx__prep_embed(p, emb, t, tl, v), 0);
+    assert_int_equal(lcx__prep_finish(p, dk), 0);
+    lcx__quant_row_u8(v, 256, rows + (size_t)i * 256, &sc[i]);
+}
+
 /* A publish that failed after appending postings (simulated: the batch's postings are in,
  * its documents rolled back) is retried: post_run must skip what is already there (it
  * reads list tails only after a failure, flagged by post_failed), so the lists equal a
@@ -409,10 +429,7 @@ static void test_retried_commit_keys(void **st)
     (void)st;
     enum { N = 200 };
     static char tx[N][300];
-    for (int i = 0; i < N; i++) {
-        int len = 0;
-        for (int w = 0; w < 30; w++) len += zq_term(tx[i] + len, rnd() % (1u + rnd() % 3000));
-    }
+    zq_texts(tx, N, 3000);
     lcx_index *ref, *ix;
     assert_int_equal(lcx_index_new(emb, &ref), 0);
     assert_int_equal(lcx_index_new(emb, &ix), 0);
@@ -420,7 +437,7 @@ static void test_retried_commit_keys(void **st)
     const char *tp[N];
     uint32_t tl[N];
     static uint8_t rows[N * 256];
-    float sc[N], v[256];
+    float sc[N];
     for (int pass = 0; pass < 3; pass++) {   /* 0: reference, 1: commit then roll back, 2: retry */
         lcx_index *x = pass ? ix : ref;
         lcx__doc_terms *dk[N];
@@ -428,9 +445,7 @@ static void test_retried_commit_keys(void **st)
         for (int i = 0; i < N; i++) {
             tp[i] = tx[i];
             tl[i] = (uint32_t)strlen(tx[i]);
-            assert_int_equal(lcx__prep_embed(&p, emb, tp[i], tl[i], v), 0);
-            assert_int_equal(lcx__prep_finish(&p, &dk[i]), 0);
-            lcx__quant_row_u8(v, 256, rows + (size_t)i * 256, &sc[i]);
+            prep_doc(&p, tp[i], tl[i], &dk[i], rows, sc, i);
             if (i % 2) lcx__index_resolve(x, dk[i]);
             assert_int_equal(lcx__post_keys_add(&run, dk[i], (uint32_t)i), 0);
         }
@@ -470,10 +485,7 @@ static void test_commit_keys_interleaved_runs(void **st)
     (void)st;
     enum { N = 300, G = 7, R = 3 };
     static char tx[N][300];
-    for (int i = 0; i < N; i++) {
-        int len = 0;
-        for (int w = 0; w < 30; w++) len += zq_term(tx[i] + len, rnd() % (1u + rnd() % 2000));
-    }
+    zq_texts(tx, N, 2000);
     lcx_index *ref, *ix;
     assert_int_equal(lcx_index_new(emb, &ref), 0);
     assert_int_equal(lcx_index_new(emb, &ix), 0);
@@ -481,7 +493,7 @@ static void test_commit_keys_interleaved_runs(void **st)
     const char *tp[N];
     uint32_t tl[N];
     static uint8_t rows[N * 256];
-    float sc[N], v[256];
+    float sc[N];
     for (int pass = 0; pass < 2; pass++) {   /* 0: one run, 1: R runs taking groups of G in turn */
         lcx_index *x = pass ? ix : ref;
         for (int half = 0; half < 2; half++) {   /* the second commit finds half its terms known */
@@ -491,9 +503,7 @@ static void test_commit_keys_interleaved_runs(void **st)
             for (int i = 0; i < N; i++) {
                 tp[i] = tx[(i + half * 37) % N];
                 tl[i] = (uint32_t)strlen(tp[i]);
-                assert_int_equal(lcx__prep_embed(&p, emb, tp[i], tl[i], v), 0);
-                assert_int_equal(lcx__prep_finish(&p, &dk[i]), 0);
-                lcx__quant_row_u8(v, 256, rows + (size_t)i * 256, &sc[i]);
+                prep_doc(&p, tp[i], tl[i], &dk[i], rows, sc, i);
                 if (half) lcx__index_resolve(x, dk[i]);
                 int r = pass ? (i / G) % R : 0;
                 assert_int_equal(lcx__post_keys_add(&run[r], dk[i], (uint32_t)i), 0);
