@@ -849,7 +849,7 @@ typedef struct {
 
 /* Runs the n_side side jobs (≤ 2) next to the embedding workers.
  * keys: PAR_MAX_THREADS runs (emptied here, buffers reused); *n_runs receives how many
- * were filled, in document order. *blk: spare blocks in (may be NULL), every block the
+ * were filled (each in document order; the runs interleave groups of WORK_GROUP). *blk: spare blocks in (may be NULL), every block the
  * workers hold out (dt[] lives in them). */
 static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
                          lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs,
