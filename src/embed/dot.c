@@ -228,10 +228,33 @@ static inline int32_t hsum_epi32(__m256i v)
     return _mm_cvtsi128_si32(a);
 }
 
-/* hot: the first stage of every dense search (one pass over all rows). Per 32 dims:
- * vpmaddubsw (u8 row × s8 query → 16 int16 pair sums, never saturating, see embed.h),
- * vpmaddwd with ones (→ 8 int32), add. Σ q·u − 128·Σ q = Σ q·(u − 128). Two rows per
- * iteration share the query loads. */
+/* The 4 rows' dot products with q (dim a multiple of 32). Per 32 dims: vpmaddubsw (u8 row
+ * × s8 query → 16 int16 pair sums, never saturating, see embed.h), vpmaddwd with ones (→ 8
+ * int32), add; the query loads are shared by the 4 rows and the four horizontal sums are
+ * done together (3 hadds + 1 add instead of 4 reductions). */
+static inline __m128i dot4_u8(const int8_t *q, const uint8_t *v0, const uint8_t *v1, const uint8_t *v2,
+                              const uint8_t *v3, size_t dim)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < dim; i += 32) {
+        __m256i qv = _mm256_loadu_si256((const __m256i *)(q + i));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v0 + i)), qv), ones));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v1 + i)), qv), ones));
+        a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v2 + i)), qv), ones));
+        a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v3 + i)), qv), ones));
+    }
+    __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+    return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+/* hot: the first stage of every dense search (one pass over all rows);
+ * Σ q·u − 128·Σ q = Σ q·(u − 128). The rows are cut into 4 quarters and each step takes
+ * one row of each: 4 far-apart streams keep more DRAM reads in flight than one (1-thread
+ * harness, 256-dim rows, huge pages: 100k rows from DRAM 2.56 → 1.45 ms, 20k rows not in
+ * cache 0.48 → 0.30 ms, the same when they sit in L3). Integer sums: the order of the
+ * rows does not change any result. Tails (< 4 rows, or dims not a multiple of 32): two
+ * rows at a time, then scalar. */
 void lcx__dot_u8_rows_avx2(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)
 {
     size_t d32 = dim & ~(size_t)31;
@@ -240,27 +263,18 @@ void lcx__dot_u8_rows_avx2(const int8_t *q, const uint8_t *rows, size_t n_rows, 
     const __m256i ones = _mm256_set1_epi16(1);
     size_t r = 0;
     if (d32 == dim) {
-        /* four rows per iteration: the query loads are shared by 4 rows and the four
-         * horizontal sums are done together (3 hadds + 1 add instead of 4 reductions) */
         const __m128i bias = _mm_set1_epi32(128 * qsum);
-        for (; r + 4 <= n_rows; r += 4) {
-            const uint8_t *v0 = rows + r * dim, *v1 = v0 + dim, *v2 = v1 + dim, *v3 = v2 + dim;
-            __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-            for (size_t i = 0; i < d32; i += 32) {
-                __m256i qv = _mm256_loadu_si256((const __m256i *)(q + i));
-                a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v0 + i)), qv), ones));
-                a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v1 + i)), qv), ones));
-                a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v2 + i)), qv), ones));
-                a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(v3 + i)), qv), ones));
-            }
-            __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
-            __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-            _mm_storeu_si128((__m128i *)(out + r), _mm_sub_epi32(sum, bias));
+        const size_t Q = n_rows / 4;
+        for (size_t i = 0; i < Q; i++) {
+            const uint8_t *v0 = rows + i * dim, *v1 = v0 + Q * dim, *v2 = v1 + Q * dim, *v3 = v2 + Q * dim;
+            int32_t s[4];
+            _mm_storeu_si128((__m128i *)s, _mm_sub_epi32(dot4_u8(q, v0, v1, v2, v3, dim), bias));
+            out[i] = s[0];
+            out[i + Q] = s[1];
+            out[i + 2 * Q] = s[2];
+            out[i + 3 * Q] = s[3];
         }
+        r = 4 * Q;
     }
     for (; r + 2 <= n_rows; r += 2) {
         const uint8_t *v0 = rows + r * dim, *v1 = v0 + dim;

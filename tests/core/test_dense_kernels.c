@@ -77,8 +77,9 @@ static void check_f16(void (*k)(const float *, const uint16_t *, size_t, size_t,
 static void check_u8(void (*k)(const int8_t *, const uint8_t *, size_t, size_t, int32_t *), const char *name)
 {
     size_t dims[] = {32, 64, 256, 384, 100, 13, 768};
-    for (size_t t = 0; t < sizeof dims / sizeof *dims; t++) {
-        size_t dim = dims[t], rows = 41;
+    size_t row_counts[] = {41, 1, 3, 4, 6, 64, 67, 130};   /* 4 streams of n/4 rows + a tail of 0..3 */
+    for (size_t t = 0; t < sizeof dims / sizeof *dims * (sizeof row_counts / sizeof *row_counts); t++) {
+        size_t dim = dims[t % (sizeof dims / sizeof *dims)], rows = row_counts[t / (sizeof dims / sizeof *dims)];
         int8_t *q = malloc(dim);
         uint8_t *v = malloc(rows * dim);
         int32_t *ref = malloc(rows * 4), *got = malloc(rows * 4);
@@ -88,7 +89,7 @@ static void check_u8(void (*k)(const int8_t *, const uint8_t *, size_t, size_t, 
         lcx__dot_u8_rows_scalar(q, v, rows, dim, ref);
         k(q, v, rows, dim, got);
         for (size_t r = 0; r < rows; r++)
-            if (ref[r] != got[r]) fail_msg("%s dim=%zu row %zu: %d vs %d", name, dim, r, got[r], ref[r]);
+            if (ref[r] != got[r]) fail_msg("%s dim=%zu rows=%zu row %zu: %d vs %d", name, dim, rows, r, got[r], ref[r]);
         free(q); free(v); free(ref); free(got);
     }
 }
