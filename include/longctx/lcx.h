@@ -219,6 +219,7 @@ int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_s
  * meanwhile; searches do not. */
 int lcx_store_snapshot(lcx_store *s);
 const char *lcx_store_fingerprint(const lcx_store *s);
+/* Approximate bytes of RAM the store holds (index, metadata, snapshot mapping). */
 size_t lcx_store_mem_bytes(const lcx_store *s);
 /* Offline validation of a store directory (every log record and snapshot section is
  * checksummed); msg receives a human-readable verdict. 0 when valid (a torn log tail is

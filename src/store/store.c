@@ -1432,13 +1432,19 @@ unlock:
 }
 
 /* ------------------------------------------------------------------ reads */
+/* Counts a deferred batch without publishing it (svc answers every write with the session
+ * total: publishing there would put the publish back between two writes). Its chunks are
+ * live: acknowledged, and tombstones publish it first. dmu, held by a publishing flush,
+ * keeps the sum consistent. */
 uint32_t lcx_store_count(const lcx_store *s)
 {
     if (!s) return 0;
-    flush_deferred(s);
+    lcx_store *ms = (lcx_store *)s;
+    pthread_mutex_lock(&ms->dmu);
     lock_r(s);
-    uint32_t n = s->ix->n_live;
+    uint32_t n = s->ix->n_live + (s->defer ? (uint32_t)s->defer->n : 0);
     unlock_rw(s);
+    pthread_mutex_unlock(&ms->dmu);
     return n;
 }
 
@@ -1508,12 +1514,27 @@ int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_s
 
 const char *lcx_store_fingerprint(const lcx_store *s) { return s ? s->fp : ""; }
 
+/* Bytes a prepared batch holds (its rows, chunk copies, doc_terms blocks, key runs). */
+static size_t prepared_bytes(const lcx_store_prepared *p)
+{
+    size_t n = (size_t)p->n * (p->s->dim + sizeof *p->vsc + sizeof *p->tcrc + sizeof *p->dt + sizeof *p->c) + p->rec_cap;
+    for (const struct dtblk *b = p->blk; b; b = b->next) n += sizeof *b + b->cap;
+    for (int t = 0; t < PAR_MAX_THREADS; t++)
+        n += p->keys[t].cap * 2 * sizeof *p->keys[t].key + p->keys[t].ucap * sizeof *p->keys[t].unres;
+    return n;
+}
+
+/* A deferred batch is counted by the buffers it holds, not published (the sessions layer
+ * sums this over every session under its mutex). */
 size_t lcx_store_mem_bytes(const lcx_store *s)
 {
     if (!s) return 0;
-    flush_deferred(s);
+    lcx_store *ms = (lcx_store *)s;
+    pthread_mutex_lock(&ms->dmu);
+    size_t d = s->defer ? prepared_bytes(s->defer) : 0;
+    pthread_mutex_unlock(&ms->dmu);
     lock_r(s);
-    size_t n = sizeof *s + lcx__index_mem_bytes(s->ix) + (size_t)s->m_cap * sizeof(meta) + s->path_bytes + s->map_len;
+    size_t n = sizeof *s + lcx__index_mem_bytes(s->ix) + (size_t)s->m_cap * sizeof(meta) + s->path_bytes + s->map_len + d;
     unlock_rw(s);
     return n;
 }
