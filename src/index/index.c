@@ -386,10 +386,8 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elt, size_t *acct
         if (nc > UINT32_MAX / 2) return LCX_ELIMIT;
         nc *= 2;
     }
-    void *np = lcx_big_realloc(*p, (size_t)*cap * elt, (size_t)nc * elt);
+    void *np = lcx_big_realloc(*p, (size_t)*cap * elt, (size_t)nc * elt);   /* grown part zeroed */
     if (!np) return LCX_ENOMEM;
-    if ((size_t)nc * elt < LCX_HUGE_MIN)   /* big blocks grow with fresh zero pages */
-        memset((char *)np + (size_t)*cap * elt, 0, (size_t)(nc - *cap) * elt);
     if (acct) *acct += (size_t)(nc - *cap) * elt;
     *p = np;
     *cap = nc;
@@ -497,9 +495,8 @@ const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len)
 static int tab_grow(lcx_index *ix)
 {
     uint32_t nc = ix->tab_cap ? ix->tab_cap * 2 : 1024;
-    lcx__tslot *t = lcx_big_realloc(NULL, 0, (size_t)nc * sizeof *t);
+    lcx__tslot *t = lcx_big_realloc(NULL, 0, (size_t)nc * sizeof *t);   /* zeroed */
     if (!t) return LCX_ENOMEM;
-    if ((size_t)nc * sizeof *t < LCX_HUGE_MIN) memset(t, 0, (size_t)nc * sizeof *t);   /* big: fresh zero pages */
     for (uint32_t i = 0; i < ix->tab_cap; i++) {
         if (!ix->tab[i].id1) continue;
         uint32_t j = (uint32_t)ix->tab[i].hash & (nc - 1);

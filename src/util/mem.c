@@ -47,29 +47,37 @@ void *lcx_big_realloc(void *p, size_t old_n, size_t n)
     if (!p) old_n = 0;
     if (n > SIZE_MAX / 2) return NULL;
     const int was_big = old_n >= LCX_HUGE_MIN, big = n >= LCX_HUGE_MIN;
-    if (!was_big && !big) return realloc(p, n ? n : 1);
-    if (was_big && big) {
-        size_t ot = huge_round(old_n), nt = huge_round(n);
-        if (nt == ot) return p;
-        /* the new place is reserved aligned first, then the old pages move onto it */
-        void *q = map_aligned(nt);
-        if (!q) return NULL;
-        if (nt > ot) {
-            void *r = mremap(p, ot, nt, MREMAP_MAYMOVE | MREMAP_FIXED, q);
-            if (r != MAP_FAILED) {
-                (void)madvise(r, nt, MADV_HUGEPAGE);
-                return r;
+    char *r;
+    size_t fresh = n;   /* bytes [fresh, n) of r are pages nobody wrote: zero already */
+    if (!was_big && !big) {
+        if (!(r = realloc(p, n ? n : 1))) return NULL;
+    } else if (was_big && big) {
+        const size_t ot = huge_round(old_n), nt = huge_round(n);
+        r = p;
+        if (nt != ot) {
+            /* the new place is reserved aligned first, then the old pages move onto it */
+            void *q = map_aligned(nt);
+            if (!q) return NULL;
+            void *m = nt > ot ? mremap(p, ot, nt, MREMAP_MAYMOVE | MREMAP_FIXED, q) : MAP_FAILED;
+            if (m != MAP_FAILED) {
+                (void)madvise(m, nt, MADV_HUGEPAGE);
+                r = m;
+                fresh = ot;
+            } else {   /* shrinking, or mremap refused: copy */
+                memcpy(q, p, nt < ot ? nt : ot);
+                munmap(p, ot);
+                r = q;
+                fresh = ot;
             }
         }
-        memcpy(q, p, nt < ot ? nt : ot);   /* shrinking, or mremap refused: copy */
-        munmap(p, ot);
-        return q;
+    } else {   /* crossing the threshold: copy once */
+        if (!(r = big ? map_aligned(huge_round(n)) : malloc(n ? n : 1))) return NULL;
+        if (p) memcpy(r, p, old_n < n ? old_n : n);
+        lcx_big_free(p, old_n);
+        if (big) fresh = old_n;
     }
-    void *q = big ? map_aligned(huge_round(n)) : malloc(n ? n : 1);   /* crossing the threshold: copy once */
-    if (!q) return NULL;
-    if (p) memcpy(q, p, old_n < n ? old_n : n);
-    lcx_big_free(p, old_n);
-    return q;
+    if (n > old_n) memset(r + old_n, 0, (fresh < n ? fresh : n) - old_n);
+    return r;
 }
 
 void lcx_big_free(void *p, size_t n)

@@ -76,7 +76,8 @@ void  lcx_advise_huge(void *p, size_t n);
  * 2 MiB aligned and advised MADV_HUGEPAGE, grown with mremap (the pages move, nothing is
  * copied: doubling a 32 MiB row array was a 16 MiB copy plus faults on the ingest path).
  * lcx_big_realloc(p, old_n, n): old_n = the n p was last (re)allocated with (0 for NULL);
- * contents as realloc; NULL on failure with p untouched. Release with lcx_big_free(p, n),
+ * contents as realloc, and bytes [old_n, n) are zero (big blocks get them as fresh pages,
+ * nothing is written there); NULL on failure with p untouched. Release with lcx_big_free(p, n),
  * n as last passed; NULL is a no-op. Never mix with malloc/free. */
 void *lcx_big_realloc(void *p, size_t old_n, size_t n);
 void  lcx_big_free(void *p, size_t n);
