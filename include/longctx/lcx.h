@@ -199,8 +199,7 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
  * store would exceed max_chunks; LCX_EIO, LCX_ESTATE as for append). A prepared batch can
  * be committed once (LCX_ESTATE afterwards), only to the store that prepared it
  * (LCX_EINVAL), and must be freed before that store is closed; freeing it without
- * committing discards it (a large one leaves its text copy in the store's memory until
- * close). lcx_store_prepared_free(NULL) is a no-op. */
+ * committing discards it. lcx_store_prepared_free(NULL) is a no-op. */
 typedef struct lcx_store_prepared lcx_store_prepared;
 int lcx_store_prepare(lcx_store *s, const lcx_chunk *c, int n, lcx_store_prepared **out);
 int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id);

@@ -86,10 +86,11 @@
  * so searches run during a writer's fsync. lcx_store_commit publishes after releasing wmu,
  * in ticket (= log) order (wseq/pseq/pcv); the other writers take wmu drained.
  * A big append (the overlapped path) returns once its record is durable and leaves the
- * publish to the next call on the store (`defer`, under dmu): every reader and writer
- * publishes a pending batch before it looks at the index (flush_deferred), so a caller
- * always reads its own writes, and the next big append publishes it on a thread of its own
- * while its workers embed: one caller's batches keep both cores busy. */
+ * publish to the next call on the store (`defer`, under dmu): every reader and writer that
+ * looks at the index's documents publishes a pending batch first (flush_deferred), so a
+ * caller always reads its own writes (count and mem_bytes account for it without
+ * publishing), and the next big append publishes it on a thread of its own while its
+ * workers embed: one caller's batches keep both cores busy. */
 #include "store/store_int.h"
 #include "store/store_impl.h"
 #include "embed/embed.h"
@@ -335,8 +336,9 @@ static int check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len)
  * stay valid. It may reach past the end of the file: only durable records are read through
  * it, and the log is append-only while the store is open (a failed record is cut back
  * before anything points into it). Open replays the log through one as well, so replayed
- * texts stay in place too, and a snapshot's texts are read through that same window. Caller holds wmu (or is opening the store). NULL when mmap
- * fails: the caller copies instead. */
+ * texts stay in place too, and a snapshot's texts are read through that same window.
+ * Caller holds wmu (or is opening the store). NULL when mmap fails: the caller copies
+ * instead. */
 #define LVIEW_SPAN ((uint64_t)256 << 20)
 
 const char *lcx__lview_at(lcx_store *s, uint64_t at, uint64_t len)
@@ -781,16 +783,17 @@ typedef struct {
  * instead of holding up the batch with its fixed share. */
 #define WORK_GROUP 32
 
+static int group_end(const work *w, int g) { return g < w->n - WORK_GROUP ? g + WORK_GROUP : w->n; }
+
 /* Resolves the terms of the n_todo groups starting at todo[] (ascending) and adds their
  * posting keys, in document order. Called holding the read lock; releases it. */
 static void resolve_groups(work *w, const int *todo, int n_todo)
 {
     for (int k = 0; k < n_todo; k++)
-        for (int i = todo[k], e = i + WORK_GROUP < w->n ? i + WORK_GROUP : w->n; i < e; i++)
-            lcx__index_resolve_cached(w->s->ix, w->dt[i], w->keys);
+        for (int i = todo[k], e = group_end(w, i); i < e; i++) lcx__index_resolve_cached(w->s->ix, w->dt[i], w->keys);
     unlock_rw(w->s);
     for (int k = 0; k < n_todo; k++)
-        for (int i = todo[k], e = i + WORK_GROUP < w->n ? i + WORK_GROUP : w->n; i < e && !w->rc; i++)
+        for (int i = todo[k], e = group_end(w, i); i < e && !w->rc; i++)
             w->rc = lcx__post_keys_add(w->keys, w->dt[i], (uint32_t)i);
 }
 
@@ -810,9 +813,8 @@ static void *work_run(void *arg)
     }
     for (;;) {
         const int g = __atomic_fetch_add(w->next, WORK_GROUP, __ATOMIC_RELAXED);
-        const int e = g < w->n - WORK_GROUP ? g + WORK_GROUP : w->n;
         if (g >= w->n) break;
-        for (int i = g; i < e && !w->rc; i++) {
+        for (int i = g, e = group_end(w, g); i < e && !w->rc; i++) {
             const char *tx = w->c[i].text ? w->c[i].text : "";
             int rc = lcx__prep_embed(&p, w->s->emb, tx, w->c[i].text_len, tmp);
             void *mem = rc < 0 ? NULL : dtblk_alloc(&w->blk, &w->spare, lcx__prep_size(&p));
@@ -849,8 +851,9 @@ typedef struct {
 
 /* Runs the n_side side jobs (≤ 2) next to the embedding workers.
  * keys: PAR_MAX_THREADS runs (emptied here, buffers reused); *n_runs receives how many
- * were filled (each in document order; the runs interleave groups of WORK_GROUP). *blk: spare blocks in (may be NULL), every block the
- * workers hold out (dt[] lives in them). */
+ * were filled (each in document order; the runs interleave groups of WORK_GROUP).
+ * *blk: spare blocks in (may be NULL), every block the workers hold out (dt[] lives in
+ * them). */
 static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
                          lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs,
                          const side_job *side, int n_side)
@@ -859,7 +862,7 @@ static int prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t 
     if (n >= PAR_MIN) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         nt = (int)(cpus < 1 ? 1 : cpus > PAR_MAX_THREADS ? PAR_MAX_THREADS : cpus);
-        if (nt > n / 32) nt = n / 32 ? n / 32 : 1;
+        if (nt > n / WORK_GROUP) nt = n / WORK_GROUP ? n / WORK_GROUP : 1;   /* a group each at least */
     }
     work w[PAR_MAX_THREADS];
     pthread_t th[PAR_MAX_THREADS], xth[2];
@@ -1189,6 +1192,16 @@ static void flush_deferred(const lcx_store *cs)
     lcx_store_prepared_free(p);
 }
 
+/* The id the next appended chunk gets (an empty batch's first_id). */
+static uint32_t next_id(lcx_store *s)
+{
+    flush_deferred(s);
+    lock_r(s);
+    uint32_t id = s->ix->n_docs;
+    unlock_rw(s);
+    return id;
+}
+
 static void *flush_run(void *arg)   /* side job of the overlapped append */
 {
     flush_deferred(arg);
@@ -1230,12 +1243,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     p->committed = 1;
     const int n = p->n;
     if (n == 0) {
-        if (first_id) {
-            flush_deferred(s);
-            lock_r(s);
-            *first_id = s->ix->n_docs;
-            unlock_rw(s);
-        }
+        if (first_id) *first_id = next_id(s);
         return 0;
     }
     lcx_rec_hdr h;
@@ -1359,12 +1367,7 @@ int lcx_store_append(lcx_store *s, const lcx_chunk *c, int n, uint32_t *first_id
     if (!s || n < 0 || (n && !c)) return LCX_EINVAL;
     if (n >= LCX_BATCH_MAX) return LCX_ELIMIT;
     if (n == 0) {
-        if (first_id) {
-            flush_deferred(s);
-            lock_r(s);
-            *first_id = s->ix->n_docs;
-            unlock_rw(s);
-        }
+        if (first_id) *first_id = next_id(s);
         return 0;
     }
     uint64_t payload = 0;
