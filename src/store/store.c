@@ -78,8 +78,9 @@
  * One handle per store: two open handles (two processes, or two in one process) on the same
  * directory would not be coordinated and could corrupt it (interleaved appends; an open can
  * truncate what it takes for a torn tail while the other handle is mid-append), so open
- * takes an exclusive flock on the log and a second open fails with LCX_EEXIST. The lock
- * dies with the process, so a crash never leaves a store locked.
+ * takes an exclusive flock on the log and a second open fails with LCX_EEXIST (after
+ * LOCK_WAIT_MS: see take_lock). The lock dies with the process, so a crash never leaves a
+ * store locked.
  *
  * Locking: `wmu` serialises writers (log appends, tombstones, snapshots); `rw` guards the
  * in-memory index: writers hold it exclusively only to publish already-durable records,
@@ -530,6 +531,24 @@ static int replay_rec(void *ud, const lcx_rec_hdr *h, const char *payload, uint6
 
 /* ------------------------------------------------------------------ snapshot load */
 /* ------------------------------------------------------------------ open / close */
+/* The exclusive flock that makes this the store's only handle: 0, 1 when another handle
+ * holds it, -1 on other errors. A lock still held is retried for up to LOCK_WAIT_MS before
+ * the store is called busy, because a process that was just killed can keep its lock a
+ * little past its death: on the device machine's Linux 6.18, /proc/locks still listed a
+ * kill -9'd server's flock right after waitpid had returned, and it was gone 10 ms later
+ * (the kernel may finish closing a dead process's files from a work queue). A restart at
+ * that moment (test_svc_crash, test_scope_index's crash reload) failed with "in use". */
+#define LOCK_WAIT_MS 500
+static int take_lock(int fd)
+{
+    for (int waited = 0, step = 1;; waited += step, step = step < 32 ? step * 2 : step) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
+        if (errno != EWOULDBLOCK && errno != EINTR) return -1;
+        if (waited >= LOCK_WAIT_MS) return 1;
+        nanosleep(&(struct timespec){0, step * 1000000L}, NULL);
+    }
+}
+
 static int store_load(lcx_store *s)
 {
     char msg[160];
@@ -540,10 +559,10 @@ static int store_load(lcx_store *s)
     if (fd < 0) return LCX_EIO;
     /* one handle per store, across processes too (longctx-svc and `longctx mcp` share the
      * default data dir): a second open is refused instead of corrupting the log */
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int busy = errno == EWOULDBLOCK;
+    int busy = take_lock(fd);
+    if (busy) {
         close(fd);
-        return busy ? LCX_EEXIST : LCX_EIO;
+        return busy > 0 ? LCX_EEXIST : LCX_EIO;
     }
     s->fd = fd;
     struct stat st;

@@ -395,6 +395,13 @@ static void child_loop(const char *dir, int wfd, uint32_t seed)
     }
 }
 
+static void *close_later(void *s)
+{
+    usleep(50000);
+    lcx_store_close(s);
+    return NULL;
+}
+
 /* One handle per store: a second open — in this process or another — is refused with
  * LCX_EEXIST and leaves the first handle's data intact; closing releases the lock. */
 static void test_single_handle(void **st)
@@ -421,7 +428,14 @@ static void test_single_handle(void **st)
     lcx_store_close(s);
     assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s), 0);
     assert_int_equal(lcx_store_count(s), 1);
-    lcx_store_close(s);
+    /* a lock let go shortly after the open began (as by a process that was just killed:
+     * store.c take_lock) is waited for, not reported as in use */
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, close_later, s), 0);
+    assert_int_equal(lcx_store_open(dir, g_emb, NULL, &s2), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(lcx_store_count(s2), 1);
+    lcx_store_close(s2);
     tu_rmrf(dir);
     free(dir);
 }

@@ -314,12 +314,17 @@ static int index_child(const char *data, const char *proj, const child_opts *co,
         o.data_dir = data;
         o.watch = false;
         lcx_scopes *m;
-        if (lcx_scopes_open(&o, e, &m) < 0) _exit(3);
+        int rc = lcx_scopes_open(&o, e, &m);
+        if (rc < 0) { fprintf(stderr, "child: lcx_scopes_open: %s\n", lcx_strerror(rc)); _exit(3); }
         if (co->batch) lcx_scopes__set_batch(m, co->batch, co->checkpoint_ms);
         if (co->fly) lcx_scopes__set_fly(m, co->fly);
         lcx_scope_info inf;
         uint64_t crash = co->crash_after;
-        if (lcx_scopes_index(m, proj, crash ? crash_cb : NULL, &crash, &inf, NULL) < 0) _exit(4);
+        const char *why = NULL;
+        if ((rc = lcx_scopes_index(m, proj, crash ? crash_cb : NULL, &crash, &inf, &why)) < 0) {
+            fprintf(stderr, "child: lcx_scopes_index: %s (%s)\n", lcx_strerror(rc), why ? why : "");
+            _exit(4);
+        }
         uint32_t v[3] = {inf.files_read_last, inf.chunks, inf.files};
         if (co->batch && inf.skipped_binary != co->want_binary) _exit(6);   /* skip-and-count in batches */
         if (write(fd[1], v, sizeof v) != sizeof v) _exit(5);
@@ -334,6 +339,9 @@ static int index_child(const char *data, const char *proj, const child_opts *co,
     int status;
     waitpid(pid, &status, 0);
     if (co->crash_after && WIFEXITED(status) && WEXITSTATUS(status) == 9) return -9;
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        fprintf(stderr, "index child: %s %d\n", WIFEXITED(status) ? "exit" : "signal",
+                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_int_equal(n, sizeof v);
     if (chunks) *chunks = v[1];

@@ -115,7 +115,16 @@ static void test_kill9_during_writes(void **st)
 
         /* every acknowledged chunk of every round so far is present ... */
         cJSON *j;
-        assert_int_equal(sh_get(&s, "/evict/dump?session_id=crash", &j), 200);
+        long st = sh_get(&s, "/evict/dump?session_id=crash", &j);
+        if (st != 200) {   /* say why: the reply and the server's log */
+            char *e = j ? cJSON_PrintUnformatted(j) : NULL, *out = NULL, cmd[4400];
+            snprintf(cmd, sizeof cmd, "cat '%s'", s.log);
+            tu_run(cmd, &out);
+            fprintf(stderr, "dump after restart: %ld %s\nserver log:\n%s\n", st, e ? e : "", out ? out : "");
+            free(e);
+            free(out);
+        }
+        assert_int_equal(st, 200);
         const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "token_ranges");
         int n = cJSON_GetArraySize(tr);
         char *seen = calloc(200000, 1);
