@@ -292,8 +292,6 @@ static void relayout_q5_0(eng_wmat *w, void *ud)
 {
     (void)ud;
     if (w->type != ENG_T_Q5_0 || w->n_in % (4 * ENG_QK5_0)) return;
-    /* AVX-512 (VNNI) machines keep Q5_0: they have their own Q5_0 kernels, none for Q5_0X4 */
-    if (eng_isa_best() != ENG_ISA_AVX2) return;
     uint8_t *d = (uint8_t *)(uintptr_t)w->data;
     for (int64_t r = 0; r < w->n_out; r++) {
         uint8_t *row = d + (size_t)r * w->row_bytes;

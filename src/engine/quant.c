@@ -731,7 +731,7 @@ const char *eng_isa_name(eng_isa isa)
     switch (isa) {
     case ENG_ISA_SCALAR: return "scalar";
     case ENG_ISA_AVX2: return "avx2";
-    case ENG_ISA_AVX512: return lcx_cpu()->avx512vnni ? "avx512vnni" : "avx512";
+    case ENG_ISA_AVX512: return "avx512 (floats; quantized: avx2)";
     }
     return "?";
 }

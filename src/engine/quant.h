@@ -1,5 +1,5 @@
 /* Engine tensor types: GGUF/ggml block layouts, dequantisation, activation quantisation and
- * the integer dot-product / matmul kernels (scalar reference, AVX2, AVX-512 (+VNNI)).
+ * the integer dot-product / matmul kernels (scalar reference, AVX2; AVX-512 for float weights).
  *
  *   // W: n_out rows of n_in weights in type wt (each row eng_row_bytes(wt, n_in) bytes)
  *   eng_type vt = eng_vec_dot_type(wt);
