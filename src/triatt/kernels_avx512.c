@@ -1,36 +1,40 @@
 /* AVX-512 scoring kernels (compiled with AVX-512 flags; reached only via run-time
- * dispatch in triatt__pick_kernel / the scorer). Same contract as kernels.c. */
+ * dispatch in triatt__pick_kernel / the scorer). Same contract as kernels.c.
+ *
+ * F32 keys only: F16 and Q8_0 keys go to the AVX2 kernels. Measured on the device
+ * machine's AVX-512 Xeon (2026-11-30, bench_triatt, 32K cells, LCX_NO_AVX512 A/B): with
+ * F16 keys the one-row-at-a-time AVX-512 kernel took 1.3-1.9x the AVX2 4-row kernel's
+ * time (1 thread, 4 streams: 93.8 vs 74.0 ms; 2 threads: 60.2 vs 42.8 ms), while with F32
+ * keys the two were level (1 thread 144.5 vs 150.1 ms, 2 threads 66.9 vs 67.0 ms). */
 #include "triatt/internal.h"
 #include <immintrin.h>
 
-static inline __m512 ld16(const void *base, size_t idx, bool f16)
+static inline __m512 ld16(const void *base, size_t idx)
 {
-    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)base + idx)));
     return _mm512_loadu_ps((const float *)base + idx);
 }
 
 /* hot: one key row, any terms / pairing */
-static inline __attribute__((always_inline)) float row_t(const triatt_kparams *p, const void *keys, size_t o,
-                                                         const bool f16)
+static inline __attribute__((always_inline)) float row_t(const triatt_kparams *p, const void *keys, size_t o)
 {
     const int n_rot = p->n_rot, fc = p->fc;
     const __m512 veps = _mm512_set1_ps(p->eps);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     if (p->use_trig)
         for (int d = 0; d < n_rot; d += 32) {
-            acc0 = _mm512_fmadd_ps(ld16(keys, o + d, f16), _mm512_loadu_ps(p->w + d), acc0);
-            acc1 = _mm512_fmadd_ps(ld16(keys, o + d + 16, f16), _mm512_loadu_ps(p->w + d + 16), acc1);
+            acc0 = _mm512_fmadd_ps(ld16(keys, o + d), _mm512_loadu_ps(p->w + d), acc0);
+            acc1 = _mm512_fmadd_ps(ld16(keys, o + d + 16), _mm512_loadu_ps(p->w + d + 16), acc1);
         }
     if (p->use_extra) {
         if (p->pairing == TRIATT_PAIR_HALF) {
             for (int f = 0; f < fc; f += 16) {
-                __m512 kr = ld16(keys, o + f, f16), ki = ld16(keys, o + fc + f, f16);
+                __m512 kr = ld16(keys, o + f), ki = ld16(keys, o + fc + f);
                 __m512 s = _mm512_fmadd_ps(kr, kr, _mm512_fmadd_ps(ki, ki, veps));
                 acc0 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m + f), acc0);
             }
         } else {
             for (int d = 0; d < n_rot; d += 16) {
-                __m512 x = ld16(keys, o + d, f16);
+                __m512 x = ld16(keys, o + d);
                 __m512 sq = _mm512_mul_ps(x, x);
                 __m512 s = _mm512_add_ps(_mm512_add_ps(sq, _mm512_permute_ps(sq, 0xB1)), veps);
                 acc1 = _mm512_fmadd_ps(_mm512_sqrt_ps(s), _mm512_loadu_ps(p->m_il + d), acc1);
@@ -42,10 +46,10 @@ static inline __attribute__((always_inline)) float row_t(const triatt_kparams *p
 
 static inline __attribute__((always_inline)) void kernel_t(const triatt_kparams *p, const void *keys,
                                                            size_t stride, int n, float *out,
-                                                           bool accumulate, const bool f16)
+                                                           bool accumulate)
 {
     for (int c = 0; c < n; c++) {          /* hot: one key row per iteration */
-        float v = row_t(p, keys, (size_t)c * stride, f16);
+        float v = row_t(p, keys, (size_t)c * stride);
         out[c] = accumulate ? out[c] + v : v;
     }
 }
@@ -53,25 +57,23 @@ static inline __attribute__((always_inline)) void kernel_t(const triatt_kparams 
 void triatt__kernel_avx512(const triatt_kparams *p, const void *keys, size_t row_stride, int n,
                            float *out, bool accumulate)
 {
-    /* Q8_0 keys: the AVX2 kernel (the AVX-512 loaders read float / half only) */
-    if (p->n_rot % 32 || p->q8) { triatt__kernel_avx2(p, keys, row_stride, n, out, accumulate); return; }
-    if (p->f16) kernel_t(p, keys, row_stride, n, out, accumulate, true);
-    else kernel_t(p, keys, row_stride, n, out, accumulate, false);
+    /* F16 and Q8_0 keys: the AVX2 kernel (see the top of the file) */
+    if (p->n_rot % 32 || p->q8 || p->f16) { triatt__kernel_avx2(p, keys, row_stride, n, out, accumulate); return; }
+    kernel_t(p, keys, row_stride, n, out, accumulate);
 }
 
 /* ns streams, one row of each per iteration (see triatt__kernel_ms_avx2 for why). */
 static inline __attribute__((always_inline)) void ms_t(const triatt_kparams *const *pp, int ns,
                                                        const void *const *keys, const size_t *stride, int n,
-                                                       float *const *out, bool accumulate, const bool f16)
+                                                       float *const *out, bool accumulate)
 {
-    const int row_bytes = pp[0]->n_rot * (f16 ? 2 : 4);
+    const int row_bytes = pp[0]->n_rot * 4;
     for (int c = 0; c < n; c++)            /* hot */
         for (int j = 0; j < ns; j++) {
             /* prefetch 4 rows ahead in each stream, as the AVX2 kernel (never faults) */
-            const char *ahead = f16 ? (const char *)((const uint16_t *)keys[j] + (size_t)(c + 4) * stride[j])
-                                    : (const char *)((const float *)keys[j] + (size_t)(c + 4) * stride[j]);
+            const char *ahead = (const char *)((const float *)keys[j] + (size_t)(c + 4) * stride[j]);
             for (int o = 0; o < row_bytes; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
-            float v = row_t(pp[j], keys[j], (size_t)c * stride[j], f16);
+            float v = row_t(pp[j], keys[j], (size_t)c * stride[j]);
             out[j][c] = accumulate ? out[j][c] + v : v;
         }
 }
@@ -80,9 +82,8 @@ void triatt__kernel_ms_avx512(const triatt_kparams *const *pp, int ns, const voi
                               const size_t *row_stride, int n, float *const *out, bool accumulate)
 {
     const triatt_kparams *p = pp[0];
-    if (p->n_rot % 32 || p->q8) { triatt__kernel_ms_avx2(pp, ns, keys, row_stride, n, out, accumulate); return; }
-    if (p->f16) ms_t(pp, ns, keys, row_stride, n, out, accumulate, true);
-    else ms_t(pp, ns, keys, row_stride, n, out, accumulate, false);
+    if (p->n_rot % 32 || p->q8 || p->f16) { triatt__kernel_ms_avx2(pp, ns, keys, row_stride, n, out, accumulate); return; }
+    ms_t(pp, ns, keys, row_stride, n, out, accumulate);
 }
 
 void triatt__fast_kernel_avx512(const float *feat, size_t stride, int fc, const float *v, int n, float *out)
