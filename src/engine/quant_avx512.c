@@ -4,7 +4,7 @@
  *
  * Everything else returns false and runs the AVX2 kernels, which are correct on these CPUs
  * too. Quantized weights have no AVX-512 kernel on purpose: measured on an AVX-512 VNNI Xeon
- * (2026-11-30, docs/benchmarks/engine.md), the VNNI Q8_0/Q4_0/Q5_0 kernels this file used to
+ * (2026-11-30, docs/benchmarks/avx512.md), the VNNI Q8_0/Q4_0/Q5_0 kernels this file used to
  * hold ran Qwen2.5-0.5B-shaped matmuls 1.3-2x slower than the AVX2 ones (one row stream in
  * generation, 1x8 prompt tiles), and tiny-qwen2-q8_0's logits came out 4e-3 from llama.cpp's
  * (tolerance 2e-3; the cause was not established before the kernels went), while the AVX2
