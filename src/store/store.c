@@ -529,7 +529,6 @@ static int replay_rec(void *ud, const lcx_rec_hdr *h, const char *payload, uint6
     return 0;
 }
 
-/* ------------------------------------------------------------------ snapshot load */
 /* ------------------------------------------------------------------ open / close */
 /* The exclusive flock that makes this the store's only handle: 0, 1 when another handle
  * holds it, -1 on other errors. A lock still held is retried for up to LOCK_WAIT_MS before
