@@ -2,6 +2,7 @@
  * The build baseline is x86-64-v3, so AVX2/F16C are always available here; AVX-512
  * versions live in dot_avx512.c and run only when lcx_cpu_has_avx512(). */
 #include "embed/embed.h"
+#include "embed/dot_quarters.h"
 #include "util/util.h"
 #include <immintrin.h>
 #include "util/simd.h"
@@ -232,8 +233,9 @@ static inline int32_t hsum_epi32(__m256i v)
  * × s8 query → 16 int16 pair sums, never saturating, see embed.h), vpmaddwd with ones (→ 8
  * int32), add; the query loads are shared by the 4 rows and the four horizontal sums are
  * done together (3 hadds + 1 add instead of 4 reductions). */
-static inline __m128i dot4_u8(const int8_t *q, const uint8_t *v0, const uint8_t *v1, const uint8_t *v2,
-                              const uint8_t *v3, size_t dim)
+static inline __attribute__((always_inline)) __m128i dot4_u8(const int8_t *q, const uint8_t *v0,
+                                                             const uint8_t *v1, const uint8_t *v2,
+                                                             const uint8_t *v3, size_t dim)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
@@ -262,20 +264,7 @@ void lcx__dot_u8_rows_avx2(const int8_t *q, const uint8_t *rows, size_t n_rows, 
     for (size_t i = 0; i < dim; i++) qsum += q[i];
     const __m256i ones = _mm256_set1_epi16(1);
     size_t r = 0;
-    if (d32 == dim) {
-        const __m128i bias = _mm_set1_epi32(128 * qsum);
-        const size_t Q = n_rows / 4;
-        for (size_t i = 0; i < Q; i++) {
-            const uint8_t *v0 = rows + i * dim, *v1 = v0 + Q * dim, *v2 = v1 + Q * dim, *v3 = v2 + Q * dim;
-            int32_t s[4];
-            _mm_storeu_si128((__m128i *)s, _mm_sub_epi32(dot4_u8(q, v0, v1, v2, v3, dim), bias));
-            out[i] = s[0];
-            out[i + Q] = s[1];
-            out[i + 2 * Q] = s[2];
-            out[i + 3 * Q] = s[3];
-        }
-        r = 4 * Q;
-    }
+    if (d32 == dim) r = lcx__dot_u8_quarters(dot4_u8, q, rows, n_rows, dim, qsum, out);
     for (; r + 2 <= n_rows; r += 2) {
         const uint8_t *v0 = rows + r * dim, *v1 = v0 + dim;
         __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();

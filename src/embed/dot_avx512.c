@@ -1,6 +1,7 @@
 /* AVX-512 dense kernels. Compiled with AVX-512 flags (file name *_avx512.c) and called only
  * through the dispatch in dot.c when lcx_cpu_has_avx512(); never call them directly. */
 #include "embed/embed.h"
+#include "embed/dot_quarters.h"
 #include <immintrin.h>
 
 float lcx__dot_f32_avx512(const float *a, const float *b, size_t n)
@@ -47,8 +48,9 @@ void lcx__dot_f16_rows_avx512(const float *q, const uint16_t *rows, size_t n_row
 /* The 4 rows' dot products with q (dim a multiple of 64): as dot4_u8 in dot.c, 64 dims per
  * step (vpmaddubsw never saturates here, see embed.h); each 512-bit sum is folded to 256
  * bits, then the four are reduced together. */
-static inline __m128i dot4_u8(const int8_t *q, const uint8_t *v0, const uint8_t *v1, const uint8_t *v2,
-                              const uint8_t *v3, size_t dim)
+static inline __attribute__((always_inline)) __m128i dot4_u8(const int8_t *q, const uint8_t *v0,
+                                                             const uint8_t *v1, const uint8_t *v2,
+                                                             const uint8_t *v3, size_t dim)
 {
     const __m512i ones = _mm512_set1_epi16(1);
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
@@ -76,20 +78,7 @@ void lcx__dot_u8_rows_avx512(const int8_t *q, const uint8_t *rows, size_t n_rows
     int32_t qsum = 0;
     for (size_t i = 0; i < dim; i++) qsum += q[i];
     size_t r = 0;
-    if (d64 == dim) {
-        const __m128i bias = _mm_set1_epi32(128 * qsum);
-        const size_t Q = n_rows / 4;
-        for (size_t i = 0; i < Q; i++) {
-            const uint8_t *v0 = rows + i * dim, *v1 = v0 + Q * dim, *v2 = v1 + Q * dim, *v3 = v2 + Q * dim;
-            int32_t s[4];
-            _mm_storeu_si128((__m128i *)s, _mm_sub_epi32(dot4_u8(q, v0, v1, v2, v3, dim), bias));
-            out[i] = s[0];
-            out[i + Q] = s[1];
-            out[i + 2 * Q] = s[2];
-            out[i + 3 * Q] = s[3];
-        }
-        r = 4 * Q;
-    }
+    if (d64 == dim) r = lcx__dot_u8_quarters(dot4_u8, q, rows, n_rows, dim, qsum, out);
     const __m512i ones = _mm512_set1_epi16(1);
     __mmask64 tm = dim - d64 ? (__mmask64)((1ull << (dim - d64)) - 1) : 0;
     for (; r < n_rows; r++) {
