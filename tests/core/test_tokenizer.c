@@ -278,6 +278,34 @@ static void test_vs_reference(void **st)
         bytes += l;
         texts++;
     }
+    /* prose-shaped: long texts of plain words (lower case or Capitalised, 0–20 letters,
+     * now and then up to 70: across the 64-byte window of the plain-word path) and what may
+     * follow a word there: separators, a joiner or comma before a separator or before more
+     * word characters, digits, '_', a case change, non-ASCII and invalid bytes */
+    static const char *pends[] = {" ", " ", " ", " ", ", ", ". ", ".\n", "\n", "; ", "(", ") ", "'s ", "-", "--",
+                                  "...", ".", ",", ":", "/", "-a", ".b", ",c", "1", "_", "X", "\xe2\x80\x99s ",
+                                  "\xc3\xa9 ", "\xff", "\" ", "?\n"};
+    for (int rep = 0; rep < 6000; rep++) {
+        size_t l = 0;
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        size_t target = 64 + r % 1000;
+        while (l + 80 < sizeof buf && l < target) {
+            r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+            size_t run = (r >> 12) % ((r >> 40) % 8 ? 21 : 71);
+            uint64_t q = r;
+            for (size_t k = 0; k < run; k++) {
+                q = q * 6364136223846793005ull + 1442695040888963407ull;
+                buf[l++] = (char)((k == 0 && (q >> 60) < 4 ? 'A' : 'a') + (q >> 33) % 26);
+            }
+            const char *en = pends[(r >> 24) % (sizeof pends / sizeof *pends)];
+            size_t el = strlen(en);
+            memcpy(buf + l, en, el);
+            l += el;
+        }
+        diff_one(buf, l, &a, &b);
+        bytes += l;
+        texts++;
+    }
     fprintf(stderr, "tokenizer vs frozen reference: %d texts, %zu bytes, 0 mismatches\n", texts, bytes);
     free(a.buf);
     free(b.buf);
