@@ -1133,6 +1133,27 @@ static void merge_runs(const uint64_t *const *a, const size_t *na, int k, uint64
     }
 }
 
+/* Ids for the terms resolve did not know — serial, they grow the term table (a term first
+ * seen earlier in this batch is found). */
+int lcx__index_commit_terms(lcx_index *ix, const lcx__post_keys *runs, int n_runs)
+{
+    for (int r = 0; r < n_runs; r++)
+        for (size_t u = 0; u < runs[r].n_unres; u++) {
+            const lcx__post_unres *e = &runs[r].unres[u];
+            lcx__pterm *t = &e->dt->t[e->i];
+            if (u + 8 < runs[r].n_unres && ix->tab_cap) {   /* each new term misses in the table: prefetch */
+                const lcx__post_unres *f = &runs[r].unres[u + 8];
+                _mm_prefetch((const char *)&ix->tab[(uint32_t)f->dt->t[f->i].hash & (ix->tab_cap - 1)], _MM_HINT_T0);
+            }
+            if (t->tid >= ix->n_terms) {
+                int64_t tid = term_get(ix, e->dt->pool + t->off, t->len, t->hash);
+                if (tid < 0) return (int)tid;
+                t->tid = (uint32_t)tid;
+            }
+        }
+    return 0;
+}
+
 static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
                            const lcx__post_keys *runs, int n_runs, uint32_t *first_id)
@@ -1148,26 +1169,16 @@ static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, co
     }
     uint64_t *key = NULL;
     if (total && !(key = pkey_reserve(ix, total))) return LCX_ENOMEM;
-    /* ids for the terms resolve did not know — serial, they grow the term table (a term
-     * first seen earlier in this batch is found); their keys go to the scratch half and are
-     * sorted there (few: new vocabulary), by document first: each run lists its own in
-     * document order, but runs may interleave documents (workers take groups of a batch) */
+    if ((rc = lcx__index_commit_terms(ix, runs, n_runs))) return rc;
+    /* the new terms' keys go to the scratch half and are sorted there (few: new
+     * vocabulary), by document first: each run lists its own in document order, but runs
+     * may interleave documents (workers take groups of a batch) */
     uint64_t *nk = key ? key + ix->pkey_cap : NULL, *sk = nk;
     size_t m = 0;
     for (int r = 0; r < n_runs; r++)
         for (size_t u = 0; u < runs[r].n_unres; u++) {
             const lcx__post_unres *e = &runs[r].unres[u];
-            lcx__pterm *t = &e->dt->t[e->i];
-            if (u + 8 < runs[r].n_unres && ix->tab_cap) {   /* each new term misses in the table: prefetch */
-                const lcx__post_unres *f = &runs[r].unres[u + 8];
-                _mm_prefetch((const char *)&ix->tab[(uint32_t)f->dt->t[f->i].hash & (ix->tab_cap - 1)], _MM_HINT_T0);
-            }
-            if (t->tid >= ix->n_terms) {
-                int64_t tid = term_get(ix, e->dt->pool + t->off, t->len, t->hash);
-                if (tid < 0) return (int)tid;
-                t->tid = (uint32_t)tid;
-            }
-            nk[m++] = (uint64_t)t->tid << 32 | e->lo;
+            nk[m++] = (uint64_t)e->dt->t[e->i].tid << 32 | e->lo;
         }
     if (nu) {   /* key[] is free until the merge below */
         uint64_t *bydoc = n_runs > 1 ? radix_field(nk, key, nu, 0, n << 8) : nk;   /* by lo = doc << 8 | tf */

@@ -175,10 +175,16 @@ void lcx__index_resolve_cached(const lcx_index *ix, lcx__doc_terms *dt, lcx__pos
 void lcx__post_keys_sort(lcx__post_keys *k);
 void lcx__post_keys_reset(lcx__post_keys *k);   /* empties, keeps the buffers */
 void lcx__post_keys_free(lcx__post_keys *k);    /* of NULL: no-op */
+/* The term ids of the runs' unresolved keys (their dt's tid fields): the only part of
+ * lcx__index_commit_keys that changes the term table, so a caller can let lookups
+ * (lcx__index_resolve*) run again after it, during the rest of the commit. Ids stay
+ * assigned if a later step fails. 0 or a negative LCX_E*. */
+int lcx__index_commit_terms(lcx_index *ix, const lcx__post_keys *runs, int n_runs);
 /* lcx__index_commit_batch with the postings given as sorted key runs (each run filled in
  * document order — runs may interleave documents — and together covering docs 0..n-1
  * exactly); dt supplies the document lengths. The runs are merged (and the new terms' keys
- * merged in), not re-sorted. */
+ * merged in), not re-sorted. Calls lcx__index_commit_terms first (a no-op when the caller
+ * did). */
 int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
                            const lcx__post_keys *runs, int n_runs, uint32_t *first_id);

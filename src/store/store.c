@@ -652,6 +652,7 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
     if (s->opts.max_text_len > LCX_TEXT_HARD_MAX) s->opts.max_text_len = LCX_TEXT_HARD_MAX;
     s->opts.max_chunks = opts && opts->max_chunks ? opts->max_chunks : 10000000u;
     pthread_rwlock_init(&s->rw, NULL);
+    pthread_rwlock_init(&s->trw, NULL);
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->pmu, NULL);
     pthread_mutex_init(&s->dmu, NULL);
@@ -719,6 +720,7 @@ void lcx_store_close(lcx_store *s)
     }
     pthread_mutex_destroy(&s->scmu);
     pthread_rwlock_destroy(&s->rw);
+    pthread_rwlock_destroy(&s->trw);
     pthread_mutex_destroy(&s->wmu);
     free(s->dir);
     free(s);
@@ -804,12 +806,12 @@ typedef struct {
 static int group_end(const work *w, int g) { return g < w->n - WORK_GROUP ? g + WORK_GROUP : w->n; }
 
 /* Resolves the terms of the n_todo groups starting at todo[] (ascending) and adds their
- * posting keys, in document order. Called holding the read lock; releases it. */
+ * posting keys, in document order. Called holding trw for reading; releases it. */
 static void resolve_groups(work *w, const int *todo, int n_todo)
 {
     for (int k = 0; k < n_todo; k++)
         for (int i = todo[k], e = group_end(w, i); i < e; i++) lcx__index_resolve_cached(w->s->ix, w->dt[i], w->keys);
-    unlock_rw(w->s);
+    pthread_rwlock_unlock((pthread_rwlock_t *)&w->s->trw);
     for (int k = 0; k < n_todo; k++)
         for (int i = todo[k], e = group_end(w, i); i < e && !w->rc; i++)
             w->rc = lcx__post_keys_add(w->keys, w->dt[i], (uint32_t)i);
@@ -844,14 +846,14 @@ static void *work_run(void *arg)
         if (w->rc) break;
         todo[n_todo++] = g;
         /* resolve known term ids now, a group at a time, so the exclusive commit only
-         * appends postings; while a publish holds the write lock (the deferred batch's,
-         * ~3 ms) keep embedding and resolve later: only the end waits for it */
-        if (pthread_rwlock_tryrdlock((pthread_rwlock_t *)&w->s->rw)) continue;
+         * appends postings; while a publish adds its new terms keep embedding and resolve
+         * later (the rest of a publish, its postings, does not stop this) */
+        if (pthread_rwlock_tryrdlock((pthread_rwlock_t *)&w->s->trw)) continue;
         resolve_groups(w, todo, n_todo);
         n_todo = 0;
     }
     if (n_todo && !w->rc) {
-        lock_r(w->s);
+        pthread_rwlock_rdlock((pthread_rwlock_t *)&w->s->trw);
         resolve_groups(w, todo, n_todo);
     }
     if (!w->rc) lcx__post_keys_sort(w->keys);   /* here, in parallel: the publish only merges */
@@ -1031,6 +1033,11 @@ static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, 
     }
     uint32_t first = 0;
     lock_w(s);
+    /* the new terms first, excluding the ingest workers' lookups only that long: the
+     * posting appends after it (most of a publish) run next to them */
+    pthread_rwlock_wrlock(&s->trw);
+    if (!rc) rc = lcx__index_commit_terms(s->ix, keys, n_runs);
+    pthread_rwlock_unlock(&s->trw);
     if (!rc) rc = lcx__index_commit_keys(s->ix, (uint32_t)n, tx, len, !in_log, vec, vsc, dt, keys, n_runs, &first);
     for (int i = 0; i < n && !rc; i++) {
         fill_meta(s, &s->m[first + (uint32_t)i], &c[i], tcrc[i]);

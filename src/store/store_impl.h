@@ -45,7 +45,10 @@ struct lcx_store {
     uint32_t dim;
     lcx_store_opts opts;
     char fp[LCX_FP_MAX + 1];
-    pthread_rwlock_t rw;
+    pthread_rwlock_t rw;     /* the index and meta: searches read, publishes write */
+    pthread_rwlock_t trw;    /* the index's term table alone: ingest workers read it (term ids)
+                              * while a publish, holding rw, appends postings; only the
+                              * publish's term step writes it. Taken after rw. */
     pthread_mutex_t wmu;
     int fd;
     uint64_t uuid;
