@@ -977,6 +977,7 @@ typedef struct {
 static void *io_run(void *arg)
 {
     io_job *j = arg;
+    lcx_thread_short_slice();   /* its fdatasync wakes several times: each must not wait for a worker's slice */
     build_record(j->s->recbuf, j->c, j->n, j->payload, NULL, NULL, 0);
     memcpy(&j->crc, j->s->recbuf + offsetof(lcx_rec_hdr, crc), 4);
     j->rc = write_all(j->s->fd, j->s->recbuf, sizeof(lcx_rec_hdr) + j->payload, j->at);
