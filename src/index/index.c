@@ -1154,6 +1154,34 @@ int lcx__index_commit_terms(lcx_index *ix, const lcx__post_keys *runs, int n_run
     return 0;
 }
 
+/* hot (publish, 2-core machines): the two workers' runs merged into out without a branch
+ * per key (their tids interleave key by key: the stretch loop above mispredicts on almost
+ * every one), then the new terms' keys (nu, sorted; mostly above every old key: new ids)
+ * merged in from the back, moving only the keys above each of them. Same result as
+ * merge_runs: keys are distinct (each names its document). */
+static void merge_two_plus(const uint64_t *a, size_t na, const uint64_t *b, size_t nb, const uint64_t *u, size_t nu,
+                           uint64_t *out)
+{
+    size_t ia = 0, ib = 0, o = 0;
+    while (ia < na && ib < nb) {
+        const uint64_t x = a[ia], y = b[ib];
+        const int t = y < x;
+        out[o++] = t ? y : x;
+        ib += (size_t)t;
+        ia += (size_t)!t;
+    }
+    if (ia < na) memcpy(out + o, a + ia, (na - ia) * sizeof *out), o += na - ia;
+    if (ib < nb) memcpy(out + o, b + ib, (nb - ib) * sizeof *out), o += nb - ib;
+    for (; nu; nu--) {   /* out[0..o) and u[0..nu) into out[0..o + nu), from the top */
+        const uint64_t v = u[nu - 1];
+        size_t lo = o;
+        while (lo > 0 && out[lo - 1] > v) lo--;
+        memmove(out + lo + nu, out + lo, (o - lo) * sizeof *out);
+        out[lo + nu - 1] = v;
+        o = lo;
+    }
+}
+
 static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
                            const lcx__post_keys *runs, int n_runs, uint32_t *first_id)
@@ -1199,7 +1227,8 @@ static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, co
     }
     in[k] = sk;
     na[k++] = nu;
-    if (total) merge_runs(in, na, k, key);
+    if (total && n_runs == 2) merge_two_plus(in[0], na[0], in[1], na[1], in[2], na[2], key);
+    else if (total) merge_runs(in, na, k, key);
     if ((rc = post_keys(ix, n, first, total, 0))) return rc;
     return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
 }

@@ -479,11 +479,11 @@ static void test_retried_commit_keys(void **st)
 
 /* Runs that interleave documents (ingest workers take groups of a batch from a shared
  * cursor): commit_keys must give the same lists as one run in document order — including
- * the keys of terms unknown to the index, which each run lists in its own document order. */
-static void test_commit_keys_interleaved_runs(void **st)
+ * the keys of terms unknown to the index, which each run lists in its own document order.
+ * R = 2 takes the two-run merge (merge_two_plus), R = 3 the general one. */
+static void commit_keys_interleaved(int R)
 {
-    (void)st;
-    enum { N = 300, G = 7, R = 3 };
+    enum { N = 300, G = 7, RMAX = 3 };
     static char tx[N][300];
     zq_texts(tx, N, 2000);
     lcx_index *ref, *ix;
@@ -498,7 +498,7 @@ static void test_commit_keys_interleaved_runs(void **st)
         lcx_index *x = pass ? ix : ref;
         for (int half = 0; half < 2; half++) {   /* the second commit finds half its terms known */
             lcx__doc_terms *dk[N];
-            lcx__post_keys run[R];
+            lcx__post_keys run[RMAX];
             memset(run, 0, sizeof run);
             for (int i = 0; i < N; i++) {
                 tp[i] = tx[(i + half * 37) % N];
@@ -537,6 +537,13 @@ static void test_commit_keys_interleaved_runs(void **st)
     }
     lcx_index_free(ref);
     lcx_index_free(ix);
+}
+
+static void test_commit_keys_interleaved_runs(void **st)
+{
+    (void)st;
+    commit_keys_interleaved(2);
+    commit_keys_interleaved(3);
 }
 
 int main(void)
