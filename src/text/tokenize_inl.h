@@ -403,6 +403,11 @@ static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *t
             /* a start that is not a letter (digit, '_', non-ASCII) fails the end test below:
              * its lower-case run is empty and the byte at its end is not a separator */
             const uint64_t cand = lo | up | dg | us | hi, sep = ~(cand | jc);
+            /* the bytes a plain word may end at: a separator, or a joiner or comma before
+             * one (byte 63 only if a separator: what follows it is outside the window).
+             * lo63: the lower-case runs cut at byte 63, so that a word's end is ≤ 63 (one
+             * that runs on is not plain here: byte 63 is then a letter, not an end) */
+            const uint64_t okend = sep | (jc & sep >> 1), lo63 = lo & ~(1ull << 63);
             size_t q = 0, st0;
             for (;;) {
                 const uint64_t c = cand >> q;
@@ -410,8 +415,8 @@ static inline __attribute__((always_inline)) int lcx__tokenize_inl(const char *t
                 st0 = q + (size_t)__builtin_ctzll(c);
                 const size_t st = st0 + (up >> st0 & 1);   /* a Capital: the lower-case run after it */
                 if (st > 62) break;
-                const size_t e = st + (size_t)__builtin_ctzll(~(lo >> st));
-                if (e > 62 || !(((sep >> e) | (jc >> e & sep >> (e + 1))) & 1)) break;
+                const size_t e = st + (size_t)__builtin_ctzll(~(lo63 >> st));
+                if (!(okend >> e & 1)) break;
                 int rc = emit_word(p + i + st0, e - st0, st == st0, cb, ud);
                 if (rc) return rc;
                 q = e;
