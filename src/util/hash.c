@@ -5,12 +5,68 @@
 #include "util/util.h"
 #include "util/hash_inl.h"
 #include <nmmintrin.h>
+#include <pthread.h>
 #include <string.h>
+
+/* The CRC32 instruction has a latency of 3 cycles and a throughput of 1: one stream runs
+ * at a third of the instruction's speed. So long inputs go as 3 streams over 3 adjacent
+ * blocks, whose states are joined afterwards: the state after A‖B is the state after A
+ * advanced over |B| zero bytes, xor the state of B from 0 (the CRC is linear). Advancing
+ * over a fixed block length is a 32×32 GF(2) matrix, applied through 4 tables of 256
+ * (built once). Hot: every ingested text and log record (~2 MB per 1000 spans). */
+#define CRC_BLK 256   /* bytes per stream and step (3 × 256 = 768: the texts are ~1 KB) */
+#define CRC_POLY 0x82f63b78u   /* Castagnoli, reflected */
+static uint32_t g_crc_adv[4][256];   /* the state advanced over CRC_BLK zero bytes, by byte of the state */
+static pthread_once_t g_crc_once = PTHREAD_ONCE_INIT;
+
+static uint32_t gf2_apply(const uint32_t *m, uint32_t v)   /* m: 32 columns */
+{
+    uint32_t r = 0;
+    for (int i = 0; v; i++, v >>= 1)
+        if (v & 1) r ^= m[i];
+    return r;
+}
+
+static void crc_adv_init(void)
+{
+    uint32_t a[32], b[32];
+    a[0] = CRC_POLY;   /* one zero bit: the state shifts right, the polynomial comes in on a 1 */
+    for (int i = 1; i < 32; i++) a[i] = 1u << (i - 1);
+    for (int k = 0; k < 11; k++) {   /* squared 11 times: 2^11 bits = CRC_BLK bytes */
+        for (int i = 0; i < 32; i++) b[i] = gf2_apply(a, a[i]);
+        memcpy(a, b, sizeof a);
+    }
+    for (int j = 0; j < 4; j++)
+        for (uint32_t v = 0; v < 256; v++) g_crc_adv[j][v] = gf2_apply(a, v << (8 * j));
+}
+
+static inline uint32_t crc_adv(uint32_t c)
+{
+    return g_crc_adv[0][c & 0xff] ^ g_crc_adv[1][c >> 8 & 0xff] ^ g_crc_adv[2][c >> 16 & 0xff] ^ g_crc_adv[3][c >> 24];
+}
 
 uint32_t lcx_crc32c(uint32_t crc, const void *p, size_t n)
 {
     const unsigned char *s = p;
     uint64_t c = ~crc;
+    if (n >= 3 * CRC_BLK) {
+        pthread_once(&g_crc_once, crc_adv_init);
+        do {
+            uint64_t c1 = 0, c2 = 0;
+            for (size_t i = 0; i < CRC_BLK; i += 8) {
+                uint64_t v0, v1, v2;
+                memcpy(&v0, s + i, 8);
+                memcpy(&v1, s + CRC_BLK + i, 8);
+                memcpy(&v2, s + 2 * CRC_BLK + i, 8);
+                c = _mm_crc32_u64(c, v0);
+                c1 = _mm_crc32_u64(c1, v1);
+                c2 = _mm_crc32_u64(c2, v2);
+            }
+            c = crc_adv(crc_adv((uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;
+            s += 3 * CRC_BLK;
+            n -= 3 * CRC_BLK;
+        } while (n >= 3 * CRC_BLK);
+    }
     while (n >= 8) {
         uint64_t v;
         memcpy(&v, s, 8);

@@ -58,6 +58,30 @@ static void test_crc32c(void **st)
     /* incremental == one-shot */
     uint32_t c = lcx_crc32c(0, "12345", 5);
     assert_int_equal(lcx_crc32c(c, "6789", 4), 0xe3069283u);
+    /* the 3-stream path (inputs of 768 bytes and more) against one bitwise CRC, at every
+     * length up to 3000, odd alignments, a chained call, and 1 MB */
+    static unsigned char buf[(1 << 20) + 8];
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        buf[i] = (unsigned char)r;
+    }
+    for (size_t len = 0; len <= 3000; len += len < 800 ? 1 : 7)
+        for (size_t off = 0; off < 3; off++) {
+            uint32_t ref = ~0u;
+            for (size_t i = 0; i < len; i++) {
+                ref ^= buf[off + i];
+                for (int k = 0; k < 8; k++) ref = ref >> 1 ^ (0x82f63b78u & (0u - (ref & 1)));
+            }
+            assert_int_equal(lcx_crc32c(0, buf + off, len), ~ref);
+            assert_int_equal(lcx_crc32c(lcx_crc32c(0, buf + off, len / 3), buf + off + len / 3, len - len / 3), ~ref);
+        }
+    uint32_t ref = ~0u;
+    for (size_t i = 0; i < (1 << 20); i++) {
+        ref ^= buf[i];
+        for (int k = 0; k < 8; k++) ref = ref >> 1 ^ (0x82f63b78u & (0u - (ref & 1)));
+    }
+    assert_int_equal(lcx_crc32c(0, buf, 1 << 20), ~ref);
 }
 
 static void test_hash64_stable(void **st)
