@@ -946,7 +946,8 @@ static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total, in
      * and a second thread only costs its start, a join that waits for a descheduled
      * thread, and a second scan of the keys (bench_core --ingest, 6 alternated pairs:
      * 99.5k → 101.9k spans/s, CPU 18.1 → 17.8 µs/span) */
-    int two = n >= 64 && total >= 4096 && sysconf(_SC_NPROCESSORS_ONLN) >= 3;
+    int two = n >= 64 && total >= 4096 &&
+              (ix->post_threads ? ix->post_threads == 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 3);
     uint32_t mask = two ? 1u : 0u;
     post_job pj[2] = {{ix, sorted, total, mask, 0, first, ix->post_failed, 0, 0},
                       {ix, sorted, total, mask, 1, first, ix->post_failed, 0, 0}};

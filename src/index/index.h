@@ -120,6 +120,7 @@ struct lcx_index {
     lcx__plist *pl; uint32_t pl_cap;               /* tail postings per term id (all terms) */
     lcx__palloc palloc[2];                         /* their blocks, by term-id parity */
     int post_failed;                               /* a commit failed: lists may hold postings of ids ≥ n_docs */
+    int post_threads;                              /* batch posting appends: 0 = by cores (2 from 3 cores on), 1, 2 (tests) */
     uint64_t *pkey; size_t pkey_cap;               /* (2·pkey_cap) posting sort scratch of commit_batch */
     /* arena for own texts and term strings */
     struct lcx__ablock *arena;
