@@ -1,7 +1,7 @@
 /* CPU feature detection for run-time kernel dispatch. The build baseline is x86-64-v3;
  * AVX-512 kernels are used only when CPUID says the CPU has them, XGETBV says the OS
  * saves the ZMM state, and LCX_NO_AVX512 is not set (valgrind cannot run AVX-512).
- * Also a scheduling hint for threads that mostly wait (lcx_thread_short_slice). */
+ * Also a scheduling hint for threads whose latency matters (lcx_thread_short_slice). */
 #include "util/util.h"
 #include <cpuid.h>
 #include <pthread.h>

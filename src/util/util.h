@@ -17,8 +17,9 @@ typedef struct {
 const lcx_cpu_features *lcx_cpu(void);
 /* true when the AVX-512 F+BW+VL+DQ kernels may run (hardware + OS + not disabled). */
 bool lcx_cpu_has_avx512(void);
-/* Asks the kernel for a short time slice for the calling thread (cpu.c): a thread that
- * mostly sleeps on I/O then runs as soon as it wakes, even with every core busy. */
+/* Asks the kernel for a short time slice for the calling thread (cpu.c): with every core
+ * busy, it then runs as soon as it wakes or becomes runnable (same CPU share). For side
+ * threads that the others wait for: an fsync, a publish. */
 void lcx_thread_short_slice(void);
 
 /* ---- time (time.c) */
