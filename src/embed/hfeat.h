@@ -107,8 +107,31 @@ static inline size_t lcx__hfeat_c3_end(size_t m) { return m <= 8 ? 8 : (m + 7) &
  * grams. The lanes depend only on the token bytes and wc, so the ingest path keeps them per
  * distinct term of a span and replays lcx__hfeat_c3_add on repeats (src/index/index.c).
  * rd16: t has 16 readable bytes. */
-static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint32_t *bk, uint32_t *fw, int sh,
-                                                                    const char *t, size_t m, float wc, int rd16)
+/* The step's constants for dim = 2^(64 − sh), made once per text by the ingest path (the
+ * per-term call below would otherwise rebuild them for every distinct term). */
+typedef struct {
+    __m256i sl, kl, kh, c0, sgn, lane, dead, gsh;
+    __m128i shc;
+} lcx__c3k;
+
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_consts(lcx__c3k *k, int sh)
+{
+    const uint64_t S = SEED_CHAR, K = 0x9e3779b97f4a7c15ull;
+    k->sl = _mm256_set1_epi32((int)(uint32_t)(S & 0xffffffffu));
+    k->kl = _mm256_set1_epi64x((long long)(K & 0xffffffffu));
+    k->kh = _mm256_set1_epi32((int)(uint32_t)(K >> 32));
+    k->c0 = _mm256_set1_epi32((int)(uint32_t)(((S >> 32) * (K & 0xffffffffu)) & 0xffffffffu));
+    k->sgn = _mm256_set1_epi32((int)0x80000000u);
+    k->shc = _mm_cvtsi32_si128(sh - 32);
+    k->lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    k->dead = _mm256_and_si256(k->lane, _mm256_set1_epi32((int)((1u << (64 - sh < 3 ? 64 - sh : 3)) - 1)));
+    /* bytes j..j+2 of a 16-byte load into dword j: grams 0..3 from the low copy, 4..7 from the high */
+    k->gsh = _mm256_setr_epi8(0, 1, 2, -1, 1, 2, 3, -1, 2, 3, 4, -1, 3, 4, 5, -1,
+                              4, 5, 6, -1, 5, 6, 7, -1, 6, 7, 8, -1, 7, 8, 9, -1);
+}
+
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes_k(uint32_t *bk, uint32_t *fw, const lcx__c3k *k,
+                                                                      const char *t, size_t m, float wc, int rd16)
 {
     unsigned char pad[LCX_TOK_MAX + 32];      /* "<t>" then zeros: 16-byte loads at any step */
     pad[0] = '<';
@@ -118,36 +141,32 @@ static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint32_t *
         lcx__copy_tok(pad + 1, t, m);
     pad[m + 1] = '>';
     _mm_storeu_si128((__m128i *)(pad + m + 2), _mm_setzero_si128());
-    const uint64_t S = SEED_CHAR, K = 0x9e3779b97f4a7c15ull;
-    const __m256i sl = _mm256_set1_epi32((int)(uint32_t)(S & 0xffffffffu));
-    const __m256i kl = _mm256_set1_epi64x((long long)(K & 0xffffffffu));
-    const __m256i kh = _mm256_set1_epi32((int)(uint32_t)(K >> 32));
-    const __m256i c0 = _mm256_set1_epi32((int)(uint32_t)(((S >> 32) * (K & 0xffffffffu)) & 0xffffffffu));
-    const __m256i sgn = _mm256_set1_epi32((int)0x80000000u);
     uint32_t wb;
     memcpy(&wb, &wc, 4);
-    const __m256i wv = _mm256_set1_epi32((int)wb);
-    const __m128i shc = _mm_cvtsi32_si128(sh - 32);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), mv = _mm256_set1_epi32((int)m);
-    const __m256i dead = _mm256_and_si256(lane, _mm256_set1_epi32((int)((1u << (64 - sh < 3 ? 64 - sh : 3)) - 1)));
-    /* bytes j..j+2 of a 16-byte load into dword j: grams 0..3 from the low copy, 4..7 from the high */
-    const __m256i gsh = _mm256_setr_epi8(0, 1, 2, -1, 1, 2, 3, -1, 2, 3, 4, -1, 3, 4, 5, -1,
-                                         4, 5, 6, -1, 5, 6, 7, -1, 6, 7, 8, -1, 7, 8, 9, -1);
+    const __m256i wv = _mm256_set1_epi32((int)wb), mv = _mm256_set1_epi32((int)m);
     size_t end = lcx__hfeat_c3_end(m);
     for (size_t i = 0; i < end; i += 8) {
         __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pad + i)));
-        __m256i y = _mm256_add_epi32(_mm256_shuffle_epi8(x, gsh), sl);            /* < 2^32: no carry */
-        __m256i pe = _mm256_mul_epu32(y, kl);                                      /* y·lo(K), even lanes */
-        __m256i po = _mm256_mul_epu32(_mm256_srli_epi64(y, 32), kl);               /* odd lanes */
+        __m256i y = _mm256_add_epi32(_mm256_shuffle_epi8(x, k->gsh), k->sl);      /* < 2^32: no carry */
+        __m256i pe = _mm256_mul_epu32(y, k->kl);                                   /* y·lo(K), even lanes */
+        __m256i po = _mm256_mul_epu32(_mm256_srli_epi64(y, 32), k->kl);            /* odd lanes */
         __m256i lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xaa);      /* lo32(y·lo(K)) */
         __m256i hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xaa);      /* hi32(y·lo(K)) */
-        __m256i gh = _mm256_add_epi32(hi, _mm256_add_epi32(_mm256_mullo_epi32(y, kh), c0));   /* hi32(g) */
+        __m256i gh = _mm256_add_epi32(hi, _mm256_add_epi32(_mm256_mullo_epi32(y, k->kh), k->c0));   /* hi32(g) */
         /* live lanes: i + lane < m */
-        __m256i live = _mm256_cmpgt_epi32(mv, _mm256_add_epi32(lane, _mm256_set1_epi32((int)i)));
-        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_blendv_epi8(dead, _mm256_srl_epi32(gh, shc), live));
+        __m256i live = _mm256_cmpgt_epi32(mv, _mm256_add_epi32(k->lane, _mm256_set1_epi32((int)i)));
+        _mm256_storeu_si256((__m256i *)(bk + i), _mm256_blendv_epi8(k->dead, _mm256_srl_epi32(gh, k->shc), live));
         _mm256_storeu_si256((__m256i *)(fw + i),
-                            _mm256_blendv_epi8(sgn, _mm256_xor_si256(wv, _mm256_and_si256(lo, sgn)), live));
+                            _mm256_blendv_epi8(k->sgn, _mm256_xor_si256(wv, _mm256_and_si256(lo, k->sgn)), live));
     }
+}
+
+static inline __attribute__((always_inline)) void lcx__hfeat_c3_lanes(uint32_t *bk, uint32_t *fw, int sh,
+                                                                    const char *t, size_t m, float wc, int rd16)
+{
+    lcx__c3k k;
+    lcx__hfeat_c3_consts(&k, sh);
+    lcx__hfeat_c3_lanes_k(bk, fw, &k, t, m, wc, rd16);
 }
 
 /* Second half: acc[bk[i]] += fw[i] for i < end, in order (as the reference). */

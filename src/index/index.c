@@ -190,6 +190,7 @@ typedef struct {
     lcx__prep *p;
     lcx__hfeat f;
     int sh;                 /* dim = 2^(64 − sh) (AVX2 3-grams, cached per term); 0: other dims */
+    lcx__c3k k3;            /* their constants (when sh) */
     uintptr_t lo, span;     /* tokens starting in [lo, lo + span] can be read with one 8-byte load */
     uintptr_t lo16, span16; /* ... with one 16-byte load */
 } pe_ctx;
@@ -256,7 +257,7 @@ static inline __attribute__((always_inline)) int prep_embed_tok(const char *tok,
             go = (uint32_t)p->gp_len;
             pf->go = go;
             p->gp_len += 2 * end;
-            lcx__hfeat_c3_lanes(p->gp + go, p->gp + go + end, c->sh, tok, m, lcx__hfeat_wc(n), rd16);
+            lcx__hfeat_c3_lanes_k(p->gp + go, p->gp + go + end, &c->k3, tok, m, lcx__hfeat_wc(n), rd16);
         }
         lcx__hfeat_c3_add(f->acc, p->gp + go, p->gp + go + end, end);
     }
@@ -290,8 +291,10 @@ int lcx__prep_embed(lcx__prep *p, const lcx_embedder *emb, const char *text, siz
     /* no token starts at or past text + len, so len < 8 leaves the load window empty
      * (lo = 0, span = 0: only a null token pointer would match) */
     int sh = (dim & (dim - 1)) == 0 && dim >= 2 ? 64 - __builtin_ctzll(dim) : 0;
-    pe_ctx c = {p, {vec, dim, 0}, sh, len >= 8 ? (uintptr_t)text : 0, len >= 8 ? len - 8 : 0,
-                len >= 16 ? (uintptr_t)text : 0, len >= 16 ? len - 16 : 0};
+    pe_ctx c = {.p = p, .f = {vec, dim, 0}, .sh = sh, .lo = len >= 8 ? (uintptr_t)text : 0,
+                .span = len >= 8 ? len - 8 : 0, .lo16 = len >= 16 ? (uintptr_t)text : 0,
+                .span16 = len >= 16 ? len - 16 : 0};
+    if (sh) lcx__hfeat_c3_consts(&c.k3, sh);
     if (len && (rc = lcx__tokenize_inl(text, len, prep_embed_tok, &c)) < 0) return rc;   /* callback inlined */
     lcx__l2_normalise(vec, dim);
     return 0;
