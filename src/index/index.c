@@ -1142,7 +1142,8 @@ static void merge_runs(const uint64_t *const *a, const size_t *na, int k, uint64
 }
 
 /* Ids for the terms resolve did not know — serial, they grow the term table (a term first
- * seen earlier in this batch is found). */
+ * seen earlier in this batch is found). A second call finds every id assigned: it reads
+ * the entries and fetches nothing from the table. */
 int lcx__index_commit_terms(lcx_index *ix, const lcx__post_keys *runs, int n_runs)
 {
     for (int r = 0; r < n_runs; r++)
@@ -1151,7 +1152,8 @@ int lcx__index_commit_terms(lcx_index *ix, const lcx__post_keys *runs, int n_run
             lcx__pterm *t = &e->dt->t[e->i];
             if (u + 8 < runs[r].n_unres && ix->tab_cap) {   /* each new term misses in the table: prefetch */
                 const lcx__post_unres *f = &runs[r].unres[u + 8];
-                _mm_prefetch((const char *)&ix->tab[(uint32_t)f->dt->t[f->i].hash & (ix->tab_cap - 1)], _MM_HINT_T0);
+                const lcx__pterm *ft = &f->dt->t[f->i];
+                if (ft->tid >= ix->n_terms) _mm_prefetch((const char *)&ix->tab[(uint32_t)ft->hash & (ix->tab_cap - 1)], _MM_HINT_T0);
             }
             if (t->tid >= ix->n_terms) {
                 int64_t tid = term_get(ix, e->dt->pool + t->off, t->len, t->hash);
