@@ -84,7 +84,9 @@
  *
  * Locking: `wmu` serialises writers (log appends, tombstones, snapshots); `rw` guards the
  * in-memory index: writers hold it exclusively only to publish already-durable records,
- * so searches run during a writer's fsync. lcx_store_commit publishes after releasing wmu,
+ * so searches run during a writer's fsync; `trw` (taken after rw) guards the term table
+ * alone, so ingest workers look term ids up while a publish appends postings (it writes
+ * trw only while adding new terms). lcx_store_commit publishes after releasing wmu,
  * in ticket (= log) order (wseq/pseq/pcv); the other writers take wmu drained.
  * A big append (the overlapped path) returns once its record is durable and leaves the
  * publish to the next call on the store (`defer`, under dmu): every reader and writer that
