@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite — the README's second set-up command and what CI runs.
 #   1. install missing Debian packages (scripts/deps.txt)
-#   2. Release build + every ctest test (unit, golden, integration)
-#   3. ASan+UBSan build + the unit, golden and integration tests again
+#   2. Release build + every ctest test (unit, golden, integration), then again with the
+#      fixtures pointed at a missing folder, as in a clone without ../shared
+#   3. ASan+UBSan build + the unit, golden and integration tests again, with and without fixtures
 # Extra ctest arguments pass through, e.g. scripts/test.sh -R triatt
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +19,10 @@ echo "== npm clients for the client tests (tests/js) =="
 (cd tests/js && npm ci --no-audit --no-fund --loglevel=error) || status=1
 echo "== Release tests =="
 (cd build && ctest --output-on-failure -j"$jobs" "$@") || status=1
+echo "== Release tests as a clone without ../shared (fixture tests skip, never fail) =="
+cmake -S . -B build -DLCX_FIXTURES="$root/.no-fixtures" >/dev/null
+(cd build && ctest --output-on-failure -j"$jobs" "$@") || status=1
+cmake -S . -B build -ULCX_FIXTURES >/dev/null
 
 if [ "${LCX_SKIP_ASAN:-0}" != 1 ]; then
   echo "== ASan+UBSan build =="
@@ -25,5 +30,9 @@ if [ "${LCX_SKIP_ASAN:-0}" != 1 ]; then
   cmake --build build-asan -j"$jobs"
   echo "== ASan+UBSan tests =="
   (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow "$@") || status=1
+  echo "== ASan+UBSan tests without ../shared (the skip paths leak nothing) =="
+  cmake -S . -B build-asan -DLCX_FIXTURES="$root/.no-fixtures" >/dev/null
+  (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow "$@") || status=1
+  cmake -S . -B build-asan -ULCX_FIXTURES >/dev/null
 fi
 exit $status

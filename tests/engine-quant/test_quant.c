@@ -400,8 +400,10 @@ static float *read_f32(const char *path, size_t *n)
  * the exact bytes llama-quantize wrote. Also checks the kernels' dot products on them. */
 static void check_fixture_tensor(const char *model, const char *tensor, const char *f32_model, bool exact_requant)
 {
+    /* fixtures first: a missing one skips (longjmps) before anything is allocated */
+    const char *model_path = tu_fixture(model), *f32_path = f32_model ? tu_fixture(f32_model) : NULL;
     char *dir = tu_tmpdir(), args[2048], path[1024], *out = NULL;
-    snprintf(args, sizeof args, "extract %s %s %s/t", tu_fixture(model), tensor, dir);
+    snprintf(args, sizeof args, "extract %s %s %s/t", model_path, tensor, dir);
     assert_int_equal(run_py(args, &out), 0);
     int type = -1;
     long ne0 = 0, ne1 = 0;
@@ -425,7 +427,7 @@ static void check_fixture_tensor(const char *model, const char *tensor, const ch
     printf("  %s %s (%s %ldx%ld): dequant == numpy\n", model, tensor, eng_type_name((eng_type)type), ne0, ne1);
 
     if (f32_model) {
-        snprintf(args, sizeof args, "extract %s %s %s/m", tu_fixture(f32_model), tensor, dir);
+        snprintf(args, sizeof args, "extract %s %s %s/m", f32_path, tensor, dir);
         assert_int_equal(run_py(args, &out), 0);
         free(out);
         snprintf(path, sizeof path, "%s/m.f32", dir);

@@ -38,10 +38,11 @@ static cJSON *expected(void)
 static void convert(void)
 {
     if (g_model[0]) return;
+    /* the fixtures first: a missing one skips this test before g_model claims a converted model */
+    const char *ckpt = tu_fixture("llama2c/stories260K.bin"), *tok = tu_fixture("llama2c/tok512.bin");
     char cmd[2048], *out = NULL;
     snprintf(g_model, sizeof g_model, "%s/s.gguf", g_dir);
-    snprintf(cmd, sizeof cmd, "'%s' convert-llama2c '%s' '%s' '%s' 2>&1", bin(), tu_fixture("llama2c/stories260K.bin"),
-             tu_fixture("llama2c/tok512.bin"), g_model);
+    snprintf(cmd, sizeof cmd, "'%s' convert-llama2c '%s' '%s' '%s' 2>&1", bin(), ckpt, tok, g_model);
     int st = tu_run(cmd, &out);
     if (st != 0) fail_msg("convert failed: %s", out);
     free(out);

@@ -57,11 +57,11 @@ static void done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
 
 static void test_upstream(void **st)
 {
-    const char *bin = getenv("LCX_BIN"), *fx = getenv("LCX_FIXTURES");
+    const char *bin = getenv("LCX_BIN");
     char exe[4096], hay[4096];
     snprintf(exe, sizeof exe, "%s/longctx", bin ? bin : ".");
-    if (!fx || access(exe, X_OK)) { fprintf(stderr, "longctx binary or fixtures missing: skipped\n"); skip(); }
-    snprintf(hay, sizeof hay, "%s/haystack/paul_graham", fx);
+    if (access(exe, X_OK)) { fprintf(stderr, "longctx binary missing: skipped\n"); skip(); }
+    snprintf(hay, sizeof hay, "%s", tu_fixture("haystack/paul_graham"));
     int port = tu_free_port();
     struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL, handler,
                                             NULL, MHD_OPTION_NOTIFY_COMPLETED, done_cb, NULL, MHD_OPTION_END);
@@ -100,7 +100,7 @@ static void test_upstream(void **st)
         cJSON_ArrayForEach(m, msgs) {
             const char *c = cJSON_GetObjectItem(m, "content")->valuestring;
             bytes += strlen(c);
-            if (!strcmp(c, r->msgs[r->desired_msg_index].content)) has_target = 1;
+            if (!strcmp(c, r->msgs[r->desired_msg_index + 1].content)) has_target = 1;
         }
         assert_true(has_target);
         assert_true(bytes / 4 <= 4000);                       /* within the budget estimate */
