@@ -62,7 +62,8 @@ typedef struct {
     char *answer;               /* includes the hash prefix, as in openai/mrcr */
     char *hash;                 /* random_string_to_prepend */
     int n_needles;              /* 2, 4 or 8 */
-    long desired_msg_index;     /* index into msgs of the target assistant reply */
+    long desired_msg_index;     /* index into msgs of the target's *user request* (openai/mrcr);
+                                 * the target reply is msgs[desired_msg_index + 1] */
     long total_messages;
     long n_chars;               /* characters of the prompt, as the data set states it */
 } lcx_mrcr_rec;
@@ -162,7 +163,7 @@ typedef struct {
     char *response;                   /* malloc'd */
     long retrieved[64];               /* assistant message indices, best first */
     int n_retrieved;
-    int target_hit;                   /* desired_msg_index among retrieved (recall@K) */
+    int target_hit;                   /* the target reply (desired_msg_index + 1) among retrieved (recall@K) */
     int fail_closed;                  /* selector could not parse/match (fallback used) */
     double ms;                        /* recipe + grading wall time */
 } lcx_mrcr_outcome;

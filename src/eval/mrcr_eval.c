@@ -104,7 +104,7 @@ static int run(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, const char 
     if (!resp) resp = strdup("");
     if (!resp) { rc = LCX_ENOMEM; goto done; }
     for (int i = 0; i < out->n_retrieved && i < top_k; i++)
-        if (out->retrieved[i] == rec->desired_msg_index) out->target_hit = 1;
+        if (out->retrieved[i] == rec->desired_msg_index + 1) out->target_hit = 1;
     rc = lcx_mrcr_grade(resp, rec->answer, rec->hash, &out->score);
     if (rc) goto done;
     out->response = resp;

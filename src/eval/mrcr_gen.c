@@ -509,7 +509,7 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
             rec->answer = lcx_buf_steal(&a, NULL);
             lcx_buf_free(&a);
             if (!rc && !rec->answer) rc = LCX_ENOMEM;
-            rec->desired_msg_index = (long)rec->n_msgs;
+            rec->desired_msg_index = (long)rec->n_msgs - 1;   /* the user request just pushed */
         }
         if (!rc) rc = push_msg(rec, &alloc, "assistant", rep);
         else free(rep);

@@ -117,7 +117,13 @@ int lcx_mrcr_parse_line(const char *line, size_t len, lcx_mrcr_rec *rec, char *e
     if (nn < 1 || nn > 64) { set_err(err, el, "n_needles %ld out of range", nn); goto fail; }
     rec->n_needles = (int)nn;
     if (rec->n_chars < 0) { set_err(err, el, "n_chars negative"); goto fail; }
-    /* desired_msg_index is informational in openai/mrcr; accept any value but keep it */
+    /* openai/mrcr: desired_msg_index names the user request, the target is the reply after it */
+    long d = rec->desired_msg_index;
+    if (d < 0 || (size_t)d + 1 >= rec->n_msgs || strcmp(rec->msgs[d].role, "user") ||
+        strcmp(rec->msgs[d + 1].role, "assistant")) {
+        set_err(err, el, "desired_msg_index %ld is not a user request followed by an assistant reply", d);
+        goto fail;
+    }
     cJSON_Delete(plist);
     cJSON_Delete(o);
     return LCX_OK;

@@ -141,8 +141,8 @@ static void test_compaction(void **st)
     assert_true(rep.used_selector);
     assert_true(rep.tokens_before > 4 * o.budget_tokens);
     assert_true(rep.tokens_after <= o.budget_tokens);
+    assert_true(contains_content(a, r.msgs[r.desired_msg_index + 1].content));
     assert_true(contains_content(a, r.msgs[r.desired_msg_index].content));
-    assert_true(contains_content(a, r.msgs[r.desired_msg_index - 1].content));
     cJSON *last = cJSON_GetArrayItem(a, cJSON_GetArraySize(a) - 1);
     assert_string_equal(cJSON_GetObjectItem(last, "content")->valuestring, r.msgs[r.n_msgs - 1].content);
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(a, 0), "content")->valuestring, r.msgs[0].content);
@@ -304,7 +304,7 @@ static void test_cli(void **st)
         "{\"role\": \"assistant\", \"content\": \"Owls at night\"}, "
         "{\"role\": \"user\", \"content\": \"Prepend ab to the 1st (1 indexed) poem about owls.\"}], "
         "\"answer\": \"abOwls at night\", \"random_string_to_prepend\": \"ab\", \"n_needles\": 2, "
-        "\"desired_msg_index\": 1, \"total_messages\": 3, \"n_chars\": 90}\n";
+        "\"desired_msg_index\": 0, \"total_messages\": 3, \"n_chars\": 90}\n";
     snprintf(p, sizeof p, "%s/small.jsonl", dir);
     assert_int_equal(tu_write(p, small, strlen(small)), 0);
     snprintf(cmd, sizeof cmd, "'%s' eval mrcr '%s' --json", exe, p);

@@ -56,11 +56,13 @@ static void test_parse_reject(void **st)
     lcx_mrcr_rec r;
     char err[256];
     const char *good =
-        "{\"prompt\": \"[{\\\"role\\\": \\\"user\\\", \\\"content\\\": \\\"write a poem about x\\\"}]\", "
+        "{\"prompt\": \"[{\\\"role\\\": \\\"user\\\", \\\"content\\\": \\\"write a poem about x\\\"}, "
+        "{\\\"role\\\": \\\"assistant\\\", \\\"content\\\": \\\"poem\\\"}, "
+        "{\\\"role\\\": \\\"user\\\", \\\"content\\\": \\\"Prepend h1 to the 1st poem\\\"}]\", "
         "\"answer\": \"h1poem\", \"random_string_to_prepend\": \"h1\", \"n_needles\": 2, "
-        "\"desired_msg_index\": 1, \"total_messages\": 1, \"n_chars\": 20}";
+        "\"desired_msg_index\": 0, \"total_messages\": 3, \"n_chars\": 20}";
     assert_int_equal(lcx_mrcr_parse_line(good, strlen(good), &r, err, sizeof err), 0);
-    assert_int_equal(r.n_msgs, 1);
+    assert_int_equal(r.n_msgs, 3);
     assert_string_equal(r.msgs[0].content, "write a poem about x");
     lcx_mrcr_rec_free(&r);
     const char *bad[] = {
@@ -69,6 +71,9 @@ static void test_parse_reject(void **st)
         "{\"prompt\": [{\"role\": \"user\", \"content\": \"x\"}], \"answer\": 5, \"random_string_to_prepend\": \"h\", \"n_needles\": 2, \"desired_msg_index\": 1, \"total_messages\": 1, \"n_chars\": 1}",
         "{\"prompt\": [{\"role\": \"user\", \"content\": \"x\"}], \"answer\": \"a\", \"random_string_to_prepend\": \"h\", \"n_needles\": 2.5, \"desired_msg_index\": 1, \"total_messages\": 1, \"n_chars\": 1}",
         "{\"prompt\": [], \"answer\": \"a\", \"random_string_to_prepend\": \"h\", \"n_needles\": 2, \"desired_msg_index\": 1, \"total_messages\": 1, \"n_chars\": 1}",
+        /* desired_msg_index must name a user request that has a reply after it */
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}, {\"role\": \"user\", \"content\": \"q\"}], \"answer\": \"hb\", \"random_string_to_prepend\": \"h\", \"n_needles\": 2, \"desired_msg_index\": 1, \"total_messages\": 3, \"n_chars\": 1}",
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}, {\"role\": \"user\", \"content\": \"q\"}], \"answer\": \"hb\", \"random_string_to_prepend\": \"h\", \"n_needles\": 2, \"desired_msg_index\": 2, \"total_messages\": 3, \"n_chars\": 1}",
     };
     for (size_t i = 0; i < LCX_ARRAY_LEN(bad); i++) {
         err[0] = 0;
@@ -126,9 +131,10 @@ static void test_generator(void **st)
                 assert_int_equal(a.n_needles, needles[k]);
                 assert_int_equal(a.total_messages, (long)a.n_msgs);
                 assert_int_equal(count_needles(&a), (size_t)needles[k]);
-                /* answer = hash + the target reply, which is an assistant message */
-                assert_true(a.desired_msg_index > 0 && (size_t)a.desired_msg_index < a.n_msgs);
-                const lcx_mrcr_msg *t = &a.msgs[a.desired_msg_index];
+                /* desired_msg_index = the user request; answer = hash + the reply after it */
+                assert_true(a.desired_msg_index >= 0 && (size_t)a.desired_msg_index + 1 < a.n_msgs);
+                assert_string_equal(a.msgs[a.desired_msg_index].role, "user");
+                const lcx_mrcr_msg *t = &a.msgs[a.desired_msg_index + 1];
                 assert_string_equal(t->role, "assistant");
                 assert_int_equal(strncmp(a.answer, a.hash, 10), 0);
                 assert_string_equal(a.answer + 10, t->content);
@@ -153,15 +159,45 @@ static void test_generator(void **st)
     free(dir);
 }
 
+/* A record written by hand in openai/mrcr's convention (desired_msg_index = the user request
+ * of the target; the answer is the reply after it): the selector copies that reply and
+ * recall@K counts it as found. */
+static void test_openai_index_convention(void **st)
+{
+    const char *line =
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"write a poem about tapirs\"}, "
+        "{\"role\": \"assistant\", \"content\": \"Tapirs wander slowly.\"}, "
+        "{\"role\": \"user\", \"content\": \"write a poem about tapirs\"}, "
+        "{\"role\": \"assistant\", \"content\": \"The second tapir poem.\"}, "
+        "{\"role\": \"user\", \"content\": \"write a story about otters\"}, "
+        "{\"role\": \"assistant\", \"content\": \"Otters hold hands.\"}, "
+        "{\"role\": \"user\", \"content\": \"Prepend aB3xY9qZ0w to the 2nd (1 indexed) poem about tapirs. "
+        "Do not include any other text in your response.\"}], "
+        "\"answer\": \"aB3xY9qZ0wThe second tapir poem.\", \"random_string_to_prepend\": \"aB3xY9qZ0w\", "
+        "\"n_needles\": 2, \"desired_msg_index\": 2, \"total_messages\": 7, \"n_chars\": 300}";
+    lcx_mrcr_rec r;
+    char err[256];
+    assert_int_equal(lcx_mrcr_parse_line(line, strlen(line), &r, err, sizeof err), 0);
+    lcx_mrcr_eval_opts o = {.recipe = LCX_MRCR_RECIPE_SELECTOR, .top_k = 8};
+    lcx_mrcr_outcome out;
+    assert_int_equal(lcx_mrcr_eval_one(&r, &o, &out), 0);
+    assert_true(out.n_retrieved >= 1);
+    assert_int_equal(out.retrieved[0], 3);          /* assistant indices are reported */
+    assert_int_equal(out.target_hit, 1);
+    assert_true(out.score > 0.999);
+    lcx_mrcr_outcome_free(&out);
+    lcx_mrcr_rec_free(&r);
+}
+
 static void test_read_file(void **st)
 {
     char *dir = tu_tmpdir();
     char path[4096];
     snprintf(path, sizeof path, "%s/x.jsonl", dir);
     const char *txt =
-        "{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}], \"answer\": \"ha\", \"random_string_to_prepend\": \"h\", \"n_needles\": 2, \"desired_msg_index\": 1, \"total_messages\": 1, \"n_chars\": 20000}\n"
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"q\"}], \"answer\": \"ha\", \"random_string_to_prepend\": \"h\", \"n_needles\": 2, \"desired_msg_index\": 0, \"total_messages\": 3, \"n_chars\": 20000}\n"
         "\n"
-        "{\"prompt\": [{\"role\": \"user\", \"content\": \"b\"}], \"answer\": \"hb\", \"random_string_to_prepend\": \"h\", \"n_needles\": 2, \"desired_msg_index\": 1, \"total_messages\": 1, \"n_chars\": 99}\n";
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"b\"}, {\"role\": \"assistant\", \"content\": \"b\"}, {\"role\": \"user\", \"content\": \"q\"}], \"answer\": \"hb\", \"random_string_to_prepend\": \"h\", \"n_needles\": 2, \"desired_msg_index\": 0, \"total_messages\": 3, \"n_chars\": 99}\n";
     assert_int_equal(tu_write(path, txt, strlen(txt)), 0);
     lcx_mrcr_set s = {0};
     char err[256];
@@ -184,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_bins),
         cmocka_unit_test(test_parse_reject),
         cmocka_unit_test(test_read_file),
+        cmocka_unit_test(test_openai_index_convention),
         cmocka_unit_test(test_generator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
