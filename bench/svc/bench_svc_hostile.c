@@ -3,8 +3,8 @@
  * slowloris, and a kill -9 + restart, each checked against spans written before.
  *
  *   bench_svc_hostile [--bin build/bin/longctx-svc] [--seconds 60 | --requests N] [--seed S]
- *                     [--load-clients 256 --load-seconds 10] [--slowloris 400 --slowloris-seconds 10]
- *                     [--kill9]
+ *                     [--load-clients 256 --load-seconds 10 --load-interval-ms 100]
+ *                     [--slowloris 400 --slowloris-seconds 10] [--kill9] [--server-log FILE]
  *
  * Mutations: byte flips (anywhere / body only), truncation, huge and invalid numbers, deep
  * nesting, invalid and overlong UTF-8, NUL bytes (raw, \u0000, %00), many headers, many
@@ -596,6 +596,7 @@ static int proc_sockets(void)
 
 /* ------------------------------------------------------------------ server */
 static const char *bin = "bin/longctx-svc";
+static const char *server_log;   /* --server-log FILE: the server's stderr (default: discarded) */
 static char data_dir[] = "/tmp/lcxhostile.XXXXXX";
 
 static int free_port(void)
@@ -615,7 +616,7 @@ static bool start_server(void)
     snprintf(ps, sizeof ps, "%d", port);
     pid_t pid = fork();
     if (pid == 0) {
-        int dn = open("/dev/null", 1);
+        int dn = server_log ? open(server_log, O_WRONLY | O_CREAT | O_APPEND, 0644) : open("/dev/null", O_WRONLY);
         if (dn >= 0) dup2(dn, 2);   /* libmicrohttpd logs every refused request */
         execl(bin, bin, "serve", "--host", "127.0.0.1", "--port", ps, "--data-dir", data_dir, "--quiet", (char *)NULL);
         _exit(127);
@@ -630,6 +631,7 @@ static bool start_server(void)
 
 /* ------------------------------------------------------------------ load: keep-alive clients */
 static volatile int load_stop;
+static double load_interval_ms = 100;   /* each client sends one request per interval (0: back to back) */
 typedef struct { double *lat; size_t n, cap; uint64_t errors; } load_res;
 
 /* Reads one response (Content-Length framed) from a keep-alive connection; status or -1. */
@@ -662,11 +664,15 @@ static void *load_main(void *ud)
 {
     load_res *res = ud;
     buf req = {0}, in = {0};
-    build(&req, "POST", "/evict/retrieve", NULL,
-          "{\"session_id\":\"keep-1\",\"query\":\"what is the needle code of span 7?\",\"top_k\":8}", 77, true);
+    static const char body[] = "{\"session_id\":\"keep-1\",\"query\":\"what is the needle code of span 7?\",\"top_k\":8}";
+    build(&req, "POST", "/evict/retrieve", NULL, body, sizeof body - 1, true);
     int fd = dial();
+    double next = now_ms() + load_interval_ms * (double)rn(1000) / 1000.0;   /* spread the clients */
     while (!load_stop) {
         if (fd < 0) { res->errors++; usleep(10000); fd = dial(); continue; }
+        double w = next - now_ms();
+        if (w > 0) usleep((useconds_t)(w * 1e3));
+        next += load_interval_ms;
         double t0 = now_ms();
         send_all(fd, req.p, req.n);
         int st = read_one(fd, &in);
@@ -706,8 +712,8 @@ static int run_load(int clients, double seconds)
     size_t k = 0;
     for (int i = 0; i < clients; i++) { memcpy(all + k, res[i].lat, res[i].n * sizeof *all); k += res[i].n; free(res[i].lat); }
     qsort(all, tot, sizeof *all, cmp_d);
-    printf("load: %d keep-alive clients, %.0f s: %zu retrieves (%.0f/s), %llu errors, latency p50 %.2f ms, p99 %.2f ms, "
-           "max %.2f ms\n", clients, seconds, tot, (double)tot / seconds, (unsigned long long)err, pct(all, tot, 0.5),
+    printf("load: %d keep-alive clients, one request per %.0f ms each, %.0f s: %zu retrieves (%.0f/s), %llu errors, latency p50 %.2f ms, p99 %.2f ms, "
+           "max %.2f ms\n", clients, load_interval_ms, seconds, tot, (double)tot / seconds, (unsigned long long)err, pct(all, tot, 0.5),
            pct(all, tot, 0.99), tot ? all[tot - 1] : NAN);
     free(all);
     free(th);
@@ -766,9 +772,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--seed")) rng = strtoull(v, NULL, 10) * 0x9e3779b97f4a7c15ull + 1, i++;
         else if (!strcmp(a, "--load-clients")) load_clients = atoi(v), i++;
         else if (!strcmp(a, "--load-seconds")) load_s = atof(v), i++;
+        else if (!strcmp(a, "--load-interval-ms")) load_interval_ms = atof(v), i++;
         else if (!strcmp(a, "--slowloris")) slow_n = atoi(v), i++;
         else if (!strcmp(a, "--slowloris-seconds")) slow_s = atof(v), i++;
         else if (!strcmp(a, "--kill9")) kill9 = true;
+        else if (!strcmp(a, "--server-log")) server_log = v, i++;
         else { fprintf(stderr, "unknown argument %s (see the header of bench_svc_hostile.c)\n", a); return 2; }
     }
     if (!seconds && !max_req) seconds = 30;

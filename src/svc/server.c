@@ -646,6 +646,8 @@ enum MHD_Result MHD_queue_response(struct MHD_Connection *c, unsigned int status
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    /* the MHD_NO of the error replies written above (MHD_queue_response) */
+    if (strstr(fmt, "failed to queue error response")) return;
     fprintf(stderr, "longctx-svc: http: ");
     vfprintf(stderr, fmt, ap);
 }
