@@ -65,12 +65,19 @@
  * reply; larger heads get 414/431 (JSON). */
 #define CONN_POOL_BYTES (64u << 10)
 
-enum early_error { EARLY_NONE, EARLY_TOO_MANY_PARAMS, EARLY_NUL_IN_URL };
+/* Request heads the service accepts: no route needs more, and a head near the pool's size
+ * leaves libmicrohttpd no memory for the reply head (it then closes without a reply).
+ * Larger → 431/414, written directly (direct_reply). */
+#define MAX_HEADERS 100
+#define MAX_HEAD_BYTES (16 << 10)
+
+enum early_error { EARLY_NONE, EARLY_TOO_MANY_PARAMS, EARLY_NUL_IN_URL, EARLY_HEAD_TOO_LARGE };
 
 struct lcx_req {
     lcx_svc *svc;
     bool started;        /* on_access has seen the request head (method, path set) */
-    enum early_error early;  /* found by the URI log callback: answered at once */
+    enum early_error early;  /* found before any body is read: answered at once, directly */
+    size_t uri_len;          /* bytes of the raw URI (counts toward MAX_HEAD_BYTES) */
     struct MHD_Connection *conn;
     char method[16];
     char *path;
@@ -332,6 +339,34 @@ static enum MHD_Result resp_send(struct MHD_Connection *c, lcx_resp *r)
 
 /* ------------------------------------------------------------------ dispatch */
 
+/* Writes a whole JSON error reply (with Connection: close) straight to the socket; the
+ * caller then makes libmicrohttpd close the connection. Used where the library's own
+ * reply path could fail or misbehave: its error pages (see MHD_queue_response below) and
+ * refusals of request heads so big that the connection's pool may have no room left
+ * for a reply head. The socket is fresh or idle between requests (the library reads no
+ * request before the previous reply is out), so a few hundred bytes fit its send buffer. */
+static void direct_reply(int fd, unsigned status, const char *json, size_t jl)
+{
+    const char *reason = MHD_get_reason_phrase_for(status);
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n", status, reason && *reason ? reason : "Error", jl);
+    struct iovec iov[2] = {{head, (size_t)hl}, {(void *)json, jl}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+    ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w != hl + (ssize_t)jl) fprintf(stderr, "longctx-svc: http: error reply cut short (%zd bytes)\n", w);
+}
+
+struct head_size { int n; size_t bytes; };
+static enum MHD_Result head_iter(void *cls, enum MHD_ValueKind kind, const char *k, size_t kl, const char *v, size_t vl)
+{
+    struct head_size *h = cls;
+    h->n++;
+    h->bytes += kl + vl + 4;
+    return MHD_YES;
+}
+
 static void count(lcx_svc *svc, int status)
 {
     pthread_mutex_lock(&svc->mu);
@@ -350,6 +385,10 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
         lcx_resp_error(&resp, 414, "too_many_parameters", "more than %d query-string parameters", MAX_QUERY_PARAMS);
     } else if (req->early == EARLY_NUL_IN_URL) {
         lcx_resp_error(&resp, 400, "nul_in_url", "the URL contains %%00; NUL characters are not accepted");
+    } else if (req->early == EARLY_HEAD_TOO_LARGE) {
+        lcx_resp_error(&resp, req->uri_len > MAX_HEAD_BYTES ? 414 : 431, "request_head_too_large",
+                       "request head over the limits (%d headers, %d bytes of request line and headers)",
+                       MAX_HEADERS, MAX_HEAD_BYTES);
     } else if (req->bad_coding) {
         lcx_resp_error(&resp, 501, "unsupported_transfer_encoding",
                        "Transfer-Encoding '%s' is not supported (only chunked; send the body as it is)", req->bad_coding);
@@ -378,6 +417,14 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
         }
     }
     count(svc, resp.status);
+    if (req->early != EARLY_NONE) {   /* see direct_reply */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci) {
+            direct_reply(ci->connect_fd, (unsigned)resp.status, resp.buf.data ? resp.buf.data : "", resp.buf.len);
+            resp_free(&resp);
+            return MHD_NO;   /* the library closes the connection */
+        }
+    }
     enum MHD_Result ok = resp_send(req->conn, &resp);
     resp_free(&resp);
     return ok;
@@ -404,6 +451,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         req->body.cap = (size_t)svc->cfg.max_body_bytes;
         const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
         if (te && strcasecmp(te, "chunked")) req->bad_coding = te;
+        struct head_size hs = {0, req->uri_len};
+        MHD_get_connection_values_n(conn, MHD_HEADER_KIND, head_iter, &hs);
+        if (req->early == EARLY_NONE && (hs.n > MAX_HEADERS || hs.bytes > MAX_HEAD_BYTES)) req->early = EARLY_HEAD_TOO_LARGE;
         if (req->early != EARLY_NONE || req->bad_coding) {
             /* Answered before any body is read; libmicrohttpd then closes the connection
              * (an unread body cannot be skipped reliably). */
@@ -489,6 +539,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     req->svc = svc;
     req->conn = conn;
     if (!uri) return req;
+    req->uri_len = strlen(uri);
     const char *q = strchr(uri, '?');
     if (q) {
         int n = 1;
@@ -629,27 +680,17 @@ enum MHD_Result MHD_queue_response(struct MHD_Connection *c, unsigned int status
     const char *json = r ? MHD_get_response_header(r, MARK_HEADER) : NULL;
     const union MHD_ConnectionInfo *ci = json ? MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD) : NULL;
     if (!ci) return real(c, status, r);
-    const char *reason = MHD_get_reason_phrase_for(status);
-    char head[256];
-    size_t jl = strlen(json);
-    int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\n\r\n", status, reason && *reason ? reason : "Error", jl);
-    struct iovec iov[2] = {{head, (size_t)hl}, {(void *)json, jl}};
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-    /* The socket is fresh or idle between requests (the library reads no request before
-     * the previous reply is out), so a few hundred bytes fit its send buffer. */
-    ssize_t w = sendmsg(ci->connect_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w != hl + (ssize_t)jl) fprintf(stderr, "longctx-svc: http: error reply cut short (%zd bytes)\n", w);
+    direct_reply(ci->connect_fd, status, json, strlen(json));
     return MHD_NO;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    /* the MHD_NO of the error replies written above (MHD_queue_response) */
-    if (strstr(fmt, "failed to queue error response")) return;
-    fprintf(stderr, "longctx-svc: http: ");
-    vfprintf(stderr, fmt, ap);
+    char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    /* the library's words for the MHD_NO after a reply written by direct_reply */
+    if (strstr(line, "failed to queue error response") || strstr(line, "Application reported internal error")) return;
+    fprintf(stderr, "longctx-svc: http: %s", line);
 }
 
 /* ------------------------------------------------------------------ janitor */

@@ -328,6 +328,18 @@ static void test_http_layer_errors_are_json(void **st)
     o += (size_t)sprintf(req + o, "\r\n");
     n = exchange(req, o, out, sizeof out);
     assert_json_error(out, n, 431, "request_head_too_large");
+    /* heads that fit the pool but leave it no room for a reply: refused by the service
+     * (more than 100 headers; over 16 KiB of URI) — these used to be closed unanswered */
+    o = (size_t)sprintf(req, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n");
+    for (int i = 0; i < 738; i++) o += (size_t)sprintf(req + o, "X-Fuzz-%d: %s\r\n", i, i % 4 ? "v" : "a-longer-value-0123456789");
+    o += (size_t)sprintf(req + o, "\r\n{}");
+    n = exchange(req, o, out, sizeof out);
+    assert_json_error(out, n, 431, "request_head_too_large");
+    o = (size_t)sprintf(req, "GET /healthz?q=");
+    memset(req + o, 'b', 20000), o += 20000;
+    o += (size_t)sprintf(req + o, " HTTP/1.1\r\nHost: x\r\n\r\n");
+    n = exchange(req, o, out, sizeof out);
+    assert_json_error(out, n, 414, "request_head_too_large");
     free(req);
     /* the server is fine afterwards */
     cJSON *j;
