@@ -190,7 +190,8 @@ static bool request_complete(const char *r, size_t n)
     bool chunked = false;
     long long cl = -1;
     int n_cl = 0;
-    for (const char *l = r; l && l < he; l = strstr(l, "\r\n"), l = l ? l + 2 : NULL) {
+    /* memmem, not strstr: a mutated head may hold NUL bytes */
+    for (const char *l = r; l && l < he; l = memmem(l, (size_t)(he - l), "\r\n", 2), l = l ? l + 2 : NULL) {
         if (!strncasecmp(l, "Transfer-Encoding:", 18)) chunked = true;
         if (!strncasecmp(l, "Content-Length:", 15)) {
             char *e;
