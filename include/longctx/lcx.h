@@ -228,6 +228,7 @@ int lcx_store_validate(const char *dir, char *msg, size_t msg_len);
 /* ------------------------------------------------------------------------------------
  * Sessions (src/store): id → store, with hibernation. Thread-safe. Session ids are any
  * UTF-8 string of 1..256 bytes; directory names are derived from them safely. */
+#define LCX_SESSION_ID_MAX 256   /* bytes (SPEC §2) */
 typedef struct lcx_sessions lcx_sessions;
 
 typedef struct {

@@ -63,6 +63,10 @@ static const opt opts[] = {
      "proxy: compact chat histories larger than this many tokens (default 0 = off)"},
     {"--parent-pid", "LONGCTX_PARENT_PID", K_INT, F(parent_pid), 0, 2147483647.0,
      "exit cleanly when this process dies (sidecar mode; default 0 = none)"},
+    {"--idle-timeout-s", "LONGCTX_IDLE_TIMEOUT_S", K_INT, F(idle_timeout_s), 1, 86400,
+     "close a keep-alive connection (or one still sending its request line and headers) idle this long (default 30)"},
+    {"--body-timeout-s", "LONGCTX_BODY_TIMEOUT_S", K_INT, F(body_timeout_s), 1, 86400,
+     "close a connection whose request body stops arriving for this long (default 10)"},
     {"--quiet", "LONGCTX_QUIET", K_BOOL, F(quiet), 0, 0, "no start-up banner or janitor log lines"},
 };
 
@@ -88,6 +92,8 @@ void lcx_svc_config_defaults(lcx_svc_config *c)
     c->janitor_interval_s = 0;   /* derived below unless set */
     c->embed_dim = 0;
     c->upstream_timeout_s = 600;
+    c->idle_timeout_s = 30;
+    c->body_timeout_s = 10;
 }
 
 static int set_value(lcx_svc_config *c, const opt *o, const char *v, const char *src, FILE *err)

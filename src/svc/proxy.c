@@ -463,21 +463,27 @@ int lcx_proxy_splice_messages(cJSON *messages, const char *splice)
 }
 
 /* Session id for the proxy: body session_id → x-session-affinity → x-session-id. */
-static const char *session_of(lcx_req *req, const cJSON *body)
+static const char *session_of(lcx_req *req, const cJSON *body, size_t *len)
 {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "session_id");
-    if (cJSON_IsString(s) && s->valuestring[0]) return s->valuestring;
-    const char *h = lcx_req_header(req, "x-session-affinity");
+    if (cJSON_IsString(s) && s->valuestring[0]) { *len = strlen(s->valuestring); return s->valuestring; }
+    const char *h = lcx_req_header_n(req, "x-session-affinity", len);
     if (h && *h) return h;
-    h = lcx_req_header(req, "x-session-id");
+    h = lcx_req_header_n(req, "x-session-id", len);
     return h && *h ? h : NULL;
 }
 
 /* Retrieves code for the request (when a scope is found) and adds the x-longctx-*
  * headers. Returns the splice (malloc'd, may be "") or NULL on a 4xx already set. */
 static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *prefill, const char *query, int top_k,
-                    const char *session)
+                    const cJSON *body)
 {
+    size_t session_len = 0;
+    const char *session = session_of(req, body, &session_len);
+    if (session && !lcx_svc_session_id_ok(session, session_len)) {
+        lcx_resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
+        return NULL;
+    }
     lcx_scopes *scopes = svc->code; /* routes_code.c module; NULL when not loaded */
     char *splice = strdup("");
     if (!splice) return NULL;
@@ -590,7 +596,7 @@ int lcx_svc_h_proxy_chat(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         goto out;
     }
     if ((rc = lcx_proxy_query_and_prefill(messages, &query, &prefill))) goto out;
-    splice = enrich(svc, req, resp, prefill, query, top_k, session_of(req, body));
+    splice = enrich(svc, req, resp, prefill, query, top_k, body);
     if (!splice) {
         rc = LCX_ENOMEM;
         goto out;
@@ -619,7 +625,7 @@ int lcx_svc_h_proxy_completions(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
      * query, and the splice is prepended to it. Array prompts are forwarded untouched. */
     cJSON *prompt = cJSON_GetObjectItemCaseSensitive(body, "prompt");
     if (cJSON_IsString(prompt)) {
-        splice = enrich(svc, req, resp, prompt->valuestring, prompt->valuestring, top_k, session_of(req, body));
+        splice = enrich(svc, req, resp, prompt->valuestring, prompt->valuestring, top_k, body);
         if (!splice) {
             rc = LCX_ENOMEM;
             goto out;

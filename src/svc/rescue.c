@@ -47,10 +47,9 @@ int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_c
     return written;
 }
 
-bool lcx_svc_session_id_ok(const char *id)
+bool lcx_svc_session_id_ok(const char *id, size_t n)
 {
-    size_t n = strlen(id);
-    if (n < 1 || n > 256 || !lcx_utf8_valid(id, n)) return false;
+    if (!id || n < 1 || n > LCX_SESSION_ID_MAX || !lcx_utf8_valid(id, n)) return false;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)id[i] < 0x20 || id[i] == 0x7f) return false;
     return true;

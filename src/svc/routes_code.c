@@ -253,13 +253,21 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_resp_error(resp, 400, "bad_request", "query longer than %u bytes", MAX_QUERY_BYTES);
         goto out;
     }
+    size_t session_len = strlen(session);
     if (!session[0]) {
-        const char *h = lcx_req_header(req, "x-session-affinity");
-        if (!h || !*h) h = lcx_req_header(req, "x-session-id");
-        if (h && *h) snprintf(session, sizeof session, "%s", h);
+        const char *h = lcx_req_header_n(req, "x-session-affinity", &session_len);
+        if (!h || !*h) h = lcx_req_header_n(req, "x-session-id", &session_len);
+        if (h && *h) {
+            size_t c = LCX_MIN(session_len, sizeof session - 1);
+            memcpy(session, h, c);
+            session[c] = 0;
+        } else {
+            session_len = 0;
+        }
     }
     bool ephemeral = !session[0];
-    if (!ephemeral && !lcx_svc_session_id_ok(session)) {
+    /* session_len is what the client sent (a header may hold more than its C string). */
+    if (!ephemeral && !lcx_svc_session_id_ok(session, LCX_MIN(session_len, sizeof session))) {
         lcx_resp_error(resp, 400, "bad_request", "invalid session id");
         goto out;
     }

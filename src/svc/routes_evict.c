@@ -75,28 +75,35 @@ static int opt_bool(lcx_resp *resp, const cJSON *o, const char *name, bool *v)
 /* session_id from the JSON body (when body != NULL) or the query string. */
 static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const char **out)
 {
-    const char *q = lcx_req_query(req, "session_id");
+    size_t ql = 0, idl = 0;
+    const char *q = lcx_req_query_n(req, "session_id", &ql);
     const cJSON *x = body ? cJSON_GetObjectItemCaseSensitive(body, "session_id") : NULL;
     const char *id = NULL;
+    if (q && !lcx_svc_session_id_ok(q, ql)) {
+        lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
+        return LCX_EINVAL;
+    }
     if (x && !cJSON_IsNull(x)) {
         if (!cJSON_IsString(x)) {
             lcx_resp_error(resp, 400, "invalid_type", "'session_id' must be a string");
             return LCX_EINVAL;
         }
-        id = x->valuestring;
-        if (q && strcmp(q, id)) {
+        id = x->valuestring;   /* lcx_req_json refused \u0000: the C string is all of it */
+        idl = strlen(id);
+        if (q && (ql != idl || memcmp(q, id, idl))) {
             lcx_resp_error(resp, 400, "invalid_request", "session_id in the body and the query string differ");
             return LCX_EINVAL;
         }
     } else {
         id = q;
+        idl = ql;
     }
     if (!id) {
         lcx_resp_error(resp, 400, "missing_session_id", "session_id is required (JSON body or ?session_id=)");
         return LCX_EINVAL;
     }
-    if (!lcx_svc_session_id_ok(id)) {
-        lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be 1..256 bytes of UTF-8 without control characters");
+    if (!lcx_svc_session_id_ok(id, idl)) {
+        lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
     *out = id;
@@ -636,7 +643,7 @@ int lcx_svc_write_parse_fast(const char *body, size_t n, const char *query_id, u
     if (j.p != j.end || !s_chunks) return FJ_BAIL;
     /* session id rules of get_session_id() */
     const char *id = w->has_id ? w->id : query_id;
-    if (!id || (w->has_id && query_id && strcmp(query_id, w->id)) || !lcx_svc_session_id_ok(id)) return FJ_BAIL;
+    if (!id || (w->has_id && query_id && strcmp(query_id, w->id)) || !lcx_svc_session_id_ok(id, strlen(id))) return FJ_BAIL;
     return 0;
 }
 
@@ -754,8 +761,11 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
      * accept whole is re-parsed by the general path, which owns every error answer. */
     size_t blen;
     const char *bd = lcx_req_body(req, &blen);
-    const char *qid = lcx_req_query(req, "session_id");
-    rc = lcx_svc_write_parse_fast(bd, blen, qid, svc->cfg.max_chunks_per_request, svc->cfg.max_chunk_bytes, &w);
+    size_t qidl = 0;
+    const char *qid = lcx_req_query_n(req, "session_id", &qidl);
+    /* A query id with a NUL inside is not what its C string says: the general path refuses it. */
+    rc = qid && strlen(qid) != qidl ? 1
+         : lcx_svc_write_parse_fast(bd, blen, qid, svc->cfg.max_chunks_per_request, svc->cfg.max_chunk_bytes, &w);
     if (rc == 0) {
         id = w.has_id ? w.id : qid;
     } else {
@@ -1066,8 +1076,9 @@ static void write_status(lcx_buf *b, const char *id, const lcx_session_status *s
 static int path_session(lcx_req *req, lcx_resp *resp, const char **id)
 {
     *id = lcx_req_param(req, "id");
-    if (!*id || !lcx_svc_session_id_ok(*id)) {
-        lcx_resp_error(resp, 400, "invalid_session_id", "session id must be 1..256 bytes of UTF-8 without control characters");
+    /* %00 in the path never gets here (server.c refuses it), so the C string is the segment. */
+    if (!*id || !lcx_svc_session_id_ok(*id, strlen(*id))) {
+        lcx_resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
     return 0;

@@ -42,6 +42,8 @@ int lcx_svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
                        (unsigned long long)(svc->cfg.max_mem_bytes >> 20));
         lcx_buf_printf(&t, "[longctx] requests: %llu served, %llu errors, uptime %.0f s\n", (unsigned long long)nreq,
                        (unsigned long long)nerr, uptime_s);
+        lcx_buf_printf(&t, "[longctx] connections: %llu open\n",
+                       (unsigned long long)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));
         lcx_resp_text(resp, 200, "text/plain; charset=utf-8", t.data ? t.data : "", t.len);
         lcx_buf_free(&t);
         return 0;
@@ -60,6 +62,8 @@ int lcx_svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     cJSON_AddNumberToObject(j, "uptime_s", (double)(long long)uptime_s);
     cJSON_AddNumberToObject(j, "requests", (double)nreq);
     cJSON_AddNumberToObject(j, "errors", (double)nerr);
+    /* includes the connection asking */
+    cJSON_AddNumberToObject(j, "open_connections", (double)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));
     cJSON_AddStringToObject(j, "embedder_fingerprint", lcx_embedder_fingerprint(svc->emb));
     cJSON_AddBoolToObject(j, "proxy_enabled", svc->cfg.upstream[0] != 0);
     for (int i = 0; lcx_svc_modules[i].name; i++)

@@ -1,10 +1,25 @@
 /* longctx-svc: libmicrohttpd glue — request accumulation with a hard body cap, routing,
  * response helpers, the janitor thread, and start/stop.
  *
- * Threading: one MHD daemon in MHD_USE_EPOLL_INTERNAL_THREAD mode with a thread pool of
- * cfg.threads workers. Each worker runs its own epoll loop and calls handlers inline, so
+ * Threading: one MHD daemon in MHD_USE_POLL_INTERNAL_THREAD mode with a thread pool of
+ * cfg.threads workers. Each worker runs its own poll loop and calls handlers inline, so
  * a slow handler (fsync on /evict/write) only delays the connections of its own worker;
  * --threads sizes that trade-off. MHD_ALLOW_SUSPEND_RESUME is on for streamed responses.
+ * Not epoll: libmicrohttpd 0.9.75's edge-triggered epoll loop marks a socket "drained"
+ * after any short read, so a client whose last bytes and FIN arrive in one wake-up (an
+ * aborted upload, a half-close after a keep-alive reply) is never read again and holds
+ * its connection slot until the timeout. poll() is level-triggered and sees the FIN.
+ *
+ * Hostile HTTP (docs/svc.md "Hostile HTTP"): every reply is one JSON response.
+ *   - URI checks run in the URI log callback, before libmicrohttpd parses the query
+ *     string: more than MAX_QUERY_PARAMS parameters → 414, a %00 anywhere → 400.
+ *   - Transfer-Encoding other than chunked → 501 before any body is read.
+ *   - Errors libmicrohttpd produces itself (malformed request line or headers, bad
+ *     Content-Length, bad chunked framing, header too large, HTTP version) get their
+ *     HTML body replaced by the JSON error (see mhd_error_json below).
+ *   - Timeouts: --idle-timeout-s while a connection waits for a request (keep-alive,
+ *     request line and headers), --body-timeout-s once a body is announced and until
+ *     it has arrived.
  *
  * Body cap: the body is accumulated into an lcx_buf capped at max_body_bytes. When the
  * client announces a Content-Length far beyond the cap (more than 16 MiB over) the 413 is
@@ -12,9 +27,11 @@
  * excess is read and discarded and the 413 is sent after the upload, which lets ordinary
  * clients (that do not read a response before finishing their upload) see the JSON error
  * instead of a connection reset. */
+#define _GNU_SOURCE   /* memmem, RTLD_NEXT */
 #include "svc/svc.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
@@ -28,6 +45,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,9 +55,29 @@
 #define EARLY_REJECT_SLACK (16u << 20)
 /* Largest body buffer allocated up front from Content-Length (bigger bodies grow). */
 #define PREALLOC_MAX (16u << 20)
+/* Query-string parameters one request may carry; no route reads more than four. More
+ * gets 414 before libmicrohttpd stores them: each costs it ~48 bytes of the connection's
+ * memory pool, and an exhausted pool made it drop the connection without a reply. */
+#define MAX_QUERY_PARAMS 64
+/* Per-connection memory pool of libmicrohttpd (MHD_OPTION_CONNECTION_MEMORY_LIMIT): holds
+ * the read buffer for the request line and headers (half of it to start with), the
+ * parsed headers and the reply head. 64 KiB: 32 KiB request heads fit with room for the
+ * reply; larger heads get 414/431 (JSON). */
+#define CONN_POOL_BYTES (64u << 10)
+
+/* Request heads the service accepts: no route needs more, and a head near the pool's size
+ * leaves libmicrohttpd no memory for the reply head (it then closes without a reply).
+ * Larger → 431/414, written directly (direct_reply). */
+#define MAX_HEADERS 100
+#define MAX_HEAD_BYTES (16 << 10)
+
+enum early_error { EARLY_NONE, EARLY_TOO_MANY_PARAMS, EARLY_NUL_IN_URL, EARLY_HEAD_TOO_LARGE };
 
 struct lcx_req {
     lcx_svc *svc;
+    bool started;        /* on_access has seen the request head (method, path set) */
+    enum early_error early;  /* found before any body is read: answered at once, directly */
+    size_t uri_len;          /* bytes of the raw URI (counts toward MAX_HEAD_BYTES) */
     struct MHD_Connection *conn;
     char method[16];
     char *path;
@@ -49,6 +87,7 @@ struct lcx_req {
     bool busy;           /* all connections together buffer too much: discarded, 429 at the end */
     uint64_t counted;    /* bytes this request added to svc->body_inflight */
     bool responded;      /* a response was queued early */
+    const char *bad_coding;  /* Transfer-Encoding value that is not "chunked" (→ 501) */
     void (*done_fn)(void *);
     void *done_ud;
 };
@@ -82,9 +121,46 @@ const char *lcx_req_query(const lcx_req *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+const char *lcx_req_query_n(const lcx_req *r, const char *name, size_t *len)
+{
+    const char *v = NULL;
+    size_t n = 0;
+    if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v, &n) != MHD_YES || !v)
+        return NULL;
+    if (len) *len = n;
+    return v;
+}
+
 const char *lcx_req_header(const lcx_req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *lcx_req_header_n(const lcx_req *r, const char *name, size_t *len)
+{
+    const char *v = NULL;
+    size_t n = 0;
+    if (MHD_lookup_connection_value_n(r->conn, MHD_HEADER_KIND, name, strlen(name), &v, &n) != MHD_YES || !v)
+        return NULL;
+    if (len) *len = n;
+    return v;
+}
+
+/* Offset of the first \u0000 escape inside a JSON string of b[0..n), or -1. cJSON
+ * decodes it to a NUL byte and hands out C strings, so everything after it would be
+ * silently dropped (a session id "victim\u0000x" would name "victim"). */
+static long json_nul_escape(const char *b, size_t n)
+{
+    bool in = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = b[i];
+        if (!in) { in = c == '"'; continue; }
+        if (c == '"') { in = false; continue; }
+        if (c != '\\' || i + 1 >= n) continue;
+        if (b[i + 1] == 'u' && i + 5 < n && !memcmp(b + i + 2, "0000", 4)) return (long)i;
+        i++;   /* skip the escaped character (\\, \", \u's 'u') */
+    }
+    return -1;
 }
 
 const char *lcx_req_body(const lcx_req *r, size_t *len)
@@ -131,6 +207,12 @@ int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out
     /* A raw NUL is never valid JSON, and cJSON would silently cut a string at it. */
     if (memchr(b, 0, n)) {
         lcx_resp_error(resp, 400, "bad_json", "NUL byte in the request body");
+        return LCX_EINVAL;
+    }
+    long nul = json_nul_escape(b, n);
+    if (nul >= 0) {
+        lcx_resp_error(resp, 400, "nul_in_string",
+                       "a JSON string contains \\u0000 (byte %ld); NUL characters are not accepted in any field", nul);
         return LCX_EINVAL;
     }
     const char *end = NULL;
@@ -257,6 +339,34 @@ static enum MHD_Result resp_send(struct MHD_Connection *c, lcx_resp *r)
 
 /* ------------------------------------------------------------------ dispatch */
 
+/* Writes a whole JSON error reply (with Connection: close) straight to the socket; the
+ * caller then makes libmicrohttpd close the connection. Used where the library's own
+ * reply path could fail or misbehave: its error pages (see MHD_queue_response below) and
+ * refusals of request heads so big that the connection's pool may have no room left
+ * for a reply head. The socket is fresh or idle between requests (the library reads no
+ * request before the previous reply is out), so a few hundred bytes fit its send buffer. */
+static void direct_reply(int fd, unsigned status, const char *json, size_t jl)
+{
+    const char *reason = MHD_get_reason_phrase_for(status);
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n", status, reason && *reason ? reason : "Error", jl);
+    struct iovec iov[2] = {{head, (size_t)hl}, {(void *)json, jl}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+    ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w != hl + (ssize_t)jl) fprintf(stderr, "longctx-svc: http: error reply cut short (%zd bytes)\n", w);
+}
+
+struct head_size { int n; size_t bytes; };
+static enum MHD_Result head_iter(void *cls, enum MHD_ValueKind kind, const char *k, size_t kl, const char *v, size_t vl)
+{
+    struct head_size *h = cls;
+    h->n++;
+    h->bytes += kl + vl + 4;
+    return MHD_YES;
+}
+
 static void count(lcx_svc *svc, int status)
 {
     pthread_mutex_lock(&svc->mu);
@@ -269,7 +379,20 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
 {
     lcx_resp resp;
     memset(&resp, 0, sizeof resp);
-    if (req->busy) {
+    /* The request has been received (or is refused): back to the keep-alive timeout. */
+    MHD_set_connection_option(req->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)svc->cfg.idle_timeout_s);
+    if (req->early == EARLY_TOO_MANY_PARAMS) {
+        lcx_resp_error(&resp, 414, "too_many_parameters", "more than %d query-string parameters", MAX_QUERY_PARAMS);
+    } else if (req->early == EARLY_NUL_IN_URL) {
+        lcx_resp_error(&resp, 400, "nul_in_url", "the URL contains %%00; NUL characters are not accepted");
+    } else if (req->early == EARLY_HEAD_TOO_LARGE) {
+        lcx_resp_error(&resp, req->uri_len > MAX_HEAD_BYTES ? 414 : 431, "request_head_too_large",
+                       "request head over the limits (%d headers, %d bytes of request line and headers)",
+                       MAX_HEADERS, MAX_HEAD_BYTES);
+    } else if (req->bad_coding) {
+        lcx_resp_error(&resp, 501, "unsupported_transfer_encoding",
+                       "Transfer-Encoding '%s' is not supported (only chunked; send the body as it is)", req->bad_coding);
+    } else if (req->busy) {
         lcx_resp_error(&resp, 429, "server_busy",
                        "the server is buffering too many request bodies (--max-inflight-body-mb); retry shortly");
         lcx_resp_header(&resp, "Retry-After", "1");
@@ -294,6 +417,14 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
         }
     }
     count(svc, resp.status);
+    if (req->early != EARLY_NONE) {   /* see direct_reply */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci) {
+            direct_reply(ci->connect_fd, (unsigned)resp.status, resp.buf.data ? resp.buf.data : "", resp.buf.len);
+            resp_free(&resp);
+            return MHD_NO;   /* the library closes the connection */
+        }
+    }
     enum MHD_Result ok = resp_send(req->conn, &resp);
     resp_free(&resp);
     return ok;
@@ -305,17 +436,35 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 {
     lcx_svc *svc = cls;
     lcx_req *req = *con_cls;
-    if (!req) {
-        req = calloc(1, sizeof *req);
-        if (!req) return MHD_NO;
-        req->svc = svc;
-        req->conn = conn;
+    if (!req || !req->started) {
+        if (!req) {   /* the URI log callback could not allocate */
+            req = calloc(1, sizeof *req);
+            if (!req) return MHD_NO;
+            req->svc = svc;
+            req->conn = conn;
+            *con_cls = req;
+        }
+        req->started = true;
         snprintf(req->method, sizeof req->method, "%s", method);
         req->path = strdup(url ? url : "/");
-        if (!req->path) { free(req); return MHD_NO; }
+        if (!req->path) return MHD_NO;   /* on_completed frees req */
         req->body.cap = (size_t)svc->cfg.max_body_bytes;
-        *con_cls = req;
+        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (te && strcasecmp(te, "chunked")) req->bad_coding = te;
+        struct head_size hs = {0, req->uri_len};
+        MHD_get_connection_values_n(conn, MHD_HEADER_KIND, head_iter, &hs);
+        if (req->early == EARLY_NONE && (hs.n > MAX_HEADERS || hs.bytes > MAX_HEAD_BYTES)) req->early = EARLY_HEAD_TOO_LARGE;
+        if (req->early != EARLY_NONE || req->bad_coding) {
+            /* Answered before any body is read; libmicrohttpd then closes the connection
+             * (an unread body cannot be skipped reliably). */
+            req->responded = true;
+            return dispatch(svc, req);
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        /* A body is coming: a client that stops sending it loses the connection after
+         * --body-timeout-s instead of holding a slot for the keep-alive timeout. */
+        if (te || (cl && strcmp(cl, "0")))
+            MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)svc->cfg.body_timeout_s);
         if (cl) {
             char *e;
             errno = 0;
@@ -379,10 +528,169 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+/* Runs when libmicrohttpd has split the request line, before it parses the query string
+ * or any header; what it returns becomes the request's *con_cls. The URI is still raw
+ * (not percent-decoded). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    lcx_svc *svc = cls;
+    lcx_req *req = calloc(1, sizeof *req);
+    if (!req) return NULL;
+    req->svc = svc;
+    req->conn = conn;
+    if (!uri) return req;
+    req->uri_len = strlen(uri);
+    const char *q = strchr(uri, '?');
+    if (q) {
+        int n = 1;
+        for (const char *p = q + 1; *p; p++) n += *p == '&';
+        if (n > MAX_QUERY_PARAMS) {
+            req->early = EARLY_TOO_MANY_PARAMS;
+            /* libmicrohttpd parses the query string from the byte after '?' once this
+             * callback returns, in its own buffer (the request line it just split):
+             * ending the string there leaves it nothing to store, so the pool cannot
+             * run out and the 414 above is sent. The request never reaches a handler. */
+            ((char *)q)[1] = 0;
+            return req;
+        }
+    }
+    for (const char *p = strchr(uri, '%'); p; p = strchr(p + 1, '%'))
+        if (p[1] == '0' && p[2] == '0') { req->early = EARLY_NUL_IN_URL; break; }
+    return req;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    lcx_svc *svc = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) __atomic_add_fetch(&svc->n_connections, 1, __ATOMIC_RELAXED);
+    else __atomic_sub_fetch(&svc->n_connections, 1, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------ libmicrohttpd's own errors
+ *
+ * libmicrohttpd answers some malformed requests itself (bad request line or header line,
+ * missing Host on HTTP/1.1, bad or overflowing Content-Length, malformed chunked body,
+ * request head larger than the pool, unsupported HTTP version) with a fixed HTML page and
+ * offers no option to replace it; for Content-Length errors 0.9.75 also writes the status
+ * line and headers twice (its reply state machine runs again after the error). It builds
+ * every such reply with MHD_create_response_from_buffer(len, page, PERSISTENT) and
+ * MHD_queue_response, both called through its PLT, so the definitions below (in this
+ * executable) are the ones it calls:
+ *   - a buffer that is one of its HTML pages yields a response carrying the JSON error
+ *     {"error":{"code","message"}} (message = the page's text) in MARK_HEADER;
+ *   - queueing such a response writes the whole reply (status line, Connection: close,
+ *     JSON body) to the socket in one send and returns MHD_NO, on which the library
+ *     closes the connection without writing anything of its own.
+ * Every other call goes straight to the library's function. A first request line without
+ * any space (not HTTP at all) is the one case the library drops without building a reply. */
+#define MARK_HEADER "X-Longctx-Mhd-Error"
+
+static void *real_fn(void **slot, const char *name)
+{
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+/* Page title → error code. */
+static const char *mhd_error_code(const char *title)
+{
+    static const char *const map[][2] = {
+        {"Request too big", "request_head_too_large"},
+        {"Request content too large", "payload_too_large"},
+        {"Request malformed", "bad_request"},
+        {"\"Host:\" header required", "missing_host"},
+        {"Requested HTTP version is not supported", "http_version_not_supported"},
+        {"Internal server error", "internal"},
+    };
+    for (size_t i = 0; i < LCX_ARRAY_LEN(map); i++)
+        if (!strcmp(title, map[i][0])) return map[i][1];
+    return "bad_request";
+}
+
+/* Text of an HTML fragment: tags dropped, &quot; &amp; &lt; &gt; decoded. */
+static size_t html_text(const char *h, size_t n, char *out, size_t cap)
+{
+    static const char *const ent[][2] = {{"&quot;", "\""}, {"&amp;", "&"}, {"&lt;", "<"}, {"&gt;", ">"}};
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 1 < cap; i++) {
+        if (h[i] == '<') {
+            const char *e = memchr(h + i, '>', n - i);
+            if (!e) break;
+            i = (size_t)(e - h);
+            continue;
+        }
+        bool done = false;
+        for (size_t k = 0; h[i] == '&' && k < LCX_ARRAY_LEN(ent) && !done; k++) {
+            size_t l = strlen(ent[k][0]);
+            if (i + l <= n && !memcmp(h + i, ent[k][0], l)) { out[o++] = ent[k][1][0]; i += l - 1; done = true; }
+        }
+        if (!done) out[o++] = h[i];
+    }
+    out[o] = 0;
+    return o;
+}
+
+typedef struct MHD_Response *(*mhd_from_buffer_fn)(size_t, void *, enum MHD_ResponseMemoryMode);
+typedef enum MHD_Result (*mhd_queue_fn)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
+
+struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer, enum MHD_ResponseMemoryMode mode)
+{
+    static void *slot;
+    mhd_from_buffer_fn real = (mhd_from_buffer_fn)real_fn(&slot, "MHD_create_response_from_buffer");
+    if (!real) return NULL;
+    static const char head[] = "<html><head><title>";
+    const char *h = buffer;
+    if (mode != MHD_RESPMEM_PERSISTENT || !h || size < sizeof head || size > 4096 || memcmp(h, head, sizeof head - 1))
+        return real(size, buffer, mode);
+    const char *t = h + sizeof head - 1, *te = memchr(t, '<', size - (size_t)(t - h));
+    const char *body = memmem(h, size, "<body>", 6), *be = memmem(h, size, "</body>", 7);
+    if (!te || !body || !be || be < body) return real(size, buffer, mode);
+    char title[256], msg[1024];
+    html_text(t, (size_t)(te - t), title, sizeof title);
+    size_t ml = html_text(body + 6, (size_t)(be - body - 6), msg, sizeof msg);
+    lcx_buf j = {0};
+    const char *code = mhd_error_code(title);
+    lcx_buf_puts(&j, "{\"error\":{\"code\":");
+    lcx_buf_json_str(&j, code, strlen(code));
+    lcx_buf_puts(&j, ",\"message\":");
+    lcx_buf_json_str(&j, msg, ml);
+    struct MHD_Response *r = NULL;
+    if (lcx_buf_puts(&j, "}}") == 0) {
+        r = real(j.len, j.data, MHD_RESPMEM_MUST_COPY);
+        /* JSON escapes every control character, so it is a valid header value. */
+        if (r && MHD_add_response_header(r, MARK_HEADER, j.data) != MHD_YES) {
+            MHD_destroy_response(r);
+            r = NULL;
+        }
+    }
+    lcx_buf_free(&j);
+    return r ? r : real(size, buffer, mode);
+}
+
+enum MHD_Result MHD_queue_response(struct MHD_Connection *c, unsigned int status, struct MHD_Response *r)
+{
+    static void *slot;
+    mhd_queue_fn real = (mhd_queue_fn)real_fn(&slot, "MHD_queue_response");
+    if (!real) return MHD_NO;
+    const char *json = r ? MHD_get_response_header(r, MARK_HEADER) : NULL;
+    const union MHD_ConnectionInfo *ci = json ? MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD) : NULL;
+    if (!ci) return real(c, status, r);
+    direct_reply(ci->connect_fd, status, json, strlen(json));
+    return MHD_NO;
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "longctx-svc: http: ");
-    vfprintf(stderr, fmt, ap);
+    char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    /* the library's words for the MHD_NO after a reply written by direct_reply */
+    if (strstr(line, "failed to queue error response") || strstr(line, "Application reported internal error")) return;
+    fprintf(stderr, "longctx-svc: http: %s", line);
 }
 
 /* ------------------------------------------------------------------ janitor */
@@ -525,14 +833,17 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
         }
     }
     if (!rc) {
-        unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+        unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
         unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 1;
         svc->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, svc,
                                        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, svc,
                                        MHD_OPTION_LISTEN_SOCKET, svc->listen_fd,
                                        MHD_OPTION_THREAD_POOL_SIZE, threads,
                                        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-                                       MHD_OPTION_CONNECTION_TIMEOUT, 300u,
+                                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s,
+                                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_POOL_BYTES,
+                                       MHD_OPTION_URI_LOG_CALLBACK, on_uri, svc,
+                                       MHD_OPTION_NOTIFY_CONNECTION, on_connection, svc,
                                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, svc,
                                        MHD_OPTION_END);
         if (!svc->daemon) {

@@ -89,6 +89,8 @@ typedef struct {
     double upstream_timeout_s;      /* --upstream-timeout-s / LONGCTX_UPSTREAM_TIMEOUT_S (600): silent upstream → 504 */
     uint64_t compact_tokens;        /* --compact-tokens / LONGCTX_COMPACT_TOKENS (0 = off): long-history compaction budget */
     int parent_pid;                 /* --parent-pid / LONGCTX_PARENT_PID (0 = none): exit when that process dies */
+    int idle_timeout_s;             /* --idle-timeout-s / LONGCTX_IDLE_TIMEOUT_S (30): keep-alive idle, request head */
+    int body_timeout_s;             /* --body-timeout-s / LONGCTX_BODY_TIMEOUT_S (10): a request body that stalls */
     bool quiet;                     /* --quiet / LONGCTX_QUIET: no per-start banner */
 } lcx_svc_config;
 
@@ -124,6 +126,7 @@ struct lcx_svc {
     uint32_t n_cursor_buckets;
     uint64_t n_requests, n_errors;
     uint64_t body_inflight;         /* bytes of request bodies buffered now (atomic builtins) */
+    uint64_t n_connections;         /* open HTTP connections (atomic builtins; /longctx/status) */
 
     /* janitor */
     pthread_t janitor;
@@ -171,6 +174,10 @@ const char *lcx_req_param(const lcx_req *r, const char *name);
 const char *lcx_req_query(const lcx_req *r, const char *name);
 /* Request header (case-insensitive name), NULL when absent. */
 const char *lcx_req_header(const lcx_req *r, const char *name);
+/* The same two with the value's length (a value may hold a decoded %00; compare lengths
+ * before trusting a C string). */
+const char *lcx_req_query_n(const lcx_req *r, const char *name, size_t *len);
+const char *lcx_req_header_n(const lcx_req *r, const char *name, size_t *len);
 /* Raw body (NUL-terminated for convenience; may contain NULs), len may be NULL. */
 const char *lcx_req_body(const lcx_req *r, size_t *len);
 /* Parses the body as a JSON object. On failure sets a 400 (empty_body, invalid_utf8,
@@ -264,8 +271,11 @@ int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_c
 /* Number of Unicode characters (code points) in valid UTF-8. */
 size_t lcx_utf8_chars(const char *s, size_t n);
 
-/* Validates a session id (1..256 bytes of UTF-8, no control characters). */
-bool lcx_svc_session_id_ok(const char *id);
+/* THE session-id rule of every route (SPEC §2): 1..LCX_SESSION_ID_MAX bytes of UTF-8
+ * without control characters. n is the length the client sent (a NUL inside it, from
+ * %00 in a query string or a header, is a control character and fails). */
+bool lcx_svc_session_id_ok(const char *id, size_t n);
+#define LCX_SVC_SESSION_ID_RULE "1..256 bytes of UTF-8 without control characters (no NUL)"
 /* Maps an LCX_E* code from the core to an HTTP status + error code string. */
 int lcx_svc_err_status(int rc, const char **code);
 

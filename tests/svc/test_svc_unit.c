@@ -189,16 +189,19 @@ static void test_config(void **st)
 
 static void test_session_ids_and_errors(void **st)
 {
-    assert_true(lcx_svc_session_id_ok("abc"));
-    assert_true(lcx_svc_session_id_ok("séance-01"));
-    assert_false(lcx_svc_session_id_ok(""));
-    assert_false(lcx_svc_session_id_ok("a\nb"));
-    assert_false(lcx_svc_session_id_ok("\xff"));
+    assert_true(lcx_svc_session_id_ok("abc", strlen("abc")));
+    assert_true(lcx_svc_session_id_ok("séance-01", strlen("séance-01")));
+    assert_false(lcx_svc_session_id_ok("", strlen("")));
+    assert_false(lcx_svc_session_id_ok("a\nb", strlen("a\nb")));
+    assert_false(lcx_svc_session_id_ok("\xff", strlen("\xff")));
     char l[300];
     memset(l, 'x', 257), l[257] = 0;
-    assert_false(lcx_svc_session_id_ok(l));
+    assert_false(lcx_svc_session_id_ok(l, strlen(l)));
     l[256] = 0;
-    assert_true(lcx_svc_session_id_ok(l));
+    assert_true(lcx_svc_session_id_ok(l, strlen(l)));
+    /* a NUL inside (from %00 or \u0000) is a control character: the length says so */
+    assert_false(lcx_svc_session_id_ok("victim\0x", 8));
+    assert_true(lcx_svc_session_id_ok("victim\0x", 6));
     const char *code;
     assert_int_equal(lcx_svc_err_status(LCX_EMISMATCH, &code), 409);
     assert_string_equal(code, "embedder_mismatch");
