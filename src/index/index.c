@@ -1352,7 +1352,7 @@ lcx_search_opts lcx_search_defaults(void)
     lcx_search_opts o = {0};
     o.top_k = 8;
     o.alpha = 0.5f;
-    o.fusion = LCX_FUSE_LINEAR;
+    o.fusion = LCX_FUSE_SCORE;
     o.prefilter = 32;
     o.score_floor = 0;
     o.use_rerank = true;
@@ -1380,6 +1380,19 @@ static int q_tok(const char *t, size_t n, int kind, void *ud)
         if (c->q->id[i] == id) return 0;
     c->q->id[c->q->nq++] = id;
     return 0;
+}
+
+/* The reranker's term weight: the term's BM25 idf (as bm25_accumulate computes it); a
+ * term the index does not know can match no document: weight of a term seen once. */
+static float rr_idf(const char *t, size_t n, int kind, void *ud)
+{
+    (void)kind;
+    const lcx_index *ix = ud;
+    float N = (float)ix->n_live;
+    uint32_t id = term_find(ix, t, (uint32_t)n, lcx_hash64(t, n, 0), NULL);
+    float df = id == UINT32_MAX ? 1.0f : (float)lcx__index_df(ix, id);
+    float idf = logf(1.0f + (N - df + 0.5f) / (df + 0.5f));
+    return idf > 0 ? idf : 0;
 }
 
 /* hot: BM25 accumulation over the postings of the query's terms */
@@ -1602,7 +1615,7 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     lcx__fuse(c, nc, d.fusion, d.alpha);
     lcx__cand_sort(c, nc);
     if (d.use_rerank) {
-        if ((rc = lcx_rerank_prepare(q ? q : "", q ? qlen : 0, &rq)) < 0) goto out;
+        if ((rc = lcx_rerank_prepare_idf(q ? q : "", q ? qlen : 0, rr_idf, (void *)ix, &rq)) < 0) goto out;
         if (rq) {
             for (int i = 0; i < nc; i++) {
                 float r = i < LCX_RERANK_DEPTH ? lcx_rerank_score(rq, ix->text[c[i].id], ix->text_len[c[i].id]) : 0;

@@ -7,7 +7,11 @@
  *
  *   coverage = Σ w(t) over distinct query terms t present in the doc / Σ w(t)
  *              with w = 3 for numbers, 2 for whole identifiers, 1 for words, 0.5 for
- *              identifier parts (numbers and identifiers are the exact facts that matter)
+ *              identifier parts (numbers and identifiers are the exact facts that matter),
+ *              times the term's BM25 idf when the index supplies it (lcx_rerank_prepare_idf):
+ *              with flat weights a chunk holding the question's five common words
+ *              ("get the hardware address on unix by running …") out-covered the one
+ *              holding its one rare word ("lanscan")
  *   phrase   = fraction of the query's adjacent whole-token pairs (bigrams) that also
  *              occur adjacently in the doc (word order / phrases such as "project nova")
  *   r        = 0.75·coverage + 0.25·phrase            (in [0, 1])
@@ -68,6 +72,8 @@ static int tab_get(const uint8_t *tab, const uint64_t *keys, uint64_t k)
 typedef struct {
     lcx_rerank_query *q;
     uint64_t prev;
+    lcx_rerank_idf_fn idf;
+    void *ud;
 } qctx;
 
 static uint64_t tok_hash(const char *t, size_t n) { return lcx_hash64(t, n, 0x7e7a4b3c2d1e0f11ull); }
@@ -89,6 +95,10 @@ static int on_qtok(const char *t, size_t n, int kind, void *ud)
         if (q->term[i] == h) return 0;
     if (q->nt >= MAX_QTERMS) return 0;
     float w = kind == LCX_TOK_NUMBER ? 3.0f : kind == LCX_TOK_IDENT ? 2.0f : kind == LCX_TOK_WORD ? 1.0f : 0.5f;
+    if (c->idf) {
+        float f = c->idf(t, n, kind, c->ud);
+        w *= f > 0 ? f : 0;
+    }
     q->term[q->nt] = h;
     q->w[q->nt] = w;
     q->wsum += w;
@@ -98,12 +108,17 @@ static int on_qtok(const char *t, size_t n, int kind, void *ud)
 
 int lcx_rerank_prepare(const char *q, size_t qlen, lcx_rerank_query **out)
 {
+    return lcx_rerank_prepare_idf(q, qlen, NULL, NULL, out);
+}
+
+int lcx_rerank_prepare_idf(const char *q, size_t qlen, lcx_rerank_idf_fn idf, void *ud, lcx_rerank_query **out)
+{
     *out = NULL;
     lcx_rerank_query *rq = calloc(1, sizeof *rq);
     if (!rq) return LCX_ENOMEM;
-    qctx c = {rq, 0};
+    qctx c = {rq, 0, idf, ud};
     int rc = lcx_tokenize(q, qlen, on_qtok, &c);
-    if (rc < 0 || rq->nt == 0) {
+    if (rc < 0 || rq->nt == 0 || !(rq->wsum > 0)) {
         free(rq);
         return rc < 0 ? rc : 0;
     }

@@ -10,6 +10,11 @@ typedef struct lcx_rerank_query lcx_rerank_query;
 /* Prepares the query's features (tokens, numbers, identifiers, bigrams). *out is NULL
  * (and 0 returned) when the query has no usable features. */
 int lcx_rerank_prepare(const char *q, size_t qlen, lcx_rerank_query **out);
+/* The same with each distinct term's weight multiplied by idf(t, n, kind, ud) (≥ 0): the
+ * index passes its BM25 idf, so common words ("get", "returns", "read") weigh little and a
+ * rare exact term a lot in the coverage. */
+typedef float (*lcx_rerank_idf_fn)(const char *t, size_t n, int kind, void *ud);
+int lcx_rerank_prepare_idf(const char *q, size_t qlen, lcx_rerank_idf_fn idf, void *ud, lcx_rerank_query **out);
 void lcx_rerank_free(lcx_rerank_query *rq);
 /* Score in [0, 1]: how completely and how exactly the document covers the query. */
 float lcx_rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len);
