@@ -822,9 +822,23 @@ int qs_prose_run(const qs_prose_cfg *cfg, int verbose, qs_prose_result *out)
                 for (int i = 0; i < nh && !r; i++)
                     if (h[i].id == tgt) r = i + 1;
                 qs_score_add(&out->deflt[shape], r, 8);
-                if (verbose >= 2 && r != 1)
+                if (verbose >= 2 && r != 1) {
                     fprintf(stderr, "  prose lose: shape %d len %d rank %d query \"%.*s\"\n", shape, cfg->tokens[li], r,
                             (int)(ql < 200 ? ql : 200), U.s + qo);
+                    for (int i = 0; verbose >= 3 && i < nh && i < r; i++) {
+                        const char *t = P.t[h[i].id], *mg = memmem(t, P.l[h[i].id], "magic numbers", 13);
+                        fprintf(stderr, "    #%d len %u score %.3f dense %.3f bm25 %.2f%s: %.160s\n", i + 1, P.l[h[i].id], h[i].score, h[i].dense, h[i].bm25,
+                                h[i].id == tgt ? " (target)" : "", mg ? mg - 40 : t);
+                        static const char *const qw[] = {"special", "magic", "number", "mentioned", "provided", "text", NULL};
+                        fprintf(stderr, "      words:");
+                        for (int w = 0; qw[w]; w++) {
+                            int cnt = 0;
+                            for (const char *x = t; (x = strcasestr(x, qw[w])) && x < t + P.l[h[i].id]; x++) cnt++;
+                            fprintf(stderr, " %s:%d", qw[w], cnt);
+                        }
+                        fprintf(stderr, "\n");
+                    }
+                }
                 free(U.s);
             }
             float *acc = malloc(P.n * sizeof *acc);

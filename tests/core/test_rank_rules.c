@@ -3,13 +3,15 @@
  *   1. score-aware fusion: a rare exact term in the target beats hashed-vector noise
  *      (min-max LINEAR fusion loses it — checked here too, so the corpus stays a real test);
  *   2. a needle whose key shares one word with the target's ("cracked flute" vs
- *      "cracked guitar") does not win;
+ *      "cracked guitar") does not win, nor a span with two such needles (term
+ *      proximity) or one that repeats a prompt word of the question (query stop words);
  *   3. rescue query signal without a "question:" marker: the last sentence ending in '?';
  *   4. symbol pulls: a sentence-initial English word is not a symbol; a pull is a boost. */
 #include "testutil.h"
 #include "longctx/lcx.h"
 #include "longctx/lcx_scope.h"
 #include "index/index.h"
+#include "rerank/rerank.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,39 +69,83 @@ static void test_rare_term_beats_dense_noise(void **st)
     lcx_index_free(ix);
 }
 
-/* 2: near-duplicate needle keys among prose spans */
+/* 2: near-duplicate needle keys among prose spans, in a small session (every word of the
+ * question is rare there): a span holding two distractors that together have both key
+ * words (term proximity: the target has them as a pair), and one that also says
+ * "mentioned" twice (a query-side stop word: it refers to the prompt, not the content) */
+static const char *const g_prose[] = {
+    "The most important thing for a startup is to make something people want. Everything else is secondary, "
+    "and founders who forget this tend to spend their time on things that do not matter, like fundraising "
+    "events and conferences, instead of talking to users and writing code.",
+    "When I was a kid I thought the way to get good at something was to practice it a lot, and that is mostly "
+    "true, but what matters more is the quality of the practice: deliberate work on the parts you are bad at.",
+    "Investors are surprisingly bad at predicting which companies will succeed. The ones that do well tend to "
+    "have founders who are determined, flexible and who understand their users better than anyone else does.",
+    "Essays are a way of figuring out what you think. You start with a question and a few ideas, and by the "
+    "time you are done writing you usually believe something slightly different from what you started with.",
+};
+
 static void test_near_duplicate_key(void **st)
 {
     (void)st;
-    static const char *const s[] = {
-        "The most important thing for a startup is to make something people want. Everything else is secondary, "
-        "and founders who forget this tend to spend their time on things that do not matter, like fundraising "
-        "events and conferences, instead of talking to users and writing code.",
-        "When I was a kid I thought the way to get good at something was to practice it a lot, and that is mostly "
-        "true, but what matters more is the quality of the practice: deliberate work on the parts you are bad at.",
-        "Investors are surprisingly bad at predicting which companies will succeed. The ones that do well tend to "
-        "have founders who are determined, flexible and who understand their users better than anyone else does.",
-        "Essays are a way of figuring out what you think. You start with a question and a few ideas, and by the "
-        "time you are done writing you usually believe something slightly different from what you started with.",
-    };
     lcx_index *ix;
     assert_int_equal(lcx_index_new(g_emb, &ix), 0);
     char buf[2048];
     uint32_t target = 0;
-    static const char *const keys[] = {"cracked flute", "rusty guitar", "cracked lantern", "cracked guitar"};
-    for (int round = 0; round < 6; round++)
+    for (int round = 0; round < 5; round++)
         for (int i = 0; i < 4; i++) {
-            if (round == 3) {
-                /* the needles, each inside a prose span */
-                snprintf(buf, sizeof buf, "%s One of the special magic numbers for %s is: %d. %s", s[i], keys[i],
-                         4000000 + 1237 * i, s[(i + 1) % 4]);
-                add(ix, buf, i == 3 ? &target : NULL);
-            } else {
-                snprintf(buf, sizeof buf, "%s %s", s[i], s[(i + round) % 4]);
-                add(ix, buf, NULL);
-            }
+            if (round == 2 && i == 0)
+                snprintf(buf, sizeof buf, "%s One of the special magic numbers for cracked flute is: 4000017. %s One of "
+                         "the special magic numbers for rusty guitar is: 4001254. %s", g_prose[0], g_prose[1], g_prose[2]);
+            else if (round == 2 && i == 1)
+                snprintf(buf, sizeof buf, "%s As mentioned before, one of the special magic numbers for cracked lantern "
+                         "is: 4002491. It was mentioned twice. %s", g_prose[1], g_prose[3]);
+            else if (round == 2 && i == 2)
+                snprintf(buf, sizeof buf, "%s One of the special magic numbers for cracked guitar is: 4003728. %s",
+                         g_prose[2], g_prose[0]);
+            else
+                snprintf(buf, sizeof buf, "%s %s", g_prose[i], g_prose[(i + round) % 4]);
+            add(ix, buf, round == 2 && i == 2 ? &target : NULL);
         }
     const char *q = "What is the special magic number for cracked guitar mentioned in the provided text?";
+    assert_int_equal(rank_of(ix, q, LCX_FUSE_SCORE, target), 1);
+    lcx_index_free(ix);
+}
+
+/* 2b: term proximity (BM25TP): the pair "cracked guitar" beats a span that has both
+ * words more often but apart; and the feature's value by hand */
+static void test_proximity(void **st)
+{
+    (void)st;
+    lcx_rerank_query *rq;
+    assert_int_equal(lcx_rerank_prepare("cracked guitar", 14, &rq), 0);   /* flat weights: 1 per word */
+    float px;
+    lcx_rerank_score_prox(rq, "a cracked guitar here", 21, &px);
+    assert_float_equal(px, 1.0f, 1e-5);                                   /* 2.2·1/(1.2+1) */
+    const char *far3 = "cracked red old guitar";
+    lcx_rerank_score_prox(rq, far3, strlen(far3), &px);
+    assert_float_equal(px, 2.2f * (1.0f / 9) / (1.2f + 1.0f / 9), 1e-5);  /* d = 3 */
+    const char *far6 = "cracked one two three four five guitar";
+    lcx_rerank_score_prox(rq, far6, strlen(far6), &px);
+    assert_float_equal(px, 0.0f, 1e-6);                                   /* d = 6 > 5 */
+    lcx_rerank_free(rq);
+
+    lcx_index *ix;
+    assert_int_equal(lcx_index_new(g_emb, &ix), 0);
+    char buf[2048];
+    uint32_t target = 0;
+    for (int round = 0; round < 5; round++)
+        for (int i = 0; i < 4; i++) {
+            if (round == 2 && i == 0)
+                snprintf(buf, sizeof buf, "The cracked bell rang. %s The old guitar was sold. %s A cracked cup and a "
+                         "borrowed guitar. %s Cracked paint.", g_prose[0], g_prose[1], g_prose[3]);
+            else if (round == 2 && i == 1)
+                snprintf(buf, sizeof buf, "%s He fixed the cracked guitar before the show. %s %s", g_prose[2], g_prose[0], g_prose[1]);
+            else
+                snprintf(buf, sizeof buf, "%s %s", g_prose[i], g_prose[(i + round) % 4]);
+            add(ix, buf, round == 2 && i == 1 ? &target : NULL);
+        }
+    const char *q = "the cracked guitar";
     assert_int_equal(rank_of(ix, q, LCX_FUSE_SCORE, target), 1);
     lcx_index_free(ix);
 }
@@ -228,6 +274,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rare_term_beats_dense_noise),
         cmocka_unit_test(test_near_duplicate_key),
+        cmocka_unit_test(test_proximity),
         cmocka_unit_test(test_query_signal_qmark),
         cmocka_unit_test(test_symbol_pulls),
     };
