@@ -86,13 +86,15 @@ float lcx_dot_f32(const float *a, const float *b, size_t n);
  * Search options and results (shared by lcx_index and lcx_store). */
 typedef enum {
     LCX_FUSE_LINEAR = 0, /* alpha·dense + (1−alpha)·bm25, each min-max normalised over the candidates */
-    LCX_FUSE_RRF = 1     /* Σ 1/(60 + rank) over the two candidate lists */
+    LCX_FUSE_RRF = 1,    /* Σ 1/(60 + rank) over the two candidate lists */
+    LCX_FUSE_SCORE = 2   /* alpha·max(0, dense) + (1−alpha)·bm25/max bm25: the cosine unnormalised, so
+                          * near-zero dense noise cannot bury a strong lexical match (docs/core.md) */
 } lcx_fusion;
 
 typedef struct {
     int top_k;           /* hits wanted (≥ 1; LCX_EINVAL otherwise) */
-    float alpha;         /* LINEAR: weight of the dense score, 0..1 (default 0.5; clamped) */
-    lcx_fusion fusion;   /* default LCX_FUSE_LINEAR */
+    float alpha;         /* LINEAR, SCORE: weight of the dense score, 0..1 (default 0.5; clamped) */
+    lcx_fusion fusion;   /* default LCX_FUSE_SCORE */
     int prefilter;       /* candidates taken from each component before fusion (default 32, raised to
                           * ≥ top_k, capped at 4096) */
     float score_floor;   /* hits whose final score is below are dropped (default 0) */
@@ -268,7 +270,8 @@ uint64_t lcx_sessions_mem_bytes(lcx_sessions *ss);
 /* ------------------------------------------------------------------------------------
  * Rescue helpers (src/retrieve), SPEC §2/§4. */
 /* The rescue query signal: the text after the last case-insensitive "question:" marker,
- * else the last 512 bytes (on a UTF-8 boundary). Sets *off and *qlen (byte offset and length within msg). */
+ * else the last sentence ending in '?' when it ends within the last 1024 bytes, else the
+ * last 512 bytes (on a UTF-8 boundary). Sets *off and *qlen (byte offset and length within msg). */
 void lcx_rescue_query(const char *msg, size_t len, size_t *off, size_t *qlen);
 
 #ifdef __cplusplus

@@ -7,7 +7,13 @@
  *   candidates (e.g. no document matched lexically) it contributes 1 if that constant is
  *   > 0, else 0, so it neither helps nor hurts the ordering.
  * RRF: fused = Σ_lists 1/(60 + rank) (Cormack et al. 2009, k = 60), divided by its
- *   maximum 2/61 so that scores stay in [0, 1] and score_floor means the same for both. */
+ *   maximum 2/61 so that scores stay in [0, 1] and score_floor means the same for both.
+ * SCORE (default): fused = α·max(0, dense) + (1−α)·bm25/max(bm25). The cosine is already
+ *   on an absolute [−1, 1] scale, so it is used as is: hashed-vector noise (cosines of
+ *   0.05–0.3 between unrelated texts) stays small next to a clear lexical lead, where
+ *   min-max would stretch a 0.015..0.19 noise band to the full 0..1 and let it outvote a
+ *   BM25 lead of 18 vs 10 (docs/core.md "Fusion", bench/quality). BM25 is divided by its
+ *   best candidate (no minimum subtracted), so ratios between lexical scores are kept. */
 #include "index/index.h"
 #include <immintrin.h>
 #include <stdlib.h>
@@ -29,6 +35,17 @@ void lcx__fuse(lcx__cand *c, int n, lcx_fusion f, float alpha)
     }
     if (!(alpha >= 0)) alpha = 0;
     if (alpha > 1) alpha = 1;
+    if (f == LCX_FUSE_SCORE) {
+        float bmax = 0;
+        for (int i = 0; i < n; i++)
+            if (c[i].bm25 > bmax) bmax = c[i].bm25;
+        for (int i = 0; i < n; i++) {
+            float d = c[i].dense > 0 ? c[i].dense : 0;
+            float b = bmax > 0 ? c[i].bm25 / bmax : 0;
+            c[i].fused = alpha * d + (1.0f - alpha) * b;
+        }
+        return;
+    }
     float dmin = c[0].dense, dmax = c[0].dense, bmin = c[0].bm25, bmax = c[0].bm25;
     for (int i = 1; i < n; i++) {
         if (c[i].dense < dmin) dmin = c[i].dense;

@@ -1352,7 +1352,7 @@ lcx_search_opts lcx_search_defaults(void)
     lcx_search_opts o = {0};
     o.top_k = 8;
     o.alpha = 0.5f;
-    o.fusion = LCX_FUSE_LINEAR;
+    o.fusion = LCX_FUSE_SCORE;
     o.prefilter = 32;
     o.score_floor = 0;
     o.use_rerank = true;
@@ -1372,7 +1372,7 @@ typedef struct {
 static int q_tok(const char *t, size_t n, int kind, void *ud)
 {
     qctx *c = ud;
-    if (kind == LCX_TOK_WORD && lcx__stopword_inl(t, n)) return 0;
+    if (kind == LCX_TOK_WORD && (lcx__stopword_inl(t, n) || lcx__query_stopword(t, n))) return 0;
     if (c->q->nq >= 64) return 0;
     uint32_t id = term_find(c->ix, t, (uint32_t)n, lcx_hash64(t, n, 0), NULL);
     if (id == UINT32_MAX) return 0;
@@ -1380,6 +1380,19 @@ static int q_tok(const char *t, size_t n, int kind, void *ud)
         if (c->q->id[i] == id) return 0;
     c->q->id[c->q->nq++] = id;
     return 0;
+}
+
+/* The reranker's term weight: the term's BM25 idf (as bm25_accumulate computes it); a
+ * term the index does not know can match no document: weight of a term seen once. */
+static float rr_idf(const char *t, size_t n, int kind, void *ud)
+{
+    (void)kind;
+    const lcx_index *ix = ud;
+    float N = (float)ix->n_live;
+    uint32_t id = term_find(ix, t, (uint32_t)n, lcx_hash64(t, n, 0), NULL);
+    float df = id == UINT32_MAX ? 1.0f : (float)lcx__index_df(ix, id);
+    float idf = logf(1.0f + (N - df + 0.5f) / (df + 0.5f));
+    return idf > 0 ? idf : 0;
 }
 
 /* hot: BM25 accumulation over the postings of the query's terms */
@@ -1602,12 +1615,26 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     lcx__fuse(c, nc, d.fusion, d.alpha);
     lcx__cand_sort(c, nc);
     if (d.use_rerank) {
-        if ((rc = lcx_rerank_prepare(q ? q : "", q ? qlen : 0, &rq)) < 0) goto out;
+        if ((rc = lcx_rerank_prepare_idf(q ? q : "", q ? qlen : 0, rr_idf, (void *)ix, &rq)) < 0) goto out;
         if (rq) {
-            for (int i = 0; i < nc; i++) {
-                float r = i < LCX_RERANK_DEPTH ? lcx_rerank_score(rq, ix->text[c[i].id], ix->text_len[c[i].id]) : 0;
-                c[i].fused = (1 - LCX_RERANK_WEIGHT) * c[i].fused + LCX_RERANK_WEIGHT * r;
+            /* one tokenization per re-scored candidate gives the overlap features and the
+             * term proximity; with SCORE fusion the proximity joins the candidate's BM25
+             * (BM25TP) and the fusion is redone before the overlap score is mixed in */
+            float rr[LCX_RERANK_DEPTH], raw[LCX_RERANK_DEPTH];
+            int depth = nc < LCX_RERANK_DEPTH ? nc : LCX_RERANK_DEPTH, any = 0;
+            int tp = d.fusion == LCX_FUSE_SCORE;
+            for (int i = 0; i < depth; i++) {
+                float px = 0;
+                rr[i] = lcx_rerank_score_prox(rq, ix->text[c[i].id], ix->text_len[c[i].id], tp ? &px : NULL);
+                raw[i] = c[i].bm25;
+                if (px > 0 && c[i].bm25 > 0) { c[i].bm25 += px; any = 1; }
             }
+            if (any) {
+                lcx__fuse(c, nc, d.fusion, d.alpha);
+                for (int i = 0; i < depth; i++) c[i].bm25 = raw[i];   /* hits report the raw BM25 */
+            }
+            for (int i = 0; i < nc; i++)
+                c[i].fused = (1 - LCX_RERANK_WEIGHT) * c[i].fused + LCX_RERANK_WEIGHT * (i < depth ? rr[i] : 0);
             lcx__cand_sort(c, nc);
         }
     }

@@ -6,11 +6,17 @@
  *   2. Each scope is made ready (Hot first, Package when Hot is small, promotion when a
  *      mention lies outside Hot) and searched with the hybrid store search (dense + BM25,
  *      fused, reranked).
- *   3. Symbol-aware boosting: identifiers named in the query — snake_case, CamelCase,
- *      X.y / X::y, `backticked`, name(), and Capitalized words (class names; only when
- *      defined in ≤ 2 places) — are looked up in the scope's symbol table; the
- *      chunk that contains each definition is pulled in and ranked first (score = the best
- *      search score, so scores stay in 0..1). A name defined in more than 5 places is
+ *   3. Symbol-aware boosting: names in the query are looked up in the scope's symbol
+ *      table and the chunk that contains each definition is pulled in with score
+ *      own + boost·(top − own) (own = its search score, 0 when the search missed it; top =
+ *      the best search score). Code-shaped names — snake_case, camelCase, X.y / X::y,
+ *      `backticked`, name() — get boost 1: the definition of a name the user typed ties
+ *      the best hit and goes first. A Capitalised word inside a sentence ("the Fetcher")
+ *      may be a class: it pulls only when defined in ≤ 2 places, with boost 0.5, so it
+ *      lands below a hit the search is sure of. The first word of a sentence ("Set the
+ *      payload…", "Run until…") is English, never a name: as a name it pulled class Set
+ *      to rank 1 (docs/core.md "Symbol pulls").
+ *      A name defined in more than 5 places is
  *      ambiguous and skipped unless the owner (X in X.y) narrows it down; at most
  *      max(1, top_k/2) chunks come from symbols so the lexical/dense hits keep room.
  *   4. Confidence: 1 when a named symbol was found, else the cosine similarity of the best
@@ -27,6 +33,8 @@
 
 #define MAX_IDENTS 8
 #define MAX_DEFS 5
+#define SYM_BOOST 1.0f        /* a code-shaped name: its definition ties the best hit, and wins the tie */
+#define SYM_BOOST_WEAK 0.5f   /* a Capitalised word: half way to the best hit */
 #define SPLICE_HEADER "## Retrieved code context\n\n"
 #define TRUNC_MARK "\n... [truncated]"
 
@@ -79,7 +87,7 @@ int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, 
 
 /* ---------------------------------------------------------------- identifiers */
 
-typedef struct { char name[64]; char owner[64]; bool weak; } ident;   /* weak: a Capitalized word */
+typedef struct { char name[64]; char owner[64]; bool weak; } ident;   /* weak: a Capitalised word */
 
 static bool idc(char c) { return isalnum((unsigned char)c) || c == '_' || c == '$'; }
 
@@ -120,9 +128,14 @@ static int query_idents(const char *q, size_t n, ident *out, int max)
         bool dotted = nb > s;
         bool camel = has_lower && inner_upper;
         bool alpha_us = has_us && nl > 1;
-        /* "Widget", "Parser": a capitalized word may be a class name; it only counts when
-         * the scope defines it in at most 2 places (sentence-initial words define nothing) */
-        bool weak = !(tick || call || dotted || camel || alpha_us) && nl >= 3 &&
+        /* "the Fetcher", "a Parser": a Capitalised word inside a sentence may be a class
+         * name; it counts when the scope defines it in at most 2 places, and pulls with a
+         * weaker boost. The first word of a sentence is English, never a name. */
+        size_t b = s;
+        while (b > 0 && (q[b - 1] == ' ' || q[b - 1] == '\t' || q[b - 1] == '`')) b--;
+        bool initial = b == 0 || q[b - 1] == '.' || q[b - 1] == '!' || q[b - 1] == '?' || q[b - 1] == '\n' ||
+                       q[b - 1] == ':' || q[b - 1] == '"';
+        bool weak = !(tick || call || dotted || camel || alpha_us) && !initial && nl >= 3 &&
                     isupper((unsigned char)name[0]) && has_lower;
         if (!(tick || call || dotted || camel || alpha_us || weak)) continue;
         ident *d = &out[k];
@@ -254,7 +267,10 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
             char full[LCX_SCOPE_PATH_MAX * 2];
             snprintf(full, sizeof full, "%s/%s", s->root, paths[j]);
             if (hv_has(h, full, c.line_start, c.line_end)) continue;
-            rc = hv_push(h, s, &c, top, true);
+            float own = 0;
+            for (int t = 0; t < nh; t++)
+                if (hits[t].id == cid) own = hits[t].score;
+            rc = hv_push(h, s, &c, own + (ids[i].weak ? SYM_BOOST_WEAK : SYM_BOOST) * (top - own), true);
             nsym++;
             *any_sym = true;
         }
@@ -278,8 +294,8 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
 static int cmp_hits(const void *a, const void *b)
 {
     const lcx_code_hit *x = a, *y = b;
-    if (x->symbol_hit != y->symbol_hit) return x->symbol_hit ? -1 : 1;
     if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    if (x->symbol_hit != y->symbol_hit) return x->symbol_hit ? -1 : 1;
     return 0;
 }
 
@@ -309,7 +325,7 @@ static int fail(lcx_code_result *res, int rc, const char *code, const char *fmt,
 
 static int finish(lcx_code_result *res, hitvec *h, int top_k, size_t budget)
 {
-    /* stable order: symbol pulls, then by score (insertion order breaks ties) */
+    /* stable order: by score, a symbol pull first on a tie (then insertion order) */
     for (int i = 1; i < h->n; i++) {
         lcx_code_hit t = h->v[i];
         int j = i - 1;

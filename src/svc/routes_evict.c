@@ -942,7 +942,8 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     if (fu && !cJSON_IsNull(fu)) {
         if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "linear")) o.fusion = LCX_FUSE_LINEAR;
         else if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "rrf")) o.fusion = LCX_FUSE_RRF;
-        else { lcx_resp_error(resp, 400, "invalid_type", "'fusion' must be \"linear\" or \"rrf\""); goto out; }
+        else if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "score")) o.fusion = LCX_FUSE_SCORE;
+        else { lcx_resp_error(resp, 400, "invalid_type", "'fusion' must be \"score\", \"linear\" or \"rrf\""); goto out; }
     }
     if (o.prefilter < o.top_k) o.prefilter = o.top_k;
 

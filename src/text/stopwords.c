@@ -99,3 +99,21 @@ bool lcx__stopword_ref(const char *tok, size_t len)
         if (strlen(k_stop[i]) == len && !memcmp(k_stop[i], tok, len)) return true;
     return false;
 }
+
+/* Query-side only: words with which a question refers to the prompt itself ("…mentioned
+ * in the provided text", "according to the passage above", "the given value") rather than
+ * to what it asks about. Kept out of BM25 and the reranker's terms of a query (never out
+ * of documents, so no index or fingerprint change): in a small session "mentioned" was as
+ * rare as the needle's key and a distractor span that happened to contain it twice beat
+ * the target (bench/quality prose). Words that are content in code ("text", "value",
+ * "document", "context") are not here. */
+static const char *const k_qstop[] = {"above",  "according", "below",  "described", "following", "given",
+                                      "mentioned", "passage", "please", "provided",  "specified", "tell"};
+
+bool lcx__query_stopword(const char *tok, size_t len)
+{
+    if (len < 4 || len > 9) return false;
+    for (size_t i = 0; i < sizeof k_qstop / sizeof *k_qstop; i++)
+        if (strlen(k_qstop[i]) == len && !memcmp(k_qstop[i], tok, len)) return true;
+    return false;
+}

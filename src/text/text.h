@@ -17,6 +17,9 @@
  * and dot-product noise while carrying almost no signal for "which span holds the fact".
  * Only plain WORD tokens are checked (never identifiers or numbers). */
 bool lcx__stopword(const char *tok, size_t len);
+/* Query-side stop words (stopwords.c: words that refer to the prompt, "mentioned",
+ * "provided", …); WORD tokens of queries only. */
+bool lcx__query_stopword(const char *tok, size_t len);
 
 /* Inline form (hot: every token). The table is a perfect hash of the packed words
  * (stopwords.c explains it). */
