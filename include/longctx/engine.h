@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "longctx/lcx_err.h"
+#include "longctx/triatt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,6 +121,97 @@ void eng_kv_clear(eng_ctx *c);
  * the call. fn = NULL removes the hook. The hook must not call back into this context. */
 typedef void (*eng_q_hook)(void *ud, int il, int32_t pos, const float *q);
 void eng_ctx_set_q_hook(eng_ctx *c, eng_q_hook fn, void *ud);
+
+/* ---- TriAttention V3 inside the forward pass --------------------------------------
+ *
+ *   triatt_config tc; char err[256];
+ *   eng_triatt_config_resolve(&tc, &argc, argv, err, sizeof err);   // env, then --triatt-* flags
+ *   if (tc.enabled) eng_triatt_attach(c, &tc, "session-1", err, sizeof err);
+ *   eng_decode(c, ...);                                                // evicts as it goes
+ *   eng_triatt_stats st; eng_triatt_get_stats(c, &st);                 // rounds, cells, spans
+ *
+ * Once attached, eng_decode on c:
+ *  - copies each layer's pre-RoPE queries of a ubatch to libtriatt (each layer counts each
+ *    token once) and ends the calibration pass after the ubatch's last layer (a forward-pass
+ *    boundary), until the calibration is ready (frozen; with EMA: every pass);
+ *  - once centres are frozen, hands each new cell's keys to libtriatt's fast path when the
+ *    cell enters the cache (triatt_cells_written: a round then costs O(cells·fc));
+ *  - after every ubatch of a prefill and after every decoded token checks the trigger and
+ *    runs a round: the chosen cells are removed from every layer, survivors keep their
+ *    positions (no RoPE shift); the cache is then compacted (the last occupied cells move
+ *    into the holes, every layer, keys/values/positions/token ids together) so occupied
+ *    cells are always [0, eng_kv_n_used) — cell INDICES change at a round, positions never;
+ *  - with an endpoint (cfg->endpoint, LONGCTX_ENDPOINT) and a session id: posts the evicted
+ *    runs ±32 tokens, decoded from each cell's ORIGINAL token id with the model's own
+ *    tokenizer, to longctx-svc /evict/write (libtriatt's bridge: a sender thread; the
+ *    engine never waits on the network; a full queue / dead service drops and counts);
+ *  - a prefill may then be longer than the cache: eng_decode checks free cells per ubatch
+ *    (LCX_ELIMIT only when a ubatch does not fit after the round; keep
+ *    budget + divide_length (128) + n_ubatch <= n_ctx).
+ * The per-round line `evict: evicted X/Y tokens (budget=B, used=U, max_pos=P, mode=v3)`
+ * goes to the log callback (eng_triatt_set_log; the CLI writes it to stderr).
+ * Bare decoding never rehydrates: before a new user turn call
+ *   triatt_rescue_rehydrate(eng_triatt_rescue(c), question, &text)
+ * (after eng_triatt_flush) and put `text` into the prompt (triatt_msgs_insert_rescue). */
+/* cfg: a resolved config with cfg->enabled (others refused: LCX_EINVAL). The geometry comes
+ * from the model (pairing NORM → adjacent for llama, NEOX → half for qwen2/qwen3; GQA;
+ * n_rot for partial RoPE). cfg->fast_path is forced on (block-mean aggregation). session_id:
+ * the rescue session (NULL = "eng-<pid>-<ctx address>"); the rescue client starts only when
+ * cfg->endpoint is set. A second attach replaces the first. err explains a refusal
+ * (bad config, calib file mismatch, OOM). */
+int  eng_triatt_attach(eng_ctx *c, const triatt_config *cfg, const char *session_id,
+                       char *err, size_t errlen);
+void eng_triatt_detach(eng_ctx *c);                 /* stops the rescue client (no flush) */
+bool eng_triatt_attached(const eng_ctx *c);
+typedef void (*eng_log_fn)(void *ud, const char *line);
+void eng_triatt_set_log(eng_ctx *c, eng_log_fn fn, void *ud);   /* NULL = silent (default) */
+
+typedef struct {
+    uint64_t rounds;             /* eviction rounds that fired */
+    uint64_t cells_evicted;      /* total over rounds */
+    uint64_t cells_scored;
+    uint64_t cells_moved;        /* compaction moves */
+    int last_round_evicted;
+    double last_round_ms;        /* trigger → cells removed and compacted (incl. scoring) */
+    double total_round_ms;       /* sum over rounds (scoring + selection + removal) */
+    double total_feed_ms;        /* calibration copies + fast-path feature writes */
+    bool calibrated;
+    int64_t calib_tokens;
+    /* Tier 2 (zeros without an endpoint): spans queued for /evict/write, sent (acknowledged
+     * 2xx), dropped (queue full, request failed, service down), rounds dropped */
+    uint64_t spans_queued, spans_sent, spans_dropped, rounds_dropped, rounds_failed;
+} eng_triatt_stats;
+int  eng_triatt_get_stats(const eng_ctx *c, eng_triatt_stats *out);   /* LCX_ESTATE unattached */
+/* The libtriatt objects (NULL when not attached / no endpoint), e.g. for
+ * triatt_rescue_rehydrate / triatt_rescue_prepopulate / triatt_get_counters. Owned by c. */
+triatt_ctx *eng_triatt_ctx(eng_ctx *c);
+triatt_rescue *eng_triatt_rescue(eng_ctx *c);
+/* Waits (at most timeout_ms) until every queued Tier-2 write was answered. 0, LCX_ETIMEOUT,
+ * LCX_ESTATE (no rescue client). */
+int  eng_triatt_flush(eng_ctx *c, int timeout_ms);
+
+/* Config resolution for every front end (longctx-engine run|perplexity|serve, longctx eval):
+ * cfg = defaults, then the SPEC §5 environment (VLLM_TRIATT_*, TRIATT_*, LONGCTX_ENDPOINT),
+ * then the flags below, which are REMOVED from argv (argc updated; other arguments keep their
+ * order), so the caller parses the rest. Flags beat the environment:
+ *   --triatt-budget N (turns V3 on)  --triatt-window N  --triatt-prefix N  --triatt-warmup N
+ *   --triatt-hybrid 0|1|2  --triatt-segments N  --triatt-mode trig|random|recency
+ *   --triatt-direction keep_high|evict_high  --triatt-calib FILE  --triatt-divide N
+ *   --triatt-seed N  --triatt-log (the per-round stats line)  --longctx-endpoint URL
+ * Invalid values → LCX_EINVAL with err naming the flag or variable and the accepted values
+ * (argv is then partly rearranged: stop). cfg->enabled is true when a budget was given by
+ * --triatt-budget or by VLLM_TRIATT_ENABLED=1 + VLLM_TRIATT_BUDGET. */
+int  eng_triatt_config_resolve(triatt_config *cfg, int *argc, char **argv, char *err, size_t errlen);
+/* One line per flag for a --help text. */
+const char *eng_triatt_flags_help(void);
+
+/* ---- per-cell token ids (cache-level recall) ----------------------------------------- */
+/* Token id written into cell i (the original id, kept across compaction); -1 when free. */
+int32_t eng_kv_cell_token(const eng_ctx *c, int i);
+/* Positions and token ids of the occupied cells, sorted by position, into pos/tok (either
+ * may be NULL) of capacity cap. Returns the number of occupied cells (may exceed cap: only
+ * cap are written). */
+int  eng_kv_survivors(const eng_ctx *c, int32_t *pos, int32_t *tok, int cap);
 
 /* ---- sampler ----------------------------------------------------------------------- */
 typedef struct {
