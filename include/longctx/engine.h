@@ -229,6 +229,137 @@ void eng_sampler_free(eng_sampler *s);
  * then a draw. Returns the id, or LCX_EINVAL / LCX_ENOMEM. */
 int32_t eng_sample(eng_sampler *s, const float *logits, int n_vocab);
 
+/* ---- ChatSession -------------------------------------------------------------------
+ * A conversation over one context: chat template, session id, sampler, and (with V3 and
+ * an endpoint) automatic Tier-3 rescue.
+ *
+ *   eng_session_params sp = eng_session_default_params();
+ *   sp.ctx.n_ctx = 32768;
+ *   sp.triatt = &tc;              // NULL = no eviction; tc.endpoint set = rescue on
+ *   eng_session *s; char err[256];
+ *   if (eng_session_init(m, &sp, &s, err, sizeof err) < 0) { fputs(err, stderr); ... }
+ *   char *reply;
+ *   eng_session_respond(s, "Here is a long report ...", &reply); free(reply);
+ *   eng_session_respond(s, "What is the access code?", &reply);   // Tier 3 runs first
+ *   eng_session_free(s);
+ *
+ * respond(): appends the user message to the conversation, renders the whole conversation
+ * with the model's chat template, and prefills only the tokens after the longest common
+ * prefix with what the context already holds. The session keeps the LOGICAL token
+ * sequence (token i sits at position i) apart from the cells that survive in the cache:
+ * when eviction rounds removed cells from the middle, the reused prefix is not
+ * re-prefilled — new tokens continue at position = logical length, never at the number of
+ * surviving cells.
+ * Tier 3 (when the context runs V3 with an endpoint): before the turn's prefill the
+ * session waits (bounded: flush_timeout_ms) until the service acknowledged the queued
+ * Tier-2 writes, asks /evict/retrieve with the query signal of the user message (SPEC §4:
+ * after the last "question:", else its last 512 bytes) and, when anything comes back,
+ * inserts the rescue text as a system message just before the user turn (SPEC §2). The
+ * message stays in the conversation (it is what the model saw; keeping it keeps the prefix
+ * reusable next turn).
+ * Prepopulate: the first turn that passes the V3 budget also posts its whole prompt to
+ * longctx (triatt_rescue_prepopulate, 256-token spans, queued before the prefill: it
+ * overlaps the compute and never blocks). Why: a round that fires AFTER the turn's Tier-3
+ * query (while the rescue text, the question or the reply are prefilled) evicts cells
+ * whose Tier-2 spans no query of that turn can see; with the prompt already in the store,
+ * whatever the question needs is retrievable no matter when its cells go.
+ * Single-turn rescue (ENG_RESCUE_SINGLE_TURN, the default): when the user message ends
+ * with a question (its last '?' within the final 256 bytes) and this turn's prefill would
+ * pass the V3 budget, the message is split: the body is prefilled first (rounds fire and
+ * their spans go to longctx), then after the bounded flush the question rehydrates, and
+ * the recovered text (system message) plus the question (a user message) are prefilled
+ * and answered — one turn, no second request needed. ENG_RESCUE_TWO_TURN keeps the
+ * reference behaviour (rescue only at the start of the next turn).
+ *
+ * Bare path: eng_session_generate(s, text, ...) continues the sequence with raw text (no
+ * template) and NEVER rescues — the reference's "bare generate skips rescue" trap. To
+ * rehydrate manually before it, the one call is
+ *   eng_session_rehydrate(s, question, &text);   // flush + /evict/retrieve; text or NULL
+ * and the caller puts `text` into its prompt. */
+typedef struct eng_session eng_session;
+typedef enum { ENG_RESCUE_SINGLE_TURN = 0, ENG_RESCUE_TWO_TURN = 1 } eng_rescue_mode;
+
+typedef struct {
+    eng_ctx_params ctx;                   /* the context the session creates */
+    const triatt_config *triatt;         /* V3 (copied at init); NULL / !enabled = off.
+                                           * Its endpoint ("" = none) turns rescue on. */
+    const char *session_id;               /* rescue session; NULL = "sess-<pid>-<n>" */
+    const char *system_prompt;            /* first message when non-NULL */
+    eng_sampler_params sampler;           /* temp 0 = greedy */
+    int max_tokens;                       /* per reply (256) */
+    eng_rescue_mode rescue;               /* ENG_RESCUE_SINGLE_TURN */
+    int flush_timeout_ms;                 /* wait for Tier-2 acks before Tier 3 (2000) */
+    /* called after every prefill chunk of n_ubatch tokens (done/total of this prefill);
+     * may be NULL. Tests use it to kill the service mid-prefill. */
+    void (*on_prefill)(void *ud, int done, int total);
+    void *on_prefill_ud;
+} eng_session_params;
+eng_session_params eng_session_default_params(void);
+
+/* Loads the tokenizer, creates the context (and attaches V3 when p->triatt is enabled).
+ * err explains a refusal (tokenizer, V3 config, OOM). m must outlive the session. */
+int  eng_session_init(const eng_model *m, const eng_session_params *p, eng_session **out,
+                      char *err, size_t errlen);
+void eng_session_free(eng_session *s);
+
+/* One chat turn (see above). *reply (optional): malloc'd UTF-8 text of the generated tokens
+ * (end-of-turn token excluded). Returns the number of generated tokens, or LCX_EINVAL,
+ * LCX_ELIMIT (the conversation does not fit a context without eviction), LCX_ENOMEM. A
+ * failed Tier 3 (service down, timeout) never fails the turn: it is counted. */
+int  eng_session_respond(eng_session *s, const char *user_message, char **reply);
+/* Bare path: tokenizes text as is (parse_special: control-token text becomes ids; no BOS
+ * unless the sequence is empty), appends it, generates up to max_tokens (<= 0 = params).
+ * No chat template, no Tier 3. */
+int  eng_session_generate(eng_session *s, const char *text, int max_tokens, char **out);
+/* Manual Tier 3: bounded flush, then /evict/retrieve with the query signal of question.
+ * *text = rescue text (malloc'd) or NULL when nothing came back. Returns chunks used (>= 0),
+ * LCX_ESTATE (no V3 endpoint), or the bridge's LCX_ENET / LCX_ETIMEOUT / LCX_ECORRUPT. */
+int  eng_session_rehydrate(eng_session *s, const char *question, char **text);
+
+/* What the last respond/generate did. */
+typedef struct {
+    int n_prompt;          /* tokens of the rendered prompt (all parts of a split turn) */
+    int n_reused;          /* of those, found in the logical sequence (not prefilled) */
+    int n_prefilled;       /* prefilled (n_prompt - n_reused, + 1 when all were reused) */
+    int n_generated;
+    bool rescue_ran;       /* Tier 3 asked the service */
+    bool single_turn;      /* the message was split for single-turn rescue */
+    int rescue_chunks;     /* chunks in the inserted rescue message (0 = none inserted) */
+    int rescue_rc;         /* last Tier-3 result (< 0: failed, counted) */
+    int flush_rc;          /* 0, LCX_ETIMEOUT, or 1 when no flush was needed */
+    int prepopulated;      /* spans of this turn's prompt posted to longctx (0 = none) */
+    double prefill_ms, rescue_ms, gen_ms;  /* rescue_ms: flush + retrieve round trip */
+} eng_session_turn;
+void eng_session_last_turn(const eng_session *s, eng_session_turn *out);
+
+typedef struct {
+    uint64_t turns, rescues_run, rescues_inserted, rescues_failed, single_turn_splits;
+} eng_session_stats;
+void eng_session_get_stats(const eng_session *s, eng_session_stats *out);
+
+eng_ctx *eng_session_ctx(eng_session *s);
+const char *eng_session_id(const eng_session *s);
+/* The logical token sequence (token i at position i), *n tokens; valid until the next call. */
+const int32_t *eng_session_tokens(const eng_session *s, int *n);
+/* The text of the rendered prompt of the last respond (all parts), and the rescue text it
+ * inserted (NULL when none). Owned by the session, valid until the next call. */
+const char *eng_session_last_prompt(const eng_session *s);
+const char *eng_session_last_rescue(const eng_session *s);
+/* Cache-level recall: where does `text` stand in this conversation? Finds its FIRST
+ * occurrence in the detokenized logical sequence and returns 1 when every token covering it
+ * survives in the KV cache, 0 when at least one was evicted, LCX_ENOTFOUND when the text
+ * is not in the conversation. */
+int  eng_session_cache_holds(const eng_session *s, const char *text);
+/* Same question for a text inserted as rescue: 1 when `text` occurs in any rescue message
+ * of this conversation, else 0. */
+int  eng_session_rescue_holds(const eng_session *s, const char *text);
+/* Cache-level recall of the ramp: 1 when every token covering the FIRST occurrence of text
+ * is either in a surviving cell or inside the token range of a block of a rescue message
+ * the session inserted (the "--- evicted span (tokens a..b, ...)" headers, half-open), or
+ * text occurs whole in a rescue message; 0 otherwise; LCX_ENOTFOUND when text is not in
+ * the conversation. */
+int  eng_session_fact_recall(const eng_session *s, const char *text);
+
 /* ---- llama2.c import ---------------------------------------------------------------- */
 /* Converts a llama2.c checkpoint (legacy format: 7 int32 header + float32 weights; negative
  * vocab_size = separate classifier) and its tokenizer.bin into a GGUF (F32, arch llama,
