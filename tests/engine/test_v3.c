@@ -397,6 +397,71 @@ static void test_fast_path_matches_full(void **st)
     eng_model_free(m);
 }
 
+/* ---- 3b. calibration: pre-RoPE queries, each layer each token once, pass boundary ---- */
+typedef struct { int hd, nh, nrot, nl; bool neox; double *sr, *si; long n[8]; } qacc;
+static void acc_hook(void *ud, int il, int32_t pos, const float *q)
+{
+    qacc *a = ud;
+    (void)pos;
+    const int fc = a->nrot / 2;
+    for (int h = 0; h < a->nh; h++)
+        for (int f = 0; f < fc; f++) {
+            const float *qh = q + h * a->hd;
+            a->sr[(il * a->nh + h) * fc + f] += a->neox ? qh[f] : qh[2 * f];
+            a->si[(il * a->nh + h) * fc + f] += a->neox ? qh[f + fc] : qh[2 * f + 1];
+        }
+    a->n[il]++;
+}
+
+static void calib_check(const mspec *s, const char *fname)
+{
+    char path[512];
+    eng_model *m = model_for(s, fname, path, sizeof path);
+    const eng_model_info *I = eng_model_get_info(m);
+    eng_ctx *c = mk_ctx(m, 128, 16, 2);
+    triatt_config cfg;
+    small_cfg(&cfg, 64);
+    cfg.warmup = 20;
+    attach_ok(c, &cfg, NULL);
+    const int fc = I->n_rot / 2;
+    qacc a = {I->head_dim, I->n_head, I->n_rot, I->n_layer, I->rope_type == ENG_ROPE_NEOX, NULL, NULL, {0}};
+    a.sr = calloc((size_t)I->n_layer * I->n_head * fc, sizeof(double));
+    a.si = calloc((size_t)I->n_layer * I->n_head * fc, sizeof(double));
+    eng_ctx_set_q_hook(c, acc_hook, &a);
+    int32_t tok[48];
+    gen_tokens(tok, 48, 3);
+    assert_int_equal(eng_decode(c, tok, NULL, 16, false), 0);
+    eng_triatt_stats st;
+    eng_triatt_get_stats(c, &st);
+    assert_false(st.calibrated);            /* 16 < warmup: not before a pass reaches it */
+    assert_int_equal(eng_decode(c, tok + 16, NULL, 16, false), 0);
+    eng_triatt_get_stats(c, &st);
+    assert_true(st.calibrated);
+    assert_int_equal(st.calib_tokens, 32);  /* finalised at the boundary, whole pass counted */
+    eng_ctx_set_q_hook(c, NULL, NULL);
+    const triatt_calib *cal = triatt_ctx_calib(eng_triatt_ctx(c));
+    for (int l = 0; l < I->n_layer; l++) {
+        assert_int_equal(a.n[l], 32);
+        for (int h = 0; h < I->n_head; h++) {
+            const double *mr, *mi, *mabs;
+            assert_int_equal(triatt_calib_head(cal, l, h, &mr, &mi, &mabs), 0);
+            for (int f = 0; f < fc; f++) {
+                assert_float_equal(mr[f], a.sr[(l * I->n_head + h) * fc + f] / 32, 1e-6);
+                assert_float_equal(mi[f], a.si[(l * I->n_head + h) * fc + f] / 32, 1e-6);
+            }
+        }
+    }
+    /* frozen: later passes no longer change the stats */
+    const uint64_t gen = triatt_calib_generation(cal);
+    assert_int_equal(eng_decode(c, tok + 32, NULL, 16, false), 0);
+    assert_int_equal(triatt_calib_generation(cal), gen);
+    free(a.sr); free(a.si);
+    eng_ctx_free(c);
+    eng_model_free(m);
+}
+static void test_calib_llama(void **st) { (void)st; calib_check(&(mspec){"llama", 0, 0, 0}, "v3_cal_llama.gguf"); }
+static void test_calib_qwen3_partial(void **st) { (void)st; calib_check(&(mspec){"qwen3", 32, 16, 0}, "v3_cal_qwen3.gguf"); }
+
 /* ---- 4. long prefill, limits, detach ----------------------------------------------- */
 static void test_prefill_longer_than_cache(void **st)
 {
@@ -648,6 +713,8 @@ int main(void)
         cmocka_unit_test(test_rounds_qwen3_partial),
         cmocka_unit_test(test_rounds_v1_random),
         cmocka_unit_test(test_fast_path_matches_full),
+        cmocka_unit_test(test_calib_llama),
+        cmocka_unit_test(test_calib_qwen3_partial),
         cmocka_unit_test(test_prefill_longer_than_cache),
         cmocka_unit_test(test_tier2_posts_decoded_text),
         cmocka_unit_test(test_tier2_dead_listener),
