@@ -135,6 +135,15 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
                      "would not fit after a round)", cfg.budget, cfg.divide_length, c->n_ub, c->n_ctx);
         return LCX_EINVAL;
     }
+    const int prot = cfg.window + (cfg.version == TRIATT_V3 ? cfg.prefix : 0);
+    if (cfg.budget < prot) {
+        /* the protected cells alone would exceed the budget: a round could not evict
+         * n_used − budget cells and would fire again at every token */
+        if (err && errlen)
+            snprintf(err, errlen, "triatt: budget %d is smaller than the protected window %d%s (+ prefix %d)", cfg.budget,
+                     cfg.window, cfg.version == TRIATT_V3 ? "" : " (V1/V2: no prefix)", cfg.version == TRIATT_V3 ? cfg.prefix : 0);
+        return LCX_EINVAL;
+    }
     triatt_geometry g = {.n_layers = I->n_layer, .n_heads = I->n_head, .n_kv_heads = I->n_head_kv,
                          .head_dim = I->head_dim, .n_rot = I->n_rot,
                          .pairing = I->rope_type == ENG_ROPE_NEOX ? TRIATT_PAIR_HALF : TRIATT_PAIR_ADJACENT,
