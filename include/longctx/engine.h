@@ -155,7 +155,8 @@ void eng_ctx_set_q_hook(eng_ctx *c, eng_q_hook fn, void *ud);
  * (after eng_triatt_flush) and put `text` into the prompt (triatt_msgs_insert_rescue). */
 /* cfg: a resolved config with cfg->enabled (others refused: LCX_EINVAL). The geometry comes
  * from the model (pairing NORM → adjacent for llama, NEOX → half for qwen2/qwen3; GQA;
- * n_rot for partial RoPE). cfg->fast_path is forced on (block-mean aggregation). session_id:
+ * n_rot for partial RoPE). cfg->fast_path as given (eng_triatt_config_resolve turns it on:
+ * the engine feeds each cell's features as it enters the cache). session_id:
  * the rescue session (NULL = "eng-<pid>-<ctx address>"); the rescue client starts only when
  * cfg->endpoint is set. A second attach replaces the first. err explains a refusal
  * (bad config, calib file mismatch, OOM). */
@@ -192,7 +193,8 @@ int  eng_triatt_flush(eng_ctx *c, int timeout_ms);
 
 /* Config resolution for every front end (longctx-engine run|perplexity|serve, longctx eval):
  * cfg = defaults, then the SPEC §5 environment (VLLM_TRIATT_*, TRIATT_*, LONGCTX_ENDPOINT),
- * then the flags below, which are REMOVED from argv (argc updated; other arguments keep their
+ * then the flags below (fast path on unless TRIATT_FAST / TRIATT_AGGREGATION say otherwise),
+ * which are REMOVED from argv (argc updated; other arguments keep their
  * order), so the caller parses the rest. Flags beat the environment:
  *   --triatt-budget N (turns V3 on)  --triatt-window N  --triatt-prefix N  --triatt-warmup N
  *   --triatt-hybrid 0|1|2  --triatt-segments N  --triatt-mode trig|random|recency

@@ -125,8 +125,6 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
     if (!c || !cfg_in) return errf(err, errlen, LCX_EINVAL, "%s", "triatt: no context or config");
     if (!cfg_in->enabled) return errf(err, errlen, LCX_EINVAL, "%s", "triatt: config is not enabled (set a budget)");
     triatt_config cfg = *cfg_in;
-    /* the engine writes each cell's features when it enters the cache: rounds cost O(cells·fc) */
-    cfg.fast_path = cfg.aggregation == TRIATT_AGG_BLOCKMEAN;
     if (cfg.n_threads == 1) cfg.n_threads = c->nth;   /* the decode threads idle during a round */
     int rc = triatt_config_check(&cfg, err, errlen);
     if (rc < 0) return rc;
@@ -135,6 +133,15 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
         if (err && errlen)
             snprintf(err, errlen, "triatt: budget %d + divide %d + ubatch %d exceeds the %d-cell cache (a full ubatch "
                      "would not fit after a round)", cfg.budget, cfg.divide_length, c->n_ub, c->n_ctx);
+        return LCX_EINVAL;
+    }
+    const int prot = cfg.window + (cfg.version == TRIATT_V3 ? cfg.prefix : 0);
+    if (cfg.budget < prot) {
+        /* the protected cells alone would exceed the budget: a round could not evict
+         * n_used − budget cells and would fire again at every token */
+        if (err && errlen)
+            snprintf(err, errlen, "triatt: budget %d is smaller than the protected window %d%s (+ prefix %d)", cfg.budget,
+                     cfg.window, cfg.version == TRIATT_V3 ? "" : " (V1/V2: no prefix)", cfg.version == TRIATT_V3 ? cfg.prefix : 0);
         return LCX_EINVAL;
     }
     triatt_geometry g = {.n_layers = I->n_layer, .n_heads = I->n_head, .n_kv_heads = I->n_head_kv,
@@ -354,6 +361,12 @@ int eng_triatt_config_resolve(triatt_config *cfg, int *argc, char **argv, char *
     if (!cfg || !argc || (*argc && !argv)) return LCX_EINVAL;
     triatt_config c;
     triatt_config_default(&c);
+    /* the engine writes each cell's features when it enters the cache, so rounds cost
+     * O(cells·fc): on unless TRIATT_FAST=0 or reference aggregation */
+    c.fast_path = true;
+    const char *fe = getenv("VLLM_TRIATT_FAST") ? getenv("VLLM_TRIATT_FAST") : getenv("TRIATT_FAST");
+    const char *ag = getenv("VLLM_TRIATT_AGGREGATION") ? getenv("VLLM_TRIATT_AGGREGATION") : getenv("TRIATT_AGGREGATION");
+    if ((fe && *fe) || (ag && *ag)) c.fast_path = false;   /* then the environment decides */
     int rc = triatt_config_from_env(&c, err, errlen);
     if (rc < 0) return rc;
     int w = 0;
