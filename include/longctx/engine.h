@@ -259,7 +259,7 @@ int32_t eng_sample(eng_sampler *s, const float *logits, int n_vocab);
  * inserts the rescue text as a system message just before the user turn (SPEC §2). The
  * message stays in the conversation (it is what the model saw; keeping it keeps the prefix
  * reusable next turn).
- * Prepopulate: the first turn that passes the V3 budget also posts its whole prompt to
+ * Prepopulate (params.prepopulate, on by default): the first turn that passes the V3 budget also posts its whole prompt to
  * longctx (triatt_rescue_prepopulate, 256-token spans, queued before the prefill: it
  * overlaps the compute and never blocks). Why: a round that fires AFTER the turn's Tier-3
  * query (while the rescue text, the question or the reply are prefilled) evicts cells
@@ -291,6 +291,7 @@ typedef struct {
     int max_tokens;                       /* per reply (256) */
     eng_rescue_mode rescue;               /* ENG_RESCUE_SINGLE_TURN */
     int flush_timeout_ms;                 /* wait for Tier-2 acks before Tier 3 (2000) */
+    bool prepopulate;                     /* post the first over-budget prompt (true) */
     /* called after every prefill chunk of n_ubatch tokens (done/total of this prefill);
      * may be NULL. Tests use it to kill the service mid-prefill. */
     void (*on_prefill)(void *ud, int done, int total);

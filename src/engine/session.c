@@ -59,6 +59,7 @@ eng_session_params eng_session_default_params(void)
     p.max_tokens = DEFAULT_MAX_TOKENS;
     p.rescue = ENG_RESCUE_SINGLE_TURN;
     p.flush_timeout_ms = DEFAULT_FLUSH_MS;
+    p.prepopulate = true;
     return p;
 }
 
@@ -351,7 +352,7 @@ static int render_prefill(eng_session *s, bool add_assistant)
     if (n < 0) { free(text); return n; }
     free(s->last_prompt);
     s->last_prompt = text;
-    if (s->want_prepop && !s->prepopulated) {
+    if (s->want_prepop && !s->prepopulated && s->p.prepopulate) {
         /* queued before the prefill, so the POST overlaps the compute; never blocks */
         rc = triatt_rescue_prepopulate(eng_triatt_rescue(s->c), ids, n);
         s->prepopulated = rc >= 0;

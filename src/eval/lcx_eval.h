@@ -249,6 +249,7 @@ typedef struct {
     int n_threads, n_ubatch;      /* 1, 512 */
     int max_gen;                  /* tokens per reply (16) */
     int window, prefix, warmup, hybrid;   /* V3: 128, 32, 256, 2 */
+    bool prepopulate;             /* v3+longctx: also post the prompt itself (true) */
     void (*on_cell)(void *ud, const lcx_ramp_cell *c, int i, int n);   /* progress */
     void *ud;
 } lcx_ramp_opts;

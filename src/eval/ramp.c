@@ -39,6 +39,7 @@ void lcx_ramp_defaults(lcx_ramp_opts *o)
     o->prefix = 32;
     o->warmup = 256;
     o->hybrid = 2;
+    o->prepopulate = true;
 }
 
 const char *lcx_ramp_arm_name(int arm)
@@ -139,6 +140,7 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
     snprintf(sid, sizeof sid, "ramp-%ld-%d-%d-%.3f-%d-%llx", (long)getpid(), size, arm, depth, seed,
              (unsigned long long)(mix((uint64_t)lcx_now_ms()) & 0xffffff));
     sp.session_id = sid;
+    sp.prepopulate = o->prepopulate;
     triatt_config tc;
     triatt_config_default(&tc);
     if (arm == LCX_RAMP_BASELINE) {

@@ -53,6 +53,7 @@ static void test_blob(void **st)
     free(b);
 }
 
+/* prepopulate off: only the Tier-2 spans of evicted cells can bring the fact back */
 static void run_ramp(int rescue)
 {
     char data[4200], log[4300];
@@ -76,6 +77,7 @@ static void run_ramp(int rescue)
     o.endpoint = lcx_sidecar_url(sc);
     o.n_ubatch = 128;
     o.max_gen = 4;
+    o.prepopulate = false;
     lcx_ramp_cell *c = NULL;
     int n = 0;
     int rc = lcx_ramp_run(&o, &c, &n, err, sizeof err);

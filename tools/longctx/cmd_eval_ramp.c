@@ -2,7 +2,7 @@
  *   longctx eval ramp -m MODEL.gguf --sizes 8k,16k,32k,64k [--arms baseline,v3,v3+longctx]
  *        [--depths 0.1,0.5,0.9] [--seeds N] [--rescue single-turn|two-turn] [--budget-frac 0.9]
  *        [--longctx-endpoint URL] [--json] [--svg FILE] [-t THREADS] [--ubatch N] [--max-gen N]
- *        [--window N --prefix N --warmup N --hybrid 0|1|2] [--svc-bin PATH]
+ *        [--window N --prefix N --warmup N --hybrid 0|1|2] [--svc-bin PATH] [--prepopulate 0|1]
  *   longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--seed S]
  * Without --longctx-endpoint (and with the v3+longctx arm) a private longctx-svc is started
  * as a sidecar on a free port with a temporary data directory, and stopped at the end. */
@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "         [--rescue single-turn|two-turn] [--budget-frac F (0.9)] [--longctx-endpoint URL]\n"
             "         [--json] [--svg FILE] [-t THREADS] [--ubatch N (512)] [--max-gen N (16)]\n"
             "         [--window 128] [--prefix 32] [--warmup 256] [--hybrid 2] [--svc-bin PATH]\n"
+            "         [--prepopulate 0|1 (1: the first over-budget prompt is also posted to longctx)]\n"
             "       longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--seed S]\n"
             "  Without --longctx-endpoint a private longctx-svc sidecar serves the v3+longctx arm.\n");
 }
@@ -141,6 +142,10 @@ int cmd_eval_ramp(int argc, char **argv)
         else if (!strcmp(a, "--longctx-endpoint")) endpoint = v;
         else if (!strcmp(a, "--svg")) svg = v;
         else if (!strcmp(a, "--svc-bin")) svc_bin = v;
+        else if (!strcmp(a, "--prepopulate")) {
+            if (strcmp(v, "0") && strcmp(v, "1")) { fprintf(stderr, "longctx eval ramp: --prepopulate 0|1\n"); return 2; }
+            o.prepopulate = v[0] == '1';
+        }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { o.n_threads = (int)strtol(v, &e, 10); if (*e || o.n_threads < 1 || o.n_threads > 64) { fprintf(stderr, "longctx eval ramp: -t 1..64\n"); return 2; } }
         else if (!strcmp(a, "--ubatch")) { o.n_ubatch = (int)strtol(v, &e, 10); if (*e || o.n_ubatch < 1 || o.n_ubatch > 8192) { fprintf(stderr, "longctx eval ramp: --ubatch 1..8192\n"); return 2; } }
         else if (!strcmp(a, "--max-gen")) { o.max_gen = (int)strtol(v, &e, 10); if (*e || o.max_gen < 1 || o.max_gen > 4096) { fprintf(stderr, "longctx eval ramp: --max-gen 1..4096\n"); return 2; } }
