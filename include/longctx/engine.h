@@ -328,6 +328,7 @@ typedef struct {
     bool rescue_ran;       /* Tier 3 asked the service */
     bool single_turn;      /* the message was split for single-turn rescue */
     int rescue_chunks;     /* chunks in the inserted rescue message (0 = none inserted) */
+    int rescue_tokens;     /* its tokens (the extra prefill Tier 3 costs) */
     int rescue_rc;         /* last Tier-3 result (< 0: failed, counted) */
     int flush_rc;          /* 0, LCX_ETIMEOUT, or 1 when no flush was needed */
     int prepopulated;      /* spans of this turn's prompt posted to longctx (0 = none) */

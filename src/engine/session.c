@@ -308,6 +308,10 @@ static int rescue_into_history(eng_session *s, const char *question)
     if ((rc = push_msg(s, "system", text)) < 0) { free(text); return rc; }
     s->rescues[s->n_rescues++] = text;
     s->last_rescue = text;
+    int32_t *ids = NULL;
+    int nt = tokenize(s, text, false, &ids);
+    free(ids);
+    s->turn.rescue_tokens = nt > 0 ? nt : 0;
     s->turn.rescue_chunks = chunks;
     s->st.rescues_inserted++;
     return 1;

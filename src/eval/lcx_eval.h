@@ -232,7 +232,8 @@ typedef struct {
     int n_tokens;                 /* logical tokens at the end */
     int rescue_chunks;
     double rescue_ms;             /* flush + Tier-3 round trip of the answering turn */
-    double extra_prefill_ms;      /* prefill of the rescue message's tokens (estimate: share of the turn's prefill) */
+    double extra_prefill_ms;      /* prefill of the rescue message's tokens: their share of the
+                                   * answering turn's prefill time (an estimate) */
     uint64_t spans_sent, spans_dropped;
 } lcx_ramp_cell;
 

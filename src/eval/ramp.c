@@ -185,6 +185,8 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
     eng_session_last_turn(s, &tn);
     out->rescue_chunks = tn.rescue_chunks;
     out->rescue_ms = tn.rescue_ms;
+    /* the rescue tokens' share of the answering turn's prefill (same cost per token) */
+    if (tn.n_prefilled > 0) out->extra_prefill_ms = tn.prefill_ms * tn.rescue_tokens / tn.n_prefilled;
     int g = lcx_niah_grade(reply ? reply : "", LCX_RAMP_QUESTION, LCX_RAMP_ANSWER);
     out->answer = g > 0 ? g : LCX_NIAH_FAIL;
     int ch = eng_session_cache_holds(s, LCX_RAMP_FACT);
@@ -420,40 +422,52 @@ char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
         for (int j = i; j > 0 && sizes[j - 1] > sizes[j]; j--) { int t = sizes[j]; sizes[j] = sizes[j - 1]; sizes[j - 1] = t; }
     if (!isfinite(tmin)) { tmin = 0.1; tmax = 1; }
     const bool logt = tmax / tmin > 20;
-    const double W = 760, H = 560, L = 78, R = 170, T = 56, PH = 190, GAP = 62;
+    /* linear time axis: a 1/2/5 step so the ticks read as round numbers */
+    double step = 1;
+    if (!logt) {
+        const double raw = tmax * 1.05 / 4, mag = pow(10, floor(log10(raw)));
+        step = raw <= mag ? mag : raw <= 2 * mag ? 2 * mag : raw <= 5 * mag ? 5 * mag : 10 * mag;
+    }
+    const int nt = logt ? 4 : (int)ceil(tmax * 1.05 / step);
+    const double tspan = logt ? 1 : nt * step;
+    const double W = 800, H = 570, L = 84, R = 200, T = 76, PH = 190, GAP = 64, PAD = 12;
     const double pw = W - L - R;
     lcx_buf b = {0};
-#define X(i) (nz > 1 ? L + pw * (double)(i) / (nz - 1) : L + pw / 2)
+#define X(i) (nz > 1 ? L + 20 + (pw - 40) * (double)(i) / (nz - 1) : L + pw / 2)
     lcx_buf_printf(&b,
                    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                    "font-family=\"Helvetica, Arial, sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
                    W, H, W, H);
-    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"28\" font-size=\"18\" font-weight=\"bold\" fill=\"#111\">Planted-fact ramp: "
-                       "does the fact survive eviction?</text>\n", L);
+    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"30\" font-size=\"19\" font-weight=\"bold\" fill=\"#111\">Planted-fact ramp: "
+                       "does the fact survive KV eviction?</text>\n", L);
     char mname[160];
     snprintf(mname, sizeof mname, "%s", model ? model : "");
     for (char *p = mname; *p; p++)
         if (*p == '<' || *p == '>' || *p == '&' || *p == '"') *p = '_';
-    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"46\" font-size=\"12\" fill=\"#555\">%s · cache-level recall and median time per "
-                       "cell</text>\n", L, mname);
+    int ncells = 0;
+    for (int i = 0; i < ns; i++) ncells += S[i].n;
+    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"52\" font-size=\"12\" fill=\"#555\">%s · %d cells · kept = every fact token "
+                       "still in the KV cache, or rescued into the prompt</text>\n",
+                   L, mname, ncells);
     for (int panel = 0; panel < 2; panel++) {
         const double y0 = T + panel * (PH + GAP), y1 = y0 + PH;
+        const double iy0 = y0 + PAD, iy1 = y1 - PAD, ih = iy1 - iy0;   /* data area inside the frame */
         lcx_buf_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n",
                        L, y0, pw, PH);
-        /* gridlines + y labels */
-        for (int g = 0; g <= 4; g++) {
-            double yy = y1 - PH * g / 4.0;
+        const int ng = panel == 0 ? 4 : nt;
+        for (int g = 0; g <= ng; g++) {
+            double yy = iy1 - ih * g / (double)ng;
             char lab[32];
             if (panel == 0) snprintf(lab, sizeof lab, "%d%%", g * 25);
             else {
-                double v = logt ? tmin * pow(tmax / tmin, g / 4.0) : tmax * 1.1 * g / 4.0;
-                snprintf(lab, sizeof lab, v >= 10 ? "%.0f s" : "%.2g s", v);
+                double v = logt ? tmin * pow(tmax / tmin, g / 4.0) : step * g;
+                snprintf(lab, sizeof lab, v >= 10 || v == 0 ? "%.0f s" : "%.2g s", v);
             }
             lcx_buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
                                "<text x=\"%.0f\" y=\"%.1f\" font-size=\"11\" fill=\"#666\" text-anchor=\"end\">%s</text>\n",
                            L, yy, L + pw, yy, L - 6, yy + 4, lab);
         }
-        lcx_buf_printf(&b, "<text x=\"18\" y=\"%.0f\" font-size=\"13\" fill=\"#333\" transform=\"rotate(-90 18 %.0f)\" "
+        lcx_buf_printf(&b, "<text x=\"22\" y=\"%.0f\" font-size=\"13\" fill=\"#333\" transform=\"rotate(-90 22 %.0f)\" "
                            "text-anchor=\"middle\">%s</text>\n", (y0 + y1) / 2, (y0 + y1) / 2,
                        panel == 0 ? "fact kept (cache-level recall)" : "median time per cell");
         for (int a = 0; a < LCX_RAMP_NARMS; a++) {
@@ -461,50 +475,50 @@ char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
             for (int zi = 0; zi < nz; zi++)
                 for (int i = 0; i < ns; i++) {
                     if (S[i].arm != a || S[i].size != sizes[zi]) continue;
-                    double v, yy;
+                    double yy;
                     if (panel == 0) {
-                        v = S[i].n ? (double)S[i].recall / S[i].n : 0;
-                        /* nudge overlapping arms apart by a pixel or two so all lines show */
-                        yy = y1 - PH * v + (a - 1) * 2.0;
+                        const double v = S[i].n ? (double)S[i].recall / S[i].n : 0;
+                        /* arms on the same value are drawn 3 px apart so every line shows */
+                        yy = iy1 - ih * v + (a - 1) * 3.0;
                     } else {
-                        v = S[i].total_med;
-                        double fr = logt ? log(v / tmin) / log(tmax / tmin) : v / (tmax * 1.1);
-                        yy = y1 - PH * fmax(0, fmin(1, fr));
+                        const double v = S[i].total_med;
+                        const double fr = logt ? log(v / tmin) / log(tmax / tmin) : v / tspan;
+                        yy = iy1 - ih * fmax(0, fmin(1, fr));
                     }
                     lcx_buf_printf(&pts, "%s%.1f,%.1f", pts.len ? " " : "", X(zi), yy);
-                    lcx_buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"/>\n", X(zi), yy, ARM_COLOR[a]);
-                    if (panel == 0)
-                        lcx_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\" text-anchor=\"middle\">%d/%d</text>\n",
-                                       X(zi), yy + (a == 0 ? -9 : a == 1 ? 16 : -9) + (a == 2 ? -10 : 0), ARM_COLOR[a],
-                                       S[i].recall, S[i].n);
+                    lcx_buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"white\" "
+                                       "stroke-width=\"1\"><title>%s %d tokens: %d/%d kept, median %.2f s</title></circle>\n",
+                                   X(zi), yy, ARM_COLOR[a], lcx_ramp_arm_name(a), sizes[zi], S[i].recall, S[i].n,
+                                   S[i].total_med);
                 }
             if (pts.len)
-                lcx_buf_printf(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\"/>\n", pts.data,
-                               ARM_COLOR[a]);
+                lcx_buf_printf(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
+                                   "stroke-linejoin=\"round\"/>\n", pts.data, ARM_COLOR[a]);
             lcx_buf_free(&pts);
         }
         for (int zi = 0; zi < nz; zi++) {
             char sz[16];
             size_name(sizes[zi], sz, sizeof sz);
             lcx_buf_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">%s</text>\n",
-                           X(zi), y1 + 16, sz);
+                           X(zi), y1 + 17, sz);
         }
     }
     lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">context size "
-                       "(tokens)</text>\n", L + pw / 2, T + 2 * PH + GAP + 36);
-    /* legend */
+                       "(tokens)</text>\n", L + pw / 2, T + 2 * PH + GAP + 38);
+    /* legend: per arm, cells kept and answers passed over the whole run */
     for (int a = 0; a < LCX_RAMP_NARMS; a++) {
-        int cells = 0, pass = 0;
+        int cells = 0, pass = 0, kept = 0;
         for (int i = 0; i < ns; i++)
-            if (S[i].arm == a) { cells += S[i].n; pass += S[i].pass; }
+            if (S[i].arm == a) { cells += S[i].n; pass += S[i].pass; kept += S[i].recall; }
         if (!cells) continue;
-        double ly = T + 14 + a * 40;
+        double ly = T + 16 + a * 52;
         lcx_buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"/>"
                            "<circle cx=\"%.0f\" cy=\"%.0f\" r=\"4.5\" fill=\"%s\"/>"
-                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"13\" fill=\"#111\">%s</text>"
-                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"10\" fill=\"#666\">answer PASS %d/%d</text>\n",
-                       L + pw + 14, ly, L + pw + 40, ly, ARM_COLOR[a], L + pw + 27, ly, ARM_COLOR[a], L + pw + 46, ly + 4,
-                       lcx_ramp_arm_name(a), L + pw + 46, ly + 18, pass, cells);
+                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" font-weight=\"bold\" fill=\"#111\">%s</text>"
+                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#444\">fact kept %d/%d</text>"
+                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#777\">answer PASS %d/%d</text>\n",
+                       L + pw + 16, ly, L + pw + 42, ly, ARM_COLOR[a], L + pw + 29, ly, ARM_COLOR[a], L + pw + 50, ly + 5,
+                       lcx_ramp_arm_name(a), L + pw + 50, ly + 21, kept, cells, L + pw + 50, ly + 35, pass, cells);
     }
 #undef X
     lcx_buf_puts(&b, "</svg>\n");
