@@ -4,7 +4,7 @@
 # firing inside every 512-token chunk, for V1/V2/V3 x keep_high/evict_high and the random and
 # recency controls, each against no eviction.
 #
-#   bench/triatt/ab_stories.sh BUILD_DIR [TOKENS=300000] [OUT_DIR=/tmp/longctx-ab]
+#   bench/triatt/ab_stories.sh BUILD_DIR [TOKENS=300000] [OUT_DIR=/tmp/longctx-ab] [CHUNKS=all]
 #
 # Corpus: `longctx-engine run` from an empty prompt (BOS), temperature 1, seeds 1, 2, ...,
 # each sample until EOS or 511 tokens, concatenated until the text has TOKENS tokens (written
@@ -16,6 +16,7 @@ set -eu
 B=${1:?build dir}
 TOK=${2:-300000}
 OUT=${3:-/tmp/longctx-ab}
+CH=${4:+--chunks $4}
 E="$B/bin/longctx-engine"
 M="${LCX_FIXTURES:-$(dirname "$0")/../../../shared/fixtures}/gguf/stories260K.gguf"
 mkdir -p "$OUT"
@@ -37,7 +38,7 @@ if [ ! -s "$C" ]; then
     done
     mv "$C.tmp" "$C"
 fi
-P="perplexity -m $M -f $C -c 512 -b 32 --ppl-first 416 --json"
+P="perplexity -m $M -f $C -c 512 -b 32 --ppl-first 416 --json $CH"
 V="--triatt-window 128 --triatt-prefix 32 --triatt-warmup 256 --triatt-segments 8 --triatt-divide 16"
 off=$($E $P)
 echo "off: $off" >&2
