@@ -315,7 +315,8 @@ int eng__v3_after_ubatch(eng_ctx *c, const int32_t *tok, int n)
         rc = feed_cells(c, v->moved, nm);
         if (rc < 0) return rc;
     }
-    if (v->rs) (void)triatt_rescue_write_round(v->rs, v->ev_pos, NULL, ne, v->hist, v->hist_n, 0);
+    /* spans never reach past the live end (after eng_kv_clear the history beyond it is stale) */
+    if (v->rs) (void)triatt_rescue_write_round(v->rs, v->ev_pos, NULL, ne, v->hist, LCX_MIN(v->hist_n, c->max_pos + 1), 0);
     v->st.rounds++;
     v->st.cells_evicted += (uint64_t)ne;
     v->st.cells_moved += (uint64_t)nm;
