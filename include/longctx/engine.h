@@ -259,15 +259,16 @@ int32_t eng_sample(eng_sampler *s, const float *logits, int n_vocab);
  * inserts the rescue text as a system message just before the user turn (SPEC §2). The
  * message stays in the conversation (it is what the model saw; keeping it keeps the prefix
  * reusable next turn).
- * Prepopulate (params.prepopulate, on by default): the first turn that passes the V3 budget also posts its whole prompt to
+ * Prepopulate (params.prepopulate, on by default): the first turn that passes the V3
+ * budget (cells in use + the message's tokens > budget) also posts its whole prompt to
  * longctx (triatt_rescue_prepopulate, 256-token spans, queued before the prefill: it
  * overlaps the compute and never blocks). Why: a round that fires AFTER the turn's Tier-3
  * query (while the rescue text, the question or the reply are prefilled) evicts cells
  * whose Tier-2 spans no query of that turn can see; with the prompt already in the store,
  * whatever the question needs is retrievable no matter when its cells go.
  * Single-turn rescue (ENG_RESCUE_SINGLE_TURN, the default): when the user message ends
- * with a question (its last '?' within the final 256 bytes) and this turn's prefill would
- * pass the V3 budget, the message is split: the body is prefilled first (rounds fire and
+ * with a question (its last '?' within the final 256 bytes, with a body before its
+ * sentence) and the turn passes the V3 budget (as above), the message is split: the body is prefilled first (rounds fire and
  * their spans go to longctx), then after the bounded flush the question rehydrates, and
  * the recovered text (system message) plus the question (a user message) are prefilled
  * and answered — one turn, no second request needed. ENG_RESCUE_TWO_TURN keeps the

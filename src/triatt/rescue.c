@@ -409,9 +409,9 @@ int triatt_rescue_write_round(triatt_rescue *r, const int32_t *positions, const 
     int ns = triatt_rescue_spans(positions, n, n_tokens, r->c.widen, sp, n);
     if (ns <= 0) { free(sp); return ns; }
     /* merged runs can cover a whole round: cut them into blocks Tier 3 can return
-     * (rescue_split.c says why; windows of 4·widen tokens overlapping by widen) */
+     * (rescue_split.c says why) */
     triatt_span *cut = NULL;
-    int nc = triatt__rescue_split_spans(sp, ns, LCX_MAX(4 * r->c.widen, 64), LCX_MAX(r->c.widen, 16), &cut);
+    int nc = triatt__rescue_split_for_widen(sp, ns, r->c.widen, &cut);
     free(sp);
     if (nc < 0) return nc;
     sp = cut;

@@ -34,3 +34,10 @@ int triatt__rescue_split_spans(const triatt_span *in, int n, int max_len, int ov
     *out = o;
     return (int)k;
 }
+
+int triatt__rescue_split_for_widen(const triatt_span *in, int n, int widen, triatt_span **out)
+{
+    if (widen < 0) return LCX_EINVAL;
+    const int len = widen * 4 > 64 ? widen * 4 : 64, ov = widen > 16 ? widen : 16;
+    return triatt__rescue_split_spans(in, n, len, ov, out);
+}
