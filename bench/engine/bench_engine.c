@@ -3,6 +3,14 @@
  * 14 heads / 2 KV heads, head_dim 64, n_ff 4864, vocab 151936, tied output, QKV biases).
  *
  *   bench_engine [--dir DIR] [--types q8_0,q4_k_m] [--threads 1,2] [--pp 512] [--tg 128] [--reps 3]
+ *   bench_engine --prefill 8192,16384,32768 [--types q8_0] [--threads 1,2] [--reps 3] [--budget-frac 0.9] [--skip-off]
+ *
+ * --prefill: long prefills (one eng_decode of N tokens, ubatch 512, cache of N cells) without
+ * and with TriAttention V3 (production defaults: budget N·frac, window 128, prefix 32, warmup
+ * 256, hybrid 2, fast path), alternated off/on per repetition; reports tok/s of both, their
+ * ratio, and the V3 share of the V3 run's time measured inside the run (calibration copies +
+ * fast-path feature writes + rounds, eng_triatt_stats) — the overhead figure that does not
+ * depend on the other tenants of a shared machine.
  *
  * Files are written once to DIR (default /tmp/longctx-bench) and reused; they are never
  * committed. "q4_k_m" follows llama.cpp's Q4_K_M choices for this shape: rows of 896 are not
@@ -172,10 +180,90 @@ static int parse_list(const char *s, int *out, int max)
     return n;
 }
 
+static int prefill_mode(eng_model *m, const char *ty, const int *sizes, int nsz, const int *threads, int nthr, int reps,
+                        double frac, bool skip_off)
+{
+    printf("| file | threads | prefill | off tok/s (median) | V3 tok/s (median) | V3/off | off cpu-normalized | V3 cpu-normalized | V3/off cpu-normalized | V3 share of V3 run (median) | rounds | cells evicted | runs off | runs V3 |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int si = 0; si < nsz; si++) {
+        const int n = sizes[si];
+        int32_t *toks = malloc(sizeof(int32_t) * n);
+        if (!toks) return LCX_ENOMEM;
+        uint32_t x = 11;
+        for (int i = 0; i < n; i++) { x = x * 1103515245u + 12345u; toks[i] = (int32_t)((x >> 8) % N_VOCAB); }
+        for (int ti = 0; ti < nthr; ti++) {
+            eng_ctx_params cp = eng_ctx_default_params();
+            cp.n_threads = threads[ti];
+            cp.n_ctx = n;
+            eng_ctx *c;
+            if (eng_ctx_init(m, &cp, &c)) { fprintf(stderr, "ctx init failed\n"); free(toks); return 1; }
+            triatt_config tc;
+            triatt_config_default(&tc);
+            tc.enabled = true;
+            tc.budget = (int)(n * frac);
+            tc.fast_path = true;
+            double off[50], on[50], share[50], coff[50], con[50];
+            unsigned long long rounds = 0, ev = 0;
+            eng_decode(c, toks, NULL, 8, false);   /* warm-up */
+            for (int r = 0; r < reps; r++) {
+                eng_triatt_detach(c);
+                eng_kv_clear(c);
+                double t0 = lcx_now_ms(), c0 = cpu_ms();
+                if (!skip_off) eng_decode(c, toks, NULL, n, false);
+                off[r] = skip_off ? NAN : n * 1000.0 / (lcx_now_ms() - t0);
+                coff[r] = skip_off ? NAN : n * 1000.0 / ((cpu_ms() - c0) / threads[ti]);
+                eng_kv_clear(c);
+                char err[256];
+                if (eng_triatt_attach(c, &tc, NULL, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+                t0 = lcx_now_ms();
+                c0 = cpu_ms();
+                eng_decode(c, toks, NULL, n, false);
+                const double ms = lcx_now_ms() - t0;
+                on[r] = n * 1000.0 / ms;
+                con[r] = n * 1000.0 / ((cpu_ms() - c0) / threads[ti]);
+                eng_triatt_stats st;
+                eng_triatt_get_stats(c, &st);
+                share[r] = (st.total_feed_ms + st.total_round_ms) / ms;
+                rounds = st.rounds;
+                ev = st.cells_evicted;
+                fprintf(stderr, "%s %dt pp%d rep %d: off %.1f tok/s, V3 %.1f tok/s, V3 work %.1f ms (feed %.1f, %llu rounds %.1f) of %.0f ms\n",
+                        ty, threads[ti], n, r + 1, off[r], on[r], st.total_feed_ms + st.total_round_ms, st.total_feed_ms,
+                        (unsigned long long)st.rounds, st.total_round_ms, ms);
+            }
+            char so[512] = "", sv[512] = "";
+            for (int r = 0; r < reps; r++) {
+                snprintf(so + strlen(so), sizeof so - strlen(so), "%s%.1f", r ? " " : "", off[r]);
+                snprintf(sv + strlen(sv), sizeof sv - strlen(sv), "%s%.1f", r ? " " : "", on[r]);
+            }
+            qsort(off, reps, sizeof(double), cmp_d);
+            qsort(on, reps, sizeof(double), cmp_d);
+            qsort(share, reps, sizeof(double), cmp_d);
+            qsort(coff, reps, sizeof(double), cmp_d);
+            qsort(con, reps, sizeof(double), cmp_d);
+            printf("| %s | %d | %d | %.1f | %.1f | %.3f | %.1f | %.1f | %.3f | %.3f %% | %llu | %llu | %s | %s |\n", ty, threads[ti], n,
+                   off[reps / 2], on[reps / 2], on[reps / 2] / off[reps / 2], coff[reps / 2], con[reps / 2],
+                   con[reps / 2] / coff[reps / 2], 100 * share[reps / 2], rounds, ev, so, sv);
+            fflush(stdout);
+            eng_ctx_free(c);
+        }
+        free(toks);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = "/tmp/longctx-bench", *types = "q8_0,q4_k_m";
-    int threads[8] = {1, 2}, nthr = 2, pp = 512, tg = 128, reps = 3;
+    int threads[8] = {1, 2}, nthr = 2, pp = 512, tg = 128, reps = 3, sizes[8], nsz = 0;
+    double frac = 0.9;
+    bool skip_off = false;
+    for (int i = 1; i < argc; i++)   /* the one flag without a value */
+        if (!strcmp(argv[i], "--skip-off")) {
+            skip_off = true;
+            memmove(argv + i, argv + i + 1, (size_t)(argc - i - 1) * sizeof *argv);
+            argc--;
+            i--;
+        }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
         else if (!strcmp(argv[i], "--types")) types = argv[i + 1];
@@ -183,6 +271,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--pp")) pp = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--tg")) tg = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--prefill")) nsz = parse_list(argv[i + 1], sizes, 8);
+        else if (!strcmp(argv[i], "--budget-frac")) frac = atof(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     if (reps < 1 || reps > 50 || pp < 1 || tg < 1) return 2;
@@ -191,7 +281,8 @@ int main(int argc, char **argv)
     printf("# longctx-engine bench: Qwen2.5-0.5B-shaped random weights; cpu: avx2=%d fma=%d f16c=%d avx512f=%d avx512vnni=%d; kernels: %s\n",
            f->avx2, f->fma, f->f16c, f->avx512f, f->avx512vnni, eng_isa_name(eng_isa_best()));
     printf("# load average at start: %.2f\n", loadavg());
-    printf("| file | threads | pp%d tok/s (median) | tg%d tok/s (median) | pp%d cpu-normalized | tg%d cpu-normalized | runs pp | runs tg |\n|---|---|---|---|---|---|---|---|\n", pp, tg, pp, tg);
+    if (!nsz)
+        printf("| file | threads | pp%d tok/s (median) | tg%d tok/s (median) | pp%d cpu-normalized | tg%d cpu-normalized | runs pp | runs tg |\n|---|---|---|---|---|---|---|---|\n", pp, tg, pp, tg);
     char tl[64];
     snprintf(tl, sizeof tl, "%s", types);
     for (char *ty = strtok(tl, ","); ty; ty = strtok(NULL, ",")) {
@@ -211,6 +302,12 @@ int main(int argc, char **argv)
         const char *wm = getenv("LCX_ENGINE_WEIGHTS");
         printf("# %s: weights %s, %.0f MiB in huge pages\n", ty, wm && !strcmp(wm, "mmap") ? "mmap'd" : "copied",
                anon_huge_mib());
+        if (nsz) {
+            int rc = prefill_mode(m, ty, sizes, nsz, threads, nthr, reps, frac, skip_off);
+            eng_model_free(m);
+            if (rc) return 1;
+            continue;
+        }
         int32_t *toks = malloc(sizeof(int32_t) * (pp > tg ? pp : tg));
         uint32_t x = 7;
         for (int i = 0; i < (pp > tg ? pp : tg); i++) { x = x * 1103515245u + 12345u; toks[i] = (int32_t)((x >> 8) % N_VOCAB); }

@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "longctx/lcx_err.h"
+#include "longctx/triatt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,6 +122,99 @@ void eng_kv_clear(eng_ctx *c);
 typedef void (*eng_q_hook)(void *ud, int il, int32_t pos, const float *q);
 void eng_ctx_set_q_hook(eng_ctx *c, eng_q_hook fn, void *ud);
 
+/* ---- TriAttention V3 inside the forward pass --------------------------------------
+ *
+ *   triatt_config tc; char err[256];
+ *   eng_triatt_config_resolve(&tc, &argc, argv, err, sizeof err);   // env, then --triatt-* flags
+ *   if (tc.enabled) eng_triatt_attach(c, &tc, "session-1", err, sizeof err);
+ *   eng_decode(c, ...);                                                // evicts as it goes
+ *   eng_triatt_stats st; eng_triatt_get_stats(c, &st);                 // rounds, cells, spans
+ *
+ * Once attached, eng_decode on c:
+ *  - copies each layer's pre-RoPE queries of a ubatch to libtriatt (each layer counts each
+ *    token once) and ends the calibration pass after the ubatch's last layer (a forward-pass
+ *    boundary), until the calibration is ready (frozen; with EMA: every pass);
+ *  - once centres are frozen, hands each new cell's keys to libtriatt's fast path when the
+ *    cell enters the cache (triatt_cells_written: a round then costs O(cells·fc));
+ *  - after every ubatch of a prefill and after every decoded token checks the trigger and
+ *    runs a round: the chosen cells are removed from every layer, survivors keep their
+ *    positions (no RoPE shift); the cache is then compacted (the last occupied cells move
+ *    into the holes, every layer, keys/values/positions/token ids together) so occupied
+ *    cells are always [0, eng_kv_n_used) — cell INDICES change at a round, positions never;
+ *  - with an endpoint (cfg->endpoint, LONGCTX_ENDPOINT) and a session id: posts the evicted
+ *    runs ±32 tokens, decoded from each cell's ORIGINAL token id with the model's own
+ *    tokenizer, to longctx-svc /evict/write (libtriatt's bridge: a sender thread; the
+ *    engine never waits on the network; a full queue / dead service drops and counts);
+ *  - a prefill may then be longer than the cache: eng_decode checks free cells per ubatch
+ *    (LCX_ELIMIT only when a ubatch does not fit after the round; keep
+ *    budget + divide_length (128) + n_ubatch <= n_ctx).
+ * The per-round line `evict: evicted X/Y tokens (budget=B, used=U, max_pos=P, mode=v3)`
+ * goes to the log callback (eng_triatt_set_log; the CLI writes it to stderr).
+ * Bare decoding never rehydrates: before a new user turn call
+ *   triatt_rescue_rehydrate(eng_triatt_rescue(c), question, &text)
+ * (after eng_triatt_flush) and put `text` into the prompt (triatt_msgs_insert_rescue). */
+/* cfg: a resolved config with cfg->enabled (others refused: LCX_EINVAL). The geometry comes
+ * from the model (pairing NORM → adjacent for llama, NEOX → half for qwen2/qwen3; GQA;
+ * n_rot for partial RoPE). cfg->fast_path as given (eng_triatt_config_resolve turns it on:
+ * the engine feeds each cell's features as it enters the cache). session_id:
+ * the rescue session (NULL = "eng-<pid>-<ctx address>"); the rescue client starts only when
+ * cfg->endpoint is set. A second attach replaces the first. err explains a refusal
+ * (bad config, calib file mismatch, OOM). */
+int  eng_triatt_attach(eng_ctx *c, const triatt_config *cfg, const char *session_id,
+                       char *err, size_t errlen);
+void eng_triatt_detach(eng_ctx *c);                 /* stops the rescue client (no flush) */
+bool eng_triatt_attached(const eng_ctx *c);
+typedef void (*eng_log_fn)(void *ud, const char *line);
+void eng_triatt_set_log(eng_ctx *c, eng_log_fn fn, void *ud);   /* NULL = silent (default) */
+
+typedef struct {
+    uint64_t rounds;             /* eviction rounds that fired */
+    uint64_t cells_evicted;      /* total over rounds */
+    uint64_t cells_scored;
+    uint64_t cells_moved;        /* compaction moves */
+    int last_round_evicted;
+    double last_round_ms;        /* trigger → cells removed and compacted (incl. scoring) */
+    double total_round_ms;       /* sum over rounds (scoring + selection + removal) */
+    double total_feed_ms;        /* calibration copies + fast-path feature writes */
+    bool calibrated;
+    int64_t calib_tokens;
+    /* Tier 2 (zeros without an endpoint): spans queued for /evict/write, sent (acknowledged
+     * 2xx), dropped (queue full, request failed, service down), rounds dropped */
+    uint64_t spans_queued, spans_sent, spans_dropped, rounds_dropped, rounds_failed;
+} eng_triatt_stats;
+int  eng_triatt_get_stats(const eng_ctx *c, eng_triatt_stats *out);   /* LCX_ESTATE unattached */
+/* The libtriatt objects (NULL when not attached / no endpoint), e.g. for
+ * triatt_rescue_rehydrate / triatt_rescue_prepopulate / triatt_get_counters. Owned by c. */
+triatt_ctx *eng_triatt_ctx(eng_ctx *c);
+triatt_rescue *eng_triatt_rescue(eng_ctx *c);
+/* Waits (at most timeout_ms) until every queued Tier-2 write was answered. 0, LCX_ETIMEOUT,
+ * LCX_ESTATE (no rescue client). */
+int  eng_triatt_flush(eng_ctx *c, int timeout_ms);
+
+/* Config resolution for every front end (longctx-engine run|perplexity|serve, longctx eval):
+ * cfg = defaults, then the SPEC §5 environment (VLLM_TRIATT_*, TRIATT_*, LONGCTX_ENDPOINT),
+ * then the flags below (fast path on unless TRIATT_FAST / TRIATT_AGGREGATION say otherwise),
+ * which are REMOVED from argv (argc updated; other arguments keep their
+ * order), so the caller parses the rest. Flags beat the environment:
+ *   --triatt-budget N (turns V3 on)  --triatt-window N  --triatt-prefix N  --triatt-warmup N
+ *   --triatt-hybrid 0|1|2  --triatt-segments N  --triatt-mode trig|random|recency
+ *   --triatt-direction keep_high|evict_high  --triatt-calib FILE  --triatt-divide N
+ *   --triatt-seed N  --triatt-log (the per-round stats line)  --longctx-endpoint URL
+ * Invalid values → LCX_EINVAL with err naming the flag or variable and the accepted values
+ * (argv is then partly rearranged: stop). cfg->enabled is true when a budget was given by
+ * --triatt-budget or by VLLM_TRIATT_ENABLED=1 + VLLM_TRIATT_BUDGET. */
+int  eng_triatt_config_resolve(triatt_config *cfg, int *argc, char **argv, char *err, size_t errlen);
+/* One line per flag for a --help text. */
+const char *eng_triatt_flags_help(void);
+
+/* ---- per-cell token ids (cache-level recall) ----------------------------------------- */
+/* Token id written into cell i (the original id, kept across compaction); -1 when free. */
+int32_t eng_kv_cell_token(const eng_ctx *c, int i);
+/* Positions and token ids of the occupied cells, sorted by position, into pos/tok (either
+ * may be NULL) of capacity cap. Returns the number of occupied cells (may exceed cap: only
+ * cap are written). */
+int  eng_kv_survivors(const eng_ctx *c, int32_t *pos, int32_t *tok, int cap);
+
 /* ---- sampler ----------------------------------------------------------------------- */
 typedef struct {
     float temp;        /* <= 0: greedy (argmax, lowest id on ties) */
@@ -136,6 +230,140 @@ void eng_sampler_free(eng_sampler *s);
 /* Picks a token from logits[0..n_vocab): top-k, then temperature, then top-p (nucleus),
  * then a draw. Returns the id, or LCX_EINVAL / LCX_ENOMEM. */
 int32_t eng_sample(eng_sampler *s, const float *logits, int n_vocab);
+
+/* ---- ChatSession -------------------------------------------------------------------
+ * A conversation over one context: chat template, session id, sampler, and (with V3 and
+ * an endpoint) automatic Tier-3 rescue.
+ *
+ *   eng_session_params sp = eng_session_default_params();
+ *   sp.ctx.n_ctx = 32768;
+ *   sp.triatt = &tc;              // NULL = no eviction; tc.endpoint set = rescue on
+ *   eng_session *s; char err[256];
+ *   if (eng_session_init(m, &sp, &s, err, sizeof err) < 0) { fputs(err, stderr); ... }
+ *   char *reply;
+ *   eng_session_respond(s, "Here is a long report ...", &reply); free(reply);
+ *   eng_session_respond(s, "What is the access code?", &reply);   // Tier 3 runs first
+ *   eng_session_free(s);
+ *
+ * respond(): appends the user message to the conversation, renders the whole conversation
+ * with the model's chat template, and prefills only the tokens after the longest common
+ * prefix with what the context already holds. The session keeps the LOGICAL token
+ * sequence (token i sits at position i) apart from the cells that survive in the cache:
+ * when eviction rounds removed cells from the middle, the reused prefix is not
+ * re-prefilled — new tokens continue at position = logical length, never at the number of
+ * surviving cells.
+ * Tier 3 (when the context runs V3 with an endpoint): before the turn's prefill the
+ * session waits (bounded: flush_timeout_ms) until the service acknowledged the queued
+ * Tier-2 writes, asks /evict/retrieve with the query signal of the user message (SPEC §4:
+ * after the last "question:", else its last 512 bytes) and, when anything comes back,
+ * inserts the rescue text as a system message just before the user turn (SPEC §2). The
+ * message stays in the conversation (it is what the model saw; keeping it keeps the prefix
+ * reusable next turn).
+ * Prepopulate (params.prepopulate, on by default): the first turn that passes the V3
+ * budget (cells in use + the message's tokens > budget) also posts its whole prompt to
+ * longctx (triatt_rescue_prepopulate, 256-token spans, queued before the prefill: it
+ * overlaps the compute and never blocks). Why: a round that fires AFTER the turn's Tier-3
+ * query (while the rescue text, the question or the reply are prefilled) evicts cells
+ * whose Tier-2 spans no query of that turn can see; with the prompt already in the store,
+ * whatever the question needs is retrievable no matter when its cells go.
+ * Single-turn rescue (ENG_RESCUE_SINGLE_TURN, the default): when the user message ends
+ * with a question (its last '?' within the final 256 bytes, with a body before its
+ * sentence) and the turn passes the V3 budget (as above), the message is split: the body is prefilled first (rounds fire and
+ * their spans go to longctx), then after the bounded flush the question rehydrates, and
+ * the recovered text (system message) plus the question (a user message) are prefilled
+ * and answered — one turn, no second request needed. ENG_RESCUE_TWO_TURN keeps the
+ * reference behaviour (rescue only at the start of the next turn).
+ *
+ * Bare path: eng_session_generate(s, text, ...) continues the sequence with raw text (no
+ * template) and NEVER rescues — the reference's "bare generate skips rescue" trap. To
+ * rehydrate manually before it, the one call is
+ *   eng_session_rehydrate(s, question, &text);   // flush + /evict/retrieve; text or NULL
+ * and the caller puts `text` into its prompt. */
+typedef struct eng_session eng_session;
+typedef enum { ENG_RESCUE_SINGLE_TURN = 0, ENG_RESCUE_TWO_TURN = 1 } eng_rescue_mode;
+
+typedef struct {
+    eng_ctx_params ctx;                   /* the context the session creates */
+    const triatt_config *triatt;         /* V3 (copied at init); NULL / !enabled = off.
+                                           * Its endpoint ("" = none) turns rescue on. */
+    const char *session_id;               /* rescue session; NULL = "sess-<pid>-<n>" */
+    const char *system_prompt;            /* first message when non-NULL */
+    eng_sampler_params sampler;           /* temp 0 = greedy */
+    int max_tokens;                       /* per reply (256) */
+    eng_rescue_mode rescue;               /* ENG_RESCUE_SINGLE_TURN */
+    int flush_timeout_ms;                 /* wait for Tier-2 acks before Tier 3 (2000) */
+    bool prepopulate;                     /* post the first over-budget prompt (true) */
+    /* called after every prefill chunk of n_ubatch tokens (done/total of this prefill);
+     * may be NULL. Tests use it to kill the service mid-prefill. */
+    void (*on_prefill)(void *ud, int done, int total);
+    void *on_prefill_ud;
+} eng_session_params;
+eng_session_params eng_session_default_params(void);
+
+/* Loads the tokenizer, creates the context (and attaches V3 when p->triatt is enabled).
+ * err explains a refusal (tokenizer, V3 config, OOM). m must outlive the session. */
+int  eng_session_init(const eng_model *m, const eng_session_params *p, eng_session **out,
+                      char *err, size_t errlen);
+void eng_session_free(eng_session *s);
+
+/* One chat turn (see above). *reply (optional): malloc'd UTF-8 text of the generated tokens
+ * (end-of-turn token excluded). Returns the number of generated tokens, or LCX_EINVAL,
+ * LCX_ELIMIT (the conversation does not fit a context without eviction), LCX_ENOMEM. A
+ * failed Tier 3 (service down, timeout) never fails the turn: it is counted. */
+int  eng_session_respond(eng_session *s, const char *user_message, char **reply);
+/* Bare path: tokenizes text as is (parse_special: control-token text becomes ids; no BOS
+ * unless the sequence is empty), appends it, generates up to max_tokens (<= 0 = params).
+ * No chat template, no Tier 3. */
+int  eng_session_generate(eng_session *s, const char *text, int max_tokens, char **out);
+/* Manual Tier 3: bounded flush, then /evict/retrieve with the query signal of question.
+ * *text = rescue text (malloc'd) or NULL when nothing came back. Returns chunks used (>= 0),
+ * LCX_ESTATE (no V3 endpoint), or the bridge's LCX_ENET / LCX_ETIMEOUT / LCX_ECORRUPT. */
+int  eng_session_rehydrate(eng_session *s, const char *question, char **text);
+
+/* What the last respond/generate did. */
+typedef struct {
+    int n_prompt;          /* tokens of the rendered prompt (all parts of a split turn) */
+    int n_reused;          /* of those, found in the logical sequence (not prefilled) */
+    int n_prefilled;       /* prefilled (n_prompt - n_reused, + 1 when all were reused) */
+    int n_generated;
+    bool rescue_ran;       /* Tier 3 asked the service */
+    bool single_turn;      /* the message was split for single-turn rescue */
+    int rescue_chunks;     /* chunks in the inserted rescue message (0 = none inserted) */
+    int rescue_tokens;     /* its tokens (the extra prefill Tier 3 costs) */
+    int rescue_rc;         /* last Tier-3 result (< 0: failed, counted) */
+    int flush_rc;          /* 0, LCX_ETIMEOUT, or 1 when no flush was needed */
+    int prepopulated;      /* spans of this turn's prompt posted to longctx (0 = none) */
+    double prefill_ms, rescue_ms, gen_ms;  /* rescue_ms: flush + retrieve round trip */
+} eng_session_turn;
+void eng_session_last_turn(const eng_session *s, eng_session_turn *out);
+
+typedef struct {
+    uint64_t turns, rescues_run, rescues_inserted, rescues_failed, single_turn_splits;
+} eng_session_stats;
+void eng_session_get_stats(const eng_session *s, eng_session_stats *out);
+
+eng_ctx *eng_session_ctx(eng_session *s);
+const char *eng_session_id(const eng_session *s);
+/* The logical token sequence (token i at position i), *n tokens; valid until the next call. */
+const int32_t *eng_session_tokens(const eng_session *s, int *n);
+/* The text of the rendered prompt of the last respond (all parts), and the rescue text it
+ * inserted (NULL when none). Owned by the session, valid until the next call. */
+const char *eng_session_last_prompt(const eng_session *s);
+const char *eng_session_last_rescue(const eng_session *s);
+/* Cache-level recall: where does `text` stand in this conversation? Finds its FIRST
+ * occurrence in the detokenized logical sequence and returns 1 when every token covering it
+ * survives in the KV cache, 0 when at least one was evicted, LCX_ENOTFOUND when the text
+ * is not in the conversation. */
+int  eng_session_cache_holds(const eng_session *s, const char *text);
+/* Same question for a text inserted as rescue: 1 when `text` occurs in any rescue message
+ * of this conversation, else 0. */
+int  eng_session_rescue_holds(const eng_session *s, const char *text);
+/* Cache-level recall of the ramp: 1 when every token covering the FIRST occurrence of text
+ * is either in a surviving cell or inside the token range of a block of a rescue message
+ * the session inserted (the "--- evicted span (tokens a..b, ...)" headers, half-open), or
+ * text occurs whole in a rescue message; 0 otherwise; LCX_ENOTFOUND when text is not in
+ * the conversation. */
+int  eng_session_fact_recall(const eng_session *s, const char *text);
 
 /* ---- llama2.c import ---------------------------------------------------------------- */
 /* Converts a llama2.c checkpoint (legacy format: 7 int32 header + float32 weights; negative

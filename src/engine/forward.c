@@ -11,8 +11,7 @@
  * gate/up); attention splits (token, KV head) pairs; the per-token stages between matmuls
  * (residual + norm, bias/RoPE/KV store) split token blocks. Nothing is allocated per token: all scratch is sized at init by
  * n_ubatch and n_ctx (only all-logits output may grow its buffer, once per size). */
-#include "engine/model.h"
-#include "engine/threads.h"
+#include "engine/ctx.h"
 
 #include <immintrin.h>
 #include "util/simd.h"
@@ -20,35 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TH 64
 
-struct eng_ctx {
-    const eng_model *m;
-    int n_ctx, n_ub, nth;
-    eng_pool *pool;
-    /* KV cache: (n_layer, n_ctx, kv_dim) each */
-    float *kc, *vc;
-    int32_t *cell_pos;        /* (n_ctx), -1 = free */
-    int n_used, hi;           /* occupied cells; 1 + highest occupied index */
-    int32_t max_pos;
-    /* scratch, (n_ub, dim) */
-    float *x, *xn, *q, *k, *v, *att, *gate, *up;
-    uint8_t *act[2];          /* quantized activations for up to two vec-dot types */
-    uint8_t *mm_ws;           /* (nth, ENG_MATMUL_WS_BYTES): prompt-matmul workspace per thread */
-    eng_type act_type[2];
-    const float *act_src[2];  /* what act[i] currently holds (pointer + rows) */
-    int act_rows[2];
-    size_t act_cap;           /* bytes per buffer */
-    float *scores;            /* (nth, gqa, n_ctx) */
-    int32_t *vis;             /* (nth, n_ctx) visible cells of one token */
-    float *rope_cs;           /* (n_ub, n_rot) cos,sin pairs */
-    int32_t *ub_pos, *ub_cell;
-    float *logits;            /* (n_logits_cap, n_vocab) */
-    int logits_cap, n_logits, logits_base_all;
-    bool logits_all;
-    eng_q_hook q_hook;
-    void *q_hook_ud;
-};
+
 
 void eng_ctx_set_q_hook(eng_ctx *c, eng_q_hook fn, void *ud)
 {
@@ -75,8 +47,9 @@ static float *kv_alloc(size_t n)
 void eng_ctx_free(eng_ctx *c)
 {
     if (!c) return;
+    eng__v3_free(c);
     eng_pool_free(c->pool);
-    free(c->kc); free(c->vc); free(c->cell_pos);
+    free(c->kc); free(c->vc); free(c->cell_pos); free(c->cell_tok);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att);
     free(c->gate); free(c->up); free(c->act[0]); free(c->act[1]); free(c->mm_ws);
     free(c->scores); free(c->vis); free(c->rope_cs); free(c->ub_pos); free(c->ub_cell);
@@ -118,6 +91,7 @@ int eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out)
     c->kc = kv_alloc(kvn);
     c->vc = kv_alloc(kvn);
     c->cell_pos = malloc((size_t)c->n_ctx * sizeof(int32_t));
+    c->cell_tok = malloc((size_t)c->n_ctx * sizeof(int32_t));
     c->x = malloc(ub * I->n_embd * sizeof(float));
     c->xn = malloc(ub * LCX_MAX((size_t)I->n_embd, qd) * sizeof(float));
     c->q = malloc(ub * qd * sizeof(float));
@@ -139,13 +113,13 @@ int eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out)
     c->ub_cell = malloc(ub * sizeof(int32_t));
     c->logits_cap = 1;
     c->logits = malloc((size_t)I->n_vocab * sizeof(float));
-    if (!c->kc || !c->vc || !c->cell_pos || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att ||
+    if (!c->kc || !c->vc || !c->cell_pos || !c->cell_tok || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att ||
         !c->gate || !c->up || !c->act[0] || !c->act[1] || (c->n_ub > 1 && !c->mm_ws) || !c->scores || !c->vis || !c->rope_cs || !c->ub_pos ||
         !c->ub_cell || !c->logits) {
         eng_ctx_free(c);
         return LCX_ENOMEM;
     }
-    for (int i = 0; i < c->n_ctx; i++) c->cell_pos[i] = -1;
+    for (int i = 0; i < c->n_ctx; i++) c->cell_pos[i] = c->cell_tok[i] = -1;
     int rc = eng_pool_init(c->nth, &c->pool);
     if (rc) { eng_ctx_free(c); return rc; }
     *out = c;
@@ -624,6 +598,7 @@ static void tok_task(void *arg, long chunk, int ith)
         /* pre-RoPE queries for TriAttention calibration (this stage runs on the caller's
          * thread, in token order, when a hook is set) */
         if (c->q_hook) c->q_hook(c->q_hook_ud, s->il, c->ub_pos[t], q);
+        if (c->qpre) memcpy(c->qpre + t * qd, q, qd * sizeof(float));
         for (int h = 0; h < nh; h++) rope_apply(q + h * hd, cs, I->n_rot, I->rope_type);
         for (int h = 0; h < nkv; h++) {
             if (L->k_norm) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, I->rms_eps);
@@ -677,6 +652,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
     for (int t = 0; t < n; t++) {
         const int cell = c->ub_cell[t];
         c->cell_pos[cell] = c->ub_pos[t];
+        c->cell_tok[cell] = tok[t];
         if (cell + 1 > c->hi) c->hi = cell + 1;
         if (c->ub_pos[t] > c->max_pos) c->max_pos = c->ub_pos[t];
     }
@@ -692,6 +668,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
             matmul_multi(c, c->xn, E, n, w, y, 3);
         }
         tok_run(c, L, il, n, TOK_QKV_POST, false);
+        if (c->qpre) eng__v3_observe(c, il, n);
         att_sec as = {c, il, n};
         eng_pool_run(c->pool, att_task, &as, (long)n * nkv);
         act_invalidate(c);
@@ -739,7 +716,8 @@ int eng_decode(eng_ctx *c, const int32_t *tokens, const int32_t *pos, int n, boo
         if (tokens[i] < 0 || tokens[i] >= I->n_vocab) return LCX_EINVAL;
         if (pos && (pos[i] < 0 || pos[i] >= (1 << 30))) return LCX_EINVAL;
     }
-    if (c->n_ctx - c->n_used < n) return LCX_ELIMIT;
+    /* with V3 attached, rounds free cells between ubatches: the check is per ubatch */
+    if (!c->v3 && c->n_ctx - c->n_used < n) return LCX_ELIMIT;
     int32_t next = c->max_pos + 1;
     if (!pos && next + n > (1 << 30)) return LCX_EINVAL;
     if (all_logits && n > c->logits_cap) {
@@ -753,13 +731,18 @@ int eng_decode(eng_ctx *c, const int32_t *tokens, const int32_t *pos, int n, boo
     for (int i0 = 0; i0 < n; i0 += c->n_ub) {
         const int nb = LCX_MIN(c->n_ub, n - i0);
         for (int t = 0; t < nb; t++) c->ub_pos[t] = pos ? pos[i0 + t] : next + i0 + t;
+        if (c->v3) eng__v3_before_ubatch(c);
         int rc = find_free_cells(c, nb);
-        if (rc) return rc;   /* cannot happen: free count checked above */
+        if (rc) return rc;   /* without V3 cannot happen: free count checked above */
         const bool last = i0 + nb == n;
         if (all_logits)
             forward_ubatch(c, tokens + i0, nb, 0, nb, c->logits + (size_t)i0 * I->n_vocab);
         else
             forward_ubatch(c, tokens + i0, nb, nb - 1, last ? 1 : 0, c->logits);
+        if (c->v3) {
+            rc = eng__v3_after_ubatch(c, tokens + i0, nb);
+            if (rc < 0) return rc;
+        }
     }
     return 0;
 }
@@ -816,7 +799,7 @@ int eng_kv_remove_cells(eng_ctx *c, const int32_t *cells, int n)
     int freed = 0;
     for (int i = 0; i < n; i++)
         if (c->cell_pos[cells[i]] >= 0) {
-            c->cell_pos[cells[i]] = -1;
+            c->cell_pos[cells[i]] = c->cell_tok[cells[i]] = -1;
             freed++;
         }
     kv_recount(c);
@@ -829,7 +812,7 @@ int eng_kv_remove_pos(eng_ctx *c, int32_t p0, int32_t p1)
     for (int i = 0; i < c->n_ctx; i++) {
         const int32_t p = c->cell_pos[i];
         if (p >= 0 && p >= p0 && (p1 < 0 || p < p1)) {
-            c->cell_pos[i] = -1;
+            c->cell_pos[i] = c->cell_tok[i] = -1;
             freed++;
         }
     }
@@ -839,7 +822,62 @@ int eng_kv_remove_pos(eng_ctx *c, int32_t p0, int32_t p1)
 
 void eng_kv_clear(eng_ctx *c)
 {
-    for (int i = 0; i < c->n_ctx; i++) c->cell_pos[i] = -1;
+    for (int i = 0; i < c->n_ctx; i++) c->cell_pos[i] = c->cell_tok[i] = -1;
     c->hi = c->n_used = 0;
     c->max_pos = -1;
+}
+
+int32_t eng_kv_cell_token(const eng_ctx *c, int i)
+{
+    return (i >= 0 && i < c->n_ctx && c->cell_pos[i] >= 0) ? c->cell_tok[i] : -1;
+}
+
+typedef struct { int32_t pos, tok; } pos_tok;
+static int cmp_pos_tok(const void *a, const void *b)
+{
+    const pos_tok *x = a, *y = b;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+int eng_kv_survivors(const eng_ctx *c, int32_t *pos, int32_t *tok, int cap)
+{
+    if (cap < 0 || (cap && !pos && !tok)) return LCX_EINVAL;
+    pos_tok *v = malloc((size_t)LCX_MAX(c->n_used, 1) * sizeof *v);
+    if (!v) return LCX_ENOMEM;
+    int n = 0;
+    for (int i = 0; i < c->hi; i++)
+        if (c->cell_pos[i] >= 0) v[n++] = (pos_tok){c->cell_pos[i], c->cell_tok[i]};
+    qsort(v, n, sizeof *v, cmp_pos_tok);
+    for (int i = 0; i < LCX_MIN(n, cap); i++) {
+        if (pos) pos[i] = v[i].pos;
+        if (tok) tok[i] = v[i].tok;
+    }
+    free(v);
+    return n;
+}
+
+/* Moving the tail into the holes touches at most as many cells per layer as were removed
+ * (a stable shift would move every cell after the first hole: the whole cache per round). */
+int eng__kv_compact(eng_ctx *c, int32_t *moved)
+{
+    const eng_model_info *I = &c->m->info;
+    const size_t kvd = (size_t)I->n_head_kv * I->head_dim;
+    int nm = 0, lo = 0, hi = c->hi - 1;
+    for (;;) {
+        while (lo < hi && c->cell_pos[lo] >= 0) lo++;
+        while (hi > lo && c->cell_pos[hi] < 0) hi--;
+        if (lo >= hi) break;
+        for (int il = 0; il < I->n_layer; il++) {
+            const size_t dst = ((size_t)il * c->n_ctx + lo) * kvd, src = ((size_t)il * c->n_ctx + hi) * kvd;
+            memcpy(c->kc + dst, c->kc + src, kvd * sizeof(float));
+            memcpy(c->vc + dst, c->vc + src, kvd * sizeof(float));
+        }
+        c->cell_pos[lo] = c->cell_pos[hi];
+        c->cell_tok[lo] = c->cell_tok[hi];
+        c->cell_pos[hi] = c->cell_tok[hi] = -1;
+        if (moved) moved[nm] = lo;
+        nm++;
+    }
+    kv_recount(c);
+    return nm;
 }

@@ -15,6 +15,7 @@
 #ifndef LCX_EVAL_H
 #define LCX_EVAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -191,5 +192,81 @@ enum { LCX_NIAH_PASS = 1, LCX_NIAH_PARTIAL_WORD = 2, LCX_NIAH_PARTIAL_NUMBER = 3
  * (answer ≥ 512 bytes). */
 int lcx_niah_grade(const char *generated, const char *prompt, const char *answer);
 const char *lcx_niah_grade_name(int grade);
+
+/* ---------------------------------------------------------------- rescue ramp (ramp.c)
+ * SPEC §6: per context size, three arms — baseline (one turn, no eviction), v3 (V3 with
+ * production defaults, no endpoint) and v3+longctx (the same + the rescue endpoint) —
+ * over a blob of FILLER sentences with FACT planted at a depth, then QUESTION. Two-turn:
+ * turn 1 = blob + TURN1_ASK, turn 2 = QUESTION (the reference protocol); single-turn: one
+ * message blob + QUESTION (the session's single-turn rescue). The texts are the SPEC's,
+ * byte for byte. */
+#define LCX_RAMP_FILLER "the routine quarterly procedure required careful review of the documented operational records during the assessment cycle. "
+#define LCX_RAMP_FACT "IMPORTANT: Project NOVA was provisioned with access code 481729. All technicians must memorize this code prior to deployment."
+#define LCX_RAMP_QUESTION "What is the access code for Project NOVA? Answer with only the digits."
+#define LCX_RAMP_TURN1_ASK "Please respond with just 'OK'"
+#define LCX_RAMP_ANSWER "481729"
+
+/* A random-weight qwen2 model with the ramp vocabulary (ramp_model.c). */
+typedef struct {
+    const char *name;
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    int wtype;                 /* matrices: eng_type (F32 = 0, Q8_0 = 8) */
+} lcx_ramp_shape;
+/* "tiny" (2 layers, 64 wide, F32) or "qwen2.5-0.5b" (24 layers, 896, 14/2 heads, Q8_0). */
+int lcx_ramp_model_shape(const char *name, lcx_ramp_shape *out);
+int lcx_ramp_write_model(const char *path, const lcx_ramp_shape *sh, uint64_t seed);
+
+enum { LCX_RAMP_BASELINE = 0, LCX_RAMP_V3 = 1, LCX_RAMP_V3_LONGCTX = 2, LCX_RAMP_NARMS = 3 };
+enum { LCX_RAMP_SINGLE_TURN = 0, LCX_RAMP_TWO_TURN = 1 };
+#define LCX_RAMP_MAX_SIZES 16
+#define LCX_RAMP_MAX_DEPTHS 16
+
+typedef struct {
+    int size, arm, rescue, seed;
+    double depth;
+    double t1_s, t2_s, total_s;   /* turn times (t2 = 0 for one turn); total incl. setup */
+    double evicted_pct;           /* cells evicted / tokens of the conversation, % */
+    int rounds;
+    int answer;                   /* lcx_niah_grade of the answering turn's reply */
+    bool cache_recall;            /* the fact's tokens all survive, or it was rescued */
+    bool fact_in_cache, fact_in_rescue;
+    int n_tokens;                 /* logical tokens at the end */
+    int rescue_chunks;
+    double rescue_ms;             /* flush + Tier-3 round trip of the answering turn */
+    double extra_prefill_ms;      /* prefill of the rescue message's tokens: their share of the
+                                   * answering turn's prefill time (an estimate) */
+    uint64_t spans_sent, spans_dropped;
+} lcx_ramp_cell;
+
+typedef struct {
+    const char *model_path;
+    int sizes[LCX_RAMP_MAX_SIZES], n_sizes;   /* tokens */
+    bool arms[LCX_RAMP_NARMS];
+    double depths[LCX_RAMP_MAX_DEPTHS];
+    int n_depths;
+    int n_seeds;                  /* seeds 1..n_seeds per (size, arm, depth) */
+    int rescue;                   /* LCX_RAMP_SINGLE_TURN / _TWO_TURN */
+    double budget_frac;           /* budget = size · frac (0.9) */
+    const char *endpoint;         /* required for v3+longctx */
+    int n_threads, n_ubatch;      /* 1, 512 */
+    int max_gen;                  /* tokens per reply (16) */
+    int window, prefix, warmup, hybrid;   /* V3: 128, 32, 256, 2 */
+    bool prepopulate;             /* v3+longctx: also post the prompt itself (true) */
+    void (*on_cell)(void *ud, const lcx_ramp_cell *c, int i, int n);   /* progress */
+    void *ud;
+} lcx_ramp_opts;
+void lcx_ramp_defaults(lcx_ramp_opts *o);
+/* Runs every (size, arm, depth, seed) cell; *cells malloc'd (free()). err explains a
+ * refusal (model, sizes too small for the budget, missing endpoint). */
+int lcx_ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, char *err, size_t err_len);
+/* The blob + question of one cell (the user message of a single-turn run), malloc'd;
+ * exposed for tests. n_fill: filler sentences, fact after round(depth·n_fill) ± seed jitter. */
+char *lcx_ramp_blob(int n_fill, double depth, int seed);
+const char *lcx_ramp_arm_name(int arm);
+const char *lcx_ramp_rescue_name(int rescue);
+/* Output: the per-cell table + per-(size, arm) summary; the issue's JSON; an SVG chart. */
+void  lcx_ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n);
+char *lcx_ramp_json(const char *model, const lcx_ramp_cell *c, int n);
+char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n);
 
 #endif

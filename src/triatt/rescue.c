@@ -12,6 +12,7 @@
  * the ORIGINAL token ids, skip spans that decode to nothing but whitespace. A span's score
  * is the mean score of the evicted cells inside it. token_range is half-open [a, b). */
 #include "triatt/internal.h"
+#include "triatt/rescue_split.h"
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <curl/curl.h>
@@ -407,6 +408,14 @@ int triatt_rescue_write_round(triatt_rescue *r, const int32_t *positions, const 
     if (!sp) return LCX_ENOMEM;
     int ns = triatt_rescue_spans(positions, n, n_tokens, r->c.widen, sp, n);
     if (ns <= 0) { free(sp); return ns; }
+    /* merged runs can cover a whole round: cut them into blocks Tier 3 can return
+     * (rescue_split.c says why) */
+    triatt_span *cut = NULL;
+    int nc = triatt__rescue_split_for_widen(sp, ns, r->c.widen, &cut);
+    free(sp);
+    if (nc < 0) return nc;
+    sp = cut;
+    ns = nc;
     lcx_buf b = {.cap = MAX_BODY - 16};
     int k = 0;
     int rc = build_body(r, sp, ns, positions, scores, n, tokens, layer, &b, &k);

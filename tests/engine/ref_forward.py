@@ -4,6 +4,13 @@ qwen3), used by tests/engine/test_runtime.c to check architectures and options t
 llama.cpp fixture (qwen3 q/k norms, explicit head size, linear rope scaling).
 
     ref_forward.py MODEL.gguf 1,2,3      -> prints JSON {"logits": [...]} (last position)
+    ref_forward.py MODEL.gguf --evict F.json -> {"logits": [[...], ...]} (every position)
+
+--evict replays KV-cache eviction (tests/engine/test_v3.c): F.json holds {"tokens": [...],
+"ubatch": U, "evicted_after": [e_0, ...]} where e_s is the index of the ubatch after which
+position s was evicted (-1 = never). Token t (ubatch t // U) attends to position s iff s <= t
+and s was not evicted before its ubatch ran (e_s < 0 or e_s >= t // U): attention over exactly
+the cells that survived, in every layer.
 
 Written from the GGUF spec and the architectures' definitions, not from the C code: its
 own GGUF parser, direct RoPE angles pos * base^(-2i/n_rot) / scale, float64 throughout."""
@@ -91,7 +98,7 @@ def rope(x, pos, n_rot, base, scale, neox, ff=None):
     return x
 
 
-def forward(kv, ts, toks):
+def forward(kv, ts, toks, allowed=None, all_pos=False):
     arch = kv["general.architecture"]
     g = lambda k, d=None: kv.get(arch + "." + k, d)
     E, L, H = g("embedding_length"), g("block_count"), g("attention.head_count")
@@ -127,7 +134,10 @@ def forward(kv, ts, toks):
         for hh in range(H):
             kh = hh // (H // HKV)
             sc = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(hd)
-            sc = sc + np.triu(np.full((T, T), -np.inf), 1)
+            if allowed is None:
+                sc = sc + np.triu(np.full((T, T), -np.inf), 1)
+            else:
+                sc = np.where(allowed, sc, -np.inf)
             sc = np.exp(sc - sc.max(axis=1, keepdims=True))
             sc /= sc.sum(axis=1, keepdims=True)
             out[:, hh, :] = sc @ v[:, kh, :]
@@ -136,12 +146,24 @@ def forward(kv, ts, toks):
         gt = h @ ts[p + "ffn_gate.weight"].T
         up = h @ ts[p + "ffn_up.weight"].T
         x = x + (gt / (1 + np.exp(-gt)) * up) @ ts[p + "ffn_down.weight"].T
-    h = rmsnorm(x[-1], ts["output_norm.weight"], eps)
     w = ts.get("output.weight", ts["token_embd.weight"])
+    if all_pos:
+        return rmsnorm(x, ts["output_norm.weight"], eps) @ w.T
+    h = rmsnorm(x[-1], ts["output_norm.weight"], eps)
     return h @ w.T
 
 
 if __name__ == "__main__":
     kv, ts = read_gguf(sys.argv[1])
+    if sys.argv[2] == "--evict":
+        spec = json.load(open(sys.argv[3]))
+        toks, U, ev = spec["tokens"], spec["ubatch"], np.array(spec["evicted_after"])
+        T = len(toks)
+        t = np.arange(T)[:, None]
+        s = np.arange(T)[None, :]
+        allowed = (s <= t) & ((ev[None, :] < 0) | (ev[None, :] >= t // U))
+        lg = forward(kv, ts, toks, allowed, True)
+        print(json.dumps({"logits": [[float(v) for v in row] for row in lg]}))
+        sys.exit(0)
     toks = [int(t) for t in sys.argv[2].split(",")]
     print(json.dumps({"logits": [float(v) for v in forward(kv, ts, toks)]}))

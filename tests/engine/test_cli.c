@@ -1,6 +1,7 @@
 /* longctx-engine CLI end to end: convert-llama2c + run reproduces llama2.c run.c's stdout
  * byte for byte (text and --ids), logits JSON vs the llama.cpp golden, tokenize, bench, and
- * clean failures. Skipped when the binary was not built. */
+ * clean failures; perplexity (against logits --all) with and without TriAttention eviction,
+ * the void-run refusal and refused flag values. Skipped when the binary was not built. */
 #include "testutil.h"
 #include "util/util.h"
 
@@ -163,6 +164,118 @@ static void test_tokenize_bench_errors(void **st)
     free(out);
 }
 
+
+static double json_num(const char *out, const char *key)
+{
+    cJSON *j = cJSON_Parse(out);
+    if (!j) fail_msg("not JSON: %s", out);
+    const cJSON *v = cJSON_GetObjectItem(j, key);
+    if (!v) fail_msg("no %s in %s", key, out);
+    double x = cJSON_IsBool(v) ? cJSON_IsTrue(v) : v->valuedouble;
+    cJSON_Delete(j);
+    return x;
+}
+
+static void test_perplexity_v3(void **st)
+{
+    (void)st;
+    char m[512];   /* tu_fixture / tu_bin return rotating buffers: keep a copy */
+    snprintf(m, sizeof m, "%s", tu_fixture("gguf/stories260K.gguf"));
+    char txt[512], cmd[4096], *out = NULL;
+    snprintf(txt, sizeof txt, "%s/ppl.txt", g_dir);
+    lcx_buf b = {0};
+    static const char *w[] = {"Lily", "saw", "a", "big", "red", "ball", "in", "the", "park.", "Tom", "was", "happy", "and",
+                              "they", "played", "all", "day.", "The", "sun", "was", "warm."};
+    uint32_t x = 7;
+    for (int i = 0; i < 4000; i++) {
+        x = x * 1103515245u + 12345u;
+        lcx_buf_printf(&b, "%s ", w[(x >> 16) % LCX_ARRAY_LEN(w)]);
+    }
+    assert_int_equal(tu_write(txt, b.data, b.len), 0);
+    /* the off run against an independent computation from `logits --all` (chunk 1, ctx 128) */
+    snprintf(cmd, sizeof cmd, "'%s' perplexity -m '%s' -f '%s' -c 128 -b 32 --chunks 1 --json", bin(), m, txt);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    const double p1 = json_num(out, "ppl");
+    assert_int_equal((int)json_num(out, "rounds"), 0);
+    assert_int_equal((int)json_num(out, "scored"), 63);
+    free(out);
+    char *toks = NULL;
+    char *text = b.data;
+    snprintf(cmd, sizeof cmd, "'%s' tokenize -m '%s' -p \"$(cat '%s')\"", bin(), m, txt);
+    assert_int_equal(tu_run(cmd, &toks), 0);
+    int32_t ids[128];
+    char *p = toks;
+    for (int i = 0; i < 128; i++) ids[i] = (int32_t)strtol(p, &p, 10);
+    free(toks);
+    ids[0] = 1;   /* BOS replaces the chunk's first token */
+    lcx_buf tl = {0};
+    for (int i = 0; i < 128; i++) lcx_buf_printf(&tl, i ? ",%d" : "%d", ids[i]);
+    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens %s --all", bin(), m, tl.data);
+    lcx_buf_free(&tl);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    cJSON *j = cJSON_Parse(out);
+    free(out);
+    assert_non_null(j);
+    double nll = 0;
+    const cJSON *all = cJSON_GetObjectItem(j, "logits_all");
+    for (int t = 64; t < 127; t++) {
+        const cJSON *row = cJSON_GetArrayItem(all, t);
+        const int nv = cJSON_GetArraySize(row);
+        double mx = -1e300, se = 0;
+        for (int v = 0; v < nv; v++) mx = fmax(mx, cJSON_GetArrayItem(row, v)->valuedouble);
+        for (int v = 0; v < nv; v++) se += exp(cJSON_GetArrayItem(row, v)->valuedouble - mx);
+        nll += mx + log(se) - cJSON_GetArrayItem(row, ids[t + 1])->valuedouble;
+    }
+    cJSON_Delete(j);
+    assert_float_equal(p1, exp(nll / 63), 1e-4 * p1);
+    /* eviction firing: rounds, cells, and a different perplexity */
+    snprintf(cmd, sizeof cmd, "'%s' perplexity -m '%s' -f '%s' -c 512 -b 32 --chunks 3 --json", bin(), m, txt);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    const double poff = json_num(out, "ppl");
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' perplexity -m '%s' -f '%s' -c 512 -b 32 --chunks 3 --json --triatt-budget 192 --triatt-divide 16 --triatt-window 64",
+             bin(), m, txt);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_true(json_num(out, "triatt") == 1);
+    const int rounds = (int)json_num(out, "rounds");
+    assert_true(rounds >= 3 * 5);   /* warmup 256, then a round per 32-token batch */
+    assert_true(json_num(out, "cells_evicted") >= rounds * 16);
+    const double pon = json_num(out, "ppl");
+    assert_true(pon != poff);
+    free(out);
+    /* a V3 run where no round fires before the last batch measured nothing: refused */
+    snprintf(cmd, sizeof cmd, "'%s' perplexity -m '%s' -f '%s' -c 512 -b 16 --chunks 1 --triatt-budget 480 --triatt-divide 16 2>&1",
+             bin(), m, txt);
+    assert_int_equal(tu_run(cmd, &out), 1);
+    assert_non_null(strstr(out, "void run"));
+    free(out);
+    /* refused values, flags over environment */
+    snprintf(cmd, sizeof cmd, "'%s' perplexity -m '%s' -f '%s' --triatt-mode fancy 2>&1", bin(), m, txt);
+    assert_int_equal(tu_run(cmd, &out), 2);
+    assert_non_null(strstr(out, "trig, random or recency"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "VLLM_TRIATT_ENABLED=1 VLLM_TRIATT_BUDGET=lots '%s' perplexity -m '%s' -f '%s' 2>&1", bin(), m, txt);
+    assert_int_equal(tu_run(cmd, &out), 2);
+    assert_non_null(strstr(out, "VLLM_TRIATT_BUDGET"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "VLLM_TRIATT_ENABLED=1 VLLM_TRIATT_BUDGET=100000 '%s' perplexity -m '%s' -f '%s' -c 512 -b 32 --chunks 1 --json "
+             "--triatt-budget 192 --triatt-divide 16 --triatt-window 64 2>&1", bin(), m, txt);
+    if (tu_run(cmd, &out) != 0) fail_msg("%s\n%s", cmd, out);
+    assert_int_equal((int)json_num(out, "budget"), 192);
+    free(out);
+    /* run: a prompt longer than the cache, the per-round line on stderr */
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p \"$(head -c 3000 '%s')\" -n 20 -c 256 -b 32 --triatt-budget 160 --triatt-divide 16 "
+             "--triatt-window 64 2>&1 >/dev/null", bin(), m, txt);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_non_null(strstr(out, "evict: evicted "));
+    assert_non_null(strstr(out, "budget=160, used="));
+    assert_non_null(strstr(out, "mode=v3)"));
+    assert_non_null(strstr(out, "triatt: rounds="));
+    free(out);
+    (void)text;
+    lcx_buf_free(&b);
+}
+
 int main(void)
 {
     g_dir = tu_tmpdir();
@@ -171,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_sampling_seeded),
         cmocka_unit_test(test_logits_json),
         cmocka_unit_test(test_tokenize_bench_errors),
+        cmocka_unit_test(test_perplexity_v3),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_rmrf(g_dir);

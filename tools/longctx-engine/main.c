@@ -4,12 +4,16 @@
  *                      [-t THREADS] [-c CTX] [--ids] [--special]
  *   longctx-engine logits -m M.gguf --tokens 1,2,3 [--all] [-t THREADS]
  *   longctx-engine bench -m M.gguf [-p 512] [-n 128] [-r 3] [-t THREADS]
+ *   longctx-engine perplexity -m M.gguf -f TEXT [-c CTX] [-b 512] [--chunks N] [--ppl-first N] [--json]
+ * run, bench and perplexity take the TriAttention flags (--triatt-budget N turns eviction on;
+ * eng_triatt_flags_help() lists them) and the SPEC §5 environment; flags beat the environment.
  *   longctx-engine tokenize -m M.gguf -p TEXT [--no-bos] [--special]
  *   longctx-engine convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf
  *
  * run prints only the generated text to stdout (byte-exact; pieces are written as they come)
  * or, with --ids, the generated ids on one line. Diagnostics go to stderr. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +26,10 @@
 #define MAX_PROMPT_BYTES (64u << 20)
 
 typedef struct {
-    const char *model, *prompt, *tokens;
-    int n_predict, threads, n_ctx, top_k, reps, n_pp;
+    const char *model, *prompt, *tokens, *file;
+    int n_predict, threads, n_ctx, top_k, reps, n_pp, n_batch, chunks, ppl_first;
+    bool json;
+    triatt_config tc;
     float temp, top_p;
     unsigned long long seed;
     bool ids, special, all, no_bos;
@@ -39,7 +45,10 @@ static void usage(FILE *f)
             "  logits -m M.gguf --tokens 1,2,3 [--all] [-t N]\n"
             "  bench -m M.gguf [-p 512] [-n 128] [-r 3] [-t N]\n"
             "  tokenize -m M.gguf -p TEXT [--no-bos] [--special]\n"
-            "  convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf\n");
+            "  perplexity -m M.gguf -f TEXT [-c CTX] [-b 512] [--chunks N] [--ppl-first N] [--json] [-t N]\n"
+            "  convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf\n"
+            "TriAttention (run, bench, perplexity; env VLLM_TRIATT_*, TRIATT_*, LONGCTX_ENDPOINT):\n%s",
+            eng_triatt_flags_help());
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -69,6 +78,14 @@ static int parse_opts(int argc, char **argv, opts *o, bool pp_mode)
     o->threads = 1;
     o->reps = 3;
     o->top_p = 1.0f;
+    o->n_batch = 512;
+    o->chunks = -1;
+    o->ppl_first = -1;
+    char err[1024];
+    if (eng_triatt_config_resolve(&o->tc, &argc, argv, err, sizeof err)) {
+        fprintf(stderr, "longctx-engine: %s\n", err);
+        return -1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -88,6 +105,11 @@ static int parse_opts(int argc, char **argv, opts *o, bool pp_mode)
         else if (!strcmp(a, "--top-p")) { NEEDV(); if (parse_float(v, &o->top_p)) goto bad; }
         else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) { NEEDV(); o->seed = strtoull(v, NULL, 10); }
         else if (!strcmp(a, "--tokens")) { NEEDV(); o->tokens = v; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { NEEDV(); o->file = v; }
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) { NEEDV(); if (parse_int(v, 1, 8192, &o->n_batch)) goto bad; }
+        else if (!strcmp(a, "--chunks")) { NEEDV(); if (parse_int(v, 1, 1 << 24, &o->chunks)) goto bad; }
+        else if (!strcmp(a, "--ppl-first")) { NEEDV(); if (parse_int(v, 0, 1 << 24, &o->ppl_first)) goto bad; }
+        else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--ids")) o->ids = true;
         else if (!strcmp(a, "--special")) o->special = true;
         else if (!strcmp(a, "--all")) o->all = true;
@@ -146,10 +168,43 @@ static int ctx_for(const eng_model *m, const opts *o, int need, eng_ctx **c)
 {
     eng_ctx_params p = eng_ctx_default_params();
     p.n_threads = o->threads;
+    p.n_ubatch = o->n_batch;
     p.n_ctx = o->n_ctx ? o->n_ctx : LCX_MAX(LCX_MIN(eng_model_get_info(m)->n_ctx_train, 4096), need);
     int rc = eng_ctx_init(m, &p, c);
-    if (rc) fprintf(stderr, "longctx-engine: cannot create context: %s\n", lcx_strerror(rc));
-    return rc;
+    if (rc) {
+        fprintf(stderr, "longctx-engine: cannot create context: %s\n", lcx_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
+static void log_stderr(void *ud, const char *line)
+{
+    (void)ud;
+    fprintf(stderr, "%s\n", line);
+}
+
+/* Attaches V3 when the flags/environment turned it on. session: the rescue session id. */
+static int v3_attach(eng_ctx *c, const opts *o, const char *session, bool log)
+{
+    if (!o->tc.enabled) return 0;
+    char err[512];
+    int rc = eng_triatt_attach(c, &o->tc, session, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "longctx-engine: %s\n", err);
+        return rc;
+    }
+    if (log) eng_triatt_set_log(c, log_stderr, NULL);
+    return 0;
+}
+
+static void v3_summary(eng_ctx *c)
+{
+    eng_triatt_stats st;
+    if (eng_triatt_get_stats(c, &st)) return;
+    fprintf(stderr, "triatt: rounds=%llu cells_evicted=%llu round_ms=%.1f feed_ms=%.1f spans_sent=%llu spans_dropped=%llu\n",
+            (unsigned long long)st.rounds, (unsigned long long)st.cells_evicted, st.total_round_ms, st.total_feed_ms,
+            (unsigned long long)st.spans_sent, (unsigned long long)st.spans_dropped);
 }
 
 static int cmd_run(int argc, char **argv)
@@ -172,8 +227,9 @@ static int cmd_run(int argc, char **argv)
         ids[0] = b;
         n = 1;
     }
-    if (ctx_for(m, &o, n + o.n_predict, &c)) goto out;
-    if (n + o.n_predict > eng_kv_size(c)) {
+    if (ctx_for(m, &o, o.tc.enabled ? 0 : n + o.n_predict, &c)) goto out;
+    if (v3_attach(c, &o, NULL, true)) goto out;
+    if (!o.tc.enabled && n + o.n_predict > eng_kv_size(c)) {
         fprintf(stderr, "longctx-engine: prompt (%d) + -n (%d) exceeds the context (%d); use -c\n", n, o.n_predict,
                 eng_kv_size(c));
         goto out;
@@ -211,6 +267,11 @@ static int cmd_run(int argc, char **argv)
     }
     if (o.ids) printf("\n");
     fflush(stdout);
+    if (eng_triatt_attached(c)) {
+        /* give queued Tier-2 writes a bounded chance to land before exit */
+        if (eng_triatt_rescue(c)) eng_triatt_flush(c, 2000);
+        v3_summary(c);
+    }
     ret = 0;
 out:
     free(ids);
@@ -314,7 +375,7 @@ static int cmd_bench(int argc, char **argv)
     if (load_model(&o, &m)) goto out;
     const eng_model_info *I = eng_model_get_info(m);
     if (ctx_for(m, &o, o.n_pp + o.n_predict + 1, &c)) goto out;
-    if (o.n_pp + o.n_predict > eng_kv_size(c)) { fprintf(stderr, "longctx-engine: context too small\n"); goto out; }
+    if (!o.tc.enabled && o.n_pp + o.n_predict > eng_kv_size(c)) { fprintf(stderr, "longctx-engine: context too small\n"); goto out; }
     int nt = LCX_MAX(o.n_pp, o.n_predict);
     toks = malloc((size_t)nt * sizeof *toks);
     if (!toks) goto out;
@@ -329,6 +390,7 @@ static int cmd_bench(int argc, char **argv)
     eng_kv_clear(c);
     for (int r = 0; r < o.reps; r++) {
         eng_kv_clear(c);
+        if (v3_attach(c, &o, NULL, false)) goto out;   /* fresh calibration per repetition */
         double t0 = lcx_now_ms();
         int rc = eng_decode(c, toks, NULL, o.n_pp, false);
         double t1 = lcx_now_ms();
@@ -343,6 +405,7 @@ static int cmd_bench(int argc, char **argv)
         t1 = lcx_now_ms();
         tg[r] = o.n_predict / ((t1 - t0) / 1000.0);
         fprintf(stderr, "rep %d: pp%d %.2f tok/s, tg%d %.2f tok/s\n", r + 1, o.n_pp, pp[r], o.n_predict, tg[r]);
+        if (eng_triatt_attached(c)) v3_summary(c);
     }
     qsort(pp, o.reps, sizeof(double), cmp_dbl);
     qsort(tg, o.reps, sizeof(double), cmp_dbl);
@@ -355,6 +418,107 @@ static int cmd_bench(int argc, char **argv)
 out:
     free(toks);
     eng_ctx_free(c);
+    eng_model_free(m);
+    return ret;
+}
+
+/* Perplexity like llama.cpp's: the text in chunks of CTX tokens, each in a fresh cache
+ * (the first token replaced by BOS when the model has one), decoded in batches of -b, and
+ * tokens from --ppl-first (default CTX/2) on scored by the next token's log-probability. With
+ * V3 on, each chunk gets a fresh attachment (calibrated on its own first tokens) and rounds
+ * fire between batches, so the later batches of a chunk see only the surviving cells; a V3
+ * run in which no round fired measured nothing and is refused. */
+static int cmd_perplexity(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o, false)) return 2;
+    if (!o.file) { fprintf(stderr, "longctx-engine: -f TEXT is required\n"); return 2; }
+    eng_model *m = NULL;
+    eng_tokenizer *tk = NULL;
+    eng_ctx *c = NULL;
+    int32_t *ids = NULL;
+    char *text = NULL;
+    int ret = 1;
+    size_t tlen = 0;
+    int rc = lcx_read_file(o.file, MAX_PROMPT_BYTES, &text, &tlen);
+    if (rc < 0) { fprintf(stderr, "longctx-engine: cannot read %s: %s\n", o.file, lcx_strerror(rc)); return 1; }
+    if (load_model(&o, &m) || load_tok(m, &tk)) goto out;
+    int n = tokenize_all(tk, text, true, false, &ids);
+    if (n < 0) { fprintf(stderr, "longctx-engine: tokenize: %s\n", lcx_strerror(n)); goto out; }
+    const eng_model_info *I = eng_model_get_info(m);
+    const int ctx = o.n_ctx ? o.n_ctx : LCX_MIN(I->n_ctx_train, 4096);
+    const int first = o.ppl_first >= 0 ? o.ppl_first : ctx / 2;
+    if (first >= ctx - 1) { fprintf(stderr, "longctx-engine: --ppl-first %d leaves nothing to score in %d-token chunks\n", first, ctx); goto out; }
+    int n_chunks = n / ctx;
+    if (o.chunks > 0) n_chunks = LCX_MIN(n_chunks, o.chunks);
+    if (n_chunks < 1) { fprintf(stderr, "longctx-engine: %s has %d tokens, fewer than one %d-token chunk\n", o.file, n, ctx); goto out; }
+    opts oc = o;
+    oc.n_ctx = ctx;
+    if (ctx_for(m, &oc, ctx, &c)) goto out;
+    const int nv = I->n_vocab;
+    const int32_t bos = eng_token_bos(tk);
+    double nll = 0;
+    long scored = 0;
+    unsigned long long rounds = 0, evicted = 0;
+    double round_ms = 0, t_start = lcx_now_ms();
+    int32_t *chunk = malloc((size_t)ctx * sizeof *chunk);
+    if (!chunk) goto out;
+    for (int k = 0; k < n_chunks; k++) {
+        memcpy(chunk, ids + (size_t)k * ctx, (size_t)ctx * sizeof *chunk);
+        if (bos >= 0) chunk[0] = bos;
+        eng_kv_clear(c);
+        if (v3_attach(c, &o, NULL, false)) { free(chunk); goto out; }
+        double cn = 0;
+        int cs = 0;
+        eng_triatt_stats st = {0};
+        for (int b0 = 0; b0 < ctx; b0 += o.n_batch) {
+            const int nb = LCX_MIN(o.n_batch, ctx - b0);
+            /* only rounds before the last batch changed what a scored token saw */
+            if (b0 + nb == ctx && eng_triatt_get_stats(c, &st)) memset(&st, 0, sizeof st);
+            rc = eng_decode(c, chunk + b0, NULL, nb, true);
+            if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); free(chunk); goto out; }
+            for (int j = LCX_MAX(first, b0); j < b0 + nb && j + 1 < ctx; j++) {
+                const float *l = eng_logits(c, j - b0);
+                double mx = l[0];
+                for (int v = 1; v < nv; v++) mx = fmax(mx, l[v]);
+                double se = 0;
+                for (int v = 0; v < nv; v++) se += exp((double)l[v] - mx);
+                cn += mx + log(se) - l[chunk[j + 1]];
+                cs++;
+            }
+        }
+        nll += cn;
+        scored += cs;
+        rounds += st.rounds;
+        evicted += st.cells_evicted;
+        round_ms += st.total_round_ms;
+        if (!o.json) fprintf(stderr, "[%d] chunk ppl %.4f, running ppl %.4f\n", k + 1, exp(cn / cs), exp(nll / scored));
+    }
+    free(chunk);
+    const double ppl = exp(nll / scored), secs = (lcx_now_ms() - t_start) / 1000.0;
+    if (o.tc.enabled && rounds == 0) {
+        fprintf(stderr, "longctx-engine: void run: TriAttention was on but no eviction round fired (budget %d, ctx %d, "
+                "batch %d, divide %d): nothing was measured; lower --triatt-budget or -b\n",
+                o.tc.budget, ctx, o.n_batch, o.tc.divide_length);
+        goto out;
+    }
+    static const char *modes[] = {"trig", "random", "recency"};
+    if (o.json)
+        printf("{\"ppl\":%.6f,\"nll\":%.6f,\"scored\":%ld,\"chunks\":%d,\"ctx\":%d,\"batch\":%d,\"first\":%d,"
+               "\"triatt\":%s,\"budget\":%d,\"hybrid\":%d,\"mode\":\"%s\",\"direction\":\"%s\",\"rounds\":%llu,"
+               "\"cells_evicted\":%llu,\"round_ms\":%.3f,\"seconds\":%.3f}\n",
+               ppl, nll / scored, scored, n_chunks, ctx, o.n_batch, first, o.tc.enabled ? "true" : "false", o.tc.budget,
+               (int)o.tc.version, modes[o.tc.mode], o.tc.direction == TRIATT_KEEP_HIGH ? "keep_high" : "evict_high",
+               rounds, evicted, round_ms, secs);
+    else
+        printf("perplexity: %.4f over %ld tokens (%d chunks of %d, batch %d, scored from %d)%s rounds=%llu cells_evicted=%llu\n",
+               ppl, scored, n_chunks, ctx, o.n_batch, first, o.tc.enabled ? "; triatt on:" : "; triatt off:", rounds, evicted);
+    ret = 0;
+out:
+    free(text);
+    free(ids);
+    eng_ctx_free(c);
+    eng_tokenizer_free(tk);
     eng_model_free(m);
     return ret;
 }
@@ -412,6 +576,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(c, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "convert-llama2c")) return cmd_convert(argc - 1, argv + 1);
     fprintf(stderr, "longctx-engine: unknown command '%s'\n", c);

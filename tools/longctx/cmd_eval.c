@@ -1,7 +1,8 @@
 /* longctx eval — MRCR v2 runs and data generation.
  *   longctx eval mrcr-gen --needles 2|4|8 --bins 8k,...,1m --n N --seed S --out FILE.jsonl [--haystack DIR]
  *   longctx eval mrcr FILE.jsonl [--recipe plain|multiq|selector] [--top-k K] [--upstream URL]
- *                    [--model M] [--budget TOKENS] [--json] [--responses OUT.jsonl] */
+ *                    [--model M] [--budget TOKENS] [--json] [--responses OUT.jsonl]
+ *   longctx eval ramp | ramp-model: see cmd_eval_ramp.c */
 #include "cmds.h"
 #include "eval/lcx_eval.h"
 #include "longctx/lcx.h"
@@ -24,7 +25,8 @@ static void usage(FILE *f)
             "                            [--question-style exact|varied]   (varied: ordinal words, typos, last, ...)\n"
             "       longctx eval mrcr FILE.jsonl [--recipe selector|plain|multiq] [--top-k 8] [--json]\n"
             "                            [--responses OUT.jsonl] [--upstream URL [--model M] [--budget TOKENS]]\n"
-            "                            [--ordinal-offset N]   (test hook: deliberately wrong selector)\n");
+            "                            [--ordinal-offset N]   (test hook: deliberately wrong selector)\n"
+            "       longctx eval ramp -m MODEL.gguf --sizes 8k,16k,... (longctx eval ramp --help)\n");
 }
 
 /* ------------------------------------------------------------------ mrcr-gen */
@@ -347,7 +349,8 @@ int cmd_eval(int argc, char **argv)
     }
     if (!strcmp(argv[1], "mrcr-gen")) return cmd_gen(argc - 1, argv + 1);
     if (!strcmp(argv[1], "mrcr")) return cmd_mrcr(argc - 1, argv + 1);
-    fprintf(stderr, "longctx eval: unknown subcommand '%s' (mrcr, mrcr-gen)\n", argv[1]);
+    if (!strcmp(argv[1], "ramp") || !strcmp(argv[1], "ramp-model")) return cmd_eval_ramp(argc - 1, argv + 1);
+    fprintf(stderr, "longctx eval: unknown subcommand '%s' (mrcr, mrcr-gen, ramp, ramp-model)\n", argv[1]);
     usage(stderr);
     return 2;
 }

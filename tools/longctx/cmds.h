@@ -8,7 +8,8 @@ int cmd_serve(int argc, char **argv);   /* = longctx-svc serve (cmd_serve.c) */
 int cmd_index(int argc, char **argv);   /* index a scope with a progress bar (cmd_index.c) */
 int cmd_query(int argc, char **argv);   /* retrieve from a scope (cmd_query.c) */
 int cmd_mcp(int argc, char **argv);     /* MCP server over stdio (cmd_mcp.c) */
-int cmd_eval(int argc, char **argv);    /* eval mrcr | mrcr-gen (cmd_eval.c) */
+int cmd_eval(int argc, char **argv);    /* eval mrcr | mrcr-gen | ramp | ramp-model (cmd_eval.c) */
+int cmd_eval_ramp(int argc, char **argv);   /* eval ramp | ramp-model (cmd_eval_ramp.c) */
 int cmd_triatt(int argc, char **argv);  /* triatt replay | simulate (cmd_triatt.c) */
 
 #endif

@@ -12,7 +12,7 @@ static const struct {
     {"index", cmd_index, "index a project directory: longctx index PATH"},
     {"query", cmd_query, "retrieve code for a query: longctx query PATH TEXT"},
     {"mcp", cmd_mcp, "MCP server over stdio for coding agents"},
-    {"eval", cmd_eval, "evaluations: eval mrcr FILE | eval mrcr-gen"},
+    {"eval", cmd_eval, "evaluations: eval mrcr FILE | eval mrcr-gen | eval ramp | eval ramp-model"},
     {"triatt", cmd_triatt, "TriAttention tools: triatt replay FILE.json | simulate"},
 };
 

@@ -1,0 +1,528 @@
+/* The rescue ramp (SPEC §6; contract in lcx_eval.h): per context size, baseline vs V3 vs
+ * V3 + longctx over a planted fact, each cell a fresh ChatSession.
+ *
+ * Sizes are in TOKENS of the model's own tokenizer: the blob is planned so the whole
+ * rendered prompt (template, blob, question) is size − max_gen − 16 tokens. Baseline gets a
+ * context that holds it without eviction; the V3 arms get budget = size·frac with the
+ * production knobs (window 128, prefix 32, warmup 256, V3), so ≈ (1 − frac) of the blob is
+ * evicted. Seeds move the fact by up to ±2 sentences around its depth (and seed the
+ * session id); generation is greedy.
+ *
+ * Cache-level recall (model-independent): the fact's tokens (its first occurrence in the
+ * conversation, i.e. where it was planted) all survive in the KV cache, or the fact text
+ * is inside a rescue message the session inserted. Answer recall is the strict NIAH grade
+ * of the answering turn's reply. */
+#include "eval/lcx_eval.h"
+#include "engine/tokenizer.h"
+#include "longctx/engine.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void lcx_ramp_defaults(lcx_ramp_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->arms[0] = o->arms[1] = o->arms[2] = true;
+    o->depths[0] = 0.1; o->depths[1] = 0.5; o->depths[2] = 0.9;
+    o->n_depths = 3;
+    o->n_seeds = 1;
+    o->rescue = LCX_RAMP_SINGLE_TURN;
+    o->budget_frac = 0.9;
+    o->n_threads = 1;
+    o->n_ubatch = 512;
+    o->max_gen = 16;
+    o->window = 128;
+    o->prefix = 32;
+    o->warmup = 256;
+    o->hybrid = 2;
+    o->prepopulate = true;
+}
+
+const char *lcx_ramp_arm_name(int arm)
+{
+    static const char *const n[] = {"baseline", "v3", "v3+longctx"};
+    return arm >= 0 && arm < LCX_RAMP_NARMS ? n[arm] : "?";
+}
+const char *lcx_ramp_rescue_name(int r) { return r == LCX_RAMP_TWO_TURN ? "two-turn" : "single-turn"; }
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+char *lcx_ramp_blob(int n_fill, double depth, int seed)
+{
+    if (n_fill < 0 || depth < 0 || depth > 1) return NULL;
+    long at = lround(depth * n_fill) + (long)(mix((uint64_t)seed) % 5) - 2;
+    if (at < 0) at = 0;
+    if (at > n_fill) at = n_fill;
+    lcx_buf b = {0};
+    for (long i = 0; i <= n_fill; i++) {
+        if (i == at && (lcx_buf_puts(&b, LCX_RAMP_FACT) < 0 || lcx_buf_puts(&b, " ") < 0)) goto oom;
+        if (i < n_fill && lcx_buf_puts(&b, LCX_RAMP_FILLER) < 0) goto oom;
+    }
+    if (lcx_buf_append(&b, "", 0) < 0) goto oom;
+    return lcx_buf_steal(&b, NULL);
+oom:
+    lcx_buf_free(&b);
+    return NULL;
+}
+
+static char *concat3(const char *a, const char *b, const char *c)
+{
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+    char *o = malloc(la + lb + lc + 1);
+    if (!o) return NULL;
+    memcpy(o, a, la);
+    memcpy(o + la, b, lb);
+    memcpy(o + la + lb, c, lc + 1);
+    return o;
+}
+
+static int count_tokens(const eng_tokenizer *t, const char *s)
+{
+    size_t n = strlen(s);
+    int32_t *ids = malloc((n + 16) * sizeof *ids);
+    if (!ids) return LCX_ENOMEM;
+    int r = eng_tokenize(t, s, n, false, true, ids, (int)n + 16);
+    free(ids);
+    return r;
+}
+
+/* Filler sentences so the rendered single-turn prompt is about `target` tokens. */
+static int plan_fill(const eng_tokenizer *t, int target)
+{
+    char *ten = NULL;
+    lcx_buf b = {0};
+    for (int i = 0; i < 10; i++) lcx_buf_puts(&b, LCX_RAMP_FILLER);
+    lcx_buf_append(&b, "", 0);
+    ten = lcx_buf_steal(&b, NULL);
+    if (!ten) return LCX_ENOMEM;
+    int n10 = count_tokens(t, ten);
+    free(ten);
+    int nf = count_tokens(t, LCX_RAMP_FACT " ");
+    int nq = count_tokens(t, "\n\n" LCX_RAMP_QUESTION);
+    if (n10 <= 0 || nf < 0 || nq < 0) return LCX_EINVAL;
+    const int overhead = 24;   /* BOS + ChatML markers and role lines (measured: ~12) */
+    long room = (long)target - overhead - nf - nq;
+    return room > 0 ? (int)(room * 10 / n10) : 0;
+}
+
+typedef struct {
+    const lcx_ramp_opts *o;
+    const eng_model *m;
+} runner;
+
+static int run_cell(const runner *R, int size, int n_fill, int arm, double depth, int seed, lcx_ramp_cell *out,
+                    char *err, size_t err_len)
+{
+    const lcx_ramp_opts *o = R->o;
+    const double t_start = lcx_now_ms();
+    memset(out, 0, sizeof *out);
+    out->size = size;
+    out->arm = arm;
+    out->rescue = o->rescue;
+    out->depth = depth;
+    out->seed = seed;
+    eng_session_params sp = eng_session_default_params();
+    sp.ctx.n_threads = o->n_threads;
+    sp.ctx.n_ubatch = o->n_ubatch;
+    sp.max_tokens = o->max_gen;
+    sp.rescue = o->rescue == LCX_RAMP_TWO_TURN ? ENG_RESCUE_TWO_TURN : ENG_RESCUE_SINGLE_TURN;
+    char sid[160];
+    snprintf(sid, sizeof sid, "ramp-%ld-%d-%d-%.3f-%d-%llx", (long)getpid(), size, arm, depth, seed,
+             (unsigned long long)(mix((uint64_t)lcx_now_ms()) & 0xffffff));
+    sp.session_id = sid;
+    sp.prepopulate = o->prepopulate;
+    triatt_config tc;
+    triatt_config_default(&tc);
+    if (arm == LCX_RAMP_BASELINE) {
+        sp.ctx.n_ctx = size + 64;
+    } else {
+        tc.enabled = true;
+        tc.budget = (int)(size * o->budget_frac);
+        tc.window = o->window;
+        tc.prefix = o->prefix;
+        tc.warmup = o->warmup;
+        tc.version = (triatt_version)o->hybrid;
+        tc.seed = (uint64_t)seed;
+        if (arm == LCX_RAMP_V3_LONGCTX) snprintf(tc.endpoint, sizeof tc.endpoint, "%s", o->endpoint);
+        else tc.endpoint[0] = 0;
+        /* a round keeps budget cells; a ubatch and the trigger slack must fit on top */
+        sp.ctx.n_ctx = LCX_MAX(size + 64, tc.budget + tc.divide_length + o->n_ubatch + 64);
+        sp.triatt = &tc;
+    }
+    eng_session *s = NULL;
+    int rc = eng_session_init(R->m, &sp, &s, err, err_len);
+    if (rc < 0) return rc;
+    char *blob = lcx_ramp_blob(n_fill, depth, seed), *msg = NULL, *reply = NULL;
+    if (!blob) { rc = LCX_ENOMEM; goto out; }
+    eng_session_turn tn;
+    const bool two = arm != LCX_RAMP_BASELINE && o->rescue == LCX_RAMP_TWO_TURN;
+    if (two) {
+        if (!(msg = concat3(blob, "\n\n", LCX_RAMP_TURN1_ASK))) { rc = LCX_ENOMEM; goto out; }
+        double t0 = lcx_now_ms();
+        rc = eng_session_respond(s, msg, NULL);
+        out->t1_s = (lcx_now_ms() - t0) / 1e3;
+        if (rc < 0) goto out;
+        t0 = lcx_now_ms();
+        rc = eng_session_respond(s, LCX_RAMP_QUESTION, &reply);
+        out->t2_s = (lcx_now_ms() - t0) / 1e3;
+    } else {
+        if (!(msg = concat3(blob, "\n\n", LCX_RAMP_QUESTION))) { rc = LCX_ENOMEM; goto out; }
+        double t0 = lcx_now_ms();
+        rc = eng_session_respond(s, msg, &reply);
+        out->t1_s = (lcx_now_ms() - t0) / 1e3;
+    }
+    if (rc < 0) goto out;
+    eng_session_last_turn(s, &tn);
+    out->rescue_chunks = tn.rescue_chunks;
+    out->rescue_ms = tn.rescue_ms;
+    /* the rescue tokens' share of the answering turn's prefill (same cost per token) */
+    if (tn.n_prefilled > 0) out->extra_prefill_ms = tn.prefill_ms * tn.rescue_tokens / tn.n_prefilled;
+    int g = lcx_niah_grade(reply ? reply : "", LCX_RAMP_QUESTION, LCX_RAMP_ANSWER);
+    out->answer = g > 0 ? g : LCX_NIAH_FAIL;
+    int ch = eng_session_cache_holds(s, LCX_RAMP_FACT);
+    int rh = eng_session_rescue_holds(s, LCX_RAMP_FACT);
+    out->fact_in_cache = ch == 1;
+    out->fact_in_rescue = rh == 1;
+    out->cache_recall = eng_session_fact_recall(s, LCX_RAMP_FACT) == 1;
+    eng_session_tokens(s, &out->n_tokens);
+    eng_triatt_stats st;
+    if (eng_triatt_get_stats(eng_session_ctx(s), &st) == 0) {
+        out->rounds = (int)st.rounds;
+        out->evicted_pct = out->n_tokens ? 100.0 * (double)st.cells_evicted / out->n_tokens : 0;
+        out->spans_sent = st.spans_sent;
+        out->spans_dropped = st.spans_dropped;
+    }
+    rc = 0;
+out:
+    if (rc < 0 && err && err_len && !*err) snprintf(err, err_len, "cell size %d %s: %s", size, lcx_ramp_arm_name(arm), lcx_strerror(rc));
+    free(blob);
+    free(msg);
+    free(reply);
+    eng_session_free(s);
+    out->total_s = (lcx_now_ms() - t_start) / 1e3;
+    return rc;
+}
+
+int lcx_ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, char *err, size_t err_len)
+{
+    if (err && err_len) *err = 0;
+    if (!o || !o->model_path || !cells || !n_cells || o->n_sizes < 1 || o->n_sizes > LCX_RAMP_MAX_SIZES ||
+        o->n_depths < 1 || o->n_depths > LCX_RAMP_MAX_DEPTHS || o->n_seeds < 1 || o->budget_frac <= 0 ||
+        o->budget_frac > 1 || o->max_gen < 1) {
+        if (err && err_len) snprintf(err, err_len, "ramp: bad options (sizes, depths, seeds, budget fraction, max_gen)");
+        return LCX_EINVAL;
+    }
+    *cells = NULL;
+    *n_cells = 0;
+    if (o->arms[LCX_RAMP_V3_LONGCTX] && (!o->endpoint || !*o->endpoint)) {
+        if (err && err_len) snprintf(err, err_len, "ramp: the v3+longctx arm needs an endpoint");
+        return LCX_EINVAL;
+    }
+    for (int i = 0; i < o->n_sizes; i++)
+        if (o->sizes[i] < 2 * (o->warmup + o->window) || o->sizes[i] * o->budget_frac <= o->window + o->prefix + 1) {
+            if (err && err_len)
+                snprintf(err, err_len, "ramp: size %d is too small for V3 (warmup %d, window %d: need >= %d tokens)",
+                         o->sizes[i], o->warmup, o->window, 2 * (o->warmup + o->window));
+            return LCX_EINVAL;
+        }
+    eng_model *m = NULL;
+    int rc = eng_model_load(o->model_path, &m, err, err_len);
+    if (rc < 0) return rc;
+    eng_tokenizer *tk = NULL;
+    if ((rc = eng_tokenizer_from_gguf(eng_model_gguf(m), &tk, err, err_len)) < 0) { eng_model_free(m); return rc; }
+    int n_arms = 0;
+    for (int a = 0; a < LCX_RAMP_NARMS; a++) n_arms += o->arms[a];
+    const int total = o->n_sizes * n_arms * o->n_depths * o->n_seeds;
+    lcx_ramp_cell *cs = calloc((size_t)(total ? total : 1), sizeof *cs);
+    if (!cs) { rc = LCX_ENOMEM; goto out; }
+    runner R = {o, m};
+    int k = 0;
+    for (int si = 0; si < o->n_sizes; si++) {
+        const int size = o->sizes[si];
+        const int n_fill = plan_fill(tk, size - o->max_gen - 16);
+        if (n_fill < 0) { rc = n_fill; goto out; }
+        for (int a = 0; a < LCX_RAMP_NARMS; a++) {
+            if (!o->arms[a]) continue;
+            for (int di = 0; di < o->n_depths; di++)
+                for (int seed = 1; seed <= o->n_seeds; seed++) {
+                    rc = run_cell(&R, size, n_fill, a, o->depths[di], seed, &cs[k], err, err_len);
+                    if (rc < 0) goto out;
+                    k++;
+                    if (o->on_cell) o->on_cell(o->ud, &cs[k - 1], k, total);
+                }
+        }
+    }
+    rc = 0;
+out:
+    eng_tokenizer_free(tk);
+    eng_model_free(m);
+    if (rc < 0) { free(cs); return rc; }
+    *cells = cs;
+    *n_cells = k;
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    int size, arm, n, recall, pass;
+    double total_med, t1_med, t2_med, evicted_med, rounds_med;
+} summary;
+
+/* One row per (size, arm) in first-seen order. Returns the count; *out malloc'd. */
+static int summarize(const lcx_ramp_cell *c, int n, summary **out)
+{
+    summary *S = calloc((size_t)(n ? n : 1), sizeof *S);
+    double *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
+    if (!S || !tmp) { free(S); free(tmp); return LCX_ENOMEM; }
+    int ns = 0;
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < ns && !(S[j].size == c[i].size && S[j].arm == c[i].arm)) j++;
+        if (j < ns) continue;
+        summary *s = &S[ns++];
+        s->size = c[i].size;
+        s->arm = c[i].arm;
+        int m;
+#define MED(field, dst)                                                              \
+        m = 0;                                                                       \
+        for (int k = 0; k < n; k++)                                                  \
+            if (c[k].size == s->size && c[k].arm == s->arm) tmp[m++] = (double)c[k].field; \
+        s->dst = median(tmp, m);
+        MED(total_s, total_med)
+        MED(t1_s, t1_med)
+        MED(t2_s, t2_med)
+        MED(evicted_pct, evicted_med)
+        MED(rounds, rounds_med)
+#undef MED
+        for (int k = 0; k < n; k++)
+            if (c[k].size == s->size && c[k].arm == s->arm) {
+                s->n++;
+                s->recall += c[k].cache_recall;
+                s->pass += c[k].answer == LCX_NIAH_PASS;
+            }
+    }
+    free(tmp);
+    *out = S;
+    return ns;
+}
+
+static void size_name(int size, char *b, size_t n)
+{
+    if (size % 1024 == 0) snprintf(b, n, "%dK", size / 1024);
+    else snprintf(b, n, "%d", size);
+}
+
+void lcx_ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n)
+{
+    fprintf(f, "%-6s %-11s %-11s %5s %4s %7s %7s %8s %6s %-14s %-6s %7s\n", "size", "arm", "rescue", "depth", "seed",
+            "t1_s", "t2_s", "evicted", "rounds", "answer", "cache", "total_s");
+    for (int i = 0; i < n; i++) {
+        char sz[16];
+        size_name(c[i].size, sz, sizeof sz);
+        fprintf(f, "%-6s %-11s %-11s %5.2f %4d %7.2f %7.2f %7.1f%% %6d %-14s %-6s %7.2f\n", sz, lcx_ramp_arm_name(c[i].arm),
+                c[i].arm == LCX_RAMP_BASELINE ? "-" : lcx_ramp_rescue_name(c[i].rescue), c[i].depth, c[i].seed, c[i].t1_s,
+                c[i].t2_s, c[i].evicted_pct, c[i].rounds, lcx_niah_grade_name(c[i].answer),
+                c[i].cache_recall ? "HIT" : "miss", c[i].total_s);
+    }
+    summary *S = NULL;
+    int ns = summarize(c, n, &S);
+    if (ns < 0) return;
+    fprintf(f, "\n%-6s %-11s %9s %11s %8s %9s %9s %10s\n", "size", "arm", "cache", "answer", "evicted", "t_med_s",
+            "vs_v3", "vs_base");
+    for (int i = 0; i < ns; i++) {
+        char sz[16], rec[32], ans[32], vv3[16] = "-", vb[16] = "-";
+        size_name(S[i].size, sz, sizeof sz);
+        snprintf(rec, sizeof rec, "%d/%d", S[i].recall, S[i].n);
+        snprintf(ans, sizeof ans, "%d/%d PASS", S[i].pass, S[i].n);
+        for (int j = 0; j < ns; j++) {
+            if (S[j].size != S[i].size || S[j].total_med <= 0 || i == j) continue;
+            if (S[j].arm == LCX_RAMP_V3) snprintf(vv3, sizeof vv3, "%+.1f%%", 100 * (S[i].total_med / S[j].total_med - 1));
+            if (S[j].arm == LCX_RAMP_BASELINE) snprintf(vb, sizeof vb, "%+.1f%%", 100 * (S[i].total_med / S[j].total_med - 1));
+        }
+        fprintf(f, "%-6s %-11s %9s %11s %7.1f%% %9.2f %9s %10s\n", sz, lcx_ramp_arm_name(S[i].arm), rec, ans,
+                S[i].evicted_med, S[i].total_med, vv3, vb);
+    }
+    free(S);
+}
+
+char *lcx_ramp_json(const char *model, const lcx_ramp_cell *c, int n)
+{
+    cJSON *root = cJSON_CreateObject(), *arr = NULL;
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "model", model ? model : "");
+    arr = cJSON_AddArrayToObject(root, "cells");
+    if (!arr) { cJSON_Delete(root); return NULL; }
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o) { cJSON_Delete(root); return NULL; }
+        cJSON_AddItemToArray(arr, o);
+        cJSON_AddNumberToObject(o, "size", c[i].size);
+        cJSON_AddStringToObject(o, "arm", lcx_ramp_arm_name(c[i].arm));
+        cJSON_AddStringToObject(o, "rescue", lcx_ramp_rescue_name(c[i].rescue));
+        cJSON_AddNumberToObject(o, "depth", c[i].depth);
+        cJSON_AddNumberToObject(o, "seed", c[i].seed);
+        cJSON_AddNumberToObject(o, "t1_s", round(c[i].t1_s * 1e4) / 1e4);
+        cJSON_AddNumberToObject(o, "t2_s", round(c[i].t2_s * 1e4) / 1e4);
+        cJSON_AddNumberToObject(o, "evicted_pct", round(c[i].evicted_pct * 100) / 100);
+        cJSON_AddNumberToObject(o, "rounds", c[i].rounds);
+        cJSON_AddStringToObject(o, "answer", lcx_niah_grade_name(c[i].answer));
+        cJSON_AddBoolToObject(o, "cache_recall", c[i].cache_recall);
+        cJSON_AddNumberToObject(o, "total_s", round(c[i].total_s * 1e4) / 1e4);
+    }
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+/* ---- SVG ---------------------------------------------------------------------------
+ * Two panels sharing the x axis (context size, log2 spaced): top = cache-level recall per
+ * arm (share of cells, 0–100 %), bottom = median total time per arm (seconds, log scale
+ * when the range spans > 20×). One colour per arm, a legend, and the answer PASS rate as a
+ * small label. Self-contained (no fonts or scripts beyond generic sans-serif). */
+static const char *const ARM_COLOR[LCX_RAMP_NARMS] = {"#6b7280", "#dc2626", "#2563eb"};
+
+char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
+{
+    summary *S = NULL;
+    int ns = summarize(c, n, &S);
+    if (ns < 0) return NULL;
+    int sizes[LCX_RAMP_MAX_SIZES * 4], nz = 0;
+    double tmin = INFINITY, tmax = 0;
+    for (int i = 0; i < ns; i++) {
+        int j = 0;
+        while (j < nz && sizes[j] != S[i].size) j++;
+        if (j == nz && nz < (int)(sizeof sizes / sizeof *sizes)) sizes[nz++] = S[i].size;
+        if (S[i].total_med > 0) { tmin = fmin(tmin, S[i].total_med); tmax = fmax(tmax, S[i].total_med); }
+    }
+    for (int i = 1; i < nz; i++)
+        for (int j = i; j > 0 && sizes[j - 1] > sizes[j]; j--) { int t = sizes[j]; sizes[j] = sizes[j - 1]; sizes[j - 1] = t; }
+    if (!isfinite(tmin)) { tmin = 0.1; tmax = 1; }
+    const bool logt = tmax / tmin > 20;
+    /* linear time axis: a 1/2/5 step so the ticks read as round numbers */
+    double step = 1;
+    if (!logt) {
+        const double raw = tmax * 1.05 / 4, mag = pow(10, floor(log10(raw)));
+        step = raw <= mag ? mag : raw <= 2 * mag ? 2 * mag : raw <= 5 * mag ? 5 * mag : 10 * mag;
+    }
+    const int nt = logt ? 4 : (int)ceil(tmax * 1.05 / step);
+    const double tspan = logt ? 1 : nt * step;
+    const double W = 800, H = 570, L = 84, R = 200, T = 76, PH = 190, GAP = 64, PAD = 12;
+    const double pw = W - L - R;
+    lcx_buf b = {0};
+#define X(i) (nz > 1 ? L + 20 + (pw - 40) * (double)(i) / (nz - 1) : L + pw / 2)
+    lcx_buf_printf(&b,
+                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+                   "font-family=\"Helvetica, Arial, sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+                   W, H, W, H);
+    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"30\" font-size=\"19\" font-weight=\"bold\" fill=\"#111\">Planted-fact ramp: "
+                       "does the fact survive KV eviction?</text>\n", L);
+    char mname[160];
+    snprintf(mname, sizeof mname, "%s", model ? model : "");
+    for (char *p = mname; *p; p++)
+        if (*p == '<' || *p == '>' || *p == '&' || *p == '"') *p = '_';
+    int ncells = 0;
+    for (int i = 0; i < ns; i++) ncells += S[i].n;
+    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"52\" font-size=\"12\" fill=\"#555\">%s · %d cells · kept = every fact token "
+                       "still in the KV cache, or rescued into the prompt</text>\n",
+                   L, mname, ncells);
+    for (int panel = 0; panel < 2; panel++) {
+        const double y0 = T + panel * (PH + GAP), y1 = y0 + PH;
+        const double iy0 = y0 + PAD, iy1 = y1 - PAD, ih = iy1 - iy0;   /* data area inside the frame */
+        lcx_buf_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n",
+                       L, y0, pw, PH);
+        const int ng = panel == 0 ? 4 : nt;
+        for (int g = 0; g <= ng; g++) {
+            double yy = iy1 - ih * g / (double)ng;
+            char lab[32];
+            if (panel == 0) snprintf(lab, sizeof lab, "%d%%", g * 25);
+            else {
+                double v = logt ? tmin * pow(tmax / tmin, g / 4.0) : step * g;
+                snprintf(lab, sizeof lab, v >= 10 || v == 0 ? "%.0f s" : "%.2g s", v);
+            }
+            lcx_buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
+                               "<text x=\"%.0f\" y=\"%.1f\" font-size=\"11\" fill=\"#666\" text-anchor=\"end\">%s</text>\n",
+                           L, yy, L + pw, yy, L - 6, yy + 4, lab);
+        }
+        lcx_buf_printf(&b, "<text x=\"22\" y=\"%.0f\" font-size=\"13\" fill=\"#333\" transform=\"rotate(-90 22 %.0f)\" "
+                           "text-anchor=\"middle\">%s</text>\n", (y0 + y1) / 2, (y0 + y1) / 2,
+                       panel == 0 ? "fact kept (cache-level recall)" : "median time per cell");
+        for (int a = 0; a < LCX_RAMP_NARMS; a++) {
+            lcx_buf pts = {0};
+            for (int zi = 0; zi < nz; zi++)
+                for (int i = 0; i < ns; i++) {
+                    if (S[i].arm != a || S[i].size != sizes[zi]) continue;
+                    double yy;
+                    if (panel == 0) {
+                        const double v = S[i].n ? (double)S[i].recall / S[i].n : 0;
+                        /* arms on the same value are drawn 3 px apart so every line shows */
+                        yy = iy1 - ih * v + (a - 1) * 3.0;
+                    } else {
+                        const double v = S[i].total_med;
+                        const double fr = logt ? log(v / tmin) / log(tmax / tmin) : v / tspan;
+                        yy = iy1 - ih * fmax(0, fmin(1, fr));
+                    }
+                    lcx_buf_printf(&pts, "%s%.1f,%.1f", pts.len ? " " : "", X(zi), yy);
+                    lcx_buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"white\" "
+                                       "stroke-width=\"1\"><title>%s %d tokens: %d/%d kept, median %.2f s</title></circle>\n",
+                                   X(zi), yy, ARM_COLOR[a], lcx_ramp_arm_name(a), sizes[zi], S[i].recall, S[i].n,
+                                   S[i].total_med);
+                }
+            if (pts.len)
+                lcx_buf_printf(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
+                                   "stroke-linejoin=\"round\"/>\n", pts.data, ARM_COLOR[a]);
+            lcx_buf_free(&pts);
+        }
+        for (int zi = 0; zi < nz; zi++) {
+            char sz[16];
+            size_name(sizes[zi], sz, sizeof sz);
+            lcx_buf_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">%s</text>\n",
+                           X(zi), y1 + 17, sz);
+        }
+    }
+    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">context size "
+                       "(tokens)</text>\n", L + pw / 2, T + 2 * PH + GAP + 38);
+    /* legend: per arm, cells kept and answers passed over the whole run */
+    for (int a = 0; a < LCX_RAMP_NARMS; a++) {
+        int cells = 0, pass = 0, kept = 0;
+        for (int i = 0; i < ns; i++)
+            if (S[i].arm == a) { cells += S[i].n; pass += S[i].pass; kept += S[i].recall; }
+        if (!cells) continue;
+        double ly = T + 16 + a * 52;
+        lcx_buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"/>"
+                           "<circle cx=\"%.0f\" cy=\"%.0f\" r=\"4.5\" fill=\"%s\"/>"
+                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" font-weight=\"bold\" fill=\"#111\">%s</text>"
+                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#444\">fact kept %d/%d</text>"
+                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#777\">answer PASS %d/%d</text>\n",
+                       L + pw + 16, ly, L + pw + 42, ly, ARM_COLOR[a], L + pw + 29, ly, ARM_COLOR[a], L + pw + 50, ly + 5,
+                       lcx_ramp_arm_name(a), L + pw + 50, ly + 21, kept, cells, L + pw + 50, ly + 35, pass, cells);
+    }
+#undef X
+    lcx_buf_puts(&b, "</svg>\n");
+    free(S);
+    if (lcx_buf_append(&b, "", 0) < 0) { lcx_buf_free(&b); return NULL; }
+    return lcx_buf_steal(&b, NULL);
+}

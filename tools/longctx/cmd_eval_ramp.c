@@ -1,0 +1,223 @@
+/* longctx eval ramp — the planted-fact rescue ramp (SPEC §6; src/eval/ramp.c).
+ *   longctx eval ramp -m MODEL.gguf --sizes 8k,16k,32k,64k [--arms baseline,v3,v3+longctx]
+ *        [--depths 0.1,0.5,0.9] [--seeds N] [--rescue single-turn|two-turn] [--budget-frac 0.9]
+ *        [--longctx-endpoint URL] [--json] [--svg FILE] [-t THREADS] [--ubatch N] [--max-gen N]
+ *        [--window N --prefix N --warmup N --hybrid 0|1|2] [--svc-bin PATH] [--prepopulate 0|1]
+ *   longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--seed S]
+ * Without --longctx-endpoint (and with the v3+longctx arm) a private longctx-svc is started
+ * as a sidecar on a free port with a temporary data directory, and stopped at the end. */
+#define _GNU_SOURCE
+#include "cmds.h"
+#include "eval/lcx_eval.h"
+#include "longctx/lcx_sidecar.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: longctx eval ramp -m MODEL.gguf --sizes 8k,16k,32k,64k[,128k,256k]\n"
+            "         [--arms baseline,v3,v3+longctx] [--depths 0.1,0.5,0.9] [--seeds N]\n"
+            "         [--rescue single-turn|two-turn] [--budget-frac F (0.9)] [--longctx-endpoint URL]\n"
+            "         [--json] [--svg FILE] [-t THREADS] [--ubatch N (512)] [--max-gen N (16)]\n"
+            "         [--window 128] [--prefix 32] [--warmup 256] [--hybrid 2] [--svc-bin PATH]\n"
+            "         [--prepopulate 0|1 (1: the first over-budget prompt is also posted to longctx)]\n"
+            "       longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--seed S]\n"
+            "  Without --longctx-endpoint a private longctx-svc sidecar serves the v3+longctx arm.\n");
+}
+
+static int parse_size(const char *s, int *out)
+{
+    char *e;
+    errno = 0;
+    double v = strtod(s, &e);
+    if (e == s || errno) return -1;
+    if (*e == 'k' || *e == 'K') { v *= 1024; e++; }
+    else if (*e == 'm' || *e == 'M') { v *= 1024 * 1024; e++; }
+    if (*e || v < 1 || v > (1 << 24)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+static void on_cell(void *ud, const lcx_ramp_cell *c, int i, int n)
+{
+    (void)ud;
+    fprintf(stderr, "[ramp %d/%d] %d tokens %-10s depth %.2f seed %d: %s, answer %s, %.2f s\n", i, n, c->size,
+            lcx_ramp_arm_name(c->arm), c->depth, c->seed, c->cache_recall ? "fact kept" : "fact LOST",
+            lcx_niah_grade_name(c->answer), c->total_s);
+}
+
+static int cmd_ramp_model(int argc, char **argv)
+{
+    const char *out = NULL, *shape = "tiny";
+    unsigned long long seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--shape") && v) { shape = v; i++; }
+        else if (!strcmp(a, "--seed") && v) { seed = strtoull(v, NULL, 10); i++; }
+        else if (a[0] != '-' && !out) out = a;
+        else { fprintf(stderr, "longctx eval ramp-model: bad argument %s\n", a); usage(stderr); return 2; }
+    }
+    lcx_ramp_shape sh;
+    if (!out || lcx_ramp_model_shape(shape, &sh) < 0) {
+        fprintf(stderr, "longctx eval ramp-model: need OUT.gguf and --shape tiny|qwen2.5-0.5b\n");
+        return 2;
+    }
+    int rc = lcx_ramp_write_model(out, &sh, seed);
+    if (rc < 0) { fprintf(stderr, "longctx eval ramp-model: %s: %s\n", out, lcx_strerror(rc)); return 1; }
+    return 0;
+}
+
+int cmd_eval_ramp(int argc, char **argv)
+{
+    if (argc >= 1 && !strcmp(argv[0], "ramp-model")) return cmd_ramp_model(argc, argv);
+    lcx_ramp_opts o;
+    lcx_ramp_defaults(&o);
+    const char *svg = NULL, *svc_bin = NULL, *endpoint = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = true; continue; }
+        if (!v) { fprintf(stderr, "longctx eval ramp: %s needs a value\n", a); return 2; }
+        i++;
+        char *e = NULL;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model_path = v;
+        else if (!strcmp(a, "--sizes")) {
+            o.n_sizes = 0;
+            char *d = strdup(v), *sp = NULL;
+            for (char *t = strtok_r(d, ",", &sp); t; t = strtok_r(NULL, ",", &sp)) {
+                if (o.n_sizes == LCX_RAMP_MAX_SIZES || parse_size(t, &o.sizes[o.n_sizes]) < 0) {
+                    fprintf(stderr, "longctx eval ramp: bad size '%s' (e.g. 8k, 16384; at most %d)\n", t, LCX_RAMP_MAX_SIZES);
+                    free(d);
+                    return 2;
+                }
+                o.n_sizes++;
+            }
+            free(d);
+        } else if (!strcmp(a, "--arms")) {
+            o.arms[0] = o.arms[1] = o.arms[2] = false;
+            char *d = strdup(v), *sp = NULL;
+            for (char *t = strtok_r(d, ",", &sp); t; t = strtok_r(NULL, ",", &sp)) {
+                int k = -1;
+                for (int j = 0; j < LCX_RAMP_NARMS; j++)
+                    if (!strcmp(t, lcx_ramp_arm_name(j))) k = j;
+                if (k < 0) { fprintf(stderr, "longctx eval ramp: unknown arm '%s' (baseline, v3, v3+longctx)\n", t); free(d); return 2; }
+                o.arms[k] = true;
+            }
+            free(d);
+        } else if (!strcmp(a, "--depths")) {
+            o.n_depths = 0;
+            char *d = strdup(v), *sp = NULL;
+            for (char *t = strtok_r(d, ",", &sp); t; t = strtok_r(NULL, ",", &sp)) {
+                double x = strtod(t, &e);
+                if (*e || x < 0 || x > 1 || o.n_depths == LCX_RAMP_MAX_DEPTHS) {
+                    fprintf(stderr, "longctx eval ramp: bad depth '%s' (0..1)\n", t);
+                    free(d);
+                    return 2;
+                }
+                o.depths[o.n_depths++] = x;
+            }
+            free(d);
+        } else if (!strcmp(a, "--seeds")) { o.n_seeds = (int)strtol(v, &e, 10); if (*e || o.n_seeds < 1 || o.n_seeds > 1000) { fprintf(stderr, "longctx eval ramp: --seeds 1..1000\n"); return 2; } }
+        else if (!strcmp(a, "--rescue")) {
+            if (!strcmp(v, "single-turn")) o.rescue = LCX_RAMP_SINGLE_TURN;
+            else if (!strcmp(v, "two-turn")) o.rescue = LCX_RAMP_TWO_TURN;
+            else { fprintf(stderr, "longctx eval ramp: --rescue single-turn|two-turn\n"); return 2; }
+        } else if (!strcmp(a, "--budget-frac")) { o.budget_frac = strtod(v, &e); if (*e || o.budget_frac <= 0 || o.budget_frac > 1) { fprintf(stderr, "longctx eval ramp: --budget-frac in (0, 1]\n"); return 2; } }
+        else if (!strcmp(a, "--longctx-endpoint")) endpoint = v;
+        else if (!strcmp(a, "--svg")) svg = v;
+        else if (!strcmp(a, "--svc-bin")) svc_bin = v;
+        else if (!strcmp(a, "--prepopulate")) {
+            if (strcmp(v, "0") && strcmp(v, "1")) { fprintf(stderr, "longctx eval ramp: --prepopulate 0|1\n"); return 2; }
+            o.prepopulate = v[0] == '1';
+        }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { o.n_threads = (int)strtol(v, &e, 10); if (*e || o.n_threads < 1 || o.n_threads > 64) { fprintf(stderr, "longctx eval ramp: -t 1..64\n"); return 2; } }
+        else if (!strcmp(a, "--ubatch")) { o.n_ubatch = (int)strtol(v, &e, 10); if (*e || o.n_ubatch < 1 || o.n_ubatch > 8192) { fprintf(stderr, "longctx eval ramp: --ubatch 1..8192\n"); return 2; } }
+        else if (!strcmp(a, "--max-gen")) { o.max_gen = (int)strtol(v, &e, 10); if (*e || o.max_gen < 1 || o.max_gen > 4096) { fprintf(stderr, "longctx eval ramp: --max-gen 1..4096\n"); return 2; } }
+        else if (!strcmp(a, "--window")) { o.window = (int)strtol(v, &e, 10); if (*e || o.window < 0) { fprintf(stderr, "longctx eval ramp: --window >= 0\n"); return 2; } }
+        else if (!strcmp(a, "--prefix")) { o.prefix = (int)strtol(v, &e, 10); if (*e || o.prefix < 0) { fprintf(stderr, "longctx eval ramp: --prefix >= 0\n"); return 2; } }
+        else if (!strcmp(a, "--warmup")) { o.warmup = (int)strtol(v, &e, 10); if (*e || o.warmup < 1) { fprintf(stderr, "longctx eval ramp: --warmup >= 1\n"); return 2; } }
+        else if (!strcmp(a, "--hybrid")) { o.hybrid = (int)strtol(v, &e, 10); if (*e || o.hybrid < 0 || o.hybrid > 2) { fprintf(stderr, "longctx eval ramp: --hybrid 0|1|2\n"); return 2; } }
+        else { fprintf(stderr, "longctx eval ramp: unknown flag %s\n", a); usage(stderr); return 2; }
+    }
+    if (!o.model_path || o.n_sizes == 0) { usage(stderr); return 2; }
+    lcx_sidecar *sc = NULL;
+    char tmpd[] = "/tmp/longctx-ramp-XXXXXX";
+    bool made_tmp = false;
+    if (o.arms[LCX_RAMP_V3_LONGCTX] && !endpoint) {
+        /* the longctx-svc next to this binary, else $LONGCTX_SVC / PATH */
+        static char self_svc[4200];
+        char exe[4096];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (!svc_bin && n > 0) {
+            exe[n] = 0;
+            snprintf(self_svc, sizeof self_svc, "%s/longctx-svc", dirname(exe));
+            if (access(self_svc, X_OK) == 0) svc_bin = self_svc;
+        }
+        if (!mkdtemp(tmpd)) { fprintf(stderr, "longctx eval ramp: cannot create a temp dir: %s\n", strerror(errno)); return 1; }
+        made_tmp = true;
+        char log[4200];
+        snprintf(log, sizeof log, "%s/svc.log", tmpd);
+        lcx_sidecar_opts so = lcx_sidecar_defaults();
+        so.binary = svc_bin;
+        so.data_dir = tmpd;
+        so.log_path = log;
+        char err[512];
+        int rc = lcx_sidecar_spawn(&so, &sc, err, sizeof err);
+        if (rc < 0) {
+            fprintf(stderr, "longctx eval ramp: sidecar: %s\n", err);
+            nftw(tmpd, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+            return 1;
+        }
+        endpoint = lcx_sidecar_url(sc);
+        fprintf(stderr, "longctx eval ramp: longctx-svc sidecar at %s (pid %ld)\n", endpoint, (long)lcx_sidecar_pid(sc));
+    }
+    o.endpoint = endpoint;
+    o.on_cell = on_cell;
+    lcx_ramp_cell *cells = NULL;
+    int n = 0;
+    char err[512] = "";
+    int rc = lcx_ramp_run(&o, &cells, &n, err, sizeof err);
+    int status = 0;
+    if (rc < 0) {
+        fprintf(stderr, "longctx eval ramp: %s\n", err[0] ? err : lcx_strerror(rc));
+        status = 1;
+    } else {
+        const char *base = strrchr(o.model_path, '/');
+        base = base ? base + 1 : o.model_path;
+        if (json) {
+            char *j = lcx_ramp_json(base, cells, n);
+            if (!j) status = 1;
+            else { puts(j); free(j); }
+        } else {
+            lcx_ramp_print_table(stdout, cells, n);
+        }
+        if (svg) {
+            char *s = lcx_ramp_svg(base, cells, n);
+            if (!s || lcx_write_file_atomic(svg, s, strlen(s)) < 0) {
+                fprintf(stderr, "longctx eval ramp: cannot write %s\n", svg);
+                status = 1;
+            }
+            free(s);
+        }
+    }
+    free(cells);
+    if (sc) lcx_sidecar_stop(sc, 5000);
+    if (made_tmp) nftw(tmpd, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    return status;
+}
