@@ -277,12 +277,12 @@ class Sample:
 
 
 def build(tok, r, n_blob_tokens=None, facts=None, ask=None, fmt=None, evict=None, offset=None,
-          kinds=("spec", "spec", "essay", "words", "mix"), depths=None):
+          kinds=("spec", "spec", "essay", "words", "mix"), depths=None, n_facts=None):
     """One sample. Everything random comes from r; the arguments pin what eval needs."""
     if n_blob_tokens is None:
         n_blob_tokens = int(16 * (2 ** (r.uniform() * 4.0)))   # 16 .. 256 tokens, log-uniform
     if facts is None:
-        k = 1 if r.below(10) < 6 else r.range(2, 3)
+        k = n_facts or (1 if r.below(10) < 6 else r.range(2, 3))
         names, facts = set(), []
         while len(facts) < k:
             nm = train_name(r)

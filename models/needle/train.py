@@ -93,11 +93,15 @@ class Model(torch.nn.Module):
         return self.rms(x, self.norm) @ self.emb.weight.T
 
 
-def batches(seed, bsz):
+def batches(seed, bsz, easy=False):
     tok = nd.Tok()
     r = nd.Rng(seed)
     while True:
-        ss = [nd.build(tok, r)[0] for _ in range(bsz)]
+        if easy:   # curriculum stage: one fact, short blob, single turn, no holes
+            ss = [nd.build(tok, r, n_blob_tokens=8 + r.below(56), fmt="single", evict=0.0, n_facts=1)[0]
+                  for _ in range(bsz)]
+        else:
+            ss = [nd.build(tok, r)[0] for _ in range(bsz)]
         T = max(len(s.ids) for s in ss)
         ids = torch.zeros(bsz, T, dtype=torch.long)
         pos = torch.zeros(bsz, T, dtype=torch.long)
@@ -145,6 +149,7 @@ def main():
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--bsz", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--easy", action="store_true", help="curriculum stage only (see batches)")
     a = ap.parse_args()
     torch.set_num_threads(THREADS)
     torch.manual_seed(a.seed)
@@ -156,7 +161,7 @@ def main():
         opt, lambda s: min(1, (s + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1, s / a.steps)))))
     t0 = time.time()
     log = open(os.path.join(a.out, "train.log"), "w")
-    it = batches(a.seed, a.bsz)
+    it = batches(a.seed, a.bsz, a.easy)
     ema = None
     for step in range(a.steps):
         ids, pos, tgt = next(it)
