@@ -1,8 +1,10 @@
 /* Code retrieval pipeline (SPEC §2 /retrieve, §3): prompt → scope(s) → hits → splice.
  *
- *   1. Scopes: explicit_scope (canonicalised, secrets refused) skips detection; a query
- *      starting with "ws:" searches every scope bound to the session; otherwise the scope
- *      is detected from the prefill (lcx_scope_detect). No scope → an empty result.
+ *   1. Scopes (docs/scope.md "Scope resolution"): explicit_scope (canonicalised without
+ *      requiring existence, then checked; secrets refused) skips detection; "ws:" searches
+ *      every loaded scope bound to the session and merges by score; otherwise the scope is
+ *      detected from the prefill (lcx_scope_detect), and when that finds nothing the
+ *      session's active path cluster names it. No scope → an empty "no-scope" result.
  *   2. Each scope is made ready (Hot first, Package when Hot is small, promotion when a
  *      mention lies outside Hot) and searched with the hybrid store search (dense + BM25,
  *      fused, reranked).
@@ -307,13 +309,15 @@ static int fail(lcx_code_result *res, int rc, const char *code, const char *fmt,
     return rc;
 }
 
-static int finish(lcx_code_result *res, hitvec *h, int top_k, size_t budget)
+/* Sorts and cuts the hits, builds the splice. by_score (workspace merges): plain stable
+ * descending score; otherwise symbol pulls first, then by score. */
+static int finish(lcx_code_result *res, hitvec *h, int top_k, size_t budget, bool by_score)
 {
-    /* stable order: symbol pulls, then by score (insertion order breaks ties) */
+    /* stable insertion sort: insertion order breaks ties */
     for (int i = 1; i < h->n; i++) {
         lcx_code_hit t = h->v[i];
         int j = i - 1;
-        while (j >= 0 && cmp_hits(&h->v[j], &t) > 0) { h->v[j + 1] = h->v[j]; j--; }
+        while (j >= 0 && (by_score ? h->v[j].score < t.score : cmp_hits(&h->v[j], &t) > 0)) { h->v[j + 1] = h->v[j]; j--; }
         h->v[j + 1] = t;
     }
     if (h->n > top_k) {
@@ -327,10 +331,43 @@ static int finish(lcx_code_result *res, hitvec *h, int top_k, size_t budget)
     return lcx_code_splice(res->hits, res->n_hits, budget, &res->splice, &res->splice_len);
 }
 
+/* A directory the resolution may use as a scope root: its project root by sentinel when
+ * there is one above it (sentinel from the root), else the directory itself with
+ * fallback_sentinel. false when it is unusable (missing, forbidden, "/"). */
+static bool cluster_root(const char *dir, char *root, char *sentinel, size_t scap, const char *fallback_sentinel)
+{
+    char canon[LCX_SCOPE_PATH_MAX], r[LCX_SCOPE_PATH_MAX];
+    if (lcx_scope_canonical(dir, canon, sizeof canon, NULL) != 0) return false;
+    if (lcx_scope__root_of(canon, r) && lcx_scope_canonical(r, root, LCX_SCOPE_PATH_MAX, NULL) == 0) {
+        const char *sn = lcx_scope_sentinel_at(root);
+        snprintf(sentinel, scap, "%s", sn ? sn : "");
+        return true;
+    }
+    strcpy(root, canon);
+    snprintf(sentinel, scap, "%s", fallback_sentinel);
+    return true;
+}
+
+static bool is_ancestor_or_same(const char *a, const char *p)
+{
+    size_t n = strlen(a);
+    return !strncmp(a, p, n) && (p[n] == 0 || p[n] == '/');
+}
+
+/* Fills scope path/hash/sentinel for a scope that was not searched (indexing). */
+static void scope_named(lcx_code_result *res, const char *root, const char *sentinel)
+{
+    snprintf(res->scope.scope_path, sizeof res->scope.scope_path, "%s", root);
+    lcx_scope_hash(root, res->scope.scope_hash);
+    snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "%s", sentinel);
+    snprintf(res->scope.status, sizeof res->scope.status, "none");
+}
+
 int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result *res)
 {
     memset(res, 0, sizeof *res);
     res->used_rerank = true;
+    res->status = "no-scope";
     if (!(res->splice = strdup(""))) return LCX_ENOMEM;
     if (!m || !rq) return fail(res, LCX_EINVAL, "bad_request", "no request%s", NULL);
     const char *q = rq->query;
@@ -342,44 +379,68 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         return fail(res, LCX_EINVAL, "bad_request", "prefill_text is not valid UTF-8%s", NULL);
     int top_k = rq->top_k ? rq->top_k : 8;
     if (top_k < 1 || top_k > 64) return fail(res, LCX_EINVAL, "bad_request", "top_k must be 1..64%s", NULL);
-    bool ws = qlen >= 3 && !strncasecmp(q, "ws:", 3);
-    if (ws) {
-        q += 3, qlen -= 3;
-        while (qlen && isspace((unsigned char)*q)) q++, qlen--;
-        if (!qlen) return fail(res, LCX_EINVAL, "bad_request", "missing query after ws:%s", NULL);
-    }
+    const char *session = rq->session_id && *rq->session_id ? rq->session_id : NULL;
+    const char *explicit_scope = rq->explicit_scope && *rq->explicit_scope ? rq->explicit_scope : NULL;
+    bool ws = explicit_scope && !strcmp(explicit_scope, "ws:");
 
     /* which scopes */
     char (*roots)[LCX_SCOPE_PATH_MAX] = malloc(LCX_MAX_BOUND * sizeof *roots);
     if (!roots) return LCX_ENOMEM;
     int nr = 0, rc = 0;
+    char sentinel[24] = "";
     lcx_scope_detection det = {0};
+    det.sentinel = "";
     bool have_det = false;
-    if (ws && rq->session_id) nr = lcx_scopes_session(m, rq->session_id, roots, LCX_MAX_BOUND);
-    if (!nr && rq->explicit_scope && *rq->explicit_scope) {
+    if (ws) {
+        /* workspace: prefill and default_scope are ignored */
+        res->workspace = true;
+        snprintf(res->scope.scope_path, sizeof res->scope.scope_path, "ws:");
+        snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "workspace");
+        snprintf(res->scope.status, sizeof res->scope.status, "none");
+        nr = session ? lcx_scopes__bound_loaded(m, session, roots, LCX_MAX_BOUND) : 0;
+        if (!nr) { free(roots); return 0; }   /* no session, unknown session, nothing bound */
+    } else if (explicit_scope) {
+        char loose[LCX_SCOPE_PATH_MAX];
         const char *why = NULL;
-        rc = lcx_scope_canonical(rq->explicit_scope, roots[0], LCX_SCOPE_PATH_MAX, &why);
+        rc = lcx_scope__canon_loose(explicit_scope, loose, sizeof loose);
+        if (!rc) rc = lcx_scope_canonical(loose, roots[0], LCX_SCOPE_PATH_MAX, &why);
         if (rc) {
             free(roots);
-            return fail(res, rc, why ? why : "bad_scope", "explicit_scope %s is not a usable directory", rq->explicit_scope);
+            return fail(res, rc, why ? why : "bad_scope", "explicit_scope %s is not a usable directory", explicit_scope);
         }
         nr = 1;
+        snprintf(sentinel, sizeof sentinel, "explicit");
         /* mentions still steer the Hot set when they lie inside the explicit scope */
-        if (lcx_scope_detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, roots[0], &det) == 0) have_det = true;
-    } else if (!nr) {
-        if (rq->default_scope && *rq->default_scope) {
-            char tmp[LCX_SCOPE_PATH_MAX];
-            const char *why = NULL;
-            rc = lcx_scope_canonical(rq->default_scope, tmp, sizeof tmp, &why);
-            if (rc) {
-                free(roots);
-                return fail(res, rc, why ? why : "bad_scope", "default_scope %s is not a usable directory", rq->default_scope);
-            }
-        }
+        if (lcx_scope__detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, roots[0], true, &det) == 0) have_det = true;
+        if (session) lcx_scopes__bind(m, session, roots[0]);   /* binds only itself */
+    } else {
         rc = lcx_scope_detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, rq->default_scope, &det);
         if (rc) { free(roots); return fail(res, rc, "internal", "scope detection failed%s", NULL); }
         have_det = true;
-        if (det.scope_path) snprintf(roots[nr++], LCX_SCOPE_PATH_MAX, "%s", det.scope_path);
+        char active[LCX_SCOPE_PATH_MAX] = "";
+        char (*spec)[LCX_SCOPE_PATH_MAX] = NULL;
+        int n_spec = 0;
+        if (session && (spec = malloc(LCX_CLUSTER_SPECULATE * sizeof *spec)))
+            lcx_scopes__cluster_turn(m, session, det.paths, det.n_paths, active, sizeof active, spec, &n_spec);
+        if (det.scope_path) {
+            snprintf(roots[nr++], LCX_SCOPE_PATH_MAX, "%s", det.scope_path);
+            snprintf(sentinel, sizeof sentinel, "%s", det.sentinel);
+        } else if (active[0] && cluster_root(active, roots[0], sentinel, sizeof sentinel, "cluster")) {
+            nr = 1;   /* the conversation's project, though this turn names no path */
+        }
+        for (int i = 0; i < n_spec; i++) {   /* candidates: built ahead, never bound */
+            char r[LCX_SCOPE_PATH_MAX], sn[24];
+            if (!cluster_root(spec[i], r, sn, sizeof sn, "cluster-speculative")) continue;
+            if ((nr && !strcmp(r, roots[0])) || lcx_scopes__ready(m, r)) continue;
+            lcx_scopes__index_async(m, r, NULL, 0, "cluster-speculative");
+        }
+        free(spec);
+        if (nr && session) {
+            /* workspace binding: the other project roots named in this prefill, then the scope */
+            for (int i = det.n_roots - 1; i >= 0; i--)
+                if (!is_ancestor_or_same(det.roots[i], roots[0])) lcx_scopes__bind(m, session, det.roots[i]);
+            lcx_scopes__bind(m, session, roots[0]);
+        }
     }
     if (!nr) {   /* nothing to search: an empty, successful answer */
         lcx_scope_detection_free(&det);
@@ -387,34 +448,50 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         snprintf(res->scope.status, sizeof res->scope.status, "none");
         return 0;
     }
+    const char *const *ments0 = NULL;
+    int nm0 = 0;
+    if (have_det && !ws) {
+        ments0 = (const char *const *)det.mentions;
+        nm0 = det.n_mentions;
+    }
+    if (rq->async && !ws && !lcx_scopes__ready(m, roots[0])) {
+        /* x-longctx-async: build in the background, answer at once */
+        rc = lcx_scopes__index_async(m, roots[0], ments0, nm0, NULL);
+        if (rc == 0) {
+            scope_named(res, roots[0], sentinel);
+            res->status = "indexing";
+            res->n_scopes = 1;
+            lcx_scope_detection_free(&det);
+            free(roots);
+            return 0;
+        }
+        rc = 0;   /* too many background builds: build now */
+    }
 
     hitvec h = {0};
     float conf0 = 0;
-    bool any_sym = false;
+    bool any_sym = false, promote_failed = false;
+    uint32_t chunks = 0;
     lcx_scope *primary = NULL;
     for (int i = 0; i < nr && !rc; i++) {
         lcx_scope *s;
-        const char *const *ments = NULL;
-        int nm = 0;
-        if (have_det && det.scope_path && !strcmp(det.scope_path, roots[i])) {
-            ments = (const char *const *)det.mentions;
-            nm = det.n_mentions;
+        rc = lcx_scopes__acquire(m, roots[i], i == 0 ? ments0 : NULL, i == 0 ? nm0 : 0, false, NULL, NULL, &s);
+        if (rc) {
+            if (ws && rc != LCX_ENOMEM) { rc = 0; continue; }   /* unloaded meanwhile: skip it */
+            fail(res, rc, lcx_scope_err_code(rc), "indexing the scope failed: %s", lcx_strerror(rc));
+            break;
         }
-        rc = lcx_scopes__acquire(m, roots[i], ments, nm, false, NULL, NULL, &s);
-        if (rc) { fail(res, rc, lcx_scope_err_code(rc), "indexing the scope failed: %s", lcx_strerror(rc)); break; }
         float conf = 0;
         rc = search_scope(s, q, qlen, top_k, NULL, &h, &conf, &any_sym);
         if (rc) fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc));
-        if (i == 0) {
-            pthread_mutex_lock(&s->mu);
-            lcx_scope__fill_info(s, &res->scope);
-            pthread_mutex_unlock(&s->mu);
-            conf0 = conf;
-            primary = s;
-        } else {
-            if (conf > conf0) conf0 = conf;
-            lcx_scopes__release(m, s);
-        }
+        pthread_mutex_lock(&s->mu);
+        if (!primary) lcx_scope__fill_info(s, &res->scope);
+        chunks += s->store ? lcx_store_count(s->store) : 0;
+        promote_failed |= s->promote_failed;
+        pthread_mutex_unlock(&s->mu);
+        if (conf > conf0) conf0 = conf;
+        if (!primary && !ws) primary = s;
+        else lcx_scopes__release(m, s);
     }
     res->n_scopes = nr;
     lcx_scope_detection_free(&det);
@@ -424,14 +501,23 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         free(roots);
         return rc;
     }
+    res->retrieved = true;
     res->confidence = any_sym ? 1.0f : conf0;
-    if (!ws && rq->session_id && *rq->session_id) lcx_scopes__bind(m, rq->session_id, roots[0]);
+    if (ws) {
+        snprintf(res->scope.scope_path, sizeof res->scope.scope_path, "ws:");
+        res->scope.scope_hash[0] = 0;
+        snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "workspace");
+        res->status = "ready";   /* also with 0 chunks */
+    } else {
+        snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "%s", sentinel);
+        res->status = promote_failed ? "error" : chunks == 0 ? "empty" : "ready";
+    }
     if (primary) {
         lcx_scopes__note_turn(m, primary, res->confidence);
         lcx_scopes__release(m, primary);
     }
     free(roots);
-    return finish(res, &h, top_k, rq->budget);
+    return finish(res, &h, top_k, rq->budget, ws);
 }
 
 int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_result *res)
@@ -444,7 +530,7 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     if (!file_path || file_path[0] != '/') return fail(res, LCX_EINVAL, "bad_request", "file path must be absolute%s", NULL);
     if (lcx_scope_is_secret(file_path)) return fail(res, LCX_EINVAL, "forbidden", "%s is a secret file", file_path);
     lcx_scope_detection det;
-    int rc = lcx_scope_detect(file_path, strlen(file_path), NULL, &det);
+    int rc = lcx_scope__detect(file_path, strlen(file_path), NULL, true, &det);
     if (rc) return fail(res, rc, "internal", "scope detection failed%s", NULL);
     if (!det.scope_path || !det.n_mentions) {
         lcx_scope_detection_free(&det);
@@ -498,5 +584,5 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     res->confidence = conf;
     /* related = by similarity: symbol pulls of the file's own names are not "related" */
     for (int i = 0; i < h.n; i++) h.v[i].symbol_hit = false;
-    return finish(res, &h, top_k, 0);
+    return finish(res, &h, top_k, 0, false);
 }

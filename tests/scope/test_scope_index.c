@@ -236,9 +236,9 @@ static void test_retrieve_basic(void **st)
     assert_int_equal(lcx_code_retrieve(m, &rq, &r), LCX_EINVAL);
     assert_string_equal(r.err_code, "forbidden");
     lcx_code_result_free(&r);
-    rq.explicit_scope = "relative/path";
-    assert_int_equal(lcx_code_retrieve(m, &rq, &r), LCX_EINVAL);
-    assert_string_equal(r.err_code, "bad_scope");
+    rq.explicit_scope = "relative/path/not/there";   /* resolved against the cwd */
+    assert_int_equal(lcx_code_retrieve(m, &rq, &r), LCX_ENOTFOUND);
+    assert_string_equal(r.err_code, "not_found");
     lcx_code_result_free(&r);
     snprintf(ex, sizeof ex, "%s/nope", proj);
     rq.explicit_scope = ex;
@@ -712,14 +712,25 @@ static void test_ws_sessions(void **st)
     lcx_code_result_free(&r);
     assert_int_equal(retrieve(m, pb, "ServeWombat", 4, "ws-sess", &r), 0);
     lcx_code_result_free(&r);
-    assert_int_equal(retrieve(m, NULL, "ws: ServeWombat parse_header", 8, "ws-sess", &r), 0);
+    lcx_code_request wq = lcx_code_request_init();
+    wq.query = "ServeWombat parse_header";
+    wq.query_len = strlen(wq.query);
+    wq.top_k = 8;
+    wq.explicit_scope = "ws:";
+    wq.session_id = "ws-sess";
+    assert_int_equal(lcx_code_retrieve(m, &wq, &r), 0);
     assert_int_equal(r.n_scopes, 2);
+    assert_string_equal(r.status, "ready");
     assert_true(any_hit_path(&r, "/main.go"));
     assert_true(any_hit_path(&r, "/src/http.c"));
+    for (int i = 1; i < r.n_hits; i++) assert_true(r.hits[i - 1].score >= r.hits[i].score);   /* merged by score */
     lcx_code_result_free(&r);
     /* another session sees nothing bound */
-    assert_int_equal(retrieve(m, NULL, "ws: ServeWombat", 8, "other", &r), 0);
+    wq.session_id = "other";
+    assert_int_equal(lcx_code_retrieve(m, &wq, &r), 0);
     assert_int_equal(r.n_scopes, 0);
+    assert_string_equal(r.status, "no-scope");
+    assert_true(r.workspace);
     lcx_code_result_free(&r);
     lcx_scopes_close(m);
     tu_rmrf(data);
