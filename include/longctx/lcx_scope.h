@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define LCX_SCOPE_PATH_MAX 4096
-#define LCX_SPLICE_BUDGET 16384   /* SPEC §2: chars (we count bytes, which is stricter) */
+#define LCX_SPLICE_BUDGET 16384   /* SPEC §2: characters (code points), as the reference */
 
 /* ------------------------------------------------------------------------------------
  * Scope detection (SPEC §3), stateless. Finds absolute paths in text (under the
@@ -222,9 +222,11 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
 void lcx_code_result_free(lcx_code_result *r);
 
 /* SPEC §2 splice: "## Retrieved code context\n\n" then per hit
- * "// {file_path}:{start}-{end}\n```\n{text}\n```\n\n", total ≤ budget bytes: stops when
- * ≤ 200 remain, else truncates the last block (on a UTF-8 boundary) and ends it with
- * "\n... [truncated]". No hits → "". *out malloc'd. Returns 0 or LCX_ENOMEM. */
+ * "// {file_path}:{start}-{end}\n```\n{text}\n```\n\n", with the reference's exact budget
+ * (characters = code points): the heading counts as used; per hit remaining = budget −
+ * used − (len("// path:a-b") + 12); remaining ≤ 200 stops; a longer text is cut to
+ * remaining characters and ends with "\n... [truncated]"; used grows by the block's
+ * length. No hits (or no room) → "". *out malloc'd. Returns 0 or LCX_ENOMEM. */
 int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, size_t *out_len);
 
 #ifdef __cplusplus

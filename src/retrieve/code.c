@@ -31,16 +31,38 @@
 #define MAX_DEFS 5
 #define SPLICE_HEADER "## Retrieved code context\n\n"
 #define TRUNC_MARK "\n... [truncated]"
+#define SPLICE_FENCE_CHARS 12     /* the reference's allowance for the fences around a text */
+#define SPLICE_MIN_REMAINING 200  /* at most this much room left: stop */
 
 /* ---------------------------------------------------------------- splice */
 
-/* Largest n' ≤ n that does not cut a UTF-8 sequence. */
-static size_t utf8_cut(const char *s, size_t n)
+/* Code points in s[0..n) (the budget counts characters, as the reference's Python). */
+static size_t cp_count(const char *s, size_t n)
 {
-    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80) n--;
-    return n;
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
 }
 
+/* Bytes of the first k code points of s[0..n). */
+static size_t cp_prefix(const char *s, size_t n, size_t k)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (((unsigned char)s[i] & 0xc0) != 0x80) {
+            if (k == 0) break;
+            k--;
+        }
+        i++;
+    }
+    return i;
+}
+
+/* SPEC §2 with the reference's exact accounting: the heading counts as used; for each
+ * chunk remaining = budget − used − (len("// path:a-b") + 12); remaining ≤ 200 stops
+ * (this and later chunks dropped); a longer text is cut to remaining characters and
+ * gets "\n... [truncated]"; used grows by the block's real length. So a cut block may
+ * end the splice a few characters past the budget, as in the reference. */
 int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, size_t *out_len)
 {
     *out = NULL;
@@ -48,28 +70,29 @@ int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, 
     if (!budget) budget = LCX_SPLICE_BUDGET;
     lcx_buf b = {0};
     int rc = 0;
-    if (n > 0 && budget > strlen(SPLICE_HEADER) + 200) {
-        rc = lcx_buf_puts(&b, SPLICE_HEADER);
-        lcx_buf blk = {0};
+    if (n > 0) {
+        size_t used = cp_count(SPLICE_HEADER, strlen(SPLICE_HEADER));
+        lcx_buf hdr = {0};
         for (int i = 0; i < n && !rc; i++) {
-            size_t remaining = budget - b.len;
-            if (remaining <= 200) break;
-            blk.len = 0;
-            rc = lcx_buf_printf(&blk, "// %s:%u-%u\n```\n", hits[i].file_path, hits[i].start_line, hits[i].end_line);
-            if (!rc) rc = lcx_buf_puts(&blk, hits[i].text);
-            if (!rc) rc = lcx_buf_puts(&blk, "\n```\n\n");
-            if (rc) break;
-            if (blk.len <= remaining) {
-                rc = lcx_buf_append(&b, blk.data, blk.len);
-                continue;
-            }
-            /* last block: cut to fit, end with the marker */
-            size_t keep = utf8_cut(blk.data, remaining - strlen(TRUNC_MARK));
-            rc = lcx_buf_append(&b, blk.data, keep);
-            if (!rc) rc = lcx_buf_puts(&b, TRUNC_MARK);
-            break;
+            hdr.len = 0;
+            if ((rc = lcx_buf_printf(&hdr, "// %s:%u-%u", hits[i].file_path, hits[i].start_line, hits[i].end_line))) break;
+            size_t overhead = cp_count(hdr.data, hdr.len) + SPLICE_FENCE_CHARS;
+            if (used + overhead >= budget || budget - used - overhead <= SPLICE_MIN_REMAINING) break;
+            size_t remaining = budget - used - overhead;
+            if (!b.len && (rc = lcx_buf_puts(&b, SPLICE_HEADER))) break;
+            size_t start = b.len;
+            const char *t = hits[i].text ? hits[i].text : "";
+            size_t tl = strlen(t);
+            bool cut = cp_count(t, tl) > remaining;
+            if (cut) tl = cp_prefix(t, tl, remaining);
+            rc = lcx_buf_append(&b, hdr.data, hdr.len);
+            if (!rc) rc = lcx_buf_puts(&b, "\n```\n");
+            if (!rc) rc = lcx_buf_append(&b, t, tl);
+            if (!rc && cut) rc = lcx_buf_puts(&b, TRUNC_MARK);
+            if (!rc) rc = lcx_buf_puts(&b, "\n```\n\n");
+            used += cp_count(b.data + start, b.len - start);
         }
-        lcx_buf_free(&blk);
+        lcx_buf_free(&hdr);
     }
     if (rc) { lcx_buf_free(&b); return rc; }
     if (!b.data && (rc = lcx_buf_puts(&b, ""))) return rc;
