@@ -125,9 +125,9 @@ static void test_splice_format(void **st)
     free(s);
     /* the budget's edge cases (the reference's exact accounting) are in test_compat_units.c;
      * here: a cut block keeps its fences, and UTF-8 is never cut inside a character */
-    char *u = malloc(30001);
-    for (int i = 0; i < 10000; i++) memcpy(u + 3 * i, "\xe2\x82\xac", 3);
-    u[30000] = 0;
+    char *u = malloc(60001);   /* 20,000 characters: more than the budget */
+    for (int i = 0; i < 20000; i++) memcpy(u + 3 * i, "\xe2\x82\xac", 3);
+    u[60000] = 0;
     lcx_code_hit hu[2] = {{.text = u, .file_path = "/p/u.txt", .start_line = 1, .end_line = 1}, h[0]};
     assert_int_equal(lcx_code_splice(hu, 2, 0, &s, &n), 0);
     assert_true(lcx_utf8_valid(s, n));
