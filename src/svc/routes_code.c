@@ -10,13 +10,16 @@
  *     → {"chunks":[{"text","file_path","start_line","end_line","file_type","score"}],
  *        "scope_path","scope_hash","scope_status","scope_sentinel","session_id",
  *        "used_rerank","paraphrases_count","confidence","system_message"}
- *   Both /retrieve forms set x-longctx-session, x-longctx-scope (the scope path,
- *   percent-encoded outside printable ASCII), x-longctx-chunks-used,
- *   x-longctx-scope-status (hot | package | none), x-longctx-confidence (0..1, 3 decimals).
+ *   Both /retrieve forms set, on every 200, x-longctx-session (the id, "ephemeral" without
+ *   one), x-longctx-scope (the root, "" when none, "ws:"; percent-encoded outside printable
+ *   ASCII), x-longctx-chunks-used, x-longctx-scope-status (ready | empty | indexing | error |
+ *   no-scope) and, when a search ran, x-longctx-confidence (first chunk's score, 3 decimals).
+ *   Header x-longctx-async: 1|true|yes builds an unloaded scope in the background.
  * Session id: body session_id → header x-session-affinity → x-session-id; none →
- * an ephemeral id ("ephemeral-…", returned but never bound).
- * Errors (4xx JSON): bad_request (missing query, top_k out of range, bad types),
- * bad_scope (relative / not a directory) 400, not_found 404, forbidden (secrets, /proc,
+ * session_id null (never bound). Scope resolution: docs/scope.md; differences from the
+ * reference service: docs/compat.md.
+ * Errors (4xx JSON): schema errors in well-formed JSON 422 (missing_field, invalid_type,
+ * out_of_range); malformed JSON, an empty query, bad_scope (not a directory) 400, not_found 404, forbidden (secrets, /proc,
  * /sys, /dev, "/") 403, unreadable 403.
  *
  * The module's state is an lcx_scopes (include/longctx/lcx_scope.h) in svc->code; the
