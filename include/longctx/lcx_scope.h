@@ -40,13 +40,15 @@ extern "C" {
 #endif
 
 #define LCX_SCOPE_PATH_MAX 4096
-#define LCX_SPLICE_BUDGET 16384   /* SPEC §2: chars (we count bytes, which is stricter) */
+#define LCX_SPLICE_BUDGET 16384   /* SPEC §2: characters (code points), as the reference */
 
 /* ------------------------------------------------------------------------------------
- * Scope detection (SPEC §3), stateless. Finds absolute paths in text (trailing .,;:!?
- * stripped), relative ones only when default_scope is given (kept iff the file exists
- * there), maps each to its project root by sentinel files, picks the most-mentioned root,
- * applies the monorepo rule and canonicalises with realpath. */
+ * Scope detection (SPEC §3), stateless. Finds absolute paths in text (under the
+ * reference's top-level directories, src/scope/detect.c; trailing .,;:!? stripped),
+ * relative ones only when default_scope is given (kept iff the file exists there),
+ * de-duplicates them by exact string, maps each to its project root by sentinel files,
+ * picks the most-mentioned root, applies the monorepo rule and canonicalises with
+ * realpath. default_scope alone never yields a scope. */
 typedef struct {
     char *scope_path;        /* canonical root (malloc'd); NULL when nothing was detected */
     char scope_hash[17];     /* first 16 hex chars of sha256(scope_path) */
@@ -54,6 +56,11 @@ typedef struct {
     char **mentions;         /* canonical paths of the mentions under scope_path (malloc'd) */
     int n_mentions;
     int n_candidates;        /* path-like tokens seen in the text */
+    char **paths;            /* distinct mentioned paths as written (relative ones joined to
+                                default_scope), in order of first mention (malloc'd) */
+    int n_paths;
+    char **roots;            /* distinct sentinel roots of the mentions, first mention first */
+    int n_roots;
 } lcx_scope_detection;
 
 /* text may be NULL (len 0). default_scope may be NULL. Returns 0 (also when nothing was
@@ -113,6 +120,7 @@ typedef struct {
     uint32_t files_read_last;   /* files (re)read by the last build/refresh (0 = all unchanged) */
     uint32_t watched_dirs;
     bool truncated;          /* the cap (hot_cap / package_cap) was hit */
+    bool promote_failed;     /* the last Hot → Package rebuild failed; the old index serves */
     double build_ms;         /* duration of the last build/refresh */
 } lcx_scope_info;
 
@@ -155,13 +163,15 @@ uint64_t lcx_scopes_mem_bytes(lcx_scopes *m);
  * Code retrieval (src/retrieve/code.c). */
 typedef struct {
     const char *prefill; size_t prefill_len;   /* all message text scanned for paths */
-    const char *query;   size_t query_len;     /* required, non-empty; "ws:" prefix = every
-                                                  scope bound to the session */
+    const char *query;   size_t query_len;     /* required, non-empty */
     int top_k;                                 /* 1..64 (0 → 8) */
-    const char *explicit_scope;                /* skips detection (may be NULL) */
-    const char *default_scope;                 /* base for relative paths (may be NULL) */
+    const char *explicit_scope;                /* skips detection (may be NULL; "" = absent);
+                                                  "ws:" = every loaded scope bound to the session */
+    const char *default_scope;                 /* base for relative paths only (may be NULL) */
     const char *session_id;                    /* may be NULL: ephemeral, no binding */
     size_t budget;                             /* splice budget (0 → 16384) */
+    bool async;                                /* a scope not built yet is built in the
+                                                  background; the reply says "indexing" */
 } lcx_code_request;
 
 static inline lcx_code_request lcx_code_request_init(void)
@@ -189,14 +199,22 @@ typedef struct {
     float confidence;        /* 0..1: top score, 1 when a named symbol was found */
     bool used_rerank;
     int paraphrases_count;
+    const char *status;      /* static scope_status: "ready", "empty" (no chunks), "indexing"
+                                (async build running, no hits), "error" (a failed Hot → Package
+                                rebuild; the old index served), "no-scope" */
+    bool retrieved;          /* a search ran (confidence is meaningful) */
+    bool workspace;          /* explicit_scope "ws:" */
     const char *err_code;    /* static, NULL on success */
     char err_msg[256];
 } lcx_code_result;
 
-/* Detect (or take explicit_scope), ensure indexed (Hot first, Package when Hot is small
- * or on promotion), search with symbol-aware boosting, build the splice. Returns 0 (also
- * when no scope was detected: n_scopes == 0, empty splice), or a negative LCX_E* code
- * with err_code/err_msg set. res is always initialised; free it with lcx_code_result_free. */
+/* Resolve the scope (explicit_scope, else detection, else the session's active path
+ * cluster; docs/scope.md "Scope resolution"), ensure indexed (Hot first, Package when Hot
+ * is small or on promotion), search with symbol-aware boosting, build the splice. With a
+ * session, binds the scope (and the other project roots the prefill names) to it.
+ * Returns 0 (also when no scope was found: status "no-scope", n_scopes == 0, empty
+ * splice), or a negative LCX_E* code with err_code/err_msg set. res is always
+ * initialised; free it with lcx_code_result_free. */
 int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result *res);
 /* Chunks related to a file (MCP find_related): the file's symbols and first lines are
  * the query, the file itself excluded. file_path absolute; its scope is detected. */
@@ -204,9 +222,11 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
 void lcx_code_result_free(lcx_code_result *r);
 
 /* SPEC §2 splice: "## Retrieved code context\n\n" then per hit
- * "// {file_path}:{start}-{end}\n```\n{text}\n```\n\n", total ≤ budget bytes: stops when
- * ≤ 200 remain, else truncates the last block (on a UTF-8 boundary) and ends it with
- * "\n... [truncated]". No hits → "". *out malloc'd. Returns 0 or LCX_ENOMEM. */
+ * "// {file_path}:{start}-{end}\n```\n{text}\n```\n\n", with the reference's exact budget
+ * (characters = code points): the heading counts as used; per hit remaining = budget −
+ * used − (len("// path:a-b") + 12); remaining ≤ 200 stops; a longer text is cut to
+ * remaining characters and ends with "\n... [truncated]"; used grows by the block's
+ * length. No hits (or no room) → "". *out malloc'd. Returns 0 or LCX_ENOMEM. */
 int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, size_t *out_len);
 
 #ifdef __cplusplus

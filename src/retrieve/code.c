@@ -1,8 +1,10 @@
 /* Code retrieval pipeline (SPEC §2 /retrieve, §3): prompt → scope(s) → hits → splice.
  *
- *   1. Scopes: explicit_scope (canonicalised, secrets refused) skips detection; a query
- *      starting with "ws:" searches every scope bound to the session; otherwise the scope
- *      is detected from the prefill (lcx_scope_detect). No scope → an empty result.
+ *   1. Scopes (docs/scope.md "Scope resolution"): explicit_scope (canonicalised without
+ *      requiring existence, then checked; secrets refused) skips detection; "ws:" searches
+ *      every loaded scope bound to the session and merges by score; otherwise the scope is
+ *      detected from the prefill (lcx_scope_detect), and when that finds nothing the
+ *      session's active path cluster names it. No scope → an empty "no-scope" result.
  *   2. Each scope is made ready (Hot first, Package when Hot is small, promotion when a
  *      mention lies outside Hot) and searched with the hybrid store search (dense + BM25,
  *      fused, reranked).
@@ -37,16 +39,38 @@
 #define SYM_BOOST_WEAK 0.5f   /* a Capitalised word: half way to the best hit */
 #define SPLICE_HEADER "## Retrieved code context\n\n"
 #define TRUNC_MARK "\n... [truncated]"
+#define SPLICE_FENCE_CHARS 12     /* the reference's allowance for the fences around a text */
+#define SPLICE_MIN_REMAINING 200  /* at most this much room left: stop */
 
 /* ---------------------------------------------------------------- splice */
 
-/* Largest n' ≤ n that does not cut a UTF-8 sequence. */
-static size_t utf8_cut(const char *s, size_t n)
+/* Code points in s[0..n) (the budget counts characters, as the reference's Python). */
+static size_t cp_count(const char *s, size_t n)
 {
-    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80) n--;
-    return n;
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
 }
 
+/* Bytes of the first k code points of s[0..n). */
+static size_t cp_prefix(const char *s, size_t n, size_t k)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (((unsigned char)s[i] & 0xc0) != 0x80) {
+            if (k == 0) break;
+            k--;
+        }
+        i++;
+    }
+    return i;
+}
+
+/* SPEC §2 with the reference's exact accounting: the heading counts as used; for each
+ * chunk remaining = budget − used − (len("// path:a-b") + 12); remaining ≤ 200 stops
+ * (this and later chunks dropped); a longer text is cut to remaining characters and
+ * gets "\n... [truncated]"; used grows by the block's real length. So a cut block may
+ * end the splice a few characters past the budget, as in the reference. */
 int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, size_t *out_len)
 {
     *out = NULL;
@@ -54,28 +78,29 @@ int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, 
     if (!budget) budget = LCX_SPLICE_BUDGET;
     lcx_buf b = {0};
     int rc = 0;
-    if (n > 0 && budget > strlen(SPLICE_HEADER) + 200) {
-        rc = lcx_buf_puts(&b, SPLICE_HEADER);
-        lcx_buf blk = {0};
+    if (n > 0) {
+        size_t used = cp_count(SPLICE_HEADER, strlen(SPLICE_HEADER));
+        lcx_buf hdr = {0};
         for (int i = 0; i < n && !rc; i++) {
-            size_t remaining = budget - b.len;
-            if (remaining <= 200) break;
-            blk.len = 0;
-            rc = lcx_buf_printf(&blk, "// %s:%u-%u\n```\n", hits[i].file_path, hits[i].start_line, hits[i].end_line);
-            if (!rc) rc = lcx_buf_puts(&blk, hits[i].text);
-            if (!rc) rc = lcx_buf_puts(&blk, "\n```\n\n");
-            if (rc) break;
-            if (blk.len <= remaining) {
-                rc = lcx_buf_append(&b, blk.data, blk.len);
-                continue;
-            }
-            /* last block: cut to fit, end with the marker */
-            size_t keep = utf8_cut(blk.data, remaining - strlen(TRUNC_MARK));
-            rc = lcx_buf_append(&b, blk.data, keep);
-            if (!rc) rc = lcx_buf_puts(&b, TRUNC_MARK);
-            break;
+            hdr.len = 0;
+            if ((rc = lcx_buf_printf(&hdr, "// %s:%u-%u", hits[i].file_path, hits[i].start_line, hits[i].end_line))) break;
+            size_t overhead = cp_count(hdr.data, hdr.len) + SPLICE_FENCE_CHARS;
+            if (used + overhead >= budget || budget - used - overhead <= SPLICE_MIN_REMAINING) break;
+            size_t remaining = budget - used - overhead;
+            if (!b.len && (rc = lcx_buf_puts(&b, SPLICE_HEADER))) break;
+            size_t start = b.len;
+            const char *t = hits[i].text ? hits[i].text : "";
+            size_t tl = strlen(t);
+            bool cut = cp_count(t, tl) > remaining;
+            if (cut) tl = cp_prefix(t, tl, remaining);
+            rc = lcx_buf_append(&b, hdr.data, hdr.len);
+            if (!rc) rc = lcx_buf_puts(&b, "\n```\n");
+            if (!rc) rc = lcx_buf_append(&b, t, tl);
+            if (!rc && cut) rc = lcx_buf_puts(&b, TRUNC_MARK);
+            if (!rc) rc = lcx_buf_puts(&b, "\n```\n\n");
+            used += cp_count(b.data + start, b.len - start);
         }
-        lcx_buf_free(&blk);
+        lcx_buf_free(&hdr);
     }
     if (rc) { lcx_buf_free(&b); return rc; }
     if (!b.data && (rc = lcx_buf_puts(&b, ""))) return rc;
@@ -323,13 +348,15 @@ static int fail(lcx_code_result *res, int rc, const char *code, const char *fmt,
     return rc;
 }
 
-static int finish(lcx_code_result *res, hitvec *h, int top_k, size_t budget)
+/* Sorts and cuts the hits, builds the splice. Stable (insertion order breaks the last
+ * ties): by descending score, a symbol pull first on a tie; by_score (workspace merges
+ * across scopes): by score alone. */
+static int finish(lcx_code_result *res, hitvec *h, int top_k, size_t budget, bool by_score)
 {
-    /* stable order: by score, a symbol pull first on a tie (then insertion order) */
     for (int i = 1; i < h->n; i++) {
         lcx_code_hit t = h->v[i];
         int j = i - 1;
-        while (j >= 0 && cmp_hits(&h->v[j], &t) > 0) { h->v[j + 1] = h->v[j]; j--; }
+        while (j >= 0 && (by_score ? h->v[j].score < t.score : cmp_hits(&h->v[j], &t) > 0)) { h->v[j + 1] = h->v[j]; j--; }
         h->v[j + 1] = t;
     }
     if (h->n > top_k) {
@@ -343,10 +370,43 @@ static int finish(lcx_code_result *res, hitvec *h, int top_k, size_t budget)
     return lcx_code_splice(res->hits, res->n_hits, budget, &res->splice, &res->splice_len);
 }
 
+/* A directory the resolution may use as a scope root: its project root by sentinel when
+ * there is one above it (sentinel from the root), else the directory itself with
+ * fallback_sentinel. false when it is unusable (missing, forbidden, "/"). */
+static bool cluster_root(const char *dir, char *root, char *sentinel, size_t scap, const char *fallback_sentinel)
+{
+    char canon[LCX_SCOPE_PATH_MAX], r[LCX_SCOPE_PATH_MAX];
+    if (lcx_scope_canonical(dir, canon, sizeof canon, NULL) != 0) return false;
+    if (lcx_scope__root_of(canon, r) && lcx_scope_canonical(r, root, LCX_SCOPE_PATH_MAX, NULL) == 0) {
+        const char *sn = lcx_scope_sentinel_at(root);
+        snprintf(sentinel, scap, "%s", sn ? sn : "");
+        return true;
+    }
+    strcpy(root, canon);
+    snprintf(sentinel, scap, "%s", fallback_sentinel);
+    return true;
+}
+
+static bool is_ancestor_or_same(const char *a, const char *p)
+{
+    size_t n = strlen(a);
+    return !strncmp(a, p, n) && (p[n] == 0 || p[n] == '/');
+}
+
+/* Fills scope path/hash/sentinel for a scope that was not searched (indexing). */
+static void scope_named(lcx_code_result *res, const char *root, const char *sentinel)
+{
+    snprintf(res->scope.scope_path, sizeof res->scope.scope_path, "%s", root);
+    lcx_scope_hash(root, res->scope.scope_hash);
+    snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "%s", sentinel);
+    snprintf(res->scope.status, sizeof res->scope.status, "none");
+}
+
 int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result *res)
 {
     memset(res, 0, sizeof *res);
     res->used_rerank = true;
+    res->status = "no-scope";
     if (!(res->splice = strdup(""))) return LCX_ENOMEM;
     if (!m || !rq) return fail(res, LCX_EINVAL, "bad_request", "no request%s", NULL);
     const char *q = rq->query;
@@ -358,44 +418,68 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         return fail(res, LCX_EINVAL, "bad_request", "prefill_text is not valid UTF-8%s", NULL);
     int top_k = rq->top_k ? rq->top_k : 8;
     if (top_k < 1 || top_k > 64) return fail(res, LCX_EINVAL, "bad_request", "top_k must be 1..64%s", NULL);
-    bool ws = qlen >= 3 && !strncasecmp(q, "ws:", 3);
-    if (ws) {
-        q += 3, qlen -= 3;
-        while (qlen && isspace((unsigned char)*q)) q++, qlen--;
-        if (!qlen) return fail(res, LCX_EINVAL, "bad_request", "missing query after ws:%s", NULL);
-    }
+    const char *session = rq->session_id && *rq->session_id ? rq->session_id : NULL;
+    const char *explicit_scope = rq->explicit_scope && *rq->explicit_scope ? rq->explicit_scope : NULL;
+    bool ws = explicit_scope && !strcmp(explicit_scope, "ws:");
 
     /* which scopes */
     char (*roots)[LCX_SCOPE_PATH_MAX] = malloc(LCX_MAX_BOUND * sizeof *roots);
     if (!roots) return LCX_ENOMEM;
     int nr = 0, rc = 0;
+    char sentinel[24] = "";
     lcx_scope_detection det = {0};
+    det.sentinel = "";
     bool have_det = false;
-    if (ws && rq->session_id) nr = lcx_scopes_session(m, rq->session_id, roots, LCX_MAX_BOUND);
-    if (!nr && rq->explicit_scope && *rq->explicit_scope) {
+    if (ws) {
+        /* workspace: prefill and default_scope are ignored */
+        res->workspace = true;
+        snprintf(res->scope.scope_path, sizeof res->scope.scope_path, "ws:");
+        snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "workspace");
+        snprintf(res->scope.status, sizeof res->scope.status, "none");
+        nr = session ? lcx_scopes__bound_loaded(m, session, roots, LCX_MAX_BOUND) : 0;
+        if (!nr) { free(roots); return 0; }   /* no session, unknown session, nothing bound */
+    } else if (explicit_scope) {
+        char loose[LCX_SCOPE_PATH_MAX];
         const char *why = NULL;
-        rc = lcx_scope_canonical(rq->explicit_scope, roots[0], LCX_SCOPE_PATH_MAX, &why);
+        rc = lcx_scope__canon_loose(explicit_scope, loose, sizeof loose);
+        if (!rc) rc = lcx_scope_canonical(loose, roots[0], LCX_SCOPE_PATH_MAX, &why);
         if (rc) {
             free(roots);
-            return fail(res, rc, why ? why : "bad_scope", "explicit_scope %s is not a usable directory", rq->explicit_scope);
+            return fail(res, rc, why ? why : "bad_scope", "explicit_scope %s is not a usable directory", explicit_scope);
         }
         nr = 1;
+        snprintf(sentinel, sizeof sentinel, "explicit");
         /* mentions still steer the Hot set when they lie inside the explicit scope */
-        if (lcx_scope_detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, roots[0], &det) == 0) have_det = true;
-    } else if (!nr) {
-        if (rq->default_scope && *rq->default_scope) {
-            char tmp[LCX_SCOPE_PATH_MAX];
-            const char *why = NULL;
-            rc = lcx_scope_canonical(rq->default_scope, tmp, sizeof tmp, &why);
-            if (rc) {
-                free(roots);
-                return fail(res, rc, why ? why : "bad_scope", "default_scope %s is not a usable directory", rq->default_scope);
-            }
-        }
+        if (lcx_scope__detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, roots[0], true, &det) == 0) have_det = true;
+        if (session) lcx_scopes__bind(m, session, roots[0]);   /* binds only itself */
+    } else {
         rc = lcx_scope_detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, rq->default_scope, &det);
         if (rc) { free(roots); return fail(res, rc, "internal", "scope detection failed%s", NULL); }
         have_det = true;
-        if (det.scope_path) snprintf(roots[nr++], LCX_SCOPE_PATH_MAX, "%s", det.scope_path);
+        char active[LCX_SCOPE_PATH_MAX] = "";
+        char (*spec)[LCX_SCOPE_PATH_MAX] = NULL;
+        int n_spec = 0;
+        if (session && (spec = malloc(LCX_CLUSTER_SPECULATE * sizeof *spec)))
+            lcx_scopes__cluster_turn(m, session, det.paths, det.n_paths, active, sizeof active, spec, &n_spec);
+        if (det.scope_path) {
+            snprintf(roots[nr++], LCX_SCOPE_PATH_MAX, "%s", det.scope_path);
+            snprintf(sentinel, sizeof sentinel, "%s", det.sentinel);
+        } else if (active[0] && cluster_root(active, roots[0], sentinel, sizeof sentinel, "cluster")) {
+            nr = 1;   /* the conversation's project, though this turn names no path */
+        }
+        for (int i = 0; i < n_spec; i++) {   /* candidates: built ahead, never bound */
+            char r[LCX_SCOPE_PATH_MAX], sn[24];
+            if (!cluster_root(spec[i], r, sn, sizeof sn, "cluster-speculative")) continue;
+            if ((nr && !strcmp(r, roots[0])) || lcx_scopes__ready(m, r)) continue;
+            lcx_scopes__index_async(m, r, NULL, 0, "cluster-speculative");
+        }
+        free(spec);
+        if (nr && session) {
+            /* workspace binding: the other project roots named in this prefill, then the scope */
+            for (int i = det.n_roots - 1; i >= 0; i--)
+                if (!is_ancestor_or_same(det.roots[i], roots[0])) lcx_scopes__bind(m, session, det.roots[i]);
+            lcx_scopes__bind(m, session, roots[0]);
+        }
     }
     if (!nr) {   /* nothing to search: an empty, successful answer */
         lcx_scope_detection_free(&det);
@@ -403,34 +487,50 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         snprintf(res->scope.status, sizeof res->scope.status, "none");
         return 0;
     }
+    const char *const *ments0 = NULL;
+    int nm0 = 0;
+    if (have_det && !ws) {
+        ments0 = (const char *const *)det.mentions;
+        nm0 = det.n_mentions;
+    }
+    if (rq->async && !ws && !lcx_scopes__ready(m, roots[0])) {
+        /* x-longctx-async: build in the background, answer at once */
+        rc = lcx_scopes__index_async(m, roots[0], ments0, nm0, NULL);
+        if (rc == 0) {
+            scope_named(res, roots[0], sentinel);
+            res->status = "indexing";
+            res->n_scopes = 1;
+            lcx_scope_detection_free(&det);
+            free(roots);
+            return 0;
+        }
+        rc = 0;   /* too many background builds: build now */
+    }
 
     hitvec h = {0};
     float conf0 = 0;
-    bool any_sym = false;
+    bool any_sym = false, promote_failed = false;
+    uint32_t chunks = 0;
     lcx_scope *primary = NULL;
     for (int i = 0; i < nr && !rc; i++) {
         lcx_scope *s;
-        const char *const *ments = NULL;
-        int nm = 0;
-        if (have_det && det.scope_path && !strcmp(det.scope_path, roots[i])) {
-            ments = (const char *const *)det.mentions;
-            nm = det.n_mentions;
+        rc = lcx_scopes__acquire(m, roots[i], i == 0 ? ments0 : NULL, i == 0 ? nm0 : 0, false, NULL, NULL, &s);
+        if (rc) {
+            if (ws && rc != LCX_ENOMEM) { rc = 0; continue; }   /* unloaded meanwhile: skip it */
+            fail(res, rc, lcx_scope_err_code(rc), "indexing the scope failed: %s", lcx_strerror(rc));
+            break;
         }
-        rc = lcx_scopes__acquire(m, roots[i], ments, nm, false, NULL, NULL, &s);
-        if (rc) { fail(res, rc, lcx_scope_err_code(rc), "indexing the scope failed: %s", lcx_strerror(rc)); break; }
         float conf = 0;
         rc = search_scope(s, q, qlen, top_k, NULL, &h, &conf, &any_sym);
         if (rc) fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc));
-        if (i == 0) {
-            pthread_mutex_lock(&s->mu);
-            lcx_scope__fill_info(s, &res->scope);
-            pthread_mutex_unlock(&s->mu);
-            conf0 = conf;
-            primary = s;
-        } else {
-            if (conf > conf0) conf0 = conf;
-            lcx_scopes__release(m, s);
-        }
+        pthread_mutex_lock(&s->mu);
+        if (!primary) lcx_scope__fill_info(s, &res->scope);
+        chunks += s->store ? lcx_store_count(s->store) : 0;
+        promote_failed |= s->promote_failed;
+        pthread_mutex_unlock(&s->mu);
+        if (conf > conf0) conf0 = conf;
+        if (!primary && !ws) primary = s;
+        else lcx_scopes__release(m, s);
     }
     res->n_scopes = nr;
     lcx_scope_detection_free(&det);
@@ -440,14 +540,23 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         free(roots);
         return rc;
     }
+    res->retrieved = true;
     res->confidence = any_sym ? 1.0f : conf0;
-    if (!ws && rq->session_id && *rq->session_id) lcx_scopes__bind(m, rq->session_id, roots[0]);
+    if (ws) {
+        snprintf(res->scope.scope_path, sizeof res->scope.scope_path, "ws:");
+        res->scope.scope_hash[0] = 0;
+        snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "workspace");
+        res->status = "ready";   /* also with 0 chunks */
+    } else {
+        snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "%s", sentinel);
+        res->status = promote_failed ? "error" : chunks == 0 ? "empty" : "ready";
+    }
     if (primary) {
         lcx_scopes__note_turn(m, primary, res->confidence);
         lcx_scopes__release(m, primary);
     }
     free(roots);
-    return finish(res, &h, top_k, rq->budget);
+    return finish(res, &h, top_k, rq->budget, ws);
 }
 
 int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_result *res)
@@ -460,7 +569,7 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     if (!file_path || file_path[0] != '/') return fail(res, LCX_EINVAL, "bad_request", "file path must be absolute%s", NULL);
     if (lcx_scope_is_secret(file_path)) return fail(res, LCX_EINVAL, "forbidden", "%s is a secret file", file_path);
     lcx_scope_detection det;
-    int rc = lcx_scope_detect(file_path, strlen(file_path), NULL, &det);
+    int rc = lcx_scope__detect(file_path, strlen(file_path), NULL, true, &det);
     if (rc) return fail(res, rc, "internal", "scope detection failed%s", NULL);
     if (!det.scope_path || !det.n_mentions) {
         lcx_scope_detection_free(&det);
@@ -514,5 +623,5 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     res->confidence = conf;
     /* related = by similarity: symbol pulls of the file's own names are not "related" */
     for (int i = 0; i < h.n; i++) h.v[i].symbol_hit = false;
-    return finish(res, &h, top_k, 0);
+    return finish(res, &h, top_k, 0, false);
 }

@@ -1,11 +1,14 @@
 /* Scope detection (SPEC §3): which project a prompt talks about.
  *
- * 1. Mentions. Absolute paths: a token starting with '/' at a word boundary (start,
- *    whitespace, quotes, brackets, '=' …), not "//" (URLs), up to whitespace/quote/bracket;
- *    trailing .,;:!? stripped, then a ":LINE[:COL]" suffix when the path without it exists.
- *    Relative paths (only with a default scope): tokens made of path characters that hold
- *    a '/' or a file extension, kept iff default_scope/token exists. Secret paths are
- *    dropped. At most 256 mentions are considered.
+ * 1. Mentions (the reference service's rules, docs/compat.md). Absolute paths: a '/' at
+ *    the start of the text or after whitespace, a quote, a backtick or '(', beginning with
+ *    /Users /home /opt /var /usr /tmp /mnt /workspace /repo /repos /private /root /srv
+ *    /data, running until whitespace, a quote, a backtick, ')' or ']'; trailing .,;:!?
+ *    stripped, then a ":LINE[:COL]" suffix when the path without it exists. Relative
+ *    paths (only with a default scope): word(/seg)+.ext (extension ≤ 8 characters),
+ *    joined to default_scope, kept iff that file exists. Mentions are de-duplicated by
+ *    exact string; secret paths are dropped. At most 256 mentions are considered.
+ *    default_scope alone never pins a scope.
  * 2. Root of a mention: its deepest existing prefix is canonicalised (realpath); then for
  *    each sentinel in SPEC order (.git, pyproject.toml, package.json, pnpm-workspace.yaml,
  *    Cargo.toml, go.mod, WORKSPACE, BUILD.bazel, pom.xml, Gemfile, Makefile,
@@ -118,18 +121,36 @@ static bool root_of(const char *dir, char *root)
     return false;
 }
 
-static bool is_boundary(char c)
+/* Absolute mentions (the reference service's rule): a '/' at the start of the text or
+ * after whitespace, a quote, a backtick or '(', followed by one of these top-level
+ * directories. Paths elsewhere (/etc, /proc, a project under /work) are not looked for:
+ * prompts name /usr/include or /etc/hosts far more often than a project outside these. */
+static const char *const abs_prefixes[] = {
+    "/Users", "/home", "/opt", "/var", "/usr", "/tmp", "/mnt", "/workspace", "/repo", "/repos",
+    "/private", "/root", "/srv", "/data",
+};
+
+static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static bool abs_boundary(char c) { return is_ws(c) || c == '"' || c == '\'' || c == '`' || c == '('; }
+static bool abs_stop(char c) { return is_ws(c) || c == '"' || c == '\'' || c == '`' || c == ')' || c == ']' || c == 0; }
+/* characters of a relative path token: [A-Za-z0-9_.-/] (and UTF-8 letters) */
+static bool rel_char(unsigned char c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '"' || c == '\'' ||
-           c == '`' || c == '(' || c == '[' || c == '{' || c == '<' || c == '=' || c == ',' ||
-           c == ';' || c == '|' || c == '>' || c == ':';
+    return c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == '-' || c == '/';
+}
+static bool word_char(unsigned char c)
+{
+    return c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-static bool is_stop(char c)
+static bool abs_prefix_ok(const char *t, size_t n)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '"' || c == '\'' ||
-           c == '`' || c == '<' || c == '>' || c == '|' || c == '(' || c == ')' || c == '[' ||
-           c == ']' || c == '{' || c == '}' || c == '\0' || c == '*';
+    for (size_t i = 0; i < LCX_ARRAY_LEN(abs_prefixes); i++) {
+        size_t l = strlen(abs_prefixes[i]);
+        if (n >= l && !memcmp(t, abs_prefixes[i], l) && (n == l || t[l] == '/')) return true;
+    }
+    return false;
 }
 
 static void strip_trailing(char *t)
@@ -153,19 +174,18 @@ static void strip_line_suffix(char *t)
     }
 }
 
+/* word(/seg)+.ext: starts with a word character, holds a '/', no empty segment, and the
+ * last segment ends in an extension of 1..8 word characters. */
 static bool rel_token_ok(const char *t)
 {
-    if (!*t || strstr(t, "://")) return false;
-    bool slash = strchr(t, '/') != NULL;
-    const char *dot = strrchr(t, '.');
-    bool ext = dot && dot != t && dot[1] && !strchr(dot, '/');
-    if (!slash && !ext) return false;
-    for (const char *c = t; *c; c++) {
-        unsigned char u = (unsigned char)*c;
-        if (!(u >= 0x80 || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') ||
-              (u >= '0' && u <= '9') || strchr("._-/+@~", u)))
-            return false;
-    }
+    if (!word_char((unsigned char)t[0]) || !strchr(t, '/') || strstr(t, "//")) return false;
+    const char *last = strrchr(t, '/') + 1;
+    const char *dot = strrchr(last, '.');
+    if (!dot || dot == last || !dot[1]) return false;
+    size_t el = strlen(dot + 1);
+    if (el > 8) return false;
+    for (const char *c = dot + 1; *c; c++)
+        if (!word_char((unsigned char)*c)) return false;
     return true;
 }
 
@@ -175,12 +195,19 @@ typedef struct {
     char root[PATH_MAX];
 } mention;
 
+static void strv_free(char **v, int n)
+{
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
 void lcx_scope_detection_free(lcx_scope_detection *d)
 {
     if (!d) return;
     free(d->scope_path);
-    for (int i = 0; i < d->n_mentions; i++) free(d->mentions[i]);
-    free(d->mentions);
+    strv_free(d->mentions, d->n_mentions);
+    strv_free(d->paths, d->n_paths);
+    strv_free(d->roots, d->n_roots);
     memset(d, 0, sizeof *d);
     d->sentinel = "";
 }
@@ -195,8 +222,71 @@ static int set_scope(lcx_scope_detection *out, const char *root)
     return 0;
 }
 
-int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
-                     lcx_scope_detection *out)
+/* Appends a copy of s to *v unless present (exact string); 1 = added, 0 = present. */
+static int strv_add(char ***v, int *n, const char *s)
+{
+    for (int i = 0; i < *n; i++)
+        if (!strcmp((*v)[i], s)) return 0;
+    if (*n == 0 || (*n >= 4 && (*n & (*n - 1)) == 0)) {   /* capacity 4, 8, 16, … */
+        char **nv = realloc(*v, (size_t)(*n ? *n * 2 : 4) * sizeof *nv);
+        if (!nv) return LCX_ENOMEM;
+        *v = nv;
+    }
+    if (!((*v)[*n] = strdup(s))) return LCX_ENOMEM;
+    (*n)++;
+    return 1;
+}
+
+/* Next path mention in text[*i..len): the absolute or (with defcanon) relative path
+ * string into full; false at the end. any_abs: every absolute path counts (a caller's
+ * own file path), not only those under the reference's top-level directories. */
+static bool next_mention(const char *text, size_t len, size_t *pi, const char *defcanon, bool any_abs,
+                         char *full, size_t cap, int *n_candidates)
+{
+    char tok[PATH_MAX];
+    size_t i = *pi;
+    while (i < len) {
+        char c = text[i];
+        if (c == '/' && (i == 0 || abs_boundary(text[i - 1]))) {
+            size_t s = i;
+            while (i < len && !abs_stop(text[i])) i++;
+            size_t tl = i - s;
+            if (tl < 2 || tl >= sizeof tok || text[s + 1] == '/') continue;
+            if (!any_abs && !abs_prefix_ok(text + s, tl)) continue;
+            memcpy(tok, text + s, tl);
+            tok[tl] = 0;
+            (*n_candidates)++;
+            strip_trailing(tok);
+            strip_line_suffix(tok);
+            snprintf(full, cap, "%s", tok);
+            *pi = i;
+            return true;
+        }
+        if (defcanon[0] && word_char((unsigned char)c) && (i == 0 || !rel_char((unsigned char)text[i - 1]))) {
+            size_t s = i;
+            while (i < len && rel_char((unsigned char)text[i])) i++;
+            size_t tl = i - s;
+            if (tl >= sizeof tok) continue;
+            memcpy(tok, text + s, tl);
+            tok[tl] = 0;
+            strip_trailing(tok);
+            if (!rel_token_ok(tok)) continue;
+            (*n_candidates)++;
+            int n = snprintf(full, cap, "%s/%s", defcanon, tok);
+            if (n < 0 || (size_t)n >= PATH_MAX) continue;
+            struct stat st;
+            if (stat(full, &st) != 0) continue;   /* relative mentions are kept iff they exist */
+            *pi = i;
+            return true;
+        }
+        i++;
+    }
+    *pi = i;
+    return false;
+}
+
+int lcx_scope__detect(const char *text, size_t len, const char *default_scope, bool any_abs,
+                      lcx_scope_detection *out)
 {
     memset(out, 0, sizeof *out);
     out->sentinel = "";
@@ -207,44 +297,19 @@ int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
     /* mentions are 12 KiB each: grow on demand (a calloc of all 256 cost more than the
      * whole warm retrieval) */
     mention *ms = NULL;
-    int nm = 0, cap_m = 0;
-    char tok[PATH_MAX], full[PATH_MAX * 2];
+    int nm = 0, cap_m = 0, rc = 0;
+    char full[PATH_MAX * 2];
     size_t i = 0;
-    while (text && i < len && nm < MAX_MENTIONS) {
-        bool at_boundary = i == 0 || is_boundary(text[i - 1]);
-        if (!at_boundary || is_stop(text[i])) { i++; continue; }
-        size_t s = i;
-        while (i < len && !is_stop(text[i])) i++;
-        size_t tl = i - s;
-        if (tl >= sizeof tok || tl == 0) continue;
-        memcpy(tok, text + s, tl);
-        tok[tl] = 0;
-        if (tok[0] == '/') {
-            if (tl < 2 || tok[1] == '/' || tok[1] == ' ') continue;
-            out->n_candidates++;
-            strip_trailing(tok);
-            strip_line_suffix(tok);
-            snprintf(full, sizeof full, "%s", tok);
-        } else {
-            /* relative: only against a default scope, only when the file exists */
-            if (!defcanon[0]) {
-                /* skip the rest of a token like "http://x/y" that contains '/' */
-                continue;
-            }
-            strip_trailing(tok);
-            if (!rel_token_ok(tok)) continue;
-            out->n_candidates++;
-            const char *t = tok;
-            if (t[0] == '.' && t[1] == '/') t += 2;
-            int n = snprintf(full, sizeof full, "%s/%s", defcanon, t);
-            if (n < 0 || (size_t)n >= PATH_MAX) continue;
-            struct stat st;
-            if (stat(full, &st) != 0) continue;
-        }
+    while (text && nm < MAX_MENTIONS &&
+           next_mention(text, len, &i, defcanon, any_abs, full, sizeof full, &out->n_candidates)) {
+        /* a path named twice counts once: "most mentioned" = most distinct paths */
+        int added = strv_add(&out->paths, &out->n_paths, full);
+        if (added < 0) { rc = added; break; }
+        if (!added) continue;
         if (nm == cap_m) {
             int nc = cap_m ? cap_m * 2 : 4;
             mention *nmv = realloc(ms, (size_t)nc * sizeof *nmv);
-            if (!nmv) { free(ms); return LCX_ENOMEM; }
+            if (!nmv) { rc = LCX_ENOMEM; break; }
             ms = nmv;
             cap_m = nc;
         }
@@ -258,13 +323,14 @@ int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
             if (!strcmp(ms[c].dir, m->dir)) hit = c;
         if (hit >= 0) strcpy(m->root, ms[hit].root);
         else if (!root_of(m->dir, m->root)) continue;
+        if ((rc = strv_add(&out->roots, &out->n_roots, m->root)) < 0) break;
+        rc = 0;
         nm++;
     }
-    int rc = 0;
-    if (nm == 0) {
-        if (defcanon[0] && strcmp(defcanon, "/") && !lcx_scope__forbidden_component(defcanon))
-            rc = set_scope(out, defcanon);
+    if (rc < 0 || nm == 0) {
+        /* default_scope alone never pins a scope: it only resolves relative mentions */
         free(ms);
+        if (rc < 0) lcx_scope_detection_free(out);
         return rc;
     }
     /* most-mentioned root; ties → first mentioned */
@@ -322,6 +388,61 @@ int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
     free(ms);
     if (rc) lcx_scope_detection_free(out);
     return rc;
+}
+
+bool lcx_scope__root_of(const char *dir, char *root)
+{
+    return root_of(dir, root);
+}
+
+int lcx_scope__canon_loose(const char *path, char *out, size_t cap)
+{
+    char abs[PATH_MAX * 2];
+    if (!path || !*path) return LCX_EINVAL;
+    if (path[0] == '/') {
+        snprintf(abs, sizeof abs, "%s", path);
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) return LCX_EIO;
+        snprintf(abs, sizeof abs, "%s/%s", cwd, path);
+    }
+    if (strlen(abs) >= PATH_MAX) return LCX_ELIMIT;
+    /* normalise lexically first ('.', '..', '//'), then resolve the deepest existing
+     * prefix with realpath (symlinks) and append the rest */
+    char norm[PATH_MAX] = "";
+    size_t nl = 0;
+    for (char *save = NULL, *c = strtok_r(abs, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(c, ".")) continue;
+        if (!strcmp(c, "..")) {
+            while (nl > 0 && norm[nl - 1] != '/') nl--;
+            if (nl > 0) nl--;
+            norm[nl] = 0;
+            continue;
+        }
+        nl += (size_t)snprintf(norm + nl, sizeof norm - nl, "/%s", c);
+        if (nl >= sizeof norm) return LCX_ELIMIT;
+    }
+    if (!nl) snprintf(norm, sizeof norm, "/");
+    char head[PATH_MAX], res[PATH_MAX];
+    snprintf(head, sizeof head, "%s", norm);
+    size_t hl = strlen(head);
+    while (!realpath(head, res)) {
+        char *sl = strrchr(head, '/');
+        if (!sl || sl == head) { snprintf(res, sizeof res, "/"); hl = 0; break; }
+        *sl = 0;
+        hl = (size_t)(sl - head);
+    }
+    const char *rest = norm + hl;   /* "" or "/missing/parts" */
+    if (!strcmp(res, "/") && *rest) res[0] = 0;
+    int n = snprintf(out, cap, "%s%s", res, rest);
+    if (n < 0 || (size_t)n >= cap) return LCX_ELIMIT;
+    return 0;
+}
+
+int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
+                     lcx_scope_detection *out)
+{
+    return lcx_scope__detect(text, len, default_scope, false, out);
 }
 
 static bool under(const char *p, const char *dir)

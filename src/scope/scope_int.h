@@ -98,6 +98,20 @@ int lcx_symbols_pack(const lcx_symtmp *v, int n, lcx_symbol **out);
 int lcx_symbols_extract(const char *relpath, const char *text, size_t len, lcx_symbol **out);
 const char *lcx_symbol_kind_name(int kind);
 
+/* ---- detection (detect.c) */
+/* lcx_scope_detect with any_abs: every absolute path counts, not only those under the
+ * reference's top-level directories (a caller's own file path, mentions inside an
+ * explicit scope). */
+int lcx_scope__detect(const char *text, size_t len, const char *default_scope, bool any_abs,
+                      lcx_scope_detection *out);
+
+/* Nearest project root above dir by sentinel (SPEC §3 order); false when none. */
+bool lcx_scope__root_of(const char *dir, char *root);
+/* realpath without requiring existence (explicit_scope): relative paths against the
+ * process's cwd, '.'/'..' and symlinks of the existing prefix resolved, no trailing '/'.
+ * 0, LCX_EINVAL (empty), LCX_ELIMIT (too long), LCX_EIO (no cwd). */
+int lcx_scope__canon_loose(const char *path, char *out, size_t cap);
+
 /* ---- shared helpers */
 /* Whether the path component list of p contains a forbidden directory name. */
 bool lcx_scope__forbidden_component(const char *p);

@@ -47,6 +47,7 @@ struct lcx_scope {
 
     pthread_mutex_t mu;       /* guards everything below */
     bool ready, package, loaded_from_disk, rebuilt, truncated;
+    bool promote_failed;      /* the last Hot → Package rebuild failed (the old index serves) */
     lcx_store *store;
     lcx_file_ent *files;
     uint32_t n_files, cap_files, live_files;
@@ -77,12 +78,35 @@ struct lcx_scope {
     double last_event_ms, first_event_ms;
 };
 
+/* Path clusters (code.c uses them when detection finds nothing): a directory whose files
+ * a session keeps naming. See lcx_scopes__cluster_turn. */
+#define LCX_MAX_CLUSTERS 32       /* directories tracked per session (least recent replaced) */
+#define LCX_CLUSTER_FILES 64      /* distinct files remembered per directory */
+#define LCX_CLUSTER_SPEC_FILES 3  /* distinct files for a speculative candidate */
+#define LCX_CLUSTER_ACTIVE_FILES 5 /* distinct files for an active cluster at once */
+#define LCX_CLUSTER_IDLE_TURNS 5  /* turns without a fresh mention before demotion */
+#define LCX_CLUSTER_MIN_DEPTH 3   /* an active cluster pins a scope only this deep (/a/b/c) */
+#define LCX_CLUSTER_SPECULATE 2   /* speculative candidates indexed in the background */
+enum { LCX_CL_NONE = 0, LCX_CL_SPECULATIVE, LCX_CL_ACTIVE };
+typedef struct {
+    char *dir;                /* the mentions' directory as written (malloc'd) */
+    uint64_t files[LCX_CLUSTER_FILES];   /* lcx_hash64 of each distinct file path */
+    int n_files;
+    int state;                /* LCX_CL_* */
+    uint32_t last_turn;       /* last turn with a fresh mention */
+} lcx_cluster;
+
 typedef struct {
     char *session;
     uint64_t used;
     char roots[LCX_MAX_BOUND][LCX_SCOPE_PATH_MAX];
     int n;
+    lcx_cluster cl[LCX_MAX_CLUSTERS];
+    int n_cl;
+    uint32_t turn;            /* turns fed to the cluster tracker */
 } lcx_binding;
+
+#define LCX_MAX_JOBS 8            /* background index builds at once (x-longctx-async, clusters) */
 
 struct lcx_scopes {
     lcx_scopes_opts o;
@@ -106,6 +130,10 @@ struct lcx_scopes {
     double checkpoint_ms;     /* manifest rewritten after a flush this long after the last */
     bool serial_build;        /* benchmarks: one append at a time, on the calling thread */
     int max_fly;              /* benchmarks: appends in flight (0 = default) */
+    /* background builds (lcx_scopes__index_async); guarded by mu, cv broadcast on exit */
+    char *jobs[LCX_MAX_JOBS]; /* roots being built (NULL = free slot) */
+    int n_jobs;
+    bool closing;             /* lcx_scopes_close: jobs cancel at their next progress call */
 };
 
 /* scopes.c */
@@ -121,6 +149,25 @@ int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *ment
                         bool package, lcx_scope_progress cb, void *ud, lcx_scope **out);
 void lcx_scopes__release(lcx_scopes *m, lcx_scope *s);
 void lcx_scopes__bind(lcx_scopes *m, const char *session, const char *root);
+/* true when root is loaded and built (a retrieval would not index). */
+bool lcx_scopes__ready(lcx_scopes *m, const char *root);
+/* true when a background build of root is running. */
+bool lcx_scopes__building(lcx_scopes *m, const char *root);
+/* Builds root on a background thread (mentions copied; sentinel_tag, when not NULL,
+ * replaces an empty sentinel). 0 = started or already running, LCX_ELIMIT = too many
+ * jobs (the caller builds synchronously), LCX_ENOMEM. */
+int lcx_scopes__index_async(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
+                            const char *sentinel_tag);
+/* Bound scopes of a session that are loaded and ready, most recent first; returns count. */
+int lcx_scopes__bound_loaded(lcx_scopes *m, const char *session, char (*out)[LCX_SCOPE_PATH_MAX], int max);
+/* Feeds one turn's mentioned paths to the session's cluster tracker and ends the turn:
+ * a directory becomes a speculative candidate at ≥ 3 distinct files, active at ≥ 5 or
+ * when a candidate gets fresh mentions on a later turn, and is dropped after 5 turns
+ * without one. active (cap bytes) receives the directory of the active cluster at depth
+ * ≥ 3 with most files ("" when none); spec receives up to LCX_CLUSTER_SPECULATE
+ * directories that became candidates in this turn (*n_spec of them). */
+void lcx_scopes__cluster_turn(lcx_scopes *m, const char *session, char *const *paths, int n_paths,
+                              char *active, size_t cap, char (*spec)[LCX_SCOPE_PATH_MAX], int *n_spec);
 void lcx_scopes__note_turn(lcx_scopes *m, lcx_scope *s, float confidence);
 void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info);          /* s->mu held */
 int lcx_scope__find_file(const lcx_scope *s, const char *rel);

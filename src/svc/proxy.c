@@ -278,10 +278,9 @@ static int forward(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *metho
         xfer_unref(x);
         return LCX_ENOMEM;
     }
+    /* only Content-Type and Authorization go upstream (as the reference): cookies,
+     * x-session-* and the client's other headers stay here */
     fwd_header(x, req, "Authorization");
-    fwd_header(x, req, "Accept");
-    fwd_header(x, req, "OpenAI-Organization");
-    fwd_header(x, req, "OpenAI-Project");
     if (body) x->req_headers = curl_slist_append(x->req_headers, "Content-Type: application/json");
     x->req_headers = curl_slist_append(x->req_headers, "Expect:");
     CURL *c = x->curl;
@@ -487,10 +486,11 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
     lcx_scopes *scopes = svc->code; /* routes_code.c module; NULL when not loaded */
     char *splice = strdup("");
     if (!splice) return NULL;
-    if (session) lcx_resp_header(resp, "x-longctx-session", session);
+    lcx_resp_header(resp, "x-longctx-session", session ? session : "ephemeral");
     if (!scopes || !query || !*query) {
+        lcx_resp_header(resp, "x-longctx-scope", "");
         lcx_resp_header(resp, "x-longctx-chunks-used", "0");
-        lcx_resp_header(resp, "x-longctx-scope-status", "none");
+        lcx_resp_header(resp, "x-longctx-scope-status", "no-scope");
         return splice;
     }
     lcx_code_request rq = lcx_code_request_init();
@@ -505,11 +505,13 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
     char num[32];
     if (rc == 0 && res.n_scopes > 0) {
         lcx_resp_header(resp, "x-longctx-scope", res.scope.scope_path);
-        lcx_resp_header(resp, "x-longctx-scope-status", res.scope.status);
+        lcx_resp_header(resp, "x-longctx-scope-status", res.status);
         snprintf(num, sizeof num, "%d", res.n_hits);
         lcx_resp_header(resp, "x-longctx-chunks-used", num);
-        snprintf(num, sizeof num, "%.3f", res.confidence);
-        lcx_resp_header(resp, "x-longctx-confidence", num);
+        if (res.retrieved) {   /* the first chunk's score, as /retrieve */
+            snprintf(num, sizeof num, "%.3f", res.n_hits ? (double)res.hits[0].score : 0.0);
+            lcx_resp_header(resp, "x-longctx-confidence", num);
+        }
         if (res.splice && res.splice_len) {
             /* SPEC §2: the splice is a prefix of the system message, separated by a
              * blank line from what the client wrote. */
@@ -524,8 +526,9 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
         }
     } else {
         /* Retrieval trouble never blocks the completion: forward unenriched. */
+        lcx_resp_header(resp, "x-longctx-scope", "");
         lcx_resp_header(resp, "x-longctx-chunks-used", "0");
-        lcx_resp_header(resp, "x-longctx-scope-status", rc == 0 ? "none" : "error");
+        lcx_resp_header(resp, "x-longctx-scope-status", rc == 0 ? "no-scope" : "error");
     }
     lcx_code_result_free(&res);
     return splice;

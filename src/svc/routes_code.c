@@ -10,13 +10,16 @@
  *     → {"chunks":[{"text","file_path","start_line","end_line","file_type","score"}],
  *        "scope_path","scope_hash","scope_status","scope_sentinel","session_id",
  *        "used_rerank","paraphrases_count","confidence","system_message"}
- *   Both /retrieve forms set x-longctx-session, x-longctx-scope (the scope path,
- *   percent-encoded outside printable ASCII), x-longctx-chunks-used,
- *   x-longctx-scope-status (hot | package | none), x-longctx-confidence (0..1, 3 decimals).
+ *   Both /retrieve forms set, on every 200, x-longctx-session (the id, "ephemeral" without
+ *   one), x-longctx-scope (the root, "" when none, "ws:"; percent-encoded outside printable
+ *   ASCII), x-longctx-chunks-used, x-longctx-scope-status (ready | empty | indexing | error |
+ *   no-scope) and, when a search ran, x-longctx-confidence (first chunk's score, 3 decimals).
+ *   Header x-longctx-async: 1|true|yes builds an unloaded scope in the background.
  * Session id: body session_id → header x-session-affinity → x-session-id; none →
- * an ephemeral id ("ephemeral-…", returned but never bound).
- * Errors (4xx JSON): bad_request (missing query, top_k out of range, bad types),
- * bad_scope (relative / not a directory) 400, not_found 404, forbidden (secrets, /proc,
+ * session_id null (never bound). Scope resolution: docs/scope.md; differences from the
+ * reference service: docs/compat.md.
+ * Errors (4xx JSON): schema errors in well-formed JSON 422 (missing_field, invalid_type,
+ * out_of_range); malformed JSON, an empty query, bad_scope (not a directory) 400, not_found 404, forbidden (secrets, /proc,
  * /sys, /dev, "/") 403, unreadable 403.
  *
  * The module's state is an lcx_scopes (include/longctx/lcx_scope.h) in svc->code; the
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
@@ -115,18 +119,27 @@ static void header_safe(const char *s, char *out, size_t cap)
     out[k] = 0;
 }
 
+/* Headers on every 200 of /retrieve (the reference's set): x-longctx-confidence only
+ * when a search ran. */
 static void set_headers(lcx_resp *resp, const lcx_code_result *r, const char *session)
 {
     char v[LCX_SCOPE_PATH_MAX * 3 + 8];
-    header_safe(session, v, sizeof v);
+    header_safe(session ? session : "ephemeral", v, sizeof v);
     lcx_resp_header(resp, "x-longctx-session", v);
-    header_safe(r->scope.scope_path[0] ? r->scope.scope_path : "none", v, sizeof v);
+    header_safe(r->scope.scope_path, v, sizeof v);
     lcx_resp_header(resp, "x-longctx-scope", v);
     snprintf(v, sizeof v, "%d", r->n_hits);
     lcx_resp_header(resp, "x-longctx-chunks-used", v);
-    lcx_resp_header(resp, "x-longctx-scope-status", r->scope.status[0] ? r->scope.status : "none");
-    snprintf(v, sizeof v, "%.3f", (double)r->confidence);
-    lcx_resp_header(resp, "x-longctx-confidence", v);
+    lcx_resp_header(resp, "x-longctx-scope-status", r->status);
+    if (r->retrieved) {
+        snprintf(v, sizeof v, "%.3f", r->n_hits ? (double)r->hits[0].score : 0.0);
+        lcx_resp_header(resp, "x-longctx-confidence", v);
+    }
+}
+
+static bool truthy(const char *h)
+{
+    return h && (!strcasecmp(h, "1") || !strcasecmp(h, "true") || !strcasecmp(h, "yes"));
 }
 
 int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
@@ -141,7 +154,7 @@ int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         if (!s) s = cJSON_GetObjectItemCaseSensitive(body, "scope_path");
         if (s && !cJSON_IsString(s)) {
             cJSON_Delete(body);
-            lcx_resp_error(resp, 400, "bad_request", "'scope' must be a string");
+            lcx_resp_error(resp, 422, "invalid_type", "'scope' must be a string");
             return 0;
         }
         scope = s ? s->valuestring : NULL;
@@ -216,24 +229,32 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         rq.explicit_scope = qs_scope;
     } else {
         if (lcx_req_json(req, resp, false, &body) < 0) return 0;
+        /* schema errors in well-formed JSON answer 422 (the reference's status for them) */
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "query");
-        if (!q || cJSON_IsNull(q) || (cJSON_IsString(q) && !q->valuestring[0])) {
-            lcx_resp_error(resp, 400, "bad_request", "missing query");
+        if (!q || cJSON_IsNull(q)) {
+            lcx_resp_error(resp, 422, "missing_field", "'query' is required");
             goto out;
         }
         static const char *const strs[] = {"query", "prefill_text", "explicit_scope", "default_scope", "session_id"};
         for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
             const cJSON *x = cJSON_GetObjectItemCaseSensitive(body, strs[i]);
             if (x && !cJSON_IsNull(x) && !cJSON_IsString(x)) {
-                lcx_resp_error(resp, 400, "bad_request", "'%s' must be a string", strs[i]);
+                lcx_resp_error(resp, 422, "invalid_type", "'%s' must be a string", strs[i]);
                 goto out;
             }
         }
+        if (!q->valuestring[0]) {
+            lcx_resp_error(resp, 400, "bad_request", "missing query");
+            goto out;
+        }
         const cJSON *tk = cJSON_GetObjectItemCaseSensitive(body, "top_k");
         if (tk && !cJSON_IsNull(tk)) {
-            if (!cJSON_IsNumber(tk) || !isfinite(tk->valuedouble) || tk->valuedouble != floor(tk->valuedouble) ||
-                tk->valuedouble < 1 || tk->valuedouble > 64) {
-                lcx_resp_error(resp, 400, "bad_request", "top_k must be an integer in 1..64");
+            if (!cJSON_IsNumber(tk) || !isfinite(tk->valuedouble) || tk->valuedouble != floor(tk->valuedouble)) {
+                lcx_resp_error(resp, 422, "invalid_type", "top_k must be an integer in 1..64");
+                goto out;
+            }
+            if (tk->valuedouble < 1 || tk->valuedouble > 64) {
+                lcx_resp_error(resp, 422, "out_of_range", "top_k must be an integer in 1..64");
                 goto out;
             }
             rq.top_k = (int)tk->valuedouble;
@@ -271,12 +292,8 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_resp_error(resp, 400, "bad_request", "invalid session id");
         goto out;
     }
-    if (ephemeral) {
-        uint64_t r = lcx_hash64(&rq, sizeof rq, lcx_now_ns());
-        snprintf(session, sizeof session, "ephemeral-%016llx", (unsigned long long)r);
-    } else {
-        rq.session_id = session;
-    }
+    if (!ephemeral) rq.session_id = session;
+    rq.async = truthy(lcx_req_header(req, "x-longctx-async"));
     lcx_code_result res;
     int rc = lcx_code_retrieve(m, &rq, &res);
     if (rc < 0) {
@@ -285,7 +302,7 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_code_result_free(&res);
         goto out;
     }
-    set_headers(resp, &res, session);
+    set_headers(resp, &res, ephemeral ? NULL : session);
     if (text_form) {
         lcx_resp_text(resp, 200, "text/plain; charset=utf-8", res.splice, res.splice_len);
         lcx_code_result_free(&res);
@@ -304,18 +321,24 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_buf_json_f32(b, h->score);
         lcx_buf_printf(b, ",\"symbol_hit\":%s}", h->symbol_hit ? "true" : "false");
     }
+    /* the reference's fields: scope_path "ws:" for workspace replies, null with no scope;
+     * scope_hash null for both; scope_sentinel the sentinel file, "explicit", "cluster" or
+     * "workspace". scope_tier, scopes_searched, confidence, system_message are ours. */
+    bool named = res.scope.scope_path[0] != 0;
     lcx_buf_puts(b, "],\"scope_path\":");
-    if (res.scope.scope_path[0]) lcx_buf_json_str(b, res.scope.scope_path, strlen(res.scope.scope_path));
+    if (named) lcx_buf_json_str(b, res.scope.scope_path, strlen(res.scope.scope_path));
     else lcx_buf_puts(b, "null");
-    if (res.scope.scope_hash[0]) lcx_buf_printf(b, ",\"scope_hash\":\"%s\"", res.scope.scope_hash);
+    if (named && !res.workspace) lcx_buf_printf(b, ",\"scope_hash\":\"%s\"", res.scope.scope_hash);
     else lcx_buf_puts(b, ",\"scope_hash\":null");
-    lcx_buf_printf(b, ",\"scope_status\":\"%s\",\"scope_sentinel\":", res.scope.status[0] ? res.scope.status : "none");
-    if (res.scope.scope_path[0]) lcx_buf_json_str(b, res.scope.sentinel, strlen(res.scope.sentinel));
+    lcx_buf_printf(b, ",\"scope_status\":\"%s\",\"scope_sentinel\":", res.status);
+    if (named) lcx_buf_json_str(b, res.scope.sentinel, strlen(res.scope.sentinel));
     else lcx_buf_puts(b, "null");
     lcx_buf_puts(b, ",\"session_id\":");
-    lcx_buf_json_str(b, session, strlen(session));
-    lcx_buf_printf(b, ",\"ephemeral\":%s,\"used_rerank\":%s,\"paraphrases_count\":%d,\"scopes_searched\":%d,\"confidence\":",
-                   ephemeral ? "true" : "false", res.used_rerank ? "true" : "false", res.paraphrases_count, res.n_scopes);
+    if (ephemeral) lcx_buf_puts(b, "null");
+    else lcx_buf_json_str(b, session, strlen(session));
+    lcx_buf_printf(b, ",\"used_rerank\":%s,\"paraphrases_count\":%d,\"scope_tier\":\"%s\",\"scopes_searched\":%d,\"confidence\":",
+                   res.retrieved && res.used_rerank ? "true" : "false", res.retrieved ? res.paraphrases_count : 0,
+                   res.scope.status[0] ? res.scope.status : "none", res.retrieved ? res.n_scopes : 0);
     lcx_buf_json_num(b, (double)(long long)(res.confidence * 1000 + 0.5) / 1000);
     lcx_buf_puts(b, ",\"system_message\":");
     lcx_buf_json_str(b, res.splice, res.splice_len);

@@ -1085,28 +1085,79 @@ static int path_session(lcx_req *req, lcx_resp *resp, const char **id)
     return 0;
 }
 
+/* The reference service's replies, always 200 for a valid id (SPEC §2):
+ *   hibernate → {session_id, hibernated, n_chunks}: n_chunks counted before hibernating;
+ *     a never-written or already hibernated session → false, 0.
+ *   resume → {session_id, resumed, n_chunks, error}: no snapshot (or already in RAM) →
+ *     false, 0, null; success → true, n, null; another embedder → false, 0,
+ *     "EmbedderMismatch: …"; an unreadable snapshot format → "SnapshotSchemaMismatch: …".
+ *   hibernation-status → {session_id, in_ram, on_disk, n_chunks_in_ram, n_chunks_on_disk,
+ *     embedder_fingerprint, hibernated_at}, the last two null without a snapshot. */
 static int session_op(lcx_svc *svc, lcx_req *req, lcx_resp *resp, int op)
 {
     const char *id;
     if (path_session(req, resp, &id) < 0) return 0;
-    int rc = 0;
-    const char *extra = NULL;
-    if (op == 1) { rc = lcx_sessions_hibernate(svc->sessions, id); extra = ",\"hibernated\":true"; }
-    if (op == 2) { rc = lcx_sessions_resume(svc->sessions, id); extra = ",\"resumed\":true"; }
-    if (rc == LCX_ENOTFOUND) { lcx_resp_error(resp, 404, "session_not_found", "no session '%s'", id); return 0; }
-    if (rc == LCX_EMISMATCH) {
-        lcx_resp_error(resp, 409, "embedder_mismatch",
-                       "session '%s' was written with another embedder than this server's (%s); refusing to resume",
-                       id, lcx_embedder_fingerprint(svc->emb));
-        return 0;
-    }
-    if (rc < 0) { core_error(resp, rc, op == 1 ? "hibernate failed" : "resume failed"); return 0; }
     lcx_session_status s;
     memset(&s, 0, sizeof s);
-    rc = lcx_sessions_status(svc->sessions, id, &s);
-    if (rc == LCX_ENOTFOUND) { lcx_resp_error(resp, 404, "session_not_found", "no session '%s'", id); return 0; }
-    if (rc < 0) { core_error(resp, rc, "status failed"); return 0; }
-    write_status(lcx_resp_json_buf(resp, 200), id, &s, extra);
+    int rc = lcx_sessions_status(svc->sessions, id, &s);
+    if (rc < 0 && rc != LCX_ENOTFOUND) { core_error(resp, rc, "status failed"); return 0; }
+    bool known = rc == 0;
+    if (op == 0) {
+        if (!known) memset(&s, 0, sizeof s);
+        lcx_buf *b = lcx_resp_json_buf(resp, 200);
+        if (known && s.on_disk) { write_status(b, id, &s, NULL); return 0; }
+        lcx_buf_puts(b, "{\"session_id\":");
+        lcx_buf_json_str(b, id, strlen(id));
+        lcx_buf_printf(b, ",\"in_ram\":%s,\"on_disk\":false,\"n_chunks_in_ram\":%u,\"n_chunks_on_disk\":0,"
+                          "\"embedder_fingerprint\":null,\"hibernated_at\":null}",
+                       s.in_ram ? "true" : "false", s.n_chunks_in_ram);
+        return 0;
+    }
+    if (op == 1) {
+        bool did = false;
+        uint32_t n = 0;
+        if (known && s.in_ram) {
+            n = s.n_chunks_in_ram;
+            rc = lcx_sessions_hibernate(svc->sessions, id);
+            if (rc < 0 && rc != LCX_ENOTFOUND) { core_error(resp, rc, "hibernate failed"); return 0; }
+            did = rc == 0;
+            if (!did) n = 0;
+        }
+        lcx_buf *b = lcx_resp_json_buf(resp, 200);
+        lcx_buf_puts(b, "{\"session_id\":");
+        lcx_buf_json_str(b, id, strlen(id));
+        lcx_buf_printf(b, ",\"hibernated\":%s,\"n_chunks\":%u}", did ? "true" : "false", n);
+        return 0;
+    }
+    char err[512] = "";
+    bool did = false;
+    uint32_t n = 0;
+    if (known && s.on_disk && !s.in_ram) {
+        rc = lcx_sessions_resume(svc->sessions, id);
+        if (rc == 0) {
+            lcx_session_status t;
+            memset(&t, 0, sizeof t);
+            did = true;
+            n = lcx_sessions_status(svc->sessions, id, &t) == 0 ? t.n_chunks_in_ram : s.n_chunks_on_disk;
+        } else if (rc == LCX_EMISMATCH) {
+            snprintf(err, sizeof err, "EmbedderMismatch: session '%s' was written with embedder %.*s, this server runs %s",
+                     id, (int)strnlen(s.embedder_fingerprint, sizeof s.embedder_fingerprint), s.embedder_fingerprint,
+                     lcx_embedder_fingerprint(svc->emb));
+        } else if (rc == LCX_ECORRUPT || rc == LCX_ENOTSUP || rc == LCX_ETRUNC) {
+            snprintf(err, sizeof err, "SnapshotSchemaMismatch: the snapshot of session '%s' cannot be read (%s)", id,
+                     lcx_strerror(rc));
+        } else if (rc != LCX_ENOTFOUND) {
+            core_error(resp, rc, "resume failed");
+            return 0;
+        }
+    }
+    lcx_buf *b = lcx_resp_json_buf(resp, 200);
+    lcx_buf_puts(b, "{\"session_id\":");
+    lcx_buf_json_str(b, id, strlen(id));
+    lcx_buf_printf(b, ",\"resumed\":%s,\"n_chunks\":%u,\"error\":", did ? "true" : "false", n);
+    if (err[0]) lcx_buf_json_str(b, err, strlen(err));
+    else lcx_buf_puts(b, "null");
+    lcx_buf_puts(b, "}");
     return 0;
 }
 

@@ -416,7 +416,7 @@ static void test_detect(void **st)
     /* relative paths: only with a default scope, only when they exist */
     detect_expect("look at src/a.c please", NULL, NULL, NULL);
     detect_expect("look at src/a.c please", "repo", "repo", ".git");
-    detect_expect("look at missing/zz.c please", "other", "other", ".git");  /* default scope fallback */
+    detect_expect("look at missing/zz.c please", "other", NULL, NULL);  /* default_scope alone never pins */
     detect_expect("look at packages/a/src/i.js", "mono", "mono/packages/a", "package.json");
     /* symlinks canonicalise to the real root */
     char l[PATH_MAX], t[PATH_MAX];

@@ -135,6 +135,14 @@ static void test_hibernate_restart_and_fingerprint(void **st)
     write_one(&s, "fp", "the orchard harvest yielded eleven crates of quince");
     cJSON *j;
     assert_int_equal(sh_post(&s, "/sessions/fp/hibernate", NULL, &j), 200);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "hibernated")));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks")->valueint, 1);   /* counted before */
+    cJSON_Delete(j);
+    assert_int_equal(sh_post(&s, "/sessions/fp/hibernate", NULL, &j), 200);   /* already hibernated */
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "hibernated")));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks")->valueint, 0);
+    cJSON_Delete(j);
+    assert_int_equal(sh_get(&s, "/sessions/fp/hibernation-status", &j), 200);
     char fp[256];
     snprintf(fp, sizeof fp, "%s", cJSON_GetObjectItemCaseSensitive(j, "embedder_fingerprint")->valuestring);
     cJSON_Delete(j);
@@ -145,8 +153,10 @@ static void test_hibernate_restart_and_fingerprint(void **st)
     /* another embedder (dimension) → resume refused, data untouched */
     const char *other[] = {"--embed-dim", "64", NULL};
     sh_start(&s, dir, other, NULL);
-    assert_int_equal(sh_post(&s, "/sessions/fp/resume", NULL, &j), 409);
-    sh_assert_error(j, "embedder_mismatch");
+    assert_int_equal(sh_post(&s, "/sessions/fp/resume", NULL, &j), 200);   /* the reference's reply */
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "resumed")));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks")->valueint, 0);
+    assert_int_equal(strncmp(cJSON_GetObjectItemCaseSensitive(j, "error")->valuestring, "EmbedderMismatch: ", 18), 0);
     cJSON_Delete(j);
     long stt;
     char *t = top_text(&s, "fp", "quince", &stt);
@@ -159,9 +169,13 @@ static void test_hibernate_restart_and_fingerprint(void **st)
     /* the original embedder: resume works, same fingerprint, same data */
     sh_start(&s, dir, NULL, NULL);
     assert_int_equal(sh_post(&s, "/sessions/fp/resume", NULL, &j), 200);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "resumed")));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks")->valueint, 1);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "error")));
+    cJSON_Delete(j);
+    assert_int_equal(sh_get(&s, "/sessions/fp/hibernation-status", &j), 200);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "in_ram")));
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "embedder_fingerprint")->valuestring, fp);
-    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks_in_ram")->valueint, 1);
     cJSON_Delete(j);
     t = top_text(&s, "fp", "quince", &stt);
     assert_int_equal(stt, 200);
