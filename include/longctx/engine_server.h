@@ -37,6 +37,10 @@ typedef struct {
     int max_sessions;              /* keyed sessions held (16); the least recent goes */
     int idle_s;                    /* keyed sessions idle this long are released (600) */
     bool rescue;                   /* reported by /healthz (the sidecar is up) */
+    /* called for every generated token before it is sent (may be NULL); tests use it to
+     * hold a generation while the client goes away */
+    void (*on_token)(void *ud);
+    void *on_token_ud;
 } eng_server_opts;
 
 typedef struct eng_server eng_server;

@@ -44,7 +44,8 @@ struct eng_server {
     uint64_t next_ticket, serving;    /* FIFO turn */
     slot *slots;
     int n_slots;
-    uint64_t served, rejected, rescue_lost;
+    uint64_t served, rejected, rescue_lost, cancelled, generated;
+    int workers;                      /* stream workers alive (stop waits for them) */
     bool rescue;
 };
 
@@ -300,6 +301,7 @@ static int on_token(void *ud, const char *piece, int32_t tok)
 {
     (void)tok;
     gen_req *g = ud;
+    if (g->srv->o.on_token) g->srv->o.on_token(g->srv->o.on_token_ud);
     if (atomic_load(&g->cancelled)) return 1;
     size_t pl = strlen(piece);
     if (g->acc_len + pl + 1 > g->acc_cap) {
@@ -357,6 +359,9 @@ static void run_turn(gen_req *g, turn_result *tr)
                         .on_token = on_token, .ud = g};
     tr->rc = eng_session_respond_ex(ss, last, &to, NULL);
     eng_session_last_turn(ss, &tr->turn);
+    pthread_mutex_lock(&s->mu);
+    s->generated += (uint64_t)LCX_MAX(tr->turn.n_generated, 0);
+    pthread_mutex_unlock(&s->mu);
     if (tr->rc >= 0) {
         tr->ng = tr->rc;
         tr->finish = g->stop_hit ? "stop" : tr->ng >= to.max_tokens && to.max_tokens > 0 ? "length" : "stop";
@@ -402,6 +407,11 @@ static void *stream_worker(void *arg)
     turn_result tr;
     run_turn(g, &tr);
     turn_leave(s);
+    if (atomic_load(&g->cancelled)) {     /* the client went away before the end */
+        pthread_mutex_lock(&s->mu);
+        s->cancelled++;
+        pthread_mutex_unlock(&s->mu);
+    }
     if (tr.rc < 0) {
         unsigned st;
         const char *code;
@@ -424,6 +434,10 @@ static void *stream_worker(void *arg)
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
     req_unref(g);
+    pthread_mutex_lock(&s->mu);
+    s->workers--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
@@ -590,7 +604,17 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
         }
         g->refs = 3;               /* this function, the worker, the MHD reader */
         pthread_t th;
-        if (pthread_create(&th, NULL, stream_worker, g)) { g->refs = 1; ret = MHD_NO; goto done; }
+        pthread_mutex_lock(&s->mu);
+        s->workers++;
+        pthread_mutex_unlock(&s->mu);
+        if (pthread_create(&th, NULL, stream_worker, g)) {
+            pthread_mutex_lock(&s->mu);
+            s->workers--;
+            pthread_mutex_unlock(&s->mu);
+            g->refs = 1;
+            ret = MHD_NO;
+            goto done;
+        }
         pthread_detach(th);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, g, stream_free);
         if (!r) { stream_free(g); ret = MHD_NO; goto done; }
@@ -679,6 +703,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         cJSON_AddNumberToObject(j, "queue", (double)(s->next_ticket - s->serving));
         cJSON_AddNumberToObject(j, "served", (double)s->served);
         cJSON_AddNumberToObject(j, "rejected", (double)s->rejected);
+        cJSON_AddNumberToObject(j, "cancelled", (double)s->cancelled);
+        cJSON_AddNumberToObject(j, "generated_tokens", (double)s->generated);
         pthread_mutex_unlock(&s->mu);
         return send_json(c, 200, j, NULL, NULL);
     }
@@ -766,7 +792,10 @@ int eng_server_n_sessions(eng_server *s)
 void eng_server_stop(eng_server *s)
 {
     if (!s) return;
-    if (s->d) MHD_stop_daemon(s->d);
+    if (s->d) MHD_stop_daemon(s->d);   /* closes the streams: their workers see cancel */
+    pthread_mutex_lock(&s->mu);
+    while (s->workers) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->n_slots; i++) eng_session_free(s->slots[i].s);
     free(s->slots);
     pthread_mutex_destroy(&s->mu);

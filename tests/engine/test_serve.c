@@ -10,6 +10,9 @@
 #include "longctx/engine_server.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 static char *g_dir;
 static eng_model *g_m;
 static eng_server *g_srv;
+static eng_server *g_main;   /* g_srv is the server http() talks to */
 
 typedef struct { char *p; size_t n; } sbuf;
 
@@ -95,7 +99,9 @@ static int setup(void **st)
     o.model_id = "tiny";
     o.session.ctx.n_ctx = 512;
     o.session.max_tokens = 16;
-    return eng_server_start(&o, &g_srv, err, sizeof err) < 0 ? -1 : 0;
+    if (eng_server_start(&o, &g_srv, err, sizeof err) < 0) return -1;
+    g_main = g_srv;
+    return 0;
 }
 
 static int teardown(void **st)
@@ -282,6 +288,173 @@ static void test_errors(void **st)
     cJSON_Delete(j);
 }
 
+/* ---- queue and disconnect: a second server whose prefill waits on a gate ---- */
+
+static pthread_mutex_t g_gmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_gcv = PTHREAD_COND_INITIALIZER;
+static bool g_gate_open;
+static atomic_int g_in_prefill;
+static int g_prefill_total[8];
+
+static void gate(void *ud, int done, int total)
+{
+    (void)ud; (void)done;
+    const int k = atomic_fetch_add(&g_in_prefill, 1);
+    if (k < 8) g_prefill_total[k] = total;   /* which request prefills when (by its length) */
+    pthread_mutex_lock(&g_gmu);
+    while (!g_gate_open) pthread_cond_wait(&g_gcv, &g_gmu);
+    pthread_mutex_unlock(&g_gmu);
+}
+
+static void gate_set(bool open)
+{
+    pthread_mutex_lock(&g_gmu);
+    g_gate_open = open;
+    pthread_cond_broadcast(&g_gcv);
+    pthread_mutex_unlock(&g_gmu);
+}
+
+static double health(const char *k)
+{
+    char *r;
+    assert_int_equal(http("GET", "/healthz", NULL, NULL, &r), 200);
+    cJSON *j = cJSON_Parse(r);
+    double v = cJSON_GetObjectItem(j, k)->valuedouble;
+    cJSON_Delete(j);
+    free(r);
+    return v;
+}
+
+static void wait_health(const char *k, double want)
+{
+    for (int i = 0; i < 3000 && health(k) != want; i++) usleep(1000);
+    if (health(k) != want) fprintf(stderr, "%s = %g, want %g\n", k, health(k), want);
+    assert_true(health(k) == want);
+}
+
+static atomic_int g_order;
+typedef struct { const char *sid, *msg; long st; int order; } qreq;
+
+static void *q_thread(void *arg)
+{
+    qreq *q = arg;
+    char *b, *r;
+    assert_true(asprintf(&b, "{\"session_id\":\"%s\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}", q->sid, q->msg) > 0);
+    q->st = http("POST", "/v1/chat/completions", b, NULL, &r);
+    q->order = atomic_fetch_add(&g_order, 1);
+    free(r);
+    free(b);
+    return NULL;
+}
+
+static eng_server *gated_server(int max_queue)
+{
+    eng_server_opts o = eng_server_defaults();
+    o.model = g_m;
+    o.model_id = "tiny";
+    o.session.ctx.n_ctx = 512;
+    o.max_queue = max_queue;
+    o.session.on_prefill = gate;
+    eng_server *s;
+    char err[256];
+    assert_int_equal(eng_server_start(&o, &s, err, sizeof err), 0);
+    return s;
+}
+
+/* One runs, one waits (max_queue 1), the third gets 429; the two are served in order. */
+static void test_queue(void **st)
+{
+    (void)st;
+    g_srv = gated_server(1);
+    gate_set(false);
+    atomic_store(&g_in_prefill, 0);
+    qreq a = {"qa", "hi", 0, 0}, b = {"qb", "hello there my good old friend", 0, 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, q_thread, &a);
+    while (atomic_load(&g_in_prefill) == 0) usleep(1000);   /* a holds the turn */
+    pthread_create(&tb, NULL, q_thread, &b);
+    wait_health("queue", 2);
+    cJSON *j = post_chat(HELLO, NULL, 429);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "code")->valuestring, "queue_full");
+    cJSON_Delete(j);
+    gate_set(true);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_int_equal(a.st, 200);
+    assert_int_equal(b.st, 200);
+    /* served in arrival order: a's (shorter) prompt was prefilled first, then b's */
+    assert_int_equal(atomic_load(&g_in_prefill), 2);
+    assert_true(g_prefill_total[0] < g_prefill_total[1]);
+    assert_true(health("rejected") == 1);
+    eng_server_stop(g_srv);
+    g_srv = g_main;
+}
+
+/* When armed, the second token waits until the client has left (its first token's event
+ * went out before), so generation cannot finish before the disconnect. */
+static atomic_bool g_armed, g_gone;
+static atomic_int g_tokens;
+static void hold_token(void *ud)
+{
+    (void)ud;
+    if (atomic_load(&g_armed) && atomic_fetch_add(&g_tokens, 1) == 1)
+        while (!atomic_load(&g_gone)) usleep(1000);
+}
+
+static size_t abort_after_first(char *d, size_t sz, size_t nm, void *ud)
+{
+    (void)d;
+    int *n = ud;
+    (*n)++;
+    return 0;    /* curl aborts the transfer and closes */
+}
+
+/* A streaming client that goes away: generation stops (cancelled, far short of max_tokens),
+ * and the server goes on serving. */
+static void test_disconnect(void **st)
+{
+    (void)st;
+    gate_set(true);
+    eng_server_opts o = eng_server_defaults();
+    o.model = g_m;
+    o.model_id = "tiny";
+    o.session.ctx.n_ctx = 512;
+    o.on_token = hold_token;
+    char err[256];
+    assert_int_equal(eng_server_start(&o, &g_srv, err, sizeof err), 0);
+    /* the same request, not cut: how long the greedy reply runs */
+    cJSON *full = post_chat("{\"max_tokens\":400,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}", NULL, 200);
+    const int n_full = usage_of(full, "completion_tokens");
+    cJSON_Delete(full);
+    assert_true(n_full > 100);
+    const double gen0 = health("generated_tokens");
+    CURL *c = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", eng_server_port(g_srv));
+    int n = 0;
+    atomic_store(&g_tokens, 0);
+    atomic_store(&g_armed, true);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"stream\":true,\"session_id\":\"dc\",\"max_tokens\":400,\"temperature\":0,"
+                                            "\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, abort_after_first);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &n);
+    assert_int_equal(curl_easy_perform(c), CURLE_WRITE_ERROR);
+    curl_easy_cleanup(c);
+    atomic_store(&g_gone, true);
+    wait_health("cancelled", 1);
+    wait_health("queue", 0);
+    atomic_store(&g_armed, false);
+    /* generation stopped soon after the client left */
+    const double cut = health("generated_tokens") - gen0;
+    fprintf(stderr, "disconnect: %d tokens uncut, %.0f after the client left\n", n_full, cut);
+    assert_true(cut >= 1 && cut < n_full / 2);
+    cJSON *j = post_chat(HELLO, NULL, 200);
+    cJSON_Delete(j);
+    eng_server_stop(g_srv);
+    g_srv = g_main;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +463,8 @@ int main(void)
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_sessions),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_queue),
+        cmocka_unit_test(test_disconnect),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
