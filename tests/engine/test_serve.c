@@ -12,6 +12,10 @@
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <curl/curl.h>
 #include <stdio.h>
@@ -455,6 +459,69 @@ static void test_disconnect(void **st)
     g_srv = g_main;
 }
 
+/* Children of pid (from /proc), up to cap. */
+static int children(pid_t pid, pid_t *out, int cap)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) && n < cap) {
+        char p[300], buf[512];
+        snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f) continue;
+        size_t k = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[k] = 0;
+        char *rp = strrchr(buf, ')');
+        int ppid = 0;
+        if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == pid) out[n++] = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* The binary: longctx-engine serve --enable-longctx starts longctx-svc, rescue is on in
+ * /healthz, a chat is served, and SIGTERM stops both (no longctx-svc process left). */
+static void test_cli_enable_longctx(void **st)
+{
+    (void)st;
+    const char *eng = tu_bin("longctx-engine"), *svc = tu_bin("longctx-svc");
+    if (access(eng, X_OK) || access(svc, X_OK)) skip();
+    char model[4300], logp[4300], env_svc[4400], env_home[4400], env_xdg[4400], port_s[16];
+    snprintf(model, sizeof model, "%s/tiny.gguf", g_dir);
+    snprintf(logp, sizeof logp, "%s/serve.log", g_dir);
+    snprintf(env_svc, sizeof env_svc, "LONGCTX_SVC=%s", svc);
+    snprintf(env_home, sizeof env_home, "HOME=%s", g_dir);
+    snprintf(env_xdg, sizeof env_xdg, "XDG_DATA_HOME=%s/data", g_dir);
+    const int port = tu_free_port();
+    snprintf(port_s, sizeof port_s, "%d", port);
+    char *argv[] = {(char *)eng, "serve", "-m", model, "--port", port_s, "-c", "1024", "--model-id", "tiny",
+                    "--enable-longctx", "--triatt-budget", "256", NULL};
+    char *env[] = {env_svc, env_home, env_xdg, NULL};
+    pid_t pid = tu_spawn(argv, env, logp);
+    assert_true(pid > 0);
+    assert_true(tu_wait_http(port, "/healthz", 60000));
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+    tu_resp r;
+    tu_http("GET", url, NULL, 0, NULL, &r);
+    assert_non_null(strstr(r.body, "\"rescue\":true"));
+    tu_resp_free(&r);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port);
+    const char *b = "{\"model\":\"tiny\",\"max_tokens\":3,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    tu_http("POST", url, b, strlen(b), NULL, &r);
+    assert_int_equal(r.status, 200);
+    tu_resp_free(&r);
+    pid_t kids[8];
+    const int nk = children(pid, kids, 8);
+    assert_int_equal(nk, 1);   /* the sidecar */
+    int ws = tu_kill_wait(pid, SIGTERM, 20000);
+    assert_true(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    assert_int_equal(kill(kids[0], 0), -1);
+    assert_int_equal(errno, ESRCH);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_disconnect),
+        cmocka_unit_test(test_cli_enable_longctx),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
