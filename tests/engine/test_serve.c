@@ -516,6 +516,22 @@ static void test_cli_enable_longctx(void **st)
     pid_t kids[8];
     const int nk = children(pid, kids, 8);
     assert_int_equal(nk, 1);   /* the sidecar */
+    /* the sidecar dies: /healthz says rescue is off, chats are still served */
+    kill(kids[0], SIGKILL);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+    bool off = false;
+    for (int i = 0; i < 200 && !off; i++) {
+        tu_http("GET", url, NULL, 0, NULL, &r);
+        off = r.body && strstr(r.body, "\"rescue\":false") && strstr(r.body, "\"rescue_lost\":1");
+        tu_resp_free(&r);
+        if (!off) usleep(50000);
+    }
+    assert_true(off);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port);
+    const char *b2 = "{\"session_id\":\"k\",\"max_tokens\":3,\"messages\":[{\"role\":\"user\",\"content\":\"still there?\"}]}";
+    tu_http("POST", url, b2, strlen(b2), NULL, &r);
+    assert_int_equal(r.status, 200);
+    tu_resp_free(&r);
     int ws = tu_kill_wait(pid, SIGTERM, 20000);
     assert_true(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
     assert_int_equal(kill(kids[0], 0), -1);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "longctx/engine.h"
 #include "longctx/engine_server.h"
@@ -31,6 +32,20 @@ static int int_arg(const char *flag, const char *v, int lo, int hi, int *out)
     }
     *out = (int)x;
     return 0;
+}
+
+/* Alive and not a zombie (the sidecar is our child: it stays a zombie until reaped). */
+static bool pid_alive(pid_t pid)
+{
+    char p[64], buf[256];
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
 }
 
 int cmd_serve(int argc, char **argv)
@@ -105,8 +120,19 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
     fprintf(stderr, "listening on http://%s:%d\n", o.host, eng_server_port(srv));
+    /* wait for a signal; once a second, check the sidecar (a dead one turns rescue off in
+     * /healthz; the sessions' Tier-2/3 calls then fail and are counted, serving goes on) */
     int sig = 0;
-    sigwait(&set, &sig);
+    bool sc_alive = sc != NULL;
+    const struct timespec tick = {1, 0};
+    while ((sig = sigtimedwait(&set, NULL, &tick)) < 0) {
+        if (sc_alive && !pid_alive(lcx_sidecar_pid(sc))) {
+            sc_alive = false;
+            eng_server_set_rescue(srv, false);
+            fprintf(stderr, "longctx-engine serve: longctx-svc (pid %d) died; serving without rescue\n",
+                    (int)lcx_sidecar_pid(sc));
+        }
+    }
     fprintf(stderr, "longctx-engine serve: signal %d, stopping\n", sig);
     eng_server_stop(srv);
     if (sc) lcx_sidecar_stop(sc, 5000);
