@@ -331,6 +331,8 @@ int  eng_session_n_messages(const eng_session *s);
  * unless the sequence is empty), appends it, generates up to max_tokens (<= 0 = params).
  * No chat template, no Tier 3. */
 int  eng_session_generate(eng_session *s, const char *text, int max_tokens, char **out);
+/* The same with per-request options (eng_turn_opts above). */
+int  eng_session_generate_ex(eng_session *s, const char *text, const eng_turn_opts *o, char **out);
 /* Manual Tier 3: bounded flush, then /evict/retrieve with the query signal of question.
  * *text = rescue text (malloc'd) or NULL when nothing came back. Returns chunks used (>= 0),
  * LCX_ESTATE (no V3 endpoint), or the bridge's LCX_ENET / LCX_ETIMEOUT / LCX_ECORRUPT. */

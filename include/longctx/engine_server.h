@@ -1,6 +1,6 @@
 /* longctx-engine serve: an OpenAI-compatible HTTP server over the engine's ChatSession
  * (library lcx_engine_server; libmicrohttpd). Endpoints: POST /v1/chat/completions
- * (streamed SSE and not), GET /v1/models, GET /healthz.
+ * (streamed SSE and not), POST /v1/completions, GET /v1/models, GET /healthz.
  *
  *   eng_server_opts o = eng_server_defaults();
  *   o.model = m; o.model_id = "tiny"; o.session = eng_session_default_params();

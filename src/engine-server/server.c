@@ -189,6 +189,7 @@ struct gen_req {
     cJSON *body;
     char key[MAX_KEY];
     bool keyed, stream;
+    bool legacy;                   /* POST /v1/completions (prompt, choices[].text) */
     int max_tokens;
     eng_sampler_params sp;
     bool have_sampler;
@@ -258,19 +259,22 @@ static cJSON *chunk(gen_req *g, const char *content, size_t n, const char *finis
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "id", g->id);
-    cJSON_AddStringToObject(j, "object", "chat.completion.chunk");
+    cJSON_AddStringToObject(j, "object", g->legacy ? "text_completion" : "chat.completion.chunk");
     cJSON_AddNumberToObject(j, "created", (double)g->created);
     cJSON_AddStringToObject(j, "model", g->srv->model_id);
     cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
     cJSON_AddItemToArray(ch, c0);
     cJSON_AddNumberToObject(c0, "index", 0);
-    cJSON *d = cJSON_AddObjectToObject(c0, "delta");
-    if (content) {
-        char *t = strndup(content, n);
-        cJSON_AddStringToObject(d, "role", "assistant");
-        cJSON_AddStringToObject(d, "content", t ? t : "");
-        free(t);
+    char *t = content ? strndup(content, n) : NULL;
+    if (g->legacy) cJSON_AddStringToObject(c0, "text", t ? t : "");
+    else {
+        cJSON *d = cJSON_AddObjectToObject(c0, "delta");
+        if (content) {
+            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "content", t ? t : "");
+        }
     }
+    free(t);
     if (finish) cJSON_AddStringToObject(c0, "finish_reason", finish);
     else cJSON_AddNullToObject(c0, "finish_reason");
     return j;
@@ -347,6 +351,15 @@ static void run_turn(gen_req *g, turn_result *tr)
     bool fresh;
     tr->rc = session_get(s, g->keyed ? g->key : NULL, &ss, &fresh, tr->err, sizeof tr->err);
     if (tr->rc < 0) return;
+    if (g->legacy) {
+        /* raw text continuing the session's sequence: no chat template, no rescue */
+        eng_turn_opts to = {.max_tokens = g->max_tokens, .sampler = g->have_sampler ? &g->sp : NULL,
+                            .on_token = on_token, .ud = g};
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(g->body, "prompt");
+        if (cJSON_IsArray(pr)) pr = cJSON_GetArrayItem(pr, 0);
+        tr->rc = eng_session_generate_ex(ss, pr->valuestring, &to, NULL);
+        goto finish;
+    }
     /* messages before the last that the session does not hold yet */
     for (int i = fresh ? 0 : eng_session_n_messages(ss); i < nm - 1; i++) {
         const cJSON *m = cJSON_GetArrayItem(msgs, i);
@@ -358,14 +371,15 @@ static void run_turn(gen_req *g, turn_result *tr)
     eng_turn_opts to = {.max_tokens = g->max_tokens, .sampler = g->have_sampler ? &g->sp : NULL,
                         .on_token = on_token, .ud = g};
     tr->rc = eng_session_respond_ex(ss, last, &to, NULL);
+finish:
     eng_session_last_turn(ss, &tr->turn);
     pthread_mutex_lock(&s->mu);
     s->generated += (uint64_t)LCX_MAX(tr->turn.n_generated, 0);
     pthread_mutex_unlock(&s->mu);
     if (tr->rc >= 0) {
         tr->ng = tr->rc;
-        tr->finish = g->stop_hit ? "stop" : tr->ng >= to.max_tokens && to.max_tokens > 0 ? "length" : "stop";
-        if (!g->max_tokens && tr->ng >= s->o.session.max_tokens) tr->finish = "length";
+        const int lim = g->max_tokens > 0 ? g->max_tokens : s->o.session.max_tokens;
+        tr->finish = !g->stop_hit && tr->ng >= lim ? "length" : "stop";
     }
 out:
     if (!g->keyed) eng_session_free(ss);
@@ -488,7 +502,7 @@ static const char *session_key(struct MHD_Connection *c, const cJSON *body)
 
 #define BAD(...) return send_err(c, 400, "invalid_request_error", __VA_ARGS__)
 
-static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state *cs)
+static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state *cs, bool legacy)
 {
     const char *end = NULL;
     cJSON *body = cJSON_ParseWithLengthOpts(cs->body ? cs->body : "", cs->len, &end, false);
@@ -502,6 +516,7 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
     g->refs = 1;
     g->body = body;
     g->srv = s;
+    g->legacy = legacy;
     enum MHD_Result ret;
 #define FAIL(...) do { ret = send_err(c, 400, "invalid_request_error", __VA_ARGS__); goto done; } while (0)
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
@@ -515,6 +530,13 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
         }
     }
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+    if (legacy) {
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1) pr = cJSON_GetArrayItem(pr, 0);
+        if (!cJSON_IsString(pr) || !pr->valuestring[0])
+            FAIL("invalid_prompt", "'prompt' must be a non-empty string (or an array of one)");
+        goto sampling;
+    }
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
         FAIL("invalid_messages", "'messages' must be a non-empty array");
     int i = 0;
@@ -532,6 +554,7 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
     }
     if (strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i - 1), "role")->valuestring, "user"))
         FAIL("invalid_messages", "the last message must have role 'user'");
+sampling:;
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(body, "max_tokens")) || (v = cJSON_GetObjectItemCaseSensitive(body, "max_completion_tokens"))) {
         if (!cJSON_IsNull(v)) {
@@ -588,7 +611,7 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
         snprintf(g->key, sizeof g->key, "%s", key);
         g->keyed = true;
     }
-    snprintf(g->id, sizeof g->id, "chatcmpl-%llx%04x", (unsigned long long)time(NULL), (unsigned)(rand() & 0xffff));
+    snprintf(g->id, sizeof g->id, legacy ? "cmpl-%llx%04x" : "chatcmpl-%llx%04x", (unsigned long long)time(NULL), (unsigned)(rand() & 0xffff));
     g->created = (long)time(NULL);
 
     if (g->stream) {
@@ -643,16 +666,19 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
     size_t lim = emit_limit(g, true);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "id", g->id);
-    cJSON_AddStringToObject(j, "object", "chat.completion");
+    cJSON_AddStringToObject(j, "object", legacy ? "text_completion" : "chat.completion");
     cJSON_AddNumberToObject(j, "created", (double)g->created);
     cJSON_AddStringToObject(j, "model", s->model_id);
     cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
     cJSON_AddItemToArray(ch, c0);
     cJSON_AddNumberToObject(c0, "index", 0);
-    cJSON *msg = cJSON_AddObjectToObject(c0, "message");
-    cJSON_AddStringToObject(msg, "role", "assistant");
     char *txt = strndup(g->acc ? g->acc : "", lim);
-    cJSON_AddStringToObject(msg, "content", txt ? txt : "");
+    if (legacy) cJSON_AddStringToObject(c0, "text", txt ? txt : "");
+    else {
+        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", txt ? txt : "");
+    }
     free(txt);
     cJSON_AddStringToObject(c0, "finish_reason", tr.finish);
     cJSON_AddItemToObject(j, "usage", usage_json(&tr));
@@ -722,7 +748,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     }
     if (!strcmp(url, "/v1/chat/completions")) {
         if (!post) return send_err(c, 405, "invalid_request_error", "method_not_allowed", "use POST");
-        return chat(s, c, cs);
+        return chat(s, c, cs, false);
+    }
+    if (!strcmp(url, "/v1/completions")) {
+        if (!post) return send_err(c, 405, "invalid_request_error", "method_not_allowed", "use POST");
+        return chat(s, c, cs, true);
     }
     return send_err(c, 404, "invalid_request_error", "not_found", "no route %s %.200s", method, url);
 }

@@ -464,10 +464,16 @@ fail:
 
 int eng_session_generate(eng_session *s, const char *text, int max_tokens, char **out)
 {
+    const eng_turn_opts o = {.max_tokens = max_tokens};
+    return eng_session_generate_ex(s, text, &o, out);
+}
+
+int eng_session_generate_ex(eng_session *s, const char *text, const eng_turn_opts *o, char **out)
+{
     if (!s || !text) return LCX_EINVAL;
     if (out) *out = NULL;
     turn_reset(s);
-    if (max_tokens <= 0) max_tokens = s->p.max_tokens;
+    const int max_tokens = o && o->max_tokens > 0 ? o->max_tokens : s->p.max_tokens;
     int32_t *ids = NULL;
     int n = tokenize(s, text, s->nL == 0, &ids);
     if (n < 0) return n;
@@ -480,7 +486,7 @@ int eng_session_generate(eng_session *s, const char *text, int max_tokens, char 
     rc = n > 0 || s->nL > 0 ? sync_prefill(s, all, s->nL + n) : LCX_EINVAL;
     free(all);
     if (rc < 0) return rc;
-    return generate(s, max_tokens, NULL, out);
+    return generate(s, max_tokens, o, out);
 }
 
 /* ---- cache-level recall ------------------------------------------------------------- */

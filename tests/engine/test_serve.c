@@ -292,6 +292,38 @@ static void test_errors(void **st)
     cJSON_Delete(j);
 }
 
+/* POST /v1/completions: raw prompt, choices[0].text, streamed the same; stop honoured. */
+static void test_completions(void **st)
+{
+    (void)st;
+    const char *b = "{\"prompt\":\"the cat sat on\",\"max_tokens\":12,\"temperature\":0}";
+    char *r;
+    assert_int_equal(http("POST", "/v1/completions", b, NULL, &r), 200);
+    cJSON *j = cJSON_Parse(r);
+    free(r);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "text_completion");
+    const char *full = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text")->valuestring;
+    assert_true(usage_of(j, "completion_tokens") >= 1);
+    assert_true(usage_of(j, "prompt_tokens") >= 4);
+    const char *sb = "{\"stream\":true,\"prompt\":\"the cat sat on\",\"max_tokens\":12,\"temperature\":0}";
+    assert_int_equal(http("POST", "/v1/completions", sb, NULL, &r), 200);
+    char *joined = calloc(1, strlen(r) + 1);
+    for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7)) continue;
+        cJSON *e = cJSON_Parse(line + 6);
+        const cJSON *t = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(e, "choices"), 0), "text");
+        if (t) strcat(joined, t->valuestring);
+        cJSON_Delete(e);
+    }
+    assert_string_equal(joined, full);
+    free(joined);
+    free(r);
+    cJSON_Delete(j);
+    assert_int_equal(http("POST", "/v1/completions", "{\"prompt\":3}", NULL, &r), 400);
+    assert_non_null(strstr(r, "invalid_prompt"));
+    free(r);
+}
+
 /* ---- queue and disconnect: a second server whose prefill waits on a gate ---- */
 
 static pthread_mutex_t g_gmu = PTHREAD_MUTEX_INITIALIZER;
@@ -546,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_sessions),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_completions),
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_disconnect),
         cmocka_unit_test(test_cli_enable_longctx),
