@@ -428,6 +428,43 @@ static void test_queue(void **st)
 
 /* When armed, the second token waits until the client has left (its first token's event
  * went out before), so generation cannot finish before the disconnect. */
+/* Session bounds: beyond max_sessions the least recently used goes; idle ones are released
+ * when the next request starts. */
+static void keyed_hi(const char *key)
+{
+    char *b;
+    assert_true(asprintf(&b, "{\"session_id\":\"%s\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", key) > 0);
+    cJSON *j = post_chat(b, NULL, 200);
+    cJSON_Delete(j);
+    free(b);
+}
+
+static void test_session_limits(void **st)
+{
+    (void)st;
+    eng_server_opts o = eng_server_defaults();
+    o.model = g_m;
+    o.session.ctx.n_ctx = 256;
+    o.max_sessions = 2;
+    o.idle_s = 1;
+    char err[256];
+    assert_int_equal(eng_server_start(&o, &g_srv, err, sizeof err), 0);
+    keyed_hi("a");
+    keyed_hi("b");
+    assert_int_equal(eng_server_n_sessions(g_srv), 2);
+    keyed_hi("c");                                   /* "a" (least recent) goes */
+    assert_int_equal(eng_server_n_sessions(g_srv), 2);
+    usleep(1100 * 1000);                             /* past idle_s: b and c are idle */
+    cJSON *j = post_chat(HELLO + 0, NULL, 404);      /* model "tiny" unknown here: no turn */
+    cJSON_Delete(j);
+    assert_int_equal(eng_server_n_sessions(g_srv), 2);
+    j = post_chat("{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", NULL, 200);
+    cJSON_Delete(j);
+    assert_int_equal(eng_server_n_sessions(g_srv), 0);   /* released by the next turn */
+    eng_server_stop(g_srv);
+    g_srv = g_main;
+}
+
 static atomic_bool g_armed, g_gone;
 static atomic_int g_tokens;
 static void hold_token(void *ud)
@@ -579,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_sessions),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_completions),
+        cmocka_unit_test(test_session_limits),
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_disconnect),
         cmocka_unit_test(test_cli_enable_longctx),
