@@ -3,7 +3,8 @@
  * Threading: libmicrohttpd with a thread per connection, so a handler may block. The model
  * runs one generation at a time: a request takes a ticket and waits its turn (FIFO); the
  * queue bound is checked when the ticket is taken (429 beyond). Sessions are only touched
- * by the ticket holder, so the session table needs no lock of its own beyond the turn.
+ * by the ticket holder; it changes the session table under mu as well (for readers outside
+ * the turn).
  * Streaming: a worker thread runs the turn and appends SSE events to a buffer the MHD
  * content reader drains; when the client goes away MHD frees the reader, which sets the
  * cancel flag the per-token hook checks, so generation stops at the next token. */
@@ -137,12 +138,14 @@ static void turn_leave(eng_server *s)
 static void release_idle(eng_server *s)
 {
     const double t = now_s();
+    pthread_mutex_lock(&s->mu);   /* the table's writers hold mu too (eng_server_n_sessions) */
     for (int i = 0; i < s->n_slots;) {
         if (t - s->slots[i].last_used >= s->o.idle_s) {
             eng_session_free(s->slots[i].s);
             s->slots[i] = s->slots[--s->n_slots];
         } else i++;
     }
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Under the turn: the session of key (created when absent; the least recently used one
@@ -167,6 +170,7 @@ static int session_get(eng_server *s, const char *key, eng_session **out, bool *
     *fresh = true;
     *out = ns;
     if (!key) return 0;
+    pthread_mutex_lock(&s->mu);
     if (s->n_slots == s->o.max_sessions) {
         int lru = 0;
         for (int i = 1; i < s->n_slots; i++)
@@ -178,6 +182,7 @@ static int session_get(eng_server *s, const char *key, eng_session **out, bool *
     snprintf(sl->key, sizeof sl->key, "%s", key);
     sl->s = ns;
     sl->last_used = now_s();
+    pthread_mutex_unlock(&s->mu);
     return 0;
 }
 
