@@ -338,6 +338,8 @@ static int on_token(void *ud, const char *piece, int32_t tok)
 
 typedef struct {
     int rc;                 /* of the turn */
+    bool v3;                /* the session runs V3: rounds/evicted below are its totals */
+    uint64_t rounds, evicted;
     char err[256];
     int ng;
     eng_session_turn turn;
@@ -378,6 +380,12 @@ static void run_turn(gen_req *g, turn_result *tr)
     tr->rc = eng_session_respond_ex(ss, last, &to, NULL);
 finish:
     eng_session_last_turn(ss, &tr->turn);
+    eng_triatt_stats ts;
+    if (eng_triatt_get_stats(eng_session_ctx(ss), &ts) == 0) {
+        tr->v3 = true;
+        tr->rounds = ts.rounds;
+        tr->evicted = ts.cells_evicted;
+    }
     pthread_mutex_lock(&s->mu);
     s->generated += (uint64_t)LCX_MAX(tr->turn.n_generated, 0);
     pthread_mutex_unlock(&s->mu);
@@ -398,6 +406,14 @@ static cJSON *usage_json(const turn_result *tr)
     cJSON_AddNumberToObject(u, "total_tokens", tr->turn.n_prompt + tr->turn.n_generated);
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", tr->turn.n_reused);
+    /* not OpenAI's: what eviction and rescue did (session totals; this turn's rescue) */
+    if (tr->v3) {
+        cJSON *l = cJSON_AddObjectToObject(u, "longctx");
+        cJSON_AddNumberToObject(l, "evict_rounds", (double)tr->rounds);
+        cJSON_AddNumberToObject(l, "cells_evicted", (double)tr->evicted);
+        cJSON_AddBoolToObject(l, "rescue_ran", tr->turn.rescue_ran);
+        cJSON_AddNumberToObject(l, "rescue_chunks", tr->turn.rescue_chunks);
+    }
     return u;
 }
 

@@ -2,7 +2,9 @@
  * a free loopback port over a tiny random-weight model, driven with libcurl: /healthz,
  * /v1/models, chat completions (plain and streamed SSE, identical text under greedy), stop
  * strings, session reuse (the second turn prefills only its new tokens), OpenAI-shaped
- * errors (malformed JSON, bad sampling values, unknown model, context overflow). */
+ * errors (malformed JSON, bad sampling values, unknown model, context overflow), queue bound
+ * (429), client disconnect, session bounds, V3 rounds in usage, and the binary with
+ * --enable-longctx (sidecar up, dies, SIGTERM leaves none). */
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "eval/lcx_eval.h"
@@ -465,6 +467,39 @@ static void test_session_limits(void **st)
     g_srv = g_main;
 }
 
+/* V3 on (no endpoint): a long first turn evicts, and usage.longctx reports the rounds. */
+static void test_v3_usage(void **st)
+{
+    (void)st;
+    triatt_config tc;
+    triatt_config_default(&tc);
+    tc.enabled = true;
+    tc.budget = 96;
+    tc.warmup = 128;
+    tc.window = 32;
+    tc.prefix = 16;
+    tc.endpoint[0] = 0;
+    eng_server_opts o = eng_server_defaults();
+    o.model = g_m;
+    o.session.ctx.n_ctx = 2048;
+    o.session.triatt = &tc;
+    char err[256];
+    assert_int_equal(eng_server_start(&o, &g_srv, err, sizeof err), 0);
+    char *big = malloc(8000);
+    int k = sprintf(big, "{\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 300; i++) k += sprintf(big + k, "dog ");
+    strcpy(big + k, "\"}]}");
+    cJSON *j = post_chat(big, NULL, 200);
+    const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "longctx");
+    assert_non_null(l);
+    assert_true(cJSON_GetObjectItem(l, "evict_rounds")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItem(l, "cells_evicted")->valuedouble > 0);
+    cJSON_Delete(j);
+    free(big);
+    eng_server_stop(g_srv);
+    g_srv = g_main;
+}
+
 static atomic_bool g_armed, g_gone;
 static atomic_int g_tokens;
 static void hold_token(void *ud)
@@ -617,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_completions),
         cmocka_unit_test(test_session_limits),
+        cmocka_unit_test(test_v3_usage),
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_disconnect),
         cmocka_unit_test(test_cli_enable_longctx),
