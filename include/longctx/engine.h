@@ -311,10 +311,28 @@ void eng_session_free(eng_session *s);
  * LCX_ELIMIT (the conversation does not fit a context without eviction), LCX_ENOMEM. A
  * failed Tier 3 (service down, timeout) never fails the turn: it is counted. */
 int  eng_session_respond(eng_session *s, const char *user_message, char **reply);
+/* One turn with per-request options (a server's request): max_tokens (<= 0 = params),
+ * sampler (NULL = the session's; a fresh sampler for this turn only), on_token called with
+ * each generated token's text piece before it is decoded; returning nonzero ends the reply
+ * after that token (stop sequences, a client that went away). */
+typedef struct {
+    int max_tokens;
+    const eng_sampler_params *sampler;
+    int (*on_token)(void *ud, const char *piece, int32_t tok);
+    void *ud;
+} eng_turn_opts;
+int  eng_session_respond_ex(eng_session *s, const char *user_message, const eng_turn_opts *o,
+                            char **reply);
+/* Appends a message (role "system" | "user" | "assistant") to the conversation without
+ * generating: a client's earlier turns. Number of messages in the conversation. */
+int  eng_session_add_message(eng_session *s, const char *role, const char *content);
+int  eng_session_n_messages(const eng_session *s);
 /* Bare path: tokenizes text as is (parse_special: control-token text becomes ids; no BOS
  * unless the sequence is empty), appends it, generates up to max_tokens (<= 0 = params).
  * No chat template, no Tier 3. */
 int  eng_session_generate(eng_session *s, const char *text, int max_tokens, char **out);
+/* The same with per-request options (eng_turn_opts above). */
+int  eng_session_generate_ex(eng_session *s, const char *text, const eng_turn_opts *o, char **out);
 /* Manual Tier 3: bounded flush, then /evict/retrieve with the query signal of question.
  * *text = rescue text (malloc'd) or NULL when nothing came back. Returns chunks used (>= 0),
  * LCX_ESTATE (no V3 endpoint), or the bridge's LCX_ENET / LCX_ETIMEOUT / LCX_ECORRUPT. */

@@ -239,20 +239,35 @@ static int sync_prefill(eng_session *s, const int32_t *ids, int n)
 
 /* Samples from the current logits, decodes each pick at the next logical position, stops
  * at end-of-generation (not decoded, not in L), max_tokens, or a full cache. */
-static int generate(eng_session *s, int max_tokens, char **out)
+static int generate(eng_session *s, int max_tokens, const eng_turn_opts *o, char **out)
 {
     const double t0 = lcx_now_ms();
+    eng_sampler *smp = s->smp, *own = NULL;
+    if (o && o->sampler) {
+        if (!(own = eng_sampler_init(o->sampler))) return LCX_ENOMEM;
+        smp = own;
+    }
     const int nv = eng_model_get_info(s->m)->n_vocab;
     int32_t *gen = malloc((size_t)max_tokens * sizeof *gen);
-    if (!gen) return LCX_ENOMEM;
+    if (!gen) { eng_sampler_free(own); return LCX_ENOMEM; }
     int ng = 0, rc = 0;
-    while (ng < max_tokens) {
+    bool stop = false;
+    while (ng < max_tokens && !stop) {
         const float *lg = eng_logits(s->c, -1);
         if (!lg) { rc = LCX_ESTATE; break; }
-        int32_t t = eng_sample(s->smp, lg, nv);
+        int32_t t = eng_sample(smp, lg, nv);
         if (t < 0) { rc = t; break; }
         if (eng_token_is_eog(s->tok, t)) break;
         gen[ng++] = t;
+        if (o && o->on_token) {
+            /* the piece of this token alone (a multi-byte character split over tokens
+             * arrives in parts; the caller joins bytes) */
+            char piece[256];
+            int pl = eng_detokenize(s->tok, &t, 1, piece, sizeof piece);
+            if (pl < 0 || pl >= (int)sizeof piece) pl = 0;
+            piece[pl] = 0;
+            stop = o->on_token(o->ud, piece, t) != 0;
+        }
         if ((rc = L_reserve(s, s->nL + 1)) < 0) break;
         int32_t pos = s->nL;
         rc = eng_decode(s->c, &t, &pos, 1, false);
@@ -272,6 +287,7 @@ static int generate(eng_session *s, int max_tokens, char **out)
         }
     }
     free(gen);
+    eng_sampler_free(own);
     return rc < 0 ? rc : ng;
 }
 
@@ -376,6 +392,20 @@ static void turn_reset(eng_session *s)
 
 int eng_session_respond(eng_session *s, const char *user_message, char **reply)
 {
+    return eng_session_respond_ex(s, user_message, NULL, reply);
+}
+
+int eng_session_add_message(eng_session *s, const char *role, const char *content)
+{
+    if (!s || !role || !content) return LCX_EINVAL;
+    return push_msg(s, role, content);
+}
+
+int eng_session_n_messages(const eng_session *s) { return s ? s->n_msgs : 0; }
+
+int eng_session_respond_ex(eng_session *s, const char *user_message, const eng_turn_opts *o,
+                           char **reply)
+{
     if (!s || !user_message) return LCX_EINVAL;
     if (reply) *reply = NULL;
     turn_reset(s);
@@ -419,7 +449,7 @@ int eng_session_respond(eng_session *s, const char *user_message, char **reply)
         if ((rc = render_prefill(s, true)) < 0) goto fail;
     }
     char *txt = NULL;
-    int ng = generate(s, s->p.max_tokens, &txt);
+    int ng = generate(s, o && o->max_tokens > 0 ? o->max_tokens : s->p.max_tokens, o, &txt);
     if (ng < 0) { rc = ng; goto fail; }
     if ((rc = push_msg(s, "assistant", txt)) < 0) { free(txt); goto fail; }
     if (reply) *reply = txt;
@@ -434,10 +464,16 @@ fail:
 
 int eng_session_generate(eng_session *s, const char *text, int max_tokens, char **out)
 {
+    const eng_turn_opts o = {.max_tokens = max_tokens};
+    return eng_session_generate_ex(s, text, &o, out);
+}
+
+int eng_session_generate_ex(eng_session *s, const char *text, const eng_turn_opts *o, char **out)
+{
     if (!s || !text) return LCX_EINVAL;
     if (out) *out = NULL;
     turn_reset(s);
-    if (max_tokens <= 0) max_tokens = s->p.max_tokens;
+    const int max_tokens = o && o->max_tokens > 0 ? o->max_tokens : s->p.max_tokens;
     int32_t *ids = NULL;
     int n = tokenize(s, text, s->nL == 0, &ids);
     if (n < 0) return n;
@@ -450,7 +486,7 @@ int eng_session_generate(eng_session *s, const char *text, int max_tokens, char 
     rc = n > 0 || s->nL > 0 ? sync_prefill(s, all, s->nL + n) : LCX_EINVAL;
     free(all);
     if (rc < 0) return rc;
-    return generate(s, max_tokens, out);
+    return generate(s, max_tokens, o, out);
 }
 
 /* ---- cache-level recall ------------------------------------------------------------- */

@@ -9,6 +9,7 @@
  * eng_triatt_flags_help() lists them) and the SPEC §5 environment; flags beat the environment.
  *   longctx-engine tokenize -m M.gguf -p TEXT [--no-bos] [--special]
  *   longctx-engine convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf
+ *   longctx-engine serve -m M.gguf [--port 8080] ... (OpenAI-compatible server; serve.c)
  *
  * run prints only the generated text to stdout (byte-exact; pieces are written as they come)
  * or, with --ids, the generated ids on one line. Diagnostics go to stderr. */
@@ -22,6 +23,8 @@
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
 #include "util/util.h"
+
+int cmd_serve(int argc, char **argv);   /* serve.c */
 
 #define MAX_PROMPT_BYTES (64u << 20)
 
@@ -47,6 +50,8 @@ static void usage(FILE *f)
             "  tokenize -m M.gguf -p TEXT [--no-bos] [--special]\n"
             "  perplexity -m M.gguf -f TEXT [-c CTX] [-b 512] [--chunks N] [--ppl-first N] [--json] [-t N]\n"
             "  convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf\n"
+            "  serve -m M.gguf [--host H] [--port 8080] [-t N] [-c CTX] [-n MAX_TOKENS] [--model-id NAME]\n"
+            "        [--max-queue N] [--max-sessions N] [--idle-s S] [triatt flags] [--enable-longctx]\n"
             "TriAttention (run, bench, perplexity; env VLLM_TRIATT_*, TRIATT_*, LONGCTX_ENDPOINT):\n%s",
             eng_triatt_flags_help());
 }
@@ -578,6 +583,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(c, "convert-llama2c")) return cmd_convert(argc - 1, argv + 1);
     fprintf(stderr, "longctx-engine: unknown command '%s'\n", c);
     usage(stderr);

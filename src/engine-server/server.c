@@ -1,0 +1,855 @@
+/* OpenAI-compatible server over ChatSession (see include/longctx/engine_server.h).
+ *
+ * Threading: libmicrohttpd with a thread per connection, so a handler may block. The model
+ * runs one generation at a time: a request takes a ticket and waits its turn (FIFO); the
+ * queue bound is checked when the ticket is taken (429 beyond). Sessions are only touched
+ * by the ticket holder; it changes the session table under mu as well (for readers outside
+ * the turn).
+ * Streaming: a worker thread runs the turn and appends SSE events to a buffer the MHD
+ * content reader drains; when the client goes away MHD frees the reader, which sets the
+ * cancel flag the per-token hook checks, so generation stops at the next token. */
+#define _GNU_SOURCE
+#include "longctx/engine_server.h"
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <stdarg.h>
+
+#include "util/util.h"
+
+#define MAX_BODY (8u << 20)        /* request body limit (413 beyond) */
+#define MAX_STOPS 4                /* OpenAI's limit on "stop" strings */
+#define MAX_KEY 128
+
+typedef struct {
+    char key[MAX_KEY];
+    eng_session *s;
+    double last_used;
+} slot;
+
+struct eng_server {
+    eng_server_opts o;
+    char model_id[128];
+    struct MHD_Daemon *d;
+    int port;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t next_ticket, serving;    /* FIFO turn */
+    slot *slots;
+    int n_slots;
+    uint64_t served, rejected, rescue_lost, cancelled, generated;
+    int workers;                      /* stream workers alive (stop waits for them) */
+    bool rescue;
+};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+eng_server_opts eng_server_defaults(void)
+{
+    eng_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.model_id = "longctx-engine";
+    o.session = eng_session_default_params();
+    o.max_queue = 8;
+    o.max_sessions = 16;
+    o.idle_s = 600;
+    return o;
+}
+
+/* ---- responses -------------------------------------------------------------------- */
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSON *j,
+                                 const char *hname, const char *hval)
+{
+    char *txt = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!txt) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(txt); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (hname) MHD_add_response_header(r, hname, hval);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* OpenAI's error shape: {"error":{"message","type","code","param"}} */
+static enum MHD_Result send_err(struct MHD_Connection *c, unsigned status, const char *type,
+                                const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static enum MHD_Result send_err(struct MHD_Connection *c, unsigned status, const char *type,
+                                const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddNullToObject(e, "param");
+    return send_json(c, status, j, NULL, NULL);
+}
+
+/* ---- the turn (FIFO) -------------------------------------------------------------- */
+
+/* Takes a ticket; false when max_queue requests already wait behind the running one. */
+static bool turn_enter(eng_server *s, uint64_t *ticket, bool force)
+{
+    pthread_mutex_lock(&s->mu);
+    const uint64_t waiting = s->next_ticket - s->serving;   /* running + queued */
+    if (!force && waiting > (uint64_t)s->o.max_queue) {
+        s->rejected++;
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    *ticket = s->next_ticket++;
+    while (s->serving != *ticket) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
+static void turn_leave(eng_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->serving++;
+    s->served++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Under the turn: releases idle sessions. */
+static void release_idle(eng_server *s)
+{
+    const double t = now_s();
+    pthread_mutex_lock(&s->mu);   /* the table's writers hold mu too (eng_server_n_sessions) */
+    for (int i = 0; i < s->n_slots;) {
+        if (t - s->slots[i].last_used >= s->o.idle_s) {
+            eng_session_free(s->slots[i].s);
+            s->slots[i] = s->slots[--s->n_slots];
+        } else i++;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Under the turn: the session of key (created when absent; the least recently used one
+ * goes when the table is full). *fresh: it was just created. */
+static int session_get(eng_server *s, const char *key, eng_session **out, bool *fresh,
+                       char *err, size_t errlen)
+{
+    *fresh = false;
+    if (key) {
+        for (int i = 0; i < s->n_slots; i++)
+            if (!strcmp(s->slots[i].key, key)) {
+                s->slots[i].last_used = now_s();
+                *out = s->slots[i].s;
+                return 0;
+            }
+    }
+    eng_session_params sp = s->o.session;
+    sp.session_id = key;
+    eng_session *ns;
+    int rc = eng_session_init(s->o.model, &sp, &ns, err, errlen);
+    if (rc < 0) return rc;
+    *fresh = true;
+    *out = ns;
+    if (!key) return 0;
+    pthread_mutex_lock(&s->mu);
+    if (s->n_slots == s->o.max_sessions) {
+        int lru = 0;
+        for (int i = 1; i < s->n_slots; i++)
+            if (s->slots[i].last_used < s->slots[lru].last_used) lru = i;
+        eng_session_free(s->slots[lru].s);
+        s->slots[lru] = s->slots[--s->n_slots];
+    }
+    slot *sl = &s->slots[s->n_slots++];
+    snprintf(sl->key, sizeof sl->key, "%s", key);
+    sl->s = ns;
+    sl->last_used = now_s();
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* ---- a chat request --------------------------------------------------------------- */
+
+typedef struct gen_req gen_req;
+struct gen_req {
+    eng_server *srv;
+    cJSON *body;
+    char key[MAX_KEY];
+    bool keyed, stream;
+    bool legacy;                   /* POST /v1/completions (prompt, choices[].text) */
+    int max_tokens;
+    eng_sampler_params sp;
+    bool have_sampler;
+    char *stops[MAX_STOPS];
+    int n_stops;
+    size_t max_stop;
+    char id[64];
+    long created;
+    /* generation */
+    char *acc;                     /* generated text so far */
+    size_t acc_len, acc_cap, emitted;
+    bool stop_hit;
+    size_t stop_at;                /* cut of acc when stop_hit */
+    /* stream buffer (shared with the MHD reader) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *out;
+    size_t out_len, out_cap, out_off;
+    bool done;
+    atomic_bool cancelled;
+    int refs;
+};
+
+static void req_unref(gen_req *g)
+{
+    pthread_mutex_lock(&g->mu);
+    const int r = --g->refs;
+    pthread_mutex_unlock(&g->mu);
+    if (r) return;
+    cJSON_Delete(g->body);
+    for (int i = 0; i < g->n_stops; i++) free(g->stops[i]);
+    free(g->acc);
+    free(g->out);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g);
+}
+
+static void out_put(gen_req *g, const char *data, size_t n)
+{
+    pthread_mutex_lock(&g->mu);
+    if (g->out_len + n > g->out_cap) {
+        size_t nc = (g->out_len + n) * 2 + 256;
+        char *nb = realloc(g->out, nc);
+        if (!nb) { atomic_store(&g->cancelled, true); pthread_mutex_unlock(&g->mu); return; }
+        g->out = nb;
+        g->out_cap = nc;
+    }
+    memcpy(g->out + g->out_len, data, n);
+    g->out_len += n;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void sse_json(gen_req *g, cJSON *j)
+{
+    char *t = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!t) return;
+    out_put(g, "data: ", 6);
+    out_put(g, t, strlen(t));
+    out_put(g, "\n\n", 2);
+    free(t);
+}
+
+static cJSON *chunk(gen_req *g, const char *content, size_t n, const char *finish)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", g->id);
+    cJSON_AddStringToObject(j, "object", g->legacy ? "text_completion" : "chat.completion.chunk");
+    cJSON_AddNumberToObject(j, "created", (double)g->created);
+    cJSON_AddStringToObject(j, "model", g->srv->model_id);
+    cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddItemToArray(ch, c0);
+    cJSON_AddNumberToObject(c0, "index", 0);
+    char *t = content ? strndup(content, n) : NULL;
+    if (g->legacy) cJSON_AddStringToObject(c0, "text", t ? t : "");
+    else {
+        cJSON *d = cJSON_AddObjectToObject(c0, "delta");
+        if (content) {
+            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "content", t ? t : "");
+        }
+    }
+    free(t);
+    if (finish) cJSON_AddStringToObject(c0, "finish_reason", finish);
+    else cJSON_AddNullToObject(c0, "finish_reason");
+    return j;
+}
+
+/* The text that is safe to send: up to the stop cut, or all but the bytes that could still
+ * start a stop string. */
+static size_t emit_limit(const gen_req *g, bool final)
+{
+    if (g->stop_hit) return g->stop_at;
+    if (final || !g->max_stop) return g->acc_len;
+    return g->acc_len > g->max_stop - 1 ? g->acc_len - (g->max_stop - 1) : 0;
+}
+
+static void emit(gen_req *g, bool final)
+{
+    size_t lim = emit_limit(g, final);
+    /* never split a UTF-8 character across events */
+    if (!final && !g->stop_hit)
+        while (lim > g->emitted && (g->acc[lim] & 0xC0) == 0x80 && lim < g->acc_len) lim--;
+    if (lim > g->emitted) {
+        sse_json(g, chunk(g, g->acc + g->emitted, lim - g->emitted, NULL));
+        g->emitted = lim;
+    }
+}
+
+static int on_token(void *ud, const char *piece, int32_t tok)
+{
+    (void)tok;
+    gen_req *g = ud;
+    if (g->srv->o.on_token) g->srv->o.on_token(g->srv->o.on_token_ud);
+    if (atomic_load(&g->cancelled)) return 1;
+    size_t pl = strlen(piece);
+    if (g->acc_len + pl + 1 > g->acc_cap) {
+        size_t nc = (g->acc_len + pl + 1) * 2 + 64;
+        char *nb = realloc(g->acc, nc);
+        if (!nb) return 1;
+        g->acc = nb;
+        g->acc_cap = nc;
+    }
+    memcpy(g->acc + g->acc_len, piece, pl);
+    /* a stop string can only complete inside the tail this piece touched */
+    const size_t from = g->acc_len > g->max_stop ? g->acc_len - g->max_stop : 0;
+    g->acc_len += pl;
+    g->acc[g->acc_len] = 0;
+    for (int i = 0; i < g->n_stops; i++) {
+        char *hit = strstr(g->acc + from, g->stops[i]);
+        if (hit && (!g->stop_hit || (size_t)(hit - g->acc) < g->stop_at)) {
+            g->stop_hit = true;
+            g->stop_at = (size_t)(hit - g->acc);
+        }
+    }
+    if (g->stream) emit(g, false);
+    return g->stop_hit;
+}
+
+typedef struct {
+    int rc;                 /* of the turn */
+    bool v3;                /* the session runs V3: rounds/evicted below are its totals */
+    uint64_t rounds, evicted;
+    char err[256];
+    int ng;
+    eng_session_turn turn;
+    const char *finish;
+} turn_result;
+
+/* Runs the request's turn (caller holds the turn). */
+static void run_turn(gen_req *g, turn_result *tr)
+{
+    eng_server *s = g->srv;
+    memset(tr, 0, sizeof *tr);
+    release_idle(s);
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(g->body, "messages");
+    const int nm = cJSON_GetArraySize(msgs);
+    eng_session *ss;
+    bool fresh;
+    tr->rc = session_get(s, g->keyed ? g->key : NULL, &ss, &fresh, tr->err, sizeof tr->err);
+    if (tr->rc < 0) return;
+    if (g->legacy) {
+        /* raw text continuing the session's sequence: no chat template, no rescue */
+        eng_turn_opts to = {.max_tokens = g->max_tokens, .sampler = g->have_sampler ? &g->sp : NULL,
+                            .on_token = on_token, .ud = g};
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(g->body, "prompt");
+        if (cJSON_IsArray(pr)) pr = cJSON_GetArrayItem(pr, 0);
+        tr->rc = eng_session_generate_ex(ss, pr->valuestring, &to, NULL);
+        goto finish;
+    }
+    /* messages before the last that the session does not hold yet */
+    for (int i = fresh ? 0 : eng_session_n_messages(ss); i < nm - 1; i++) {
+        const cJSON *m = cJSON_GetArrayItem(msgs, i);
+        tr->rc = eng_session_add_message(ss, cJSON_GetObjectItem(m, "role")->valuestring,
+                                         cJSON_GetObjectItem(m, "content")->valuestring);
+        if (tr->rc < 0) goto out;
+    }
+    const char *last = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, nm - 1), "content")->valuestring;
+    eng_turn_opts to = {.max_tokens = g->max_tokens, .sampler = g->have_sampler ? &g->sp : NULL,
+                        .on_token = on_token, .ud = g};
+    tr->rc = eng_session_respond_ex(ss, last, &to, NULL);
+finish:
+    eng_session_last_turn(ss, &tr->turn);
+    eng_triatt_stats ts;
+    if (eng_triatt_get_stats(eng_session_ctx(ss), &ts) == 0) {
+        tr->v3 = true;
+        tr->rounds = ts.rounds;
+        tr->evicted = ts.cells_evicted;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->generated += (uint64_t)LCX_MAX(tr->turn.n_generated, 0);
+    pthread_mutex_unlock(&s->mu);
+    if (tr->rc >= 0) {
+        tr->ng = tr->rc;
+        const int lim = g->max_tokens > 0 ? g->max_tokens : s->o.session.max_tokens;
+        tr->finish = !g->stop_hit && tr->ng >= lim ? "length" : "stop";
+    }
+out:
+    if (!g->keyed) eng_session_free(ss);
+}
+
+static cJSON *usage_json(const turn_result *tr)
+{
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", tr->turn.n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", tr->turn.n_generated);
+    cJSON_AddNumberToObject(u, "total_tokens", tr->turn.n_prompt + tr->turn.n_generated);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", tr->turn.n_reused);
+    /* not OpenAI's: what eviction and rescue did (session totals; this turn's rescue) */
+    if (tr->v3) {
+        cJSON *l = cJSON_AddObjectToObject(u, "longctx");
+        cJSON_AddNumberToObject(l, "evict_rounds", (double)tr->rounds);
+        cJSON_AddNumberToObject(l, "cells_evicted", (double)tr->evicted);
+        cJSON_AddBoolToObject(l, "rescue_ran", tr->turn.rescue_ran);
+        cJSON_AddNumberToObject(l, "rescue_chunks", tr->turn.rescue_chunks);
+    }
+    return u;
+}
+
+static void turn_error(const eng_server *s, const turn_result *tr, unsigned *status, const char **code, char *msg, size_t n)
+{
+    if (tr->rc == LCX_ELIMIT) {
+        *status = 400;
+        *code = "context_length_exceeded";
+        snprintf(msg, n, "the conversation (%d prompt tokens reached) does not fit the context "
+                 "window of %d tokens", tr->turn.n_prompt, s->o.session.ctx.n_ctx);
+    } else {
+        *status = tr->rc == LCX_EINVAL ? 400 : 500;
+        *code = tr->rc == LCX_EINVAL ? "invalid_request" : "internal_error";
+        snprintf(msg, n, "generation failed: %s%s%s", lcx_strerror(tr->rc), tr->err[0] ? ": " : "", tr->err);
+    }
+}
+
+/* ---- streaming -------------------------------------------------------------------- */
+
+static void *stream_worker(void *arg)
+{
+    gen_req *g = arg;
+    eng_server *s = g->srv;
+    uint64_t ticket;
+    turn_enter(s, &ticket, true);    /* the bound was checked when the request was accepted */
+    turn_result tr;
+    run_turn(g, &tr);
+    turn_leave(s);
+    if (atomic_load(&g->cancelled)) {     /* the client went away before the end */
+        pthread_mutex_lock(&s->mu);
+        s->cancelled++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (tr.rc < 0) {
+        unsigned st;
+        const char *code;
+        char msg[512];
+        turn_error(s, &tr, &st, &code, msg, sizeof msg);
+        cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(e, "message", msg);
+        cJSON_AddStringToObject(e, "type", st < 500 ? "invalid_request_error" : "server_error");
+        cJSON_AddStringToObject(e, "code", code);
+        sse_json(g, j);
+    } else {
+        emit(g, true);
+        cJSON *j = chunk(g, NULL, 0, tr.finish);
+        cJSON_AddItemToObject(j, "usage", usage_json(&tr));
+        sse_json(g, j);
+    }
+    out_put(g, "data: [DONE]\n\n", 14);
+    pthread_mutex_lock(&g->mu);
+    g->done = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    req_unref(g);
+    pthread_mutex_lock(&s->mu);
+    s->workers--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    gen_req *g = cls;
+    pthread_mutex_lock(&g->mu);
+    while (g->out_off == g->out_len && !g->done) pthread_cond_wait(&g->cv, &g->mu);
+    ssize_t n;
+    if (g->out_off == g->out_len) n = MHD_CONTENT_READER_END_OF_STREAM;
+    else {
+        n = (ssize_t)LCX_MIN(max, g->out_len - g->out_off);
+        memcpy(buf, g->out + g->out_off, (size_t)n);
+        g->out_off += (size_t)n;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return n;
+}
+
+static void stream_free(void *cls)
+{
+    gen_req *g = cls;
+    atomic_store(&g->cancelled, true);     /* the client went away (or the stream ended) */
+    req_unref(g);
+}
+
+/* ---- request parsing -------------------------------------------------------------- */
+
+typedef struct {
+    char *body;
+    size_t len;
+    bool too_big;
+} conn_state;
+
+static const char *session_key(struct MHD_Connection *c, const cJSON *body)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, "session_id");
+    if (cJSON_IsString(v) && v->valuestring[0]) return v->valuestring;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-session-affinity");
+    if (h && *h) return h;
+    h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-session-id");
+    if (h && *h) return h;
+    v = cJSON_GetObjectItemCaseSensitive(body, "user");
+    if (cJSON_IsString(v) && v->valuestring[0]) return v->valuestring;
+    return NULL;
+}
+
+#define BAD(...) return send_err(c, 400, "invalid_request_error", __VA_ARGS__)
+
+static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state *cs, bool legacy)
+{
+    const char *end = NULL;
+    cJSON *body = cJSON_ParseWithLengthOpts(cs->body ? cs->body : "", cs->len, &end, false);
+    if (!body) BAD("invalid_json", "malformed JSON in the request body near byte %zu",
+                   end && cs->body ? (size_t)(end - cs->body) : (size_t)0);
+    if (!cJSON_IsObject(body)) { cJSON_Delete(body); BAD("invalid_json", "the request body must be a JSON object"); }
+    gen_req *g = calloc(1, sizeof *g);
+    if (!g) { cJSON_Delete(body); return MHD_NO; }
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->refs = 1;
+    g->body = body;
+    g->srv = s;
+    g->legacy = legacy;
+    enum MHD_Result ret;
+#define FAIL(...) do { ret = send_err(c, 400, "invalid_request_error", __VA_ARGS__); goto done; } while (0)
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
+    if (model && !cJSON_IsNull(model)) {
+        if (!cJSON_IsString(model)) FAIL("invalid_type", "'model' must be a string");
+        if (strcmp(model->valuestring, s->model_id)) {
+            ret = send_err(c, 404, "invalid_request_error", "model_not_found",
+                           "the model '%.200s' does not exist (this server serves '%s')",
+                           model->valuestring, s->model_id);
+            goto done;
+        }
+    }
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+    if (legacy) {
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1) pr = cJSON_GetArrayItem(pr, 0);
+        if (!cJSON_IsString(pr) || !pr->valuestring[0])
+            FAIL("invalid_prompt", "'prompt' must be a non-empty string (or an array of one)");
+        goto sampling;
+    }
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        FAIL("invalid_messages", "'messages' must be a non-empty array");
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!cJSON_IsString(role) || (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+                                      strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer")))
+            FAIL("invalid_messages", "messages[%d].role must be system, developer, user or assistant", i);
+        if (!cJSON_IsString(content))
+            FAIL("invalid_messages", "messages[%d].content must be a string", i);
+        if (!strcmp(role->valuestring, "developer")) cJSON_SetValuestring((cJSON *)role, "system");
+        i++;
+    }
+    if (strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i - 1), "role")->valuestring, "user"))
+        FAIL("invalid_messages", "the last message must have role 'user'");
+sampling:;
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "max_tokens")) || (v = cJSON_GetObjectItemCaseSensitive(body, "max_completion_tokens"))) {
+        if (!cJSON_IsNull(v)) {
+            if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 1 || v->valuedouble > 1 << 20)
+                FAIL("invalid_value", "'max_tokens' must be an integer >= 1 (got %.200s)", cJSON_IsNumber(v) ? "a number out of range" : "a non-number");
+            g->max_tokens = (int)v->valuedouble;
+        }
+    }
+    g->sp = s->o.session.sampler;
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "temperature")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 2)
+            FAIL("invalid_value", "'temperature' must be a number in [0, 2]");
+        g->sp.temp = (float)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "top_p")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble <= 0 || v->valuedouble > 1)
+            FAIL("invalid_value", "'top_p' must be a number in (0, 1]");
+        g->sp.top_p = (float)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "seed")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
+            FAIL("invalid_value", "'seed' must be an integer");
+        g->sp.seed = (uint64_t)(int64_t)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "n")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != 1) FAIL("invalid_value", "only 'n' = 1 is supported");
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stop")) && !cJSON_IsNull(v)) {
+        if (cJSON_IsString(v)) {
+            if (!v->valuestring[0]) FAIL("invalid_value", "'stop' strings must not be empty");
+            g->stops[g->n_stops++] = strdup(v->valuestring);
+        } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) <= MAX_STOPS) {
+            const cJSON *e;
+            cJSON_ArrayForEach(e, v) {
+                if (!cJSON_IsString(e) || !e->valuestring[0]) FAIL("invalid_value", "'stop' must hold non-empty strings");
+                g->stops[g->n_stops++] = strdup(e->valuestring);
+            }
+        } else FAIL("invalid_value", "'stop' must be a string or an array of at most %d strings", MAX_STOPS);
+        for (int k = 0; k < g->n_stops; k++) {
+            if (!g->stops[k]) { ret = MHD_NO; goto done; }
+            g->max_stop = LCX_MAX(g->max_stop, strlen(g->stops[k]));
+        }
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stream")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsBool(v)) FAIL("invalid_type", "'stream' must be a boolean");
+        g->stream = cJSON_IsTrue(v);
+    }
+    const char *key = session_key(c, body);
+    if (key) {
+        if (strlen(key) >= MAX_KEY) FAIL("invalid_value", "the session key is longer than %d bytes", MAX_KEY - 1);
+        snprintf(g->key, sizeof g->key, "%s", key);
+        g->keyed = true;
+    }
+    snprintf(g->id, sizeof g->id, legacy ? "cmpl-%llx%04x" : "chatcmpl-%llx%04x", (unsigned long long)time(NULL), (unsigned)(rand() & 0xffff));
+    g->created = (long)time(NULL);
+
+    if (g->stream) {
+        /* bound check now (the worker takes its ticket later; a momentary overshoot of one
+         * is possible, never an unbounded queue) */
+        pthread_mutex_lock(&s->mu);
+        const bool full = s->next_ticket - s->serving > (uint64_t)s->o.max_queue;
+        if (full) s->rejected++;
+        pthread_mutex_unlock(&s->mu);
+        if (full) {
+            ret = send_err(c, 429, "rate_limit_exceeded", "queue_full", "the request queue is full (%d waiting)", s->o.max_queue);
+            goto done;
+        }
+        g->refs = 3;               /* this function, the worker, the MHD reader */
+        pthread_t th;
+        pthread_mutex_lock(&s->mu);
+        s->workers++;
+        pthread_mutex_unlock(&s->mu);
+        if (pthread_create(&th, NULL, stream_worker, g)) {
+            pthread_mutex_lock(&s->mu);
+            s->workers--;
+            pthread_mutex_unlock(&s->mu);
+            g->refs = 1;
+            ret = MHD_NO;
+            goto done;
+        }
+        pthread_detach(th);
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, g, stream_free);
+        if (!r) { stream_free(g); ret = MHD_NO; goto done; }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        goto done;
+    }
+    uint64_t ticket;
+    if (!turn_enter(s, &ticket, false)) {
+        ret = send_err(c, 429, "rate_limit_exceeded", "queue_full", "the request queue is full (%d waiting)", s->o.max_queue);
+        goto done;
+    }
+    turn_result tr;
+    run_turn(g, &tr);
+    turn_leave(s);
+    if (tr.rc < 0) {
+        unsigned st;
+        const char *code;
+        char msg[512];
+        turn_error(s, &tr, &st, &code, msg, sizeof msg);
+        ret = send_err(c, st, st < 500 ? "invalid_request_error" : "server_error", code, "%s", msg);
+        goto done;
+    }
+    size_t lim = emit_limit(g, true);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", g->id);
+    cJSON_AddStringToObject(j, "object", legacy ? "text_completion" : "chat.completion");
+    cJSON_AddNumberToObject(j, "created", (double)g->created);
+    cJSON_AddStringToObject(j, "model", s->model_id);
+    cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddItemToArray(ch, c0);
+    cJSON_AddNumberToObject(c0, "index", 0);
+    char *txt = strndup(g->acc ? g->acc : "", lim);
+    if (legacy) cJSON_AddStringToObject(c0, "text", txt ? txt : "");
+    else {
+        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", txt ? txt : "");
+    }
+    free(txt);
+    cJSON_AddStringToObject(c0, "finish_reason", tr.finish);
+    cJSON_AddItemToObject(j, "usage", usage_json(&tr));
+    char hv[32];
+    snprintf(hv, sizeof hv, "%d", tr.turn.n_prefilled);
+    ret = send_json(c, 200, j, "x-longctx-prefilled", hv);
+done:
+    req_unref(g);
+    return ret;
+#undef FAIL
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    eng_server *s = cls;
+    if (!*con_cls) {
+        conn_state *cs = calloc(1, sizeof *cs);
+        if (!cs) return MHD_NO;
+        *con_cls = cs;
+        return MHD_YES;
+    }
+    conn_state *cs = *con_cls;
+    if (*upload_size) {
+        if (cs->len + *upload_size > MAX_BODY) cs->too_big = true;
+        else {
+            char *nb = realloc(cs->body, cs->len + *upload_size + 1);
+            if (!nb) return MHD_NO;
+            memcpy(nb + cs->len, upload, *upload_size);
+            cs->body = nb;
+            cs->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cs->too_big) return send_err(c, 413, "invalid_request_error", "body_too_large", "the request body exceeds %u bytes", MAX_BODY);
+    const bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/healthz")) {
+        if (!get) return send_err(c, 405, "invalid_request_error", "method_not_allowed", "use GET");
+        cJSON *j = cJSON_CreateObject();
+        pthread_mutex_lock(&s->mu);
+        cJSON_AddStringToObject(j, "status", "ok");
+        cJSON_AddStringToObject(j, "model", s->model_id);
+        cJSON_AddBoolToObject(j, "rescue", s->rescue);
+        cJSON_AddNumberToObject(j, "rescue_lost", (double)s->rescue_lost);
+        cJSON_AddNumberToObject(j, "queue", (double)(s->next_ticket - s->serving));
+        cJSON_AddNumberToObject(j, "served", (double)s->served);
+        cJSON_AddNumberToObject(j, "rejected", (double)s->rejected);
+        cJSON_AddNumberToObject(j, "cancelled", (double)s->cancelled);
+        cJSON_AddNumberToObject(j, "generated_tokens", (double)s->generated);
+        pthread_mutex_unlock(&s->mu);
+        return send_json(c, 200, j, NULL, NULL);
+    }
+    if (!strcmp(url, "/v1/models")) {
+        if (!get) return send_err(c, 405, "invalid_request_error", "method_not_allowed", "use GET");
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "object", "list");
+        cJSON *d = cJSON_AddArrayToObject(j, "data"), *m = cJSON_CreateObject();
+        cJSON_AddItemToArray(d, m);
+        cJSON_AddStringToObject(m, "id", s->model_id);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", 0);
+        cJSON_AddStringToObject(m, "owned_by", "longctx");
+        return send_json(c, 200, j, NULL, NULL);
+    }
+    if (!strcmp(url, "/v1/chat/completions")) {
+        if (!post) return send_err(c, 405, "invalid_request_error", "method_not_allowed", "use POST");
+        return chat(s, c, cs, false);
+    }
+    if (!strcmp(url, "/v1/completions")) {
+        if (!post) return send_err(c, 405, "invalid_request_error", "method_not_allowed", "use POST");
+        return chat(s, c, cs, true);
+    }
+    return send_err(c, 404, "invalid_request_error", "not_found", "no route %s %.200s", method, url);
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
+{
+    (void)cls; (void)c; (void)t;
+    conn_state *cs = *con_cls;
+    if (cs) { free(cs->body); free(cs); }
+    *con_cls = NULL;
+}
+
+int eng_server_start(const eng_server_opts *o, eng_server **out, char *err, size_t errlen)
+{
+    if (!o || !o->model || !out || o->max_queue < 0 || o->max_sessions < 1) {
+        snprintf(err, errlen, "server options: model, max_queue >= 0 and max_sessions >= 1 are required");
+        return LCX_EINVAL;
+    }
+    eng_server *s = calloc(1, sizeof *s);
+    if (!s) return LCX_ENOMEM;
+    s->o = *o;
+    snprintf(s->model_id, sizeof s->model_id, "%s", o->model_id ? o->model_id : "longctx-engine");
+    s->o.model_id = s->model_id;
+    s->rescue = o->rescue;
+    s->slots = calloc((size_t)o->max_sessions, sizeof *s->slots);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
+    if (!s->slots || inet_pton(AF_INET, o->host ? o->host : "127.0.0.1", &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "bad host address '%s' (an IPv4 address)", o->host ? o->host : "");
+        eng_server_stop(s);
+        return LCX_EINVAL;
+    }
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)o->port,
+                            NULL, NULL, on_access, s, MHD_OPTION_SOCK_ADDR, &sa,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_END);
+    if (!s->d) {
+        snprintf(err, errlen, "cannot listen on %s:%d (in use?)", o->host ? o->host : "127.0.0.1", o->port);
+        eng_server_stop(s);
+        return LCX_EEXIST;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : o->port;
+    *out = s;
+    return 0;
+}
+
+int eng_server_port(const eng_server *s) { return s ? s->port : -1; }
+
+void eng_server_set_rescue(eng_server *s, bool on)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->rescue && !on) s->rescue_lost++;
+    s->rescue = on;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int eng_server_n_sessions(eng_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_slots;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void eng_server_stop(eng_server *s)
+{
+    if (!s) return;
+    if (s->d) MHD_stop_daemon(s->d);   /* closes the streams: their workers see cancel */
+    pthread_mutex_lock(&s->mu);
+    while (s->workers) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->n_slots; i++) eng_session_free(s->slots[i].s);
+    free(s->slots);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
