@@ -16,6 +16,7 @@
 #ifndef LONGCTX_LCX_SIDECAR_H
 #define LONGCTX_LCX_SIDECAR_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 #include "longctx/lcx_err.h"
 
@@ -45,6 +46,9 @@ int lcx_sidecar_spawn(const lcx_sidecar_opts *o, lcx_sidecar **out, char *err, s
 int lcx_sidecar_port(const lcx_sidecar *sc);
 pid_t lcx_sidecar_pid(const lcx_sidecar *sc);
 const char *lcx_sidecar_url(const lcx_sidecar *sc);   /* "http://HOST:PORT" */
+/* false once the service has exited (the child is reaped then; stop still frees sc and
+ * returns its exit status). Never blocks. */
+bool lcx_sidecar_alive(lcx_sidecar *sc);
 /* SIGTERM, wait up to timeout_ms, then SIGKILL; reaps the child and frees sc (NULL: no-op).
  * Returns the child's exit status (≥ 0) or a negative LCX_E* code. */
 int lcx_sidecar_stop(lcx_sidecar *sc, int timeout_ms);

@@ -19,6 +19,7 @@
 
 struct lcx_sidecar {
     pid_t pid;
+    int exit_rc;        /* -1 while running; the exit status once lcx_sidecar_alive reaped it */
     int port;
     char url[320];
 };
@@ -140,6 +141,7 @@ int lcx_sidecar_spawn(const lcx_sidecar_opts *o, lcx_sidecar **out, char *err, s
         close(pfd[0]), close(pfd[1]);
         return LCX_ENOMEM;
     }
+    sc->exit_rc = -1;
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, err_len, "fork: %s", strerror(errno));
@@ -201,15 +203,31 @@ int lcx_sidecar_port(const lcx_sidecar *sc) { return sc ? sc->port : -1; }
 pid_t lcx_sidecar_pid(const lcx_sidecar *sc) { return sc ? sc->pid : -1; }
 const char *lcx_sidecar_url(const lcx_sidecar *sc) { return sc ? sc->url : ""; }
 
+static int exit_status(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+bool lcx_sidecar_alive(lcx_sidecar *sc)
+{
+    if (!sc || sc->exit_rc >= 0) return false;
+    int st = 0;
+    if (waitpid(sc->pid, &st, WNOHANG) != sc->pid) return true;
+    sc->exit_rc = exit_status(st);   /* reaped: stop must not signal a reused pid */
+    return false;
+}
+
 int lcx_sidecar_stop(lcx_sidecar *sc, int timeout_ms)
 {
     if (!sc) return 0;
+    if (sc->exit_rc >= 0) {
+        int rc = sc->exit_rc;
+        free(sc);
+        return rc;
+    }
     int st = 0, rc = LCX_EIO;
     kill(sc->pid, SIGTERM);
     for (int waited = 0; waited <= timeout_ms; waited += 10) {
         pid_t r = waitpid(sc->pid, &st, WNOHANG);
         if (r == sc->pid) {
-            rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            rc = exit_status(st);
             break;
         }
         if (r < 0) break;

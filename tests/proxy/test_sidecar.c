@@ -62,8 +62,19 @@ static void test_spawn_health_stop(void **st)
     assert_non_null(strstr(err, "already in use"));
 
     pid_t pid = lcx_sidecar_pid(sc);
+    assert_true(lcx_sidecar_alive(sc));
     assert_int_equal(lcx_sidecar_stop(sc, 10000), 0);  /* clean exit on SIGTERM */
     assert_false(alive(pid));
+
+    /* a sidecar that dies: lcx_sidecar_alive turns false (reaping it), stop reports how */
+    o.port = 0;
+    assert_int_equal(lcx_sidecar_spawn(&o, &sc, err, sizeof err), 0);
+    assert_int_equal(kill(lcx_sidecar_pid(sc), SIGKILL), 0);
+    bool up = true;
+    for (int i = 0; i < 500 && (up = lcx_sidecar_alive(sc)); i++) usleep(10000);
+    assert_false(up);
+    assert_false(lcx_sidecar_alive(sc));
+    assert_int_equal(lcx_sidecar_stop(sc, 1000), 128 + SIGKILL);
 
     /* a binary that does not exist */
     o.port = 0;

@@ -34,20 +34,6 @@ static int int_arg(const char *flag, const char *v, int lo, int hi, int *out)
     return 0;
 }
 
-/* Alive and not a zombie (the sidecar is our child: it stays a zombie until reaped). */
-static bool pid_alive(pid_t pid)
-{
-    char p[64], buf[256];
-    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(p, "r");
-    if (!f) return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
-}
-
 int cmd_serve(int argc, char **argv)
 {
     triatt_config tc;
@@ -126,7 +112,7 @@ int cmd_serve(int argc, char **argv)
     bool sc_alive = sc != NULL;
     const struct timespec tick = {1, 0};
     while ((sig = sigtimedwait(&set, NULL, &tick)) < 0) {
-        if (sc_alive && !pid_alive(lcx_sidecar_pid(sc))) {
+        if (sc_alive && !lcx_sidecar_alive(sc)) {
             sc_alive = false;
             eng_server_set_rescue(srv, false);
             fprintf(stderr, "longctx-engine serve: longctx-svc (pid %d) died; serving without rescue\n",
