@@ -1,5 +1,5 @@
-/* Dense kernels: scalar references, AVX2+FMA+F16C versions, and the dispatcher.
- * The build baseline is x86-64-v3, so AVX2/F16C are always available here; AVX-512
+/* Dense kernels: scalar references, AVX2+FMA versions, and the dispatcher.
+ * The build baseline is x86-64-v3, so AVX2 is always available here; AVX-512
  * versions live in dot_avx512.c and run only when lcx_cpu_has_avx512(). */
 #include "embed/embed.h"
 #include "embed/dot_quarters.h"
@@ -8,62 +8,6 @@
 #include "util/simd.h"
 #include <math.h>
 #include <string.h>
-
-/* ---- f16 conversion, pure C reference (no F16C) */
-uint16_t lcx__f32_to_f16_scalar(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    int32_t exp = (int32_t)((x >> 23) & 0xff);
-    uint32_t man = x & 0x7fffffu;
-    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0)); /* inf / nan */
-    int32_t e = exp - 127 + 15;
-    if (e >= 0x1f) return (uint16_t)(sign | 0x7c00u);                         /* overflow → inf */
-    if (e <= 0) {                                                             /* subnormal / zero */
-        if (e < -10) return (uint16_t)sign;
-        man |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - e);
-        uint32_t h = man >> shift;
-        uint32_t rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)e << 10) | (man >> 13);
-    uint32_t rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;  /* may carry into exp: still right */
-    return (uint16_t)(sign | h);
-}
-
-float lcx__f16_to_f32_scalar(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-    uint32_t x;
-    if (exp == 0) {
-        if (man == 0) x = sign;
-        else {                                  /* subnormal: normalise */
-            int e = -1;
-            do { e++; man <<= 1; } while (!(man & 0x400u));
-            x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
-        }
-    } else if (exp == 0x1f) {
-        x = sign | 0x7f800000u | (man << 13);
-    } else {
-        x = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-void lcx__f32_to_f16(const float *in, uint16_t *out, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) out[i] = lcx__f32_to_f16_scalar(in[i]);
-}
 
 /* ---- f32 · f32 */
 float lcx__dot_f32_scalar(const float *a, const float *b, size_t n)
@@ -91,67 +35,6 @@ float lcx_dot_f32(const float *a, const float *b, size_t n)
 {
     if (lcx_cpu_has_avx512()) return lcx__dot_f32_avx512(a, b, n);
     return lcx__dot_f32_avx2(a, b, n);
-}
-
-/* ---- f32 query · f16 rows */
-void lcx__dot_f16_rows_scalar(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out)
-{
-    for (size_t r = 0; r < n_rows; r++) {
-        const uint16_t *v = rows + r * dim;
-        double s = 0;
-        for (size_t i = 0; i < dim; i++) s += (double)q[i] * lcx__f16_to_f32_scalar(v[i]);
-        out[r] = (float)s;
-    }
-}
-
-/* hot: the dense scan over every stored vector of a store, once per search. Two rows per
- * iteration share the query loads; four accumulators hide FMA latency. Memory-bound at
- * large n (dim*2 bytes per row streamed once). */
-void lcx__dot_f16_rows_avx2(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out)
-{
-    size_t d8 = dim & ~(size_t)7;
-    size_t r = 0;
-    for (; r + 2 <= n_rows; r += 2) {
-        const uint16_t *v0 = rows + r * dim, *v1 = v0 + dim;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
-        size_t i = 0;
-        for (; i + 16 <= d8; i += 16) {
-            __m256 qa = _mm256_loadu_ps(q + i), qb = _mm256_loadu_ps(q + i + 8);
-            a0 = _mm256_fmadd_ps(qa, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v0 + i))), a0);
-            a1 = _mm256_fmadd_ps(qb, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v0 + i + 8))), a1);
-            b0 = _mm256_fmadd_ps(qa, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v1 + i))), b0);
-            b1 = _mm256_fmadd_ps(qb, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v1 + i + 8))), b1);
-        }
-        for (; i < d8; i += 8) {
-            __m256 qa = _mm256_loadu_ps(q + i);
-            a0 = _mm256_fmadd_ps(qa, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v0 + i))), a0);
-            b0 = _mm256_fmadd_ps(qa, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v1 + i))), b0);
-        }
-        float s0 = lcx_hsum8(_mm256_add_ps(a0, a1)), s1 = lcx_hsum8(_mm256_add_ps(b0, b1));
-        for (; i < dim; i++) {
-            s0 += q[i] * _cvtsh_ss(v0[i]);
-            s1 += q[i] * _cvtsh_ss(v1[i]);
-        }
-        out[r] = s0;
-        out[r + 1] = s1;
-    }
-    for (; r < n_rows; r++) {
-        const uint16_t *v0 = rows + r * dim;
-        __m256 a0 = _mm256_setzero_ps();
-        size_t i = 0;
-        for (; i < d8; i += 8)
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v0 + i))), a0);
-        float s0 = lcx_hsum8(a0);
-        for (; i < dim; i++) s0 += q[i] * _cvtsh_ss(v0[i]);
-        out[r] = s0;
-    }
-}
-
-void lcx__dot_f16_rows(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out)
-{
-    if (lcx_cpu_has_avx512()) lcx__dot_f16_rows_avx512(q, rows, n_rows, dim, out);
-    else lcx__dot_f16_rows_avx2(q, rows, n_rows, dim, out);
 }
 
 /* ---- 8-bit rows · 8-bit query */

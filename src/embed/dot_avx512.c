@@ -20,31 +20,6 @@ float lcx__dot_f32_avx512(const float *a, const float *b, size_t n)
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-/* hot: see lcx__dot_f16_rows_avx2; 16 halfs per conversion, masked tail. */
-void lcx__dot_f16_rows_avx512(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out)
-{
-    size_t d16 = dim & ~(size_t)15;
-    __mmask16 tm = (__mmask16)((1u << (dim - d16)) - 1);
-    for (size_t r = 0; r < n_rows; r++) {
-        const uint16_t *v = rows + r * dim;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        size_t i = 0;
-        for (; i + 32 <= d16; i += 32) {
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + i))), a0);
-            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16),
-                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + i + 16))), a1);
-        }
-        for (; i < d16; i += 16)
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + i))), a0);
-        if (tm) {
-            __m512 qv = _mm512_maskz_loadu_ps(tm, q + i);
-            __m512 vv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tm, v + i));
-            a1 = _mm512_fmadd_ps(qv, vv, a1);
-        }
-        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    }
-}
-
 /* The 4 rows' dot products with q (dim a multiple of 64): as dot4_u8 in dot.c, 64 dims per
  * step (vpmaddubsw never saturates here, see embed.h); each 512-bit sum is folded to 256
  * bits, then the four are reduced together. */

@@ -1,7 +1,6 @@
 /* Internal embedder and dense-kernel API (not part of the public contract).
  * Stored vectors are 8-bit (see below); queries stay f32. Kernels exist as a scalar
- * reference, AVX2, and (the scan kernels) AVX-512 (dot_avx512.c, run-time dispatch only).
- * The f16 helpers are kept for embedders/tools that want half precision. */
+ * reference, AVX2, and (the scan kernels) AVX-512 (dot_avx512.c, run-time dispatch only). */
 #ifndef LCX_EMBED_INTERNAL_H
 #define LCX_EMBED_INTERNAL_H
 
@@ -19,23 +18,10 @@ struct lcx_embedder {
     char fp[LCX_FP_MAX + 1];
 };
 
-/* f32 ↔ f16 conversion (round to nearest even). The scalar ones are the pure-C reference. */
-uint16_t lcx__f32_to_f16_scalar(float f);
-float lcx__f16_to_f32_scalar(uint16_t h);
-void lcx__f32_to_f16(const float *in, uint16_t *out, size_t n);     /* F16C */
-
-/* Inner products. a, b: n floats; v: n halfs. */
+/* Inner products. a, b: n floats. */
 float lcx__dot_f32_scalar(const float *a, const float *b, size_t n);
 float lcx__dot_f32_avx2(const float *a, const float *b, size_t n);
 float lcx__dot_f32_avx512(const float *a, const float *b, size_t n);
-
-/* Many rows at once: out[i] = q · rows[i] for i < n_rows.
- * q: (dim) f32; rows: (n_rows, dim) f16 row-major; out: (n_rows) f32. */
-void lcx__dot_f16_rows_scalar(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out);
-void lcx__dot_f16_rows_avx2(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out);
-void lcx__dot_f16_rows_avx512(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out);
-/* Dispatched (AVX-512 when lcx_cpu_has_avx512(), else AVX2). */
-void lcx__dot_f16_rows(const float *q, const uint16_t *rows, size_t n_rows, size_t dim, float *out);
 
 /* ---- 8-bit vectors: how the index and the store keep embeddings.
  * Each stored row is dim bytes in offset binary, u = round(v·127/max|v|) + 128 (so

@@ -934,13 +934,10 @@ static uint64_t *pkey_reserve(lcx_index *ix, size_t total)
  * per-document appends cost ~3 cache misses each). Big batches split the lists over 2
  * threads by term-id parity (each list has one writer). A failure leaves
  * postings for ids ≥ n_docs, which searches skip and a retried commit does not duplicate. */
-static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total, int need_sort)
+static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total)
 {
     if (!total) return 0;
-    uint64_t *key = ix->pkey, *tmp = key + ix->pkey_cap, *sorted = key;
-    if (need_sort) {
-        sorted = radix_hi(key, tmp, total, ix->n_terms - 1);
-    }
+    const uint64_t *sorted = ix->pkey;
     /* 2 threads split the lists by term-id parity: each list has one writer, and odd and
      * even ids are alike in cost (a split of the sorted array at a position cannot be:
      * low ids are common words with long runs, high ids rare terms with one posting each,
@@ -994,54 +991,6 @@ static int commit_docs(lcx_index *ix, uint32_t n, const char *const *text, const
     ix->n_live += n;
     if (first_id) *first_id = first;
     return 0;
-}
-
-static int do_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
-                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id)
-{
-    int rc = lcx__index_reserve(ix, n);
-    if (rc) return rc;
-    const uint32_t first = ix->n_docs;
-    size_t total = 0;
-    for (uint32_t d = 0; d < n; d++) total += dt[d]->nt;
-    uint64_t *key = NULL;
-    if (n < (1u << 24) && total && !(key = pkey_reserve(ix, total))) return LCX_ENOMEM;
-    /* 1. ids for the terms that resolve did not know (new to the index, or first seen
-     *    earlier in this batch): serial, they grow the term table. One pass that also
-     *    writes the sort keys. */
-    size_t m = 0;
-    for (uint32_t d = 0; d < n; d++) {
-        lcx__pterm *t = dt[d]->t;
-        for (uint32_t i = 0, nt = dt[d]->nt; i < nt; i++) {
-            if (t[i].tid >= ix->n_terms) {
-                int64_t tid = term_get(ix, dt[d]->pool + t[i].off, t[i].len, t[i].hash);
-                if (tid < 0) return (int)tid;
-                t[i].tid = (uint32_t)tid;
-            }
-            if (key) key[m++] = (uint64_t)t[i].tid << 32 | (uint64_t)d << 8 | (t[i].tf > 255 ? 255u : t[i].tf);
-        }
-    }
-    if (!key) {   /* beyond the sort key's doc field (≥ 16M documents): document by document */
-        for (uint32_t d = 0; d < n; d++)
-            for (uint32_t i = 0; i < dt[d]->nt; i++) {
-                uint32_t tid = dt[d]->t[i].tid;
-                lcx__plist *p = &ix->pl[tid];
-                if (p->n && p->doc[p->n - 1] >= first + d) continue;
-                uint16_t tf = dt[d]->t[i].tf;
-                if ((rc = plist_push(ix, tid, first + d, tf > 255 ? 255 : (uint8_t)tf))) return rc;
-            }
-    } else if ((rc = post_keys(ix, n, first, total, 1))) {
-        return rc;
-    }
-    return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
-}
-
-int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
-                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id)
-{
-    int rc = do_commit_batch(ix, n, text, len, copy_text, rows, scales, dt, first_id);
-    if (rc < 0) ix->post_failed = 1;   /* postings of unpublished ids may be left: see post_run */
-    return rc;
 }
 
 /* hot (ingest workers, after lcx__index_resolve): the document's sort keys, in term order */
@@ -1239,7 +1188,7 @@ static int do_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, co
     na[k++] = nu;
     if (total && n_runs == 2) merge_two_plus(in[0], na[0], in[1], na[1], in[2], na[2], key);
     else if (total) merge_runs(in, na, k, key);
-    if ((rc = post_keys(ix, n, first, total, 0))) return rc;
+    if ((rc = post_keys(ix, n, first, total))) return rc;
     return commit_docs(ix, n, text, len, copy_text, rows, scales, dt, first_id);
 }
 
@@ -1275,8 +1224,6 @@ void lcx__index_set_base_doc(lcx_index *ix, uint32_t id, const char *text, uint3
     }
     if (id + 1 > ix->n_docs) ix->n_docs = id + 1;
 }
-
-void lcx__index_base_done(lcx_index *ix) { (void)ix; }
 
 int lcx_index_add(lcx_index *ix, const char *text, size_t len, const float *vec, uint32_t *id_out)
 {

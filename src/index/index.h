@@ -121,7 +121,7 @@ struct lcx_index {
     lcx__palloc palloc[2];                         /* their blocks, by term-id parity */
     int post_failed;                               /* a commit failed: lists may hold postings of ids ≥ n_docs */
     int post_threads;                              /* batch posting appends: 0 = by cores (2 from 3 cores on), 1, 2 (tests) */
-    uint64_t *pkey; size_t pkey_cap;               /* (2·pkey_cap) posting sort scratch of commit_batch */
+    uint64_t *pkey; size_t pkey_cap;               /* (2·pkey_cap) posting sort scratch of commit_keys */
     /* arena for own texts and term strings */
     struct lcx__ablock *arena;
     size_t arena_bytes;              /* bytes of arena blocks (sizes the next block) */
@@ -138,12 +138,6 @@ int lcx__index_reserve(lcx_index *ix, uint32_t n);
  * embedding with its scale (embed.h). dt: its prepared terms. */
 int lcx__index_commit(lcx_index *ix, const char *text, uint32_t len, int copy_text, const uint8_t *row,
                       float scale, const lcx__doc_terms *dt, uint32_t *id_out);
-/* Adds n documents at once (ids first..first+n-1, *first_id): as n commits, but the posting
- * appends of a big batch run on 2 threads (split by term id) and unknown term ids are
- * assigned first (dt's tid fields are filled in). text/len: (n); rows: (n, dim) u8; scales:
- * (n). On error nothing is published (n_docs unchanged). */
-int lcx__index_commit_batch(lcx_index *ix, uint32_t n, const char *const *text, const uint32_t *len, int copy_text,
-                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt, uint32_t *first_id);
 /* A batch's postings as sort keys, built by the caller's workers (each for a contiguous
  * range of the batch, in document order) right after lcx__index_resolve, so that the
  * serial commit neither re-reads every document's terms nor sorts them:
@@ -181,7 +175,8 @@ void lcx__post_keys_free(lcx__post_keys *k);    /* of NULL: no-op */
  * (lcx__index_resolve*) run again after it, during the rest of the commit. Ids stay
  * assigned if a later step fails. 0 or a negative LCX_E*. */
 int lcx__index_commit_terms(lcx_index *ix, const lcx__post_keys *runs, int n_runs);
-/* lcx__index_commit_batch with the postings given as sorted key runs (each run filled in
+/* Adds n documents at once (ids first..first+n-1, *first_id), as n commits would, with
+ * the postings given as sorted key runs (each run filled in
  * document order — runs may interleave documents — and together covering docs 0..n-1
  * exactly); dt supplies the document lengths. The runs are merged (and the new terms' keys
  * merged in), not re-sorted. Calls lcx__index_commit_terms first (a no-op when the caller
@@ -190,10 +185,9 @@ int lcx__index_commit_keys(lcx_index *ix, uint32_t n, const char *const *text, c
                            const uint8_t *rows, const float *scales, lcx__doc_terms *const *dt,
                            const lcx__post_keys *runs, int n_runs, uint32_t *first_id);
 /* Attaches a base (before any document is added). The caller then sets dl/text/del of the
- * first n_docs documents with lcx__index_set_base_doc and calls lcx__index_base_done. */
+ * first n_docs documents with lcx__index_set_base_doc. */
 int lcx__index_attach_base(lcx_index *ix, const lcx__index_base *b, uint32_t n_docs);
 void lcx__index_set_base_doc(lcx_index *ix, uint32_t id, const char *text, uint32_t len, uint32_t dl, int deleted);
-void lcx__index_base_done(lcx_index *ix);
 /* Row of document id (dim bytes) and its scale. */
 const uint8_t *lcx__index_row(const lcx_index *ix, uint32_t id, float *scale);
 int lcx__index_is_deleted(const lcx_index *ix, uint32_t id);

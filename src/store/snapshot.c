@@ -130,7 +130,6 @@ int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t
         m->path = d->path_len ? blob + d->path_off : NULL;
         m->path_len = d->path_len;
     }
-    lcx__index_base_done(s->ix);
     s->map = map;
     s->map_len = flen;
     s->snap_docs = h.n_docs;

@@ -1583,15 +1583,6 @@ size_t lcx_store_mem_bytes(const lcx_store *s)
     return n;
 }
 
-uint32_t lcx__store_docs_total(const lcx_store *s)
-{
-    flush_deferred(s);
-    lock_r(s);
-    uint32_t n = s->ix->n_docs;
-    unlock_rw(s);
-    return n;
-}
-
 int lcx_store_snapshot(lcx_store *s)
 {
     if (!s) return LCX_EINVAL;

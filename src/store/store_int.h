@@ -5,8 +5,6 @@
 #include <stdint.h>
 #include "longctx/lcx.h"
 
-/* Chunks ever appended (live + tombstoned). */
-uint32_t lcx__store_docs_total(const lcx_store *s);
 /* Reads a closed store's log header and record headers (no checksums, no payloads):
  * fingerprint (fp_len ≥ 128) and live chunk count (batches minus tombstones). */
 int lcx__store_peek(const char *dir, char *fp, size_t fp_len, uint32_t *n_live);

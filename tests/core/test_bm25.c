@@ -177,12 +177,11 @@ static void test_postings_and_options(void **st)
     lcx_index_free(ix);
 }
 
-/* lcx__index_commit_batch (postings sorted by term, appended on 2 threads at a term
- * boundary) and lcx__index_commit_keys (per-worker sorted key runs merged with the new
- * terms' keys) build exactly what one lcx_index_add per document builds: same term ids,
- * same postings in the same order, same lengths, rows and search results. Batches of
- * 1, 7, 300 (the threaded path), and the rest, with a vocabulary that keeps growing. */
-static void test_commit_batch_equals_commit(void **st)
+/* lcx__index_commit_keys (per-worker sorted key runs merged with the new terms' keys)
+ * builds exactly what one lcx_index_add per document builds: same term ids, same
+ * postings in the same order, same lengths, rows and search results. Batches of 1, 7,
+ * 300 (the threaded path), and the rest, with a vocabulary that keeps growing. */
+static void test_commit_keys_equals_commit(void **st)
 {
     (void)st;
     enum { N = 700 };
@@ -193,9 +192,8 @@ static void test_commit_batch_equals_commit(void **st)
         for (int w = 0; w < words; w++)   /* Zipf-ish: many repeats, a long tail of new terms */
             len += snprintf(tx[i] + len, sizeof tx[i] - (size_t)len, "w%u ", rnd() % (1u + rnd() % 5000));
     }
-    lcx_index *a, *b, *ck;
+    lcx_index *a, *ck;
     assert_int_equal(lcx_index_new(emb, &a), 0);
-    assert_int_equal(lcx_index_new(emb, &b), 0);
     assert_int_equal(lcx_index_new(emb, &ck), 0);
     for (int i = 0; i < N; i++) assert_int_equal(lcx_index_add(a, tx[i], strlen(tx[i]), NULL, NULL), 0);
     const int sizes[] = {1, 7, 300, N - 308};
@@ -203,7 +201,6 @@ static void test_commit_batch_equals_commit(void **st)
     lcx__prep p = {0};
     for (int k = 0; k < 4; k++) {
         int n = sizes[k];
-        lcx__doc_terms **dt = calloc((size_t)n, sizeof *dt);
         const char **tp = calloc((size_t)n, sizeof *tp);
         uint32_t *tl = calloc((size_t)n, sizeof *tl);
         uint8_t *rows = malloc((size_t)n * 256);
@@ -212,11 +209,9 @@ static void test_commit_batch_equals_commit(void **st)
             tp[i] = tx[at + i];
             tl[i] = (uint32_t)strlen(tx[at + i]);
             assert_int_equal(lcx__prep_embed(&p, emb, tp[i], tl[i], v), 0);
-            assert_int_equal(lcx__prep_finish(&p, &dt[i]), 0);
             lcx__quant_row_u8(v, 256, rows + (size_t)i * 256, &sc[i]);
-            if (i % 2) lcx__index_resolve(b, dt[i]);   /* resolved and unresolved terms mixed */
         }
-        /* the same documents again (fresh doc_terms) as 3 "worker" runs of keys */
+        /* the documents as 3 "worker" runs of keys */
         lcx__doc_terms **dk = calloc((size_t)n, sizeof *dk);
         lcx__post_keys runs[3] = {{0}};
         for (int r = 0; r < 3; r++) {
@@ -230,16 +225,11 @@ static void test_commit_batch_equals_commit(void **st)
             lcx__post_keys_sort(&runs[r]);
         }
         uint32_t first = 99;
-        assert_int_equal(lcx__index_commit_batch(b, (uint32_t)n, tp, tl, 1, rows, sc, dt, &first), 0);
-        assert_int_equal(first, (uint32_t)at);
-        first = 99;
         assert_int_equal(lcx__index_commit_keys(ck, (uint32_t)n, tp, tl, 1, rows, sc, dk, runs, 3, &first), 0);
         assert_int_equal(first, (uint32_t)at);
         for (int r = 0; r < 3; r++) lcx__post_keys_free(&runs[r]);
         for (int i = 0; i < n; i++) free(dk[i]);
         free(dk);
-        for (int i = 0; i < n; i++) free(dt[i]);
-        free(dt);
         free(tp);
         free(tl);
         free(rows);
@@ -248,46 +238,41 @@ static void test_commit_batch_equals_commit(void **st)
     }
     lcx__prep_free(&p);
     assert_int_equal(at, N);
-    assert_int_equal(a->n_docs, b->n_docs);
-    assert_int_equal(a->n_terms, b->n_terms);
-    assert_true(a->sum_dl == b->sum_dl);
+    assert_int_equal(a->n_docs, ck->n_docs);
+    assert_int_equal(a->n_terms, ck->n_terms);
+    assert_true(a->sum_dl == ck->sum_dl);
     static uint32_t da[N], db[N];
     static uint8_t fa[N], fb[N];
-    assert_int_equal(a->n_terms, ck->n_terms);
     assert_int_equal(ck->n_docs, (uint32_t)N);
-    for (int v = 0; v < 2; v++) {
-        lcx_index *x = v ? ck : b;
-        for (uint32_t id = 0; id < a->n_terms; id++) {
-            uint32_t la, lb;
-            const char *sa = lcx__index_term(a, id, &la), *sb = lcx__index_term(x, id, &lb);
-            assert_int_equal(la, lb);
-            assert_memory_equal(sa, sb, la);
-            size_t na = lcx__index_postings(a, id, da, fa, N), nb = lcx__index_postings(x, id, db, fb, N);
-            assert_int_equal(na, nb);
-            assert_memory_equal(da, db, na * sizeof *da);
-            assert_memory_equal(fa, fb, na);
-        }
+    for (uint32_t id = 0; id < a->n_terms; id++) {
+        uint32_t la, lb;
+        const char *sa = lcx__index_term(a, id, &la), *sb = lcx__index_term(ck, id, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(sa, sb, la);
+        size_t na = lcx__index_postings(a, id, da, fa, N), nb = lcx__index_postings(ck, id, db, fb, N);
+        assert_int_equal(na, nb);
+        assert_memory_equal(da, db, na * sizeof *da);
+        assert_memory_equal(fa, fb, na);
     }
     for (uint32_t d = 0; d < (uint32_t)N; d++) {
         float s1, s2;
-        const uint8_t *r1 = lcx__index_row(a, d, &s1), *r2 = lcx__index_row(b, d, &s2);
+        const uint8_t *r1 = lcx__index_row(a, d, &s1), *r2 = lcx__index_row(ck, d, &s2);
         assert_memory_equal(r1, r2, 256);
         assert_true(s1 == s2);
-        assert_int_equal(a->dl[d], b->dl[d]);
-        assert_int_equal(a->text_len[d], b->text_len[d]);
-        assert_memory_equal(a->text[d], b->text[d], a->text_len[d] + 1);
+        assert_int_equal(a->dl[d], ck->dl[d]);
+        assert_int_equal(a->text_len[d], ck->text_len[d]);
+        assert_memory_equal(a->text[d], ck->text[d], a->text_len[d] + 1);
     }
     lcx_search_opts o = lcx_search_defaults();
     for (int q = 0; q < 20; q++) {
         char qs[64];
         snprintf(qs, sizeof qs, "w%u w%u %s", rnd() % 300, rnd() % 3000, VOC[q]);
         lcx_hit h1[8], h2[8];
-        int n1 = lcx_index_search(a, qs, strlen(qs), &o, h1, 8), n2 = lcx_index_search(b, qs, strlen(qs), &o, h2, 8);
+        int n1 = lcx_index_search(a, qs, strlen(qs), &o, h1, 8), n2 = lcx_index_search(ck, qs, strlen(qs), &o, h2, 8);
         assert_int_equal(n1, n2);
         assert_memory_equal(h1, h2, (size_t)n1 * sizeof *h1);
     }
     lcx_index_free(a);
-    lcx_index_free(b);
     lcx_index_free(ck);
 }
 
@@ -556,7 +541,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_and_incremental),
         cmocka_unit_test(test_postings_and_options),
-        cmocka_unit_test(test_commit_batch_equals_commit),
+        cmocka_unit_test(test_commit_keys_equals_commit),
         cmocka_unit_test(test_posting_blocks_and_resolve_cache),
         cmocka_unit_test(test_retried_commit_keys),
         cmocka_unit_test(test_commit_keys_interleaved_runs),

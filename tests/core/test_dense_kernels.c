@@ -1,5 +1,4 @@
-/* Dense kernels: every SIMD kernel against the scalar reference; f16 conversion against
- * the hardware (F16C) conversion bit for bit; top-k against a sort. AVX-512 kernels are
+/* Dense kernels: every SIMD kernel against the scalar reference; top-k against a sort. AVX-512 kernels are
  * compared only when the CPU has AVX-512 (else the comparison is skipped, with a note). */
 #include "testutil.h"
 #include "embed/embed.h"
@@ -18,32 +17,6 @@ static float frand(void)
     return (float)((double)(rs >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
 }
 
-static void test_f16_conversion(void **st)
-{
-    (void)st;
-    /* specials and edges, then random values over many magnitudes */
-    float sp[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f, 1e6f, 6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-9f,
-                  0.333333f, INFINITY, -INFINITY, 3.0e-5f, 2049.0f, 2051.0f};
-    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++) {
-        uint16_t a = lcx__f32_to_f16_scalar(sp[i]), b = _cvtss_sh(sp[i], _MM_FROUND_TO_NEAREST_INT);
-        if (a != b) fail_msg("f32→f16(%g): scalar %04x, F16C %04x", (double)sp[i], a, b);
-    }
-    for (int i = 0; i < 200000; i++) {
-        float f = frand() * powf(2.0f, (float)(i % 40 - 26));
-        uint16_t a = lcx__f32_to_f16_scalar(f), b = _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
-        if (a != b) fail_msg("f32→f16(%a): scalar %04x, F16C %04x", (double)f, a, b);
-    }
-    for (uint32_t h = 0; h < 65536; h++) {
-        float a = lcx__f16_to_f32_scalar((uint16_t)h), b = _cvtsh_ss((uint16_t)h);
-        if (isnan(a) != isnan(b) || (!isnan(a) && memcmp(&a, &b, 4))) fail_msg("f16→f32(%04x) differs", h);
-    }
-    float in[1003];
-    uint16_t out[1003];
-    for (int i = 0; i < 1003; i++) in[i] = frand();
-    lcx__f32_to_f16(in, out, 1003);
-    for (int i = 0; i < 1003; i++) assert_int_equal(out[i], lcx__f32_to_f16_scalar(in[i]));
-}
-
 static void check_f32(float (*k)(const float *, const float *, size_t), const char *name)
 {
     static float a[1100], b[1100];
@@ -53,24 +26,6 @@ static void check_f32(float (*k)(const float *, const float *, size_t), const ch
         float r = lcx__dot_f32_scalar(a + 1, b + 3, ns[t] > 1097 ? 1097 : ns[t]);  /* unaligned */
         float g = k(a + 1, b + 3, ns[t] > 1097 ? 1097 : ns[t]);
         if (fabsf(r - g) > 1e-4f * (1 + sqrtf((float)ns[t]))) fail_msg("%s n=%zu: %g vs %g", name, ns[t], g, r);
-    }
-}
-
-static void check_f16(void (*k)(const float *, const uint16_t *, size_t, size_t, float *), const char *name)
-{
-    size_t dims[] = {8, 16, 24, 100, 256, 384, 768, 13};
-    for (size_t t = 0; t < sizeof dims / sizeof *dims; t++) {
-        size_t dim = dims[t], rows = 37;
-        float *q = malloc(dim * 4), *ref = malloc(rows * 4), *got = malloc(rows * 4);
-        uint16_t *v = malloc(rows * dim * 2);
-        for (size_t i = 0; i < dim; i++) q[i] = frand();
-        for (size_t i = 0; i < rows * dim; i++) v[i] = lcx__f32_to_f16_scalar(frand());
-        lcx__dot_f16_rows_scalar(q, v, rows, dim, ref);
-        k(q, v, rows, dim, got);
-        for (size_t r = 0; r < rows; r++)
-            if (fabsf(ref[r] - got[r]) > 1e-4f * (1 + sqrtf((float)dim)))
-                fail_msg("%s dim=%zu row %zu: %g vs %g", name, dim, r, got[r], ref[r]);
-        free(q); free(ref); free(got); free(v);
     }
 }
 
@@ -158,11 +113,9 @@ static void test_avx2(void **st)
 {
     (void)st;
     check_f32(lcx__dot_f32_avx2, "dot_f32_avx2");
-    check_f16(lcx__dot_f16_rows_avx2, "dot_f16_rows_avx2");
     check_u8(lcx__dot_u8_rows_avx2, "dot_u8_rows_avx2");
     check_u8(lcx__dot_u8_rows, "dot_u8_rows (dispatched)");
     check_f32(lcx_dot_f32, "lcx_dot_f32 (dispatched)");
-    check_f16(lcx__dot_f16_rows, "dot_f16_rows (dispatched)");
 }
 
 static void test_avx512(void **st)
@@ -173,7 +126,6 @@ static void test_avx512(void **st)
         skip();
     }
     check_f32(lcx__dot_f32_avx512, "dot_f32_avx512");
-    check_f16(lcx__dot_f16_rows_avx512, "dot_f16_rows_avx512");
     check_u8(lcx__dot_u8_rows_avx512, "dot_u8_rows_avx512");
 }
 
@@ -219,7 +171,6 @@ static void test_topk(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_conversion),
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_quantized_scores),
         cmocka_unit_test(test_avx512),
