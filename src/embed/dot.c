@@ -135,9 +135,8 @@ static inline __attribute__((always_inline)) __m128i dot4_u8(const int8_t *q, co
 
 /* hot: the first stage of every dense search (one pass over all rows);
  * Σ q·u − 128·Σ q = Σ q·(u − 128). The rows are cut into 4 quarters and each step takes
- * one row of each: 4 far-apart streams keep more DRAM reads in flight than one (1-thread
- * harness, 256-dim rows, huge pages: 100k rows from DRAM 2.56 → 1.45 ms, 20k rows not in
- * cache 0.48 → 0.30 ms, the same when they sit in L3). Integer sums: the order of the
+ * one row of each: 4 far-apart streams keep more DRAM reads in flight than one
+ * (docs/benchmarks/core.md). Integer sums: the order of the
  * rows does not change any result. Tails (< 4 rows, or dims not a multiple of 32): two
  * rows at a time, then scalar. */
 void lcx__dot_u8_rows_avx2(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)

@@ -44,9 +44,8 @@ static inline __attribute__((always_inline)) __m128i dot4_u8(const int8_t *q, co
 
 /* hot: see lcx__dot_u8_rows_avx2 (4 far-apart row streams, the same split into quarters);
  * 64 dims per step. Rows left over (< 4, or dims not a multiple of 64): one at a time with
- * a masked tail. Measured on a Sapphire-Rapids-class Xeon before the 4 streams: the
- * one-stream version of this kernel lost to the AVX2 4-stream one (bench_core search @100k
- * p95 2.25 vs 1.54 ms; docs/benchmarks/avx512.md). */
+ * a masked tail. One stream is not enough: a one-stream version of this kernel loses to
+ * the AVX2 4-stream one (docs/benchmarks/avx512.md). */
 void lcx__dot_u8_rows_avx512(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)
 {
     size_t d64 = dim & ~(size_t)63;

@@ -1,4 +1,4 @@
-/* In-memory hybrid index: incremental BM25 inverted index + flat f16 dense vectors.
+/* In-memory hybrid index: incremental BM25 inverted index + flat 8-bit dense vectors.
  *
  * BM25 (Robertson/Spärck Jones, Lucene's non-negative idf):
  *   idf(t)   = ln(1 + (N − df + 0.5) / (df + 0.5))
@@ -10,7 +10,7 @@
  * never rewrites a list. With few removals the difference is negligible.
  *
  * Incremental: a new document appends one (doc, tf) posting to the tail list of each
- * of its distinct terms (amortised O(1)), one f16 row, and its text. Nothing is rebuilt.
+ * of its distinct terms (amortised O(1)), one u8 row (embed.h), and its text. Nothing is rebuilt.
  * See index.h for the base (mapped snapshot) / own (appended) split. */
 #include "index/index.h"
 #include "embed/embed.h"
@@ -32,7 +32,7 @@
  * Blocks grow with the arena (half of what it holds so far, 1–8 MiB), and blocks of
  * ≥ 4 MiB are 2 MiB aligned and advised MADV_HUGEPAGE: ingest copies ~1 KB of text per
  * span into fresh memory, and with 4 KiB pages that is one page fault (fault entry, memcg
- * charge, LRU insert, clear) per 4 spans — ~8% of ingest CPU in perf before this. With
+ * charge, LRU insert, clear) per 4 spans, ~8% of ingest CPU in perf. With
  * transparent huge pages in "madvise" mode (Debian's default) one fault maps 2 MiB. Small
  * indexes (tests, sessions) never reach 4 MiB blocks, so they do not pay 2 MiB of RSS
  * for a few texts. Without THP, or if the advice fails, it is just a bigger block. */
@@ -944,8 +944,7 @@ static int post_keys(lcx_index *ix, uint32_t n, uint32_t first, size_t total)
      * and choosing a balanced position costs a serial pass over the keys). Only with a
      * core to spare: on 2 cores the store publishes next to its two embedding workers,
      * and a second thread only costs its start, a join that waits for a descheduled
-     * thread, and a second scan of the keys (bench_core --ingest, 6 alternated pairs:
-     * 99.5k → 101.9k spans/s, CPU 18.1 → 17.8 µs/span) */
+     * thread, and a second scan of the keys (docs/benchmarks/core.md) */
     int two = n >= 64 && total >= 4096 &&
               (ix->post_threads ? ix->post_threads == 2 : sysconf(_SC_NPROCESSORS_ONLN) >= 3);
     uint32_t mask = two ? 1u : 0u;

@@ -4,7 +4,7 @@
  * Layout: every per-document and per-term structure is split into a *base* part that is
  * borrowed read-only (e.g. mmap'd from a snapshot file, so reopening costs no parsing)
  * and an *own* part that grows with appends. Appends never touch the base and never
- * rebuild anything: a new document adds one f16 row, one text, and one posting to the
+ * rebuild anything: a new document adds one u8 row, one text, and one posting to the
  * tail list of each of its terms. */
 #ifndef LCX_INDEX_INTERNAL_H
 #define LCX_INDEX_INTERNAL_H

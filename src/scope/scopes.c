@@ -643,11 +643,10 @@ struct commit_order {
  * on every core, without the store's writer lock) and then commits it (log write +
  * fdatasync + the serial publish) after the batch before it; with several in flight batch
  * N+1 is embedded while batch N is written and published, and the calling thread fills the
- * next one meanwhile. (With one in flight, as before lcx_store_prepare existed, ~0.55 of a
- * core sat idle during the serial part of every append; 3 rather than 2 since the
- * tokenizer got cheaper and the commit chain — fdatasync, publish — became a larger share:
- * build +2-7% on /usr/include in 4 in-process A/Bs; docs/benchmarks/scope.md.) The knob
- * (lcx_scopes__set_fly) allows 1..FLY_CAP for A/B runs. */
+ * next one meanwhile. With one in flight ~0.55 of a core sits idle during the serial part
+ * of every append; 3 rather than 2 because the commit chain (fdatasync, publish) is a
+ * large share of a batch (docs/benchmarks/scope.md). The knob (lcx_scopes__set_fly)
+ * allows 1..FLY_CAP for A/B runs. */
 #define MAX_FLY 3
 #define FLY_CAP 3
 

@@ -149,8 +149,7 @@ bad_rc:
  * section crc32c is taken over the buffer once per flush instead of per put, and (unless
  * lazy: no fsync follows) every flush asks the kernel to start writing those pages back
  * (SYNC_FILE_RANGE_WRITE), so the disk works while the rest is generated and the final
- * fsync waits for the tail only (measured: fsync of the 89 MB /usr/include snapshot
- * 0.25–0.3 s after a plain write, ~0.085 s with this). Two buffers: a full one is written
+ * fsync waits for the tail only (docs/benchmarks/scope.md). Two buffers: a full one is written
  * by a thread of its own while the next one is generated, because the kernel's copy into
  * the page cache is the larger part here (~300–550 MB/s on the CI-like VMs; generating is
  * ~1 GB/s). Without that thread the buffers are written inline. */

@@ -20,7 +20,7 @@
  *     text_len bytes of text, path_len bytes of path, and the dim-byte embedding row
  *     (offset-binary u8, value = (u − 128)·scale; so reopening never re-embeds).
  *     Chunk ids are implicit: the i-th chunk ever written has id i.
- *  3b. TEXT payload (type 3): the same without the embedding row (scale 0). Written for
+ *     TEXT payload (type 3): the same without the embedding row (scale 0). Written for
  *     the hash embedder, whose row is a pure function of the text and of the fingerprint in
  *     the header: replay recomputes it (bit-identical; tested). 20% fewer log bytes, and
  *     the record no longer depends on the embedding, so a big append writes and fsyncs it
@@ -42,7 +42,7 @@
  * DIR/index.snap — written by lcx_store_snapshot (and by close when ≥ 1024 chunks or any
  * tombstone arrived since the last one), via DIR/index.snap.tmp + rename, so a crash leaves
  * either the old or the new snapshot. "Lazy" (no fsync of file or directory) when this
- * boot's id is known, else fsync'd before the rename and the directory after it (item 9
+ * boot's id is known, else fsync'd before the rename and the directory after it (item 10
  * says why lazy is safe):
  *  7. Header, 1024 bytes: magic "LCXSNAP1"; u32 version = 3 (2: no boot id/flags; 1: texts
  *     copied into BLOB; both still loaded); u32 header size = 1024;
@@ -74,6 +74,14 @@
  *     writer's has EVERY section checked first: only a crash (hence a reboot) can have
  *     lost its unwritten pages. Any snapshot problem makes open ignore
  *     the snapshot and replay the whole log (the log is the source of truth).
+ * 10. Writing: each document's text is located in the log, index.snap.tmp is written
+ *     through two 4 MiB buffers, header last, and renamed over index.snap. Lazy (no fsync)
+ *     when this boot's id is known: within a boot every reader sees the page cache, and
+ *     only a crash (a new boot id) can lose unwritten pages, which item 9 then checks for.
+ *     Without a boot id: file fsync'd, renamed, directory fsync'd, synced flag set.
+ * 11. Texts in memory: none are copied. Appended and replayed texts, and a version-2/3
+ *     snapshot's, are read through read-only windows on chunks.log (lcx__lview_at);
+ *     lcx_store_get checks each against its crc32c.
  *
  * One handle per store: two open handles (two processes, or two in one process) on the same
  * directory would not be coordinated and could corrupt it (interleaved appends; an open can
@@ -875,9 +883,8 @@ typedef struct {
  * one, and the batch waits for them: the log write, whose fdatasync wakes the thread
  * several times, and the publish (~2–3 ms of CPU, but 6–10 ms wall among four threads on 2
  * cores when the workers kept the cores). With a short slice the thread runs whenever it
- * is runnable (lcx_thread_short_slice; same CPU share) and the workers take up the rest.
- * bench_core --ingest 100000, alternated: the log write 96.4k → 100.0k spans/s (5 pairs),
- * then the publish 84.9k → 90.8k (6 pairs, a busy hour). */
+ * is runnable (lcx_thread_short_slice; same CPU share) and the workers take up the rest
+ * (docs/benchmarks/core.md). */
 static void *side_main(void *arg)
 {
     const side_job *j = arg;
@@ -1016,7 +1023,7 @@ static void fill_meta(lcx_store *s, meta *m, const lcx_chunk *c, uint32_t text_c
 }
 
 /* dst[i] = src[i] (dst may be src) with text and path pointed at their bytes in rec, the
- * batch's log record (header included; layout: items 3, 3b). */
+ * batch's log record (header included; layout: item 3). */
 static void point_into(const lcx_store *s, lcx_chunk *dst, const lcx_chunk *src, int n, const char *rec)
 {
     const uint64_t row = s->text_recs ? 0 : s->dim;
