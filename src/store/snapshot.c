@@ -1,5 +1,5 @@
 /* The index snapshot, DIR/index.snap: a cache of the built index that open maps instead
- * of replaying the log. Byte layout: steps 7–9 at the top of store.c and
+ * of replaying the log. Byte layout: items 7–11 at the top of log.c and
  * docs/storage-format.md. The log stays the source of truth: any problem with a snapshot
  * makes open ignore it and replay the whole log. */
 #define _GNU_SOURCE   /* sync_file_range */

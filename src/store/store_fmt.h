@@ -1,5 +1,5 @@
 /* On-disk formats of a store directory (internal). The byte layouts are documented in
- * numbered steps at the top of store.c (which writes them) and in docs/storage-format.md.
+ * numbered items at the top of log.c and in docs/storage-format.md (same numbers).
  * All integers little-endian; x86-64 only, so structs are written as they are in memory
  * (static asserts pin their sizes and offsets). */
 #ifndef LCX_STORE_FMT_H

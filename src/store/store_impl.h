@@ -1,6 +1,8 @@
-/* The store handle's definition, shared by the files that implement it: store.c (log,
- * appends, search, open/close) and snapshot.c (the index snapshot). Not for other
- * subsystems: they use include/longctx/lcx.h and store_int.h. */
+/* The store handle's definition and the declarations shared by the files that implement
+ * it: store.c (open/close, reads; the lock order), log.c (formats, parsing, validation),
+ * replay.c (opening the files, replay), ingest.c (the parallel part of an append),
+ * append.c (writes) and snapshot.c (the index snapshot). Not for other subsystems: they
+ * use include/longctx/lcx.h and store_int.h. */
 #ifndef LCX_STORE_IMPL_H
 #define LCX_STORE_IMPL_H
 
@@ -12,6 +14,7 @@
 #include <stdint.h>
 
 #define PAR_MAX_THREADS 4
+#define PAR_MIN 64           /* batches this large are embedded (and replayed) on several threads */
 
 typedef struct {
     int64_t tok_start, tok_end;
@@ -31,7 +34,7 @@ struct pblock {
     char data[];
 };
 
-/* A read-only MAP_SHARED window on chunks.log: published texts point into these (store.c
+/* A read-only MAP_SHARED window on chunks.log: published texts point into these (log.c
  * lcx__lview_at). */
 struct lview {
     struct lview *next;
@@ -89,8 +92,56 @@ struct lcx_store {
     pthread_mutex_t scmu;    /* guards the free list of search scratch buffers */
     lcx__scratch *scratch;
 };
+/* Blocks that the workers carve a batch's doc_terms out of (one malloc per ~256 KiB
+ * instead of one per chunk); ingest.c. */
+struct dtblk {
+    struct dtblk *next;
+    size_t used, cap, pad;   /* pad: data starts 16-byte aligned */
+    char data[];
+};
+
+/* A batch between lcx_store_prepare and lcx_store_commit, or the deferred batch of an
+ * overlapped append (append.c). */
+struct lcx_store_prepared {
+    lcx_store *s;
+    int n;
+    int committed;
+    lcx_chunk *c;              /* (n) copies; text and path point into rec (a deferred batch: into
+                                * the log window) */
+    char *rec;                 /* (sizeof(lcx_rec_hdr) + payload) the log record; NULL for a
+                                * deferred batch (its record is in s->recbuf, then in the log) */
+    size_t rec_cap;
+    uint64_t payload;
+    uint8_t *vec;              /* (n, dim) u8 rows */
+    float *vsc;                /* (n) their scales */
+    uint32_t *tcrc;            /* (n) crc32c of the texts */
+    lcx__doc_terms **dt;       /* (n), in blk */
+    struct dtblk *blk;
+    lcx__post_keys keys[PAR_MAX_THREADS];
+    int n_runs;
+};
+
+/* The index lock (rw): readers share it, publishes take it exclusively. */
+static inline void lock_w(lcx_store *s) { pthread_rwlock_wrlock(&s->rw); }
+static inline void lock_r(const lcx_store *s) { pthread_rwlock_rdlock((pthread_rwlock_t *)&s->rw); }
+static inline void unlock_rw(const lcx_store *s) { pthread_rwlock_unlock((pthread_rwlock_t *)&s->rw); }
+
 /* store.c */
 int lcx__store_meta_reserve(lcx_store *s, uint32_t need);
+/* A copy of path (n bytes) in the store's path blocks; NULL when n = 0 or out of memory. */
+const char *lcx__path_store(lcx_store *s, const char *p, uint32_t n);
+/* Takes wmu once no ticketed commit is still publishing; a deferred batch may still be
+ * pending. */
+void lcx__wlock_tickets(lcx_store *s);
+/* Takes wmu once every record written so far is also published (tombstones, snapshots). */
+void lcx__wlock_drained(lcx_store *s);
+
+/* log.c */
+/* pwrite / pread of exactly n bytes at off (EINTR retried); 0 or LCX_EIO. */
+int lcx__write_all(int fd, const void *p, size_t n, uint64_t off);
+int lcx__read_all(int fd, void *p, size_t n, uint64_t off);
+/* Checks a log header (magic, crc, version, fields); msg receives why not. */
+int lcx__check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len);
 /* Log bytes [at, at + len) through a read-only window on chunks.log, kept until close;
  * NULL when it cannot be mapped. Caller holds wmu (or is opening the store). */
 const char *lcx__lview_at(lcx_store *s, uint64_t at, uint64_t len);
@@ -104,6 +155,47 @@ typedef int (*lcx__item_fn)(void *ud, const lcx__rec_item *it);
 /* Checks a batch payload's internal sizes (dim = 0 for TEXT records); calls fn for each
  * chunk when fn != NULL and stops at its first nonzero return. */
 int lcx__parse_batch(const char *p, uint32_t len, uint32_t n, uint32_t dim, lcx__item_fn fn, void *ud);
+typedef struct {
+    uint64_t good_end;       /* end of the last good record */
+    uint64_t last_off;       /* offset of the last good record (0 = none) */
+    uint32_t last_crc;
+    uint64_t torn_bytes;     /* bytes after good_end that are a torn tail */
+    uint32_t n_chunks;       /* chunks in good records (from start) */
+    uint32_t n_recs;
+} lcx__scan_res;
+typedef int (*lcx__rec_fn)(void *ud, const lcx_rec_hdr *h, const char *payload, uint64_t off);
+/* Walks records in [start, size) of the mapped log (the recovery rule, item 6), calling fn
+ * for each good one. Returns 0 (torn tail reported in r), or LCX_ECORRUPT with r->good_end
+ * at the bad record (msg says which). */
+int lcx__scan_log(const char *base, uint64_t size, uint64_t start, uint32_t dim, uint32_t ver,
+                  uint32_t chunks_before, lcx__rec_fn fn, void *ud, lcx__scan_res *r, char *msg, size_t msg_len);
+
+/* replay.c */
+/* Opens (or creates) DIR/chunks.log under an exclusive flock, attaches a valid snapshot
+ * and replays the log after it; truncates a torn tail. LCX_EEXIST: the store is open
+ * elsewhere. */
+int lcx__store_load(lcx_store *s);
+
+/* ingest.c */
+void lcx__dtblk_free(struct dtblk *b);
+/* Moves up to DTBLK_KEEP blocks of *blk onto *spare. Caller holds s->pmu. */
+void lcx__dtblk_keep(struct dtblk **blk, struct dtblk **spare);
+/* A job that runs on a thread of its own next to the embedding workers. */
+typedef struct {
+    void *(*fn)(void *);
+    void *ud;
+} lcx__side_job;
+/* Embeds, checksums and tokenizes the n chunks of c on the workers (rows into vec/vsc,
+ * crc32c into tcrc, doc_terms into dt, carved from *blk) while the n_side (≤ 2) side jobs
+ * run; keys: PAR_MAX_THREADS posting-key runs (emptied, buffers reused), *n_runs of them
+ * filled. *blk: spare blocks in, every block the workers used out. */
+int lcx__prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
+                       lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs,
+                       const lcx__side_job *side, int n_side);
+
+/* append.c */
+/* Publishes the deferred batch, if any (see `defer`): dmu → rw → trw. */
+void lcx__flush_deferred(const lcx_store *cs);
 
 /* snapshot.c */
 /* Maps DIR/index.snap and attaches it as the index base when it is valid and matches the
