@@ -1,6 +1,6 @@
 /* The hash embedder's per-token feature code and token hash as inline functions (internal),
  * shared by the embedder (embed.c) and the ingest path that tokenizes once for BM25 and the
- * embedding (index.c): they run for every token of every ingested span, and as calls across
+ * embedding (src/index/prep.c): they run for every token of every ingested span, and as calls across
  * translation units (no LTO) their prologues, the indirect token callback and libc's
  * variable-length memcpy in the hash cost ~8% of ingest instructions. The knobs below are
  * named by the fingerprint (embed.c): changing any output here must bump K_VERSION
@@ -105,7 +105,7 @@ static inline size_t lcx__hfeat_c3_end(size_t m) { return m <= 8 ? 8 : (m + 7) &
  * lo32(hi(SEED_CHAR)·lo(K)) (mod 2^32), and the sign is bit 31 of g = bit 31 of
  * lo32(y·lo(K)): two 32×32→64 multiplies (even/odd lanes) and one 32-bit multiply per 8
  * grams. The lanes depend only on the token bytes and wc, so the ingest path keeps them per
- * distinct term of a span and replays lcx__hfeat_c3_add on repeats (src/index/index.c).
+ * distinct term of a span and replays lcx__hfeat_c3_add on repeats (src/index/prep.c).
  * rd16: t has 16 readable bytes. */
 /* The step's constants for dim = 2^(64 − sh), made once per text by the ingest path (the
  * per-term call below would otherwise rebuild them for every distinct term). */

@@ -73,12 +73,12 @@ typedef struct {
 } lcx__tslot;
 
 typedef struct {
-    uint32_t *doc;       /* (cap) doc ids, increasing; one block with tf (index.c posting storage) */
+    uint32_t *doc;       /* (cap) doc ids, increasing; one block with tf (postings.c) */
     uint8_t *tf;         /* (cap) term frequency, saturated at 255; = (uint8_t *)(doc + cap) */
     uint32_t n, cap;
 } lcx__plist;
 
-/* slab allocator of posting blocks (index.c); classes cap 4, 8, ..., 4096 */
+/* slab allocator of posting blocks (postings.c); classes cap 4, 8, ..., 4096 */
 typedef struct {
     char *bump; size_t left;         /* the current chunk's unused tail */
     char *free[11];                  /* per capacity class: free blocks, linked through their first bytes */
@@ -226,5 +226,82 @@ void lcx__fuse(lcx__cand *c, int n, lcx_fusion f, float alpha);
 int lcx__topk(const float *scores, uint32_t n, const uint64_t *skip, int k, uint32_t *ids, float *vals);
 /* Sorts candidates by fused desc, id asc. */
 void lcx__cand_sort(lcx__cand *c, int n);
+
+/* ---- shared by the index's own files (index.c, prep.c, terms.c, postings.c, commit.c,
+ * search.c); the store uses only what is above. The index has no locks of its own: the
+ * store's rw (and trw for the term table) serialise a writer against readers. */
+/* The index's big growing arrays (rows, term table, list headers) are lcx_big_realloc
+ * blocks: from 4 MiB on 2 MiB aligned and huge-page advised, grown by moving pages
+ * (mremap), not by copying. Each is released with lcx_big_free and its byte size. */
+/* Own texts and term strings: n bytes from the index's arena (kept until free); NULL on OOM. */
+char *lcx__index_arena_alloc(lcx_index *ix, size_t n);
+/* Grows the lcx_big_realloc array *p of *cap elements of elt bytes to ≥ need (doubling,
+ * grown part zeroed); *acct (when not NULL) grows by the new bytes. */
+int lcx__index_grow(void **p, uint32_t *cap, uint32_t need, size_t elt, size_t *acct);
+
+/* terms.c */
+/* Term lookup: base table first, then own. Returns id or UINT32_MAX.
+ * A term is identified by (64-bit hash, length) without comparing its bytes: that saves
+ * two dependent cache misses per lookup (hot at ingest: ~120 lookups per span). Two
+ * distinct terms of equal length collide with probability ~n²/2⁶⁵ (≈ 3e-8 for a million
+ * terms); a collision would merge their postings (BM25 slightly off for those two terms),
+ * never a crash. */
+static inline __attribute__((always_inline)) uint32_t lcx__term_find(const lcx_index *ix, const char *t, uint32_t len,
+                                                                     uint64_t h, uint32_t *own_slot)
+{
+    (void)t;
+    if (ix->base.tab_cap) {
+        uint32_t m = ix->base.tab_cap - 1, j = (uint32_t)h & m;
+        for (uint32_t probes = 0; probes < ix->base.tab_cap; probes++, j = (j + 1) & m) {
+            const lcx__tslot *s = &ix->base.tab[j];
+            if (!s->id1) break;
+            if (s->hash == h && s->len == len && s->id1 <= ix->base.nt) return s->id1 - 1;
+        }
+    }
+    if (ix->tab_cap) {
+        uint32_t m = ix->tab_cap - 1, j = (uint32_t)h & m;
+        for (;; j = (j + 1) & m) {
+            const lcx__tslot *s = &ix->tab[j];
+            if (!s->id1) break;
+            if (s->hash == h && s->len == len) return s->id1 - 1;
+        }
+        if (own_slot) *own_slot = j;
+    }
+    return UINT32_MAX;
+}
+
+/* Finds or creates the term; returns its id or a negative error (as int64). Writer only. */
+int64_t lcx__index_term_get(lcx_index *ix, const char *t, uint32_t len, uint64_t h);
+/* Term-id cache of the ingest workers. Why: the index's term table outgrows L2 (16 B per
+ * slot at ≤ 50% load: 8 MiB at ~250k terms) and every lookup is a cache miss, ~100 per span;
+ * but prose repeats its common content words, and in measurements a 4096-entry
+ * direct-mapped cache (64 KiB, L2-resident) answered ~65% of the lookups of a 500-span
+ * batch. Misses are collected per group of 64 terms with their table slots prefetched,
+ * then looked up (the misses of a group overlap in memory). Entries hold (hash, length),
+ * the same identity as the table itself (lcx__term_find). */
+#define LCX__TC_N 4096u
+struct lcx__tcent {
+    uint64_t hash;
+    uint32_t len;
+    uint32_t tid1;   /* term id + 1; 0 = empty */
+};
+
+/* postings.c */
+#define PS_MAXCAP 4096u   /* posting blocks up to this capacity come from the slabs (postings.c) */
+/* Grows list p (term id tid) to hold at least need entries (doubling). */
+int lcx__plist_reserve(lcx_index *ix, uint32_t tid, size_t *own_bytes, lcx__plist *p, uint32_t need);
+void lcx__palloc_free(lcx__palloc *a);
+static inline int lcx__plist_push(lcx_index *ix, uint32_t tid, uint32_t doc, uint8_t tf)
+{
+    lcx__plist *p = &ix->pl[tid];
+    if (p->n == p->cap) {
+        int rc = lcx__plist_reserve(ix, tid, &ix->own_bytes, p, p->n + 1);
+        if (rc) return rc;
+    }
+    p->doc[p->n] = doc;
+    p->tf[p->n] = tf;
+    p->n++;
+    return 0;
+}
 
 #endif
