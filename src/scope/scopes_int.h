@@ -1,5 +1,6 @@
-/* Internal state of the scope manager (scopes.c), the watcher (watch.c) and the code
- * retrieval pipeline (src/retrieve/code.c). Not a public contract. */
+/* Internal state of the scope manager (scopes.c, files.c, manifest.c, load.c, build.c,
+ * bindings.c), the watcher (watch.c) and the code retrieval pipeline (src/retrieve/code.c).
+ * Not a public contract. */
 #ifndef LCX_SCOPES_INT_H
 #define LCX_SCOPES_INT_H
 
@@ -7,7 +8,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include "scope/scope_int.h"
+#include "util/util.h"
 
 #define LCX_MAX_HOT 64        /* Hot walk roots per scope */
 #define LCX_MAX_BOUND 16      /* scopes remembered per session */
@@ -136,7 +139,7 @@ struct lcx_scopes {
     bool closing;             /* lcx_scopes_close: jobs cancel at their next progress call */
 };
 
-/* scopes.c */
+/* scopes.c and the files above */
 /* Test hook: chunks per append batch (0 = default) and the checkpoint interval (ms; 0 =
  * after every flush). Call before any scope is loaded. */
 void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoint_ms);
@@ -181,6 +184,34 @@ int lcx_scope__promote(lcx_scopes *m, lcx_scope *s);
 int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */
 int lcx_scope__rescan(lcx_scopes *m, lcx_scope *s);                        /* s->mu held */
 int lcx_scope__save(lcx_scope *s);                                         /* s->mu held */
+
+/* ---- shared by the manager's own files (scopes.c, files.c, manifest.c, load.c,
+ * build.c, bindings.c); s->mu held unless said otherwise */
+static inline uint64_t lcx__scope_str_hash(const char *s) { return lcx_hash64(s, strlen(s), 0x5c0be); }
+/* files.c: the file table */
+void lcx__fmap_rebuild(lcx_scope *s);
+void lcx__file_clear(lcx_file_ent *f);
+/* The entry of rel (created when create and absent); NULL when absent or out of memory. */
+lcx_file_ent *lcx__file_get(lcx_scope *s, const char *rel, bool create);
+/* Tombstones f's chunks (by path) and drops it from the table. */
+int lcx__file_remove(lcx_scope *s, lcx_file_ent *f);
+void lcx__files_compact(lcx_scope *s);
+/* manifest.c */
+int lcx__manifest_write(lcx_scope *s);
+int lcx__manifest_read(lcx_scope *s);
+/* load.c */
+/* Opens the scope's store and manifest (rebuilding when either fails a check), then
+ * builds or refreshes it. */
+int lcx__scope_load(lcx_scopes *m, lcx_scope *s, const char *const *mentions, int n_mentions, bool package,
+                    lcx_scope_progress cb, void *ud);
+/* rel_dir lies under one of the scope's Hot roots. */
+bool lcx__scope_in_hot(const lcx_scope *s, const char *rel_dir);
+/* Adds (add) or only checks for mentions outside the Hot roots; true when one was. */
+bool lcx__hot_from_mentions(lcx_scope *s, const char *const *mentions, int n, bool add);
+/* build.c: walks the scope (Package: everything; Hot: its roots) and indexes what changed. */
+int lcx__scope_build(lcx_scopes *m, lcx_scope *s, lcx_scope_progress cb, void *ud);
+/* bindings.c (m->mu held) */
+void lcx__binding_clear(lcx_binding *b);
 
 /* watch.c */
 int lcx_scope__watcher_start(lcx_scopes *m);
