@@ -209,11 +209,13 @@ void lcx_store_prepared_free(lcx_store_prepared *p);
 /* Tombstones every live chunk whose path equals path (used when a file changes or goes);
  * durable when it returns. Returns how many were removed (0 when none). */
 int lcx_store_delete_path(lcx_store *s, const char *path, size_t path_len);
-uint32_t lcx_store_count(const lcx_store *s);          /* live chunks */
+/* The reads below take a non-const handle: they first publish a batch that an earlier big
+ * append left deferred (acknowledged and durable, not yet searchable), and take locks. */
+uint32_t lcx_store_count(lcx_store *s);                /* live chunks */
 /* Copies chunk id into *out; its pointers stay valid until lcx_store_close.
  * LCX_ENOTFOUND: no such id or tombstoned; LCX_ECORRUPT: the text failed its checksum. */
-int lcx_store_get(const lcx_store *s, uint32_t id, lcx_chunk *out);
-int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o,
+int lcx_store_get(lcx_store *s, uint32_t id, lcx_chunk *out);
+int lcx_store_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o,
                      lcx_hit *out, int max_out);
 /* Writes a compact snapshot (index + vectors) so the next open is fast; the log stays the
  * source of truth. A no-op when nothing changed since the last snapshot. Appends wait
@@ -221,7 +223,7 @@ int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_s
 int lcx_store_snapshot(lcx_store *s);
 const char *lcx_store_fingerprint(const lcx_store *s);
 /* Approximate bytes of RAM the store holds (index, metadata, snapshot mapping). */
-size_t lcx_store_mem_bytes(const lcx_store *s);
+size_t lcx_store_mem_bytes(lcx_store *s);
 /* Offline validation of a store directory (every log record and snapshot section is
  * checksummed); msg receives a human-readable verdict. 0 when valid (a torn log tail is
  * reported in msg but is not an error: open truncates it), LCX_ECORRUPT otherwise. */

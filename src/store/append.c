@@ -281,11 +281,10 @@ static int publish_prepared(lcx_store *s, const lcx_store_prepared *p, int in_lo
     return publish(s, p->c, p->n, p->vec, p->vsc, p->tcrc, p->dt, p->keys, p->n_runs, in_log, first_id);
 }
 
-/* Publishes the deferred batch, if any (see `defer`). Readers call it too: the store is
- * logically unchanged by it (the batch was acknowledged), hence the const. */
-void lcx__flush_deferred(const lcx_store *cs)
+/* Publishes the deferred batch, if any (see `defer`). Readers call it too, so they take a
+ * non-const handle. */
+void lcx__flush_deferred(lcx_store *s)
 {
-    lcx_store *s = (lcx_store *)cs;
     if (!__atomic_load_n(&s->defer, __ATOMIC_ACQUIRE)) return;   /* hot: every search */
     pthread_mutex_lock(&s->dmu);
     lcx_store_prepared *p = s->defer;

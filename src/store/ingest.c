@@ -68,7 +68,7 @@ void lcx__dtblk_keep(struct dtblk **blk, struct dtblk **spare)
 }
 
 typedef struct {
-    const lcx_store *s;
+    lcx_store *s;              /* its trw is taken shared (term-id lookups) */
     const lcx_chunk *c;
     uint8_t *vec;              /* (n, dim) u8 rows */
     float *vsc;                /* (n) their scales */
@@ -95,7 +95,7 @@ static void resolve_groups(work *w, const int *todo, int n_todo)
 {
     for (int k = 0; k < n_todo; k++)
         for (int i = todo[k], e = group_end(w, i); i < e; i++) lcx__index_resolve_cached(w->s->ix, w->dt[i], w->keys);
-    pthread_rwlock_unlock((pthread_rwlock_t *)&w->s->trw);
+    pthread_rwlock_unlock(&w->s->trw);
     for (int k = 0; k < n_todo; k++)
         for (int i = todo[k], e = group_end(w, i); i < e && !w->rc; i++)
             w->rc = lcx__post_keys_add(w->keys, w->dt[i], (uint32_t)i);
@@ -132,12 +132,12 @@ static void *work_run(void *arg)
         /* resolve known term ids now, a group at a time, so the exclusive commit only
          * appends postings; while a publish adds its new terms keep embedding and resolve
          * later (the rest of a publish, its postings, does not stop this) */
-        if (pthread_rwlock_tryrdlock((pthread_rwlock_t *)&w->s->trw)) continue;
+        if (pthread_rwlock_tryrdlock(&w->s->trw)) continue;
         resolve_groups(w, todo, n_todo);
         n_todo = 0;
     }
     if (n_todo && !w->rc) {
-        pthread_rwlock_rdlock((pthread_rwlock_t *)&w->s->trw);
+        pthread_rwlock_rdlock(&w->s->trw);
         resolve_groups(w, todo, n_todo);
     }
     if (!w->rc) lcx__post_keys_sort(w->keys);   /* here, in parallel: the publish only merges */
@@ -165,7 +165,7 @@ static void *side_main(void *arg)
  * were filled (each in document order; the runs interleave groups of WORK_GROUP).
  * *blk: spare blocks in (may be NULL), every block the workers hold out (dt[] lives in
  * them). */
-int lcx__prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
+int lcx__prepare_batch(lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
                          lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs,
                          const lcx__side_job *side, int n_side)
 {

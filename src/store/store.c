@@ -187,19 +187,18 @@ void lcx_store_close(lcx_store *s)
  * total: publishing there would put the publish back between two writes). Its chunks are
  * live: acknowledged, and tombstones publish it first. dmu, held by a publishing flush,
  * keeps the sum consistent. */
-uint32_t lcx_store_count(const lcx_store *s)
+uint32_t lcx_store_count(lcx_store *s)
 {
     if (!s) return 0;
-    lcx_store *ms = (lcx_store *)s;
-    pthread_mutex_lock(&ms->dmu);
+    pthread_mutex_lock(&s->dmu);
     lock_r(s);
     uint32_t n = s->ix->n_live + (s->defer ? (uint32_t)s->defer->n : 0);
     unlock_rw(s);
-    pthread_mutex_unlock(&ms->dmu);
+    pthread_mutex_unlock(&s->dmu);
     return n;
 }
 
-int lcx_store_get(const lcx_store *s, uint32_t id, lcx_chunk *out)
+int lcx_store_get(lcx_store *s, uint32_t id, lcx_chunk *out)
 {
     if (!s || !out) return LCX_EINVAL;
     lcx__flush_deferred(s);
@@ -232,7 +231,7 @@ int lcx_store_get(const lcx_store *s, uint32_t id, lcx_chunk *out)
     return rc;
 }
 
-int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out,
+int lcx_store_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out,
                      int max_out)
 {
     if (!s || (!q && qlen)) return LCX_EINVAL;
@@ -242,21 +241,20 @@ int lcx_store_search(const lcx_store *s, const char *q, size_t qlen, const lcx_s
     int rc = lcx_embed(s->emb, &t, &qlen, 1, qv);      /* off-lock */
     if (rc >= 0) {
         /* borrow a scratch (one per concurrent search; kept until close) */
-        lcx_store *ms = (lcx_store *)s;
-        pthread_mutex_lock(&ms->scmu);
-        lcx__scratch *sc = ms->scratch;
-        if (sc) ms->scratch = sc->next;
-        pthread_mutex_unlock(&ms->scmu);
+        pthread_mutex_lock(&s->scmu);
+        lcx__scratch *sc = s->scratch;
+        if (sc) s->scratch = sc->next;
+        pthread_mutex_unlock(&s->scmu);
         if (!sc) sc = calloc(1, sizeof *sc);
         lcx__flush_deferred(s);
         lock_r(s);
         rc = lcx__index_search_vec(s->ix, q, qlen, qv, o, out, max_out, sc);
         unlock_rw(s);
         if (sc) {
-            pthread_mutex_lock(&ms->scmu);
-            sc->next = ms->scratch;
-            ms->scratch = sc;
-            pthread_mutex_unlock(&ms->scmu);
+            pthread_mutex_lock(&s->scmu);
+            sc->next = s->scratch;
+            s->scratch = sc;
+            pthread_mutex_unlock(&s->scmu);
         }
     }
     free(qv);
@@ -277,13 +275,12 @@ static size_t prepared_bytes(const lcx_store_prepared *p)
 
 /* A deferred batch is counted by the buffers it holds, not published (the sessions layer
  * sums this over every session under its mutex). */
-size_t lcx_store_mem_bytes(const lcx_store *s)
+size_t lcx_store_mem_bytes(lcx_store *s)
 {
     if (!s) return 0;
-    lcx_store *ms = (lcx_store *)s;
-    pthread_mutex_lock(&ms->dmu);
+    pthread_mutex_lock(&s->dmu);
     size_t d = s->defer ? prepared_bytes(s->defer) : 0;
-    pthread_mutex_unlock(&ms->dmu);
+    pthread_mutex_unlock(&s->dmu);
     lock_r(s);
     size_t n = sizeof *s + lcx__index_mem_bytes(s->ix) + (size_t)s->m_cap * sizeof(meta) + s->path_bytes + s->map_len + d;
     unlock_rw(s);

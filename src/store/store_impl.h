@@ -123,8 +123,8 @@ struct lcx_store_prepared {
 
 /* The index lock (rw): readers share it, publishes take it exclusively. */
 static inline void lock_w(lcx_store *s) { pthread_rwlock_wrlock(&s->rw); }
-static inline void lock_r(const lcx_store *s) { pthread_rwlock_rdlock((pthread_rwlock_t *)&s->rw); }
-static inline void unlock_rw(const lcx_store *s) { pthread_rwlock_unlock((pthread_rwlock_t *)&s->rw); }
+static inline void lock_r(lcx_store *s) { pthread_rwlock_rdlock(&s->rw); }
+static inline void unlock_rw(lcx_store *s) { pthread_rwlock_unlock(&s->rw); }
 
 /* store.c */
 int lcx__store_meta_reserve(lcx_store *s, uint32_t need);
@@ -189,13 +189,13 @@ typedef struct {
  * crc32c into tcrc, doc_terms into dt, carved from *blk) while the n_side (≤ 2) side jobs
  * run; keys: PAR_MAX_THREADS posting-key runs (emptied, buffers reused), *n_runs of them
  * filled. *blk: spare blocks in, every block the workers used out. */
-int lcx__prepare_batch(const lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
+int lcx__prepare_batch(lcx_store *s, const lcx_chunk *c, int n, uint8_t *vec, float *vsc, uint32_t *tcrc,
                        lcx__doc_terms **dt, struct dtblk **blk, lcx__post_keys *keys, int *n_runs,
                        const lcx__side_job *side, int n_side);
 
 /* append.c */
 /* Publishes the deferred batch, if any (see `defer`): dmu → rw → trw. */
-void lcx__flush_deferred(const lcx_store *cs);
+void lcx__flush_deferred(lcx_store *s);
 
 /* snapshot.c */
 /* Maps DIR/index.snap and attaches it as the index base when it is valid and matches the

@@ -147,7 +147,7 @@ static int acquire(lcx_svc *svc, lcx_resp *resp, const char *id, bool create, lc
 /* ---------------------------------------------------------------- position cursors */
 
 /* Finds (or creates by scanning the store) the session's cursor. Caller holds svc->mu. */
-static struct svc_cursor *cursor_get(lcx_svc *svc, const char *id, const lcx_store *st)
+static struct svc_cursor *cursor_get(lcx_svc *svc, const char *id, lcx_store *st)
 {
     size_t n = strlen(id);
     uint32_t b = (uint32_t)(lcx_hash64(id, n, 0x5eed) % svc->n_cursor_buckets);
