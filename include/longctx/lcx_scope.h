@@ -138,6 +138,11 @@ const char *lcx_scope_err_code(int rc);
  * into the index. info may be NULL. err_code (may be NULL) gets a static code on error. */
 int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, void *ud,
                      lcx_scope_info *info, const char **err_code);
+/* Files an index walk of root would consider (the walker's filters: skip list, secrets,
+ * .gitignore, symlinks, files over max_file_bytes; nothing is read), counted up to max
+ * (the walk stops there). For progress bars: a build's own count can differ (binary or
+ * unreadable files, the scope's caps). */
+uint64_t lcx_scope_count_files(const char *root, uint64_t max_file_bytes, uint64_t max);
 /* Info of the loaded or persisted scope at path (canonicalised); LCX_ENOTFOUND if neither. */
 int lcx_scopes_info(lcx_scopes *m, const char *path, lcx_scope_info *info);
 /* Infos of the loaded scopes (most recent first), up to max; returns the count. */

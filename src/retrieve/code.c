@@ -25,7 +25,8 @@
  *      hit (an absolute measure; fused scores are normalised per query, so the top one is
  *      always near 1 and says nothing). Two low turns in a row promote Hot → Package.
  *   5. Splice: SPEC §2 format within the budget (lcx_code_splice). */
-#include "scope/scopes_int.h"
+#include "scope/scope_int.h"
+#include "scope/scopes_api.h"
 #include "util/util.h"
 #include <ctype.h>
 #include <stdio.h>
@@ -199,14 +200,14 @@ static int hv_push(hitvec *h, const lcx_scope *s, const lcx_chunk *c, float scor
     lcx_code_hit *x = &h->v[h->n];
     memset(x, 0, sizeof *x);
     x->text = strndup(c->text ? c->text : "", c->text_len);
-    size_t pl = strlen(s->root) + 1 + c->path_len + 1;
+    size_t pl = strlen(lcx_scope__root(s)) + 1 + c->path_len + 1;
     x->file_path = malloc(pl);
     if (!x->text || !x->file_path) {
         free(x->text);
         free(x->file_path);
         return LCX_ENOMEM;
     }
-    snprintf(x->file_path, pl, "%s/%.*s", s->root, (int)c->path_len, c->path ? c->path : "");
+    snprintf(x->file_path, pl, "%s/%.*s", lcx_scope__root(s), (int)c->path_len, c->path ? c->path : "");
     x->start_line = c->line_start;
     x->end_line = c->line_end;
     x->file_type = c->file_type;
@@ -233,7 +234,7 @@ static int chunk_for_line(lcx_scope *s, const char *rel, uint32_t line, uint32_t
     uint32_t best_off = UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
         lcx_chunk c;
-        if (lcx_store_get(s->store, first + i, &c) < 0) continue;
+        if (lcx_store_get(lcx_scope__store(s), first + i, &c) < 0) continue;
         if (line < c.line_start || line > c.line_end) continue;
         if (line - c.line_start < best_off) { best_off = line - c.line_start; best = (int)i; }
     }
@@ -243,21 +244,21 @@ static int chunk_for_line(lcx_scope *s, const char *rel, uint32_t line, uint32_t
 }
 
 /* Searches one scope; appends hits (symbol pulls first) to h. *conf receives the scope's
- * confidence. Holds s->mu for the symbol table; the store is thread-safe. */
+ * confidence. Holds the scope's lock for the symbol table; the store is thread-safe. */
 static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, const char *skip_rel,
                         hitvec *h, float *conf, bool *any_sym)
 {
     lcx_search_opts o = lcx_search_defaults();
     o.top_k = top_k + (skip_rel ? 16 : 0);
     lcx_hit hits[96];
-    int nh = lcx_store_search(s->store, q, qlen, &o, hits, o.top_k < 96 ? o.top_k : 96);
+    int nh = lcx_store_search(lcx_scope__store(s), q, qlen, &o, hits, o.top_k < 96 ? o.top_k : 96);
     if (nh < 0) return nh;
     float top = nh ? hits[0].score : 0.5f;
     float best_dense = 0;
     for (int i = 0; i < nh; i++) if (hits[i].dense > best_dense) best_dense = hits[i].dense;
     *conf = best_dense < 0 ? 0 : best_dense > 1 ? 1 : best_dense;
     int base = h->n, rc = 0;
-    pthread_mutex_lock(&s->mu);
+    lcx_scope__lock(s);
     ident ids[MAX_IDENTS];
     int ni = query_idents(q, qlen, ids, MAX_IDENTS);
     int max_sym = top_k / 2 > 1 ? top_k / 2 : 1, nsym = 0;
@@ -288,9 +289,9 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
             uint32_t cid;
             if (chunk_for_line(s, paths[j], sy[j]->line, &cid) < 0) continue;
             lcx_chunk c;
-            if (lcx_store_get(s->store, cid, &c) < 0) continue;
+            if (lcx_store_get(lcx_scope__store(s), cid, &c) < 0) continue;
             char full[LCX_SCOPE_PATH_MAX * 2];
-            snprintf(full, sizeof full, "%s/%s", s->root, paths[j]);
+            snprintf(full, sizeof full, "%s/%s", lcx_scope__root(s), paths[j]);
             if (hv_has(h, full, c.line_start, c.line_end)) continue;
             float own = 0;
             for (int t = 0; t < nh; t++)
@@ -300,15 +301,15 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
             *any_sym = true;
         }
     }
-    pthread_mutex_unlock(&s->mu);
+    lcx_scope__unlock(s);
     if (rc) return rc;
     if (nsym) *conf = 1.0f;
     for (int i = 0; i < nh && !rc; i++) {
         lcx_chunk c;
-        if (lcx_store_get(s->store, hits[i].id, &c) < 0) continue;
+        if (lcx_store_get(lcx_scope__store(s), hits[i].id, &c) < 0) continue;
         if (skip_rel && c.path_len == strlen(skip_rel) && !memcmp(c.path, skip_rel, c.path_len)) continue;
         char full[LCX_SCOPE_PATH_MAX * 2];
-        snprintf(full, sizeof full, "%s/%.*s", s->root, (int)c.path_len, c.path);
+        snprintf(full, sizeof full, "%s/%.*s", lcx_scope__root(s), (int)c.path_len, c.path);
         if (hv_has(h, full, c.line_start, c.line_end)) continue;
         rc = hv_push(h, s, &c, hits[i].score, false);
     }
@@ -523,11 +524,11 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         float conf = 0;
         rc = search_scope(s, q, qlen, top_k, NULL, &h, &conf, &any_sym);
         if (rc) fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc));
-        pthread_mutex_lock(&s->mu);
-        if (!primary) lcx_scope__fill_info(s, &res->scope);
-        chunks += s->store ? lcx_store_count(s->store) : 0;
-        promote_failed |= s->promote_failed;
-        pthread_mutex_unlock(&s->mu);
+        uint32_t n_chunks = 0;
+        bool pf = false;
+        lcx_scope__info(s, primary ? NULL : &res->scope, &n_chunks, &pf);
+        chunks += n_chunks;
+        promote_failed |= pf;
         if (conf > conf0) conf0 = conf;
         if (!primary && !ws) primary = s;
         else lcx_scopes__release(m, s);
@@ -581,22 +582,11 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
         lcx_scope_detection_free(&det);
         return fail(res, rc, lcx_scope_err_code(rc), "indexing failed: %s", lcx_strerror(rc));
     }
-    const char *rel = det.mentions[0] + strlen(s->root);
+    const char *rel = det.mentions[0] + strlen(lcx_scope__root(s));
     if (*rel == '/') rel++;
     /* query = the file's symbol names + its first chunk */
     lcx_buf qb = {.cap = 8192};
-    pthread_mutex_lock(&s->mu);
-    int fi = lcx_scope__find_file(s, rel);
-    if (fi >= 0) {
-        const lcx_file_ent *f = &s->files[fi];
-        for (int i = 0; i < f->n_syms && i < 64; i++) lcx_buf_printf(&qb, "%s ", f->syms[i].name);
-        if (f->n_chunks) {
-            lcx_chunk c;
-            if (lcx_store_get(s->store, f->first_id, &c) == 0)
-                lcx_buf_append(&qb, c.text, LCX_MIN((size_t)c.text_len, (size_t)4096));
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
+    lcx_scope__file_query(s, rel, 64, 4096, &qb);
     if (!qb.len) {
         lcx_buf_free(&qb);
         lcx_scopes__release(m, s);
@@ -613,9 +603,7 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     rc = relcopy ? search_scope(s, qb.data, ql, top_k, relcopy, &h, &conf, &any_sym) : LCX_ENOMEM;
     free(relcopy);
     lcx_buf_free(&qb);
-    pthread_mutex_lock(&s->mu);
-    lcx_scope__fill_info(s, &res->scope);
-    pthread_mutex_unlock(&s->mu);
+    lcx_scope__info(s, &res->scope, NULL, NULL);
     lcx_scopes__release(m, s);
     lcx_scope_detection_free(&det);
     if (rc) { hits_free(h.v, h.n); return fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc)); }

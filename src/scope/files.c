@@ -1,7 +1,10 @@
 /* A scope's file table (open addressing by path over s->files) and its symbol index
- * (definitions by name, rebuilt lazily after changes), and the chunk range of a file.
- * Locks: every function here runs with s->mu held (scopes.c has the lock order);
- * lcx__file_remove tombstones through the store, which takes its own locks. */
+ * (definitions by name, rebuilt lazily after changes), the chunk range of a file, and the
+ * calls on a scope that src/retrieve makes (scopes_api.h).
+ * Locks: every function here runs with s->mu held (scopes.c has the lock order), except
+ * the scopes_api.h calls: lcx_scope__lock / __unlock take and release it, and
+ * lcx_scope__file_query takes it itself; lcx__file_remove and file_query call the store,
+ * which takes its own locks. */
 #include "scope/scope_int.h"
 #include "scope/scopes_int.h"
 #include "util/util.h"
@@ -185,3 +188,30 @@ int lcx_scope__chunk_range(lcx_scope *s, const char *rel, uint32_t *first, uint3
     return 0;
 }
 
+
+/* ---------------------------------------------------------------- calls for src/retrieve (scopes_api.h) */
+
+const char *lcx_scope__root(const lcx_scope *s) { return s->root; }
+
+lcx_store *lcx_scope__store(const lcx_scope *s) { return s->store; }
+
+void lcx_scope__lock(lcx_scope *s) { pthread_mutex_lock(&s->mu); }
+
+void lcx_scope__unlock(lcx_scope *s) { pthread_mutex_unlock(&s->mu); }
+
+int lcx_scope__file_query(lcx_scope *s, const char *rel, int max_syms, size_t max_text, lcx_buf *out)
+{
+    pthread_mutex_lock(&s->mu);
+    int fi = lcx_scope__find_file(s, rel);
+    if (fi >= 0) {
+        const lcx_file_ent *f = &s->files[fi];
+        for (int i = 0; i < f->n_syms && i < max_syms; i++) lcx_buf_printf(out, "%s ", f->syms[i].name);
+        if (f->n_chunks) {
+            lcx_chunk c;
+            if (lcx_store_get(s->store, f->first_id, &c) == 0)
+                lcx_buf_append(out, c.text, LCX_MIN((size_t)c.text_len, max_text));
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return fi >= 0 ? 0 : LCX_ENOTFOUND;
+}

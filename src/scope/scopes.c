@@ -310,6 +310,15 @@ void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info)
     info->build_ms = s->build_ms;
 }
 
+void lcx_scope__info(lcx_scope *s, lcx_scope_info *info, uint32_t *chunks, bool *promote_failed)
+{
+    pthread_mutex_lock(&s->mu);
+    if (info) lcx_scope__fill_info(s, info);
+    if (chunks) *chunks = s->store ? lcx_store_count(s->store) : 0;
+    if (promote_failed) *promote_failed = s->promote_failed;
+    pthread_mutex_unlock(&s->mu);
+}
+
 int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, void *ud,
                      lcx_scope_info *info, const char **err_code)
 {

@@ -1,6 +1,6 @@
 /* Internal state of the scope manager (scopes.c, files.c, manifest.c, load.c, build.c,
- * bindings.c), the watcher (watch.c) and the code retrieval pipeline (src/retrieve/code.c).
- * Not a public contract. */
+ * bindings.c) and the watcher (watch.c). Not a public contract; other libraries use
+ * scopes_api.h (the calls on an opaque lcx_scope). */
 #ifndef LCX_SCOPES_INT_H
 #define LCX_SCOPES_INT_H
 
@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 #include "scope/scope_int.h"
+#include "scope/scopes_api.h"
 #include "util/util.h"
 
 #define LCX_MAX_HOT 64        /* Hot walk roots per scope */
-#define LCX_MAX_BOUND 16      /* scopes remembered per session */
 #define LCX_MAX_PENDING 8192  /* watcher paths queued per scope before falling back to a rescan */
 
 typedef struct {
@@ -38,7 +38,6 @@ typedef struct {
 
 typedef struct { char rel[512]; bool recursive; } lcx_hot_root;
 
-typedef struct lcx_scope lcx_scope;
 struct lcx_scope {
     lcx_scope *next;          /* manager list, most recently used first */
     int refs;                 /* users (requests, watcher); freed at 0 once dead */
@@ -89,7 +88,6 @@ struct lcx_scope {
 #define LCX_CLUSTER_ACTIVE_FILES 5 /* distinct files for an active cluster at once */
 #define LCX_CLUSTER_IDLE_TURNS 5  /* turns without a fresh mention before demotion */
 #define LCX_CLUSTER_MIN_DEPTH 3   /* an active cluster pins a scope only this deep (/a/b/c) */
-#define LCX_CLUSTER_SPECULATE 2   /* speculative candidates indexed in the background */
 enum { LCX_CL_NONE = 0, LCX_CL_SPECULATIVE, LCX_CL_ACTIVE };
 typedef struct {
     char *dir;                /* the mentions' directory as written (malloc'd) */
@@ -148,37 +146,8 @@ void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoi
 void lcx_scopes__set_serial(lcx_scopes *m, bool serial);
 /* Benchmark hook: appends in flight at once (1..3; 0 = default 2). */
 void lcx_scopes__set_fly(lcx_scopes *m, int max_fly);
-int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
-                        bool package, lcx_scope_progress cb, void *ud, lcx_scope **out);
-void lcx_scopes__release(lcx_scopes *m, lcx_scope *s);
-void lcx_scopes__bind(lcx_scopes *m, const char *session, const char *root);
-/* true when root is loaded and built (a retrieval would not index). */
-bool lcx_scopes__ready(lcx_scopes *m, const char *root);
-/* true when a background build of root is running. */
-bool lcx_scopes__building(lcx_scopes *m, const char *root);
-/* Builds root on a background thread (mentions copied; sentinel_tag, when not NULL,
- * replaces an empty sentinel). 0 = started or already running, LCX_ELIMIT = too many
- * jobs (the caller builds synchronously), LCX_ENOMEM. */
-int lcx_scopes__index_async(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
-                            const char *sentinel_tag);
-/* Bound scopes of a session that are loaded and ready, most recent first; returns count. */
-int lcx_scopes__bound_loaded(lcx_scopes *m, const char *session, char (*out)[LCX_SCOPE_PATH_MAX], int max);
-/* Feeds one turn's mentioned paths to the session's cluster tracker and ends the turn:
- * a directory becomes a speculative candidate at ≥ 3 distinct files, active at ≥ 5 or
- * when a candidate gets fresh mentions on a later turn, and is dropped after 5 turns
- * without one. active (cap bytes) receives the directory of the active cluster at depth
- * ≥ 3 with most files ("" when none); spec receives up to LCX_CLUSTER_SPECULATE
- * directories that became candidates in this turn (*n_spec of them). */
-void lcx_scopes__cluster_turn(lcx_scopes *m, const char *session, char *const *paths, int n_paths,
-                              char *active, size_t cap, char (*spec)[LCX_SCOPE_PATH_MAX], int *n_spec);
-void lcx_scopes__note_turn(lcx_scopes *m, lcx_scope *s, float confidence);
 void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info);          /* s->mu held */
 int lcx_scope__find_file(const lcx_scope *s, const char *rel);
-/* Definitions named `name`: up to max symbols and their file paths; returns the count,
- * or max + 1 when there are more (s->mu held). */
-int lcx_scope__symbol_lookup(lcx_scope *s, const char *name, const lcx_symbol **syms,
-                             const char **paths, int max);
-int lcx_scope__chunk_range(lcx_scope *s, const char *rel, uint32_t *first, uint32_t *n);
 bool lcx_scope__covers(const lcx_scope *s, const char *rel);
 int lcx_scope__promote(lcx_scopes *m, lcx_scope *s);
 int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */

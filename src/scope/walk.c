@@ -412,3 +412,25 @@ int lcx_scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_l
     *out_len = n;
     return 0;
 }
+
+typedef struct {
+    uint64_t n, max;
+} count_ctx;
+
+static int count_cb(const char *rel, const struct stat *st, void *ud)
+{
+    (void)rel;
+    (void)st;
+    count_ctx *c = ud;
+    return ++c->n >= c->max;   /* non-zero stops the walk */
+}
+
+uint64_t lcx_scope_count_files(const char *root, uint64_t max_file_bytes, uint64_t max)
+{
+    if (!root || !max) return 0;
+    count_ctx c = {0, max};
+    lcx_walk_stats ws = {0};
+    lcx_walk_opts wo = {.max_file_bytes = max_file_bytes, .recursive = true};
+    lcx_walk(root, "", &wo, count_cb, NULL, &c, &ws);
+    return c.n;
+}

@@ -268,6 +268,11 @@ static void test_walker_filters(void **st)
     /* .env .env.local key pem id_rsa id_rsa.pub id_ed25519 p12 pfx + secrets/ credentials/ */
     assert_int_equal(ws.skipped_secret, 11);
     sv_free(&w);
+    /* lcx_scope_count_files: the same filters, stopped at max */
+    assert_int_equal(lcx_scope_count_files(d, 5u << 20, 1000), 5);
+    assert_int_equal(lcx_scope_count_files(d, 5u << 20, 3), 3);
+    assert_int_equal(lcx_scope_count_files(d, (5u << 20) - 1, 1000), 4);   /* exact.c is over that */
+    assert_int_equal(lcx_scope_count_files(d, 5u << 20, 0), 0);
     /* walking a start dir below an ignored/skipped dir yields nothing */
     assert_int_equal(lcx_walk(d, "node_modules/p", &o, collect, NULL, &w, &ws), 0);
     assert_int_equal(w.n, 0);
