@@ -82,11 +82,6 @@ typedef struct {
     int dim;
 } hash_emb;
 
-void lcx__hfeat_token(lcx__hfeat *c, const char *t, size_t n, int kind, uint64_t h)
-{
-    lcx__hfeat_token_inl(c, t, n, kind, h);
-}
-
 void lcx__l2_normalise_ref(float *v, uint32_t dim)
 {
     double ss = 0;

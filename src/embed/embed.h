@@ -48,7 +48,8 @@ float lcx__dot_f32_u8_avx2(const float *q, const uint8_t *row, size_t dim);
 float lcx__dot_f32_u8(const float *q, const uint8_t *row, size_t dim);
 
 /* ---- token-level feed of the hash embedder, so that a caller that also needs the
- * tokens (BM25) tokenizes each text once. h = lcx_hash64(tok, n, 0). The caller skips
+ * tokens (BM25) tokenizes each text once (hfeat.h, lcx__hfeat_token_inl). h =
+ * lcx_hash64(tok, n, 0). The caller skips
  * stopword WORD tokens (as the embedder does). */
 typedef struct {
     float *acc;          /* (dim) accumulator, zeroed by the caller */
@@ -56,7 +57,6 @@ typedef struct {
     uint64_t prev;       /* previous whole token's hash, 0 = none */
 } lcx__hfeat;
 int lcx__is_hash_embedder(const lcx_embedder *e);
-void lcx__hfeat_token(lcx__hfeat *f, const char *t, size_t n, int kind, uint64_t h);
 void lcx__l2_normalise(float *v, uint32_t dim);
 void lcx__l2_normalise_ref(float *v, uint32_t dim);   /* scalar reference (tests) */
 

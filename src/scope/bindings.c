@@ -166,15 +166,6 @@ bool lcx_scopes__ready(lcx_scopes *m, const char *root)
     return ready;
 }
 
-bool lcx_scopes__building(lcx_scopes *m, const char *root)
-{
-    pthread_mutex_lock(&m->mu);
-    bool b = false;
-    for (int i = 0; i < LCX_MAX_JOBS && !b; i++) b = m->jobs[i] && !strcmp(m->jobs[i], root);
-    pthread_mutex_unlock(&m->mu);
-    return b;
-}
-
 typedef struct {
     lcx_scopes *m;
     int slot;

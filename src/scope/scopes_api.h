@@ -28,8 +28,6 @@ void lcx_scopes__release(lcx_scopes *m, lcx_scope *s);
 void lcx_scopes__bind(lcx_scopes *m, const char *session, const char *root);
 /* true when root is loaded and built (a retrieval would not index). */
 bool lcx_scopes__ready(lcx_scopes *m, const char *root);
-/* true when a background build of root is running. */
-bool lcx_scopes__building(lcx_scopes *m, const char *root);
 /* Builds root on a background thread (mentions copied; sentinel_tag, when not NULL,
  * replaces an empty sentinel). 0 = started or already running, LCX_ELIMIT = too many
  * jobs (the caller builds synchronously), LCX_ENOMEM. */
