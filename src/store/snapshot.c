@@ -390,68 +390,43 @@ static int text_offsets(const lcx_store *s, uint64_t *off)
 }
 
 /* Caller holds wmu (no writer can change the index); readers may run concurrently. */
-int lcx__snap_write(lcx_store *s)
+/* The TTAB section's table (capacity *cap): with no snapshot underneath, the index's own
+ * term table already is the snapshot's (same slots, hash, linear probing, ≤ 1/2 full,
+ * ids = slot ids) and is written as is, which saves ~500k random-access inserts (~60–80 ms
+ * on /usr/include); else one is built into *built (the caller frees it). NULL: no memory. */
+static const lcx__tslot *snap_term_table(const lcx_index *ix, uint32_t *cap, lcx__tslot **built)
 {
-    if (s->broken) return LCX_ESTATE;
-    if (s->has_snap && s->snap_log_off == s->log_end) return 0;   /* already up to date */
-    const lcx_index *ix = s->ix;
-    char *path = lcx_path_join(s->dir, LCX_SNAP_NAME), *tmp = lcx_path_join(s->dir, LCX_SNAP_NAME ".tmp");
-    int rc = LCX_ENOMEM;
-    int fd = -1;
-    char *buf = NULL;
-    lcx__tslot *tab = NULL;         /* (cap) term table built here, unless the index's own is reused */
-    uint64_t *toff = NULL;   /* (n_docs) log offset of each text */
-    if (!path || !tmp) goto out;
-    uint32_t nd = ix->n_docs, nt = ix->n_terms;
-    toff = malloc(((size_t)nd + 1) * sizeof *toff);
-    if (!toff) goto out;
-    if ((rc = text_offsets(s, toff))) goto out;
-    rc = LCX_ENOMEM;
-    buf = malloc(2 * (size_t)WR_BUF);   /* the writer's two buffers */
-    if (!buf) goto out;
-    uint64_t np = 0;
-    for (uint32_t t = 0; t < nt; t++) np += lcx__index_df(ix, t);
-    /* TTAB: with no snapshot underneath, the index's own term table already is the
-     * snapshot's (same slots, hash, linear probing, ≤ 1/2 full, ids = slot ids): written
-     * as is, which saves ~500k random-access inserts (~60–80 ms on /usr/include) */
-    const lcx__tslot *ttab;
-    uint32_t cap = 2;
+    const uint32_t nt = ix->n_terms;
+    *built = NULL;
     if (ix->base.nt == 0 && ix->tab_cap >= 2 && !(ix->tab_cap & (ix->tab_cap - 1)) && nt < ix->tab_cap &&
         ix->tab_used == nt) {
-        ttab = ix->tab;
-        cap = ix->tab_cap;
-    } else {
-        while (cap < (uint64_t)nt * 2 + 2) cap *= 2;
-        tab = calloc(cap, sizeof *tab);
-        if (!tab) goto out;
-        for (uint32_t t = 0; t < nt; t++) {
-            uint32_t len;
-            const char *str = lcx__index_term(ix, t, &len);
-            uint64_t hsh = lcx_hash64(str, len, 0);
-            uint32_t j = (uint32_t)hsh & (cap - 1);
-            while (tab[j].id1) j = (j + 1) & (cap - 1);
-            tab[j] = (lcx__tslot){hsh, t + 1, len};
-        }
-        ttab = tab;
+        *cap = ix->tab_cap;
+        return ix->tab;
     }
-    rc = LCX_EIO;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) goto out;
-    lcx_snap_hdr h;
-    memset(&h, 0, sizeof h);
-    /* Lazy when this boot's id is known: no fsync of the file or the directory. The
-     * snapshot is a cache of the log (which is durable on its own), and lcx__snap_load
-     * checks a lazy snapshot whole after a reboot, so a crash can cost a log replay but
-     * never a wrong answer. Saves the wait for the disk at every close (~0.1-0.2 s for
-     * the 89 MB /usr/include snapshot: 250-300 MB/s disk). */
-    const int lazy = lcx_boot_id(h.boot_id) == 0;
-    h.flags = lazy ? 0 : LCX_SNAP_SYNCED;
-    wr w;
-    wr_start(&w, fd, buf, buf + WR_BUF, lazy);
-    wr_put(&w, &h, sizeof h);   /* placeholder, rewritten at the end */
-    /* 0 DOCS */
-    sec_begin(&w, &h, SEC_DOCS);
-    for (uint32_t i = 0; i < nd; i++) {
+    uint32_t c = 2;
+    while (c < (uint64_t)nt * 2 + 2) c *= 2;
+    lcx__tslot *tab = calloc(c, sizeof *tab);
+    if (!tab) return NULL;
+    for (uint32_t t = 0; t < nt; t++) {
+        uint32_t len;
+        const char *str = lcx__index_term(ix, t, &len);
+        uint64_t hsh = lcx_hash64(str, len, 0);
+        uint32_t j = (uint32_t)hsh & (c - 1);
+        while (tab[j].id1) j = (j + 1) & (c - 1);
+        tab[j] = (lcx__tslot){hsh, t + 1, len};
+    }
+    *cap = c;
+    *built = tab;
+    return tab;
+}
+
+/* 0 DOCS (toff: each document's text offset in the log) and 1 BLOB (empty since version 2:
+ * the texts and paths stay in the log). */
+static void snap_put_docs(wr *w, lcx_snap_hdr *h, const lcx_store *s, const uint64_t *toff)
+{
+    const lcx_index *ix = s->ix;
+    sec_begin(w, h, SEC_DOCS);
+    for (uint32_t i = 0; i < ix->n_docs; i++) {
         const meta *m = &s->m[i];
         lcx_snap_doc d;
         memset(&d, 0, sizeof d);
@@ -470,86 +445,150 @@ int lcx__snap_write(lcx_store *s)
         d.text_crc = m->text_crc;
         d.file_type = m->file_type;
         d.deleted = (uint8_t)lcx__index_is_deleted(ix, i);
-        wr_put(&w, &d, sizeof d);
+        wr_put(w, &d, sizeof d);
     }
-    sec_end(&w, &h, SEC_DOCS, 1);
-    /* 1 BLOB: empty since version 2 (the texts and paths stay in the log) */
-    sec_begin(&w, &h, SEC_BLOB);
-    sec_end(&w, &h, SEC_BLOB, 0);
-    /* 2 VEC */
-    sec_begin(&w, &h, SEC_VEC);
-    if (ix->base.vn) wr_put(&w, ix->base.vec8, (size_t)ix->base.vn * s->dim);
-    if (nd > ix->base.vn) wr_put(&w, ix->vec8, (size_t)(nd - ix->base.vn) * s->dim);
-    sec_end(&w, &h, SEC_VEC, 0);
-    /* 3 TTAB */
-    sec_begin(&w, &h, SEC_TTAB);
-    wr_put(&w, ttab, (size_t)cap * sizeof *ttab);
-    sec_end(&w, &h, SEC_TTAB, 1);
-    /* 4 TOFF, 5 TSTR */
-    sec_begin(&w, &h, SEC_TOFF);
+    sec_end(w, h, SEC_DOCS, 1);
+    sec_begin(w, h, SEC_BLOB);
+    sec_end(w, h, SEC_BLOB, 0);
+}
+
+/* 3 TTAB (ttab, cap slots), 4 TOFF, 5 TSTR. */
+static void snap_put_terms(wr *w, lcx_snap_hdr *h, const lcx_index *ix, const lcx__tslot *ttab, uint32_t cap)
+{
+    const uint32_t nt = ix->n_terms;
+    sec_begin(w, h, SEC_TTAB);
+    wr_put(w, ttab, (size_t)cap * sizeof *ttab);
+    sec_end(w, h, SEC_TTAB, 1);
+    sec_begin(w, h, SEC_TOFF);
     uint64_t o = 0;
-    wr_put(&w, &o, 8);
+    wr_put(w, &o, 8);
     for (uint32_t t = 0; t < nt; t++) {
         uint32_t len;
         lcx__index_term(ix, t, &len);
         o += len;
-        wr_put(&w, &o, 8);
+        wr_put(w, &o, 8);
     }
-    sec_end(&w, &h, SEC_TOFF, 1);
-    sec_begin(&w, &h, SEC_TSTR);
+    sec_end(w, h, SEC_TOFF, 1);
+    sec_begin(w, h, SEC_TSTR);
     for (uint32_t t = 0; t < nt; t++) {
         uint32_t len;
         const char *str = lcx__index_term(ix, t, &len);
-        wr_put(&w, str, len);
+        wr_put(w, str, len);
     }
-    sec_end(&w, &h, SEC_TSTR, 0);
-    /* 6 POFF, 7 PDOC, 8 PTF */
-    sec_begin(&w, &h, SEC_POFF);
-    o = 0;
-    wr_put(&w, &o, 8);
+    sec_end(w, h, SEC_TSTR, 0);
+}
+
+/* 6 POFF, 7 PDOC, 8 PTF: each term's base postings, then its own. */
+static void snap_put_postings(wr *w, lcx_snap_hdr *h, const lcx_index *ix)
+{
+    const uint32_t nt = ix->n_terms;
+    sec_begin(w, h, SEC_POFF);
+    uint64_t o = 0;
+    wr_put(w, &o, 8);
     for (uint32_t t = 0; t < nt; t++) {
         o += lcx__index_df(ix, t);
-        wr_put(&w, &o, 8);
+        wr_put(w, &o, 8);
     }
-    sec_end(&w, &h, SEC_POFF, 1);
+    sec_end(w, h, SEC_POFF, 1);
     for (int pass = 0; pass < 2; pass++) {
         int sec = pass ? SEC_PTF : SEC_PDOC;
-        sec_begin(&w, &h, sec);
+        sec_begin(w, h, sec);
         for (uint32_t t = 0; t < nt; t++) {
             if (t < ix->base.nt) {
                 uint64_t a = ix->base.poff[t], b = ix->base.poff[t + 1];
-                if (pass) wr_put(&w, ix->base.ptf + a, (size_t)(b - a));
-                else wr_put(&w, ix->base.pdoc + a, (size_t)(b - a) * 4);
+                if (pass) wr_put(w, ix->base.ptf + a, (size_t)(b - a));
+                else wr_put(w, ix->base.pdoc + a, (size_t)(b - a) * 4);
             }
             const lcx__plist *pl = &ix->pl[t];
-            if (pass) wr_put(&w, pl->tf, pl->n);
-            else wr_put(&w, pl->doc, (size_t)pl->n * 4);
+            if (pass) wr_put(w, pl->tf, pl->n);
+            else wr_put(w, pl->doc, (size_t)pl->n * 4);
         }
-        sec_end(&w, &h, sec, 0);
+        sec_end(w, h, sec, 0);
     }
-    /* 9 VSC */
-    sec_begin(&w, &h, SEC_VSC);
-    if (ix->base.vn) wr_put(&w, ix->base.vsc, (size_t)ix->base.vn * 4);
-    if (nd > ix->base.vn) wr_put(&w, ix->vsc, (size_t)(nd - ix->base.vn) * 4);
-    sec_end(&w, &h, SEC_VSC, 0);
-    /* header */
-    memcpy(h.magic, LCX_SNAP_MAGIC, 8);
-    h.version = LCX_SNAP_VERSION;
-    h.hdr_size = sizeof h;
-    h.dim = s->dim;
-    h.vec_format = LCX_VEC_U8;
-    h.uuid = s->uuid;
-    h.log_off = s->log_end;
-    h.last_rec_off = s->log_end > sizeof(lcx_log_hdr) ? s->last_rec_off : 0;
-    h.last_rec_crc = h.last_rec_off ? s->last_rec_crc : 0;
-    h.n_docs = nd;
-    h.n_terms = nt;
-    h.tab_cap = cap;
-    h.n_post = np;
-    h.n_sec = SEC_N;
-    h.fp_len = (uint32_t)strlen(s->fp);
-    memcpy(h.fp, s->fp, h.fp_len);
-    h.crc = lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN);
+}
+
+/* 2 VEC (u8 rows, dim bytes each) or 9 VSC (their f32 scales): base rows, then own. */
+static void snap_put_rows(wr *w, lcx_snap_hdr *h, const lcx_index *ix, int sec)
+{
+    const uint32_t nd = ix->n_docs;
+    sec_begin(w, h, sec);
+    if (sec == SEC_VEC) {
+        if (ix->base.vn) wr_put(w, ix->base.vec8, (size_t)ix->base.vn * ix->dim);
+        if (nd > ix->base.vn) wr_put(w, ix->vec8, (size_t)(nd - ix->base.vn) * ix->dim);
+    } else {
+        if (ix->base.vn) wr_put(w, ix->base.vsc, (size_t)ix->base.vn * 4);
+        if (nd > ix->base.vn) wr_put(w, ix->vsc, (size_t)(nd - ix->base.vn) * 4);
+    }
+    sec_end(w, h, sec, 0);
+}
+
+/* The header's fields besides the sections, boot id and flags, then its crc. */
+static void snap_fill_hdr(lcx_snap_hdr *h, const lcx_store *s, uint32_t cap, uint64_t np)
+{
+    memcpy(h->magic, LCX_SNAP_MAGIC, 8);
+    h->version = LCX_SNAP_VERSION;
+    h->hdr_size = sizeof *h;
+    h->dim = s->dim;
+    h->vec_format = LCX_VEC_U8;
+    h->uuid = s->uuid;
+    h->log_off = s->log_end;
+    h->last_rec_off = s->log_end > sizeof(lcx_log_hdr) ? s->last_rec_off : 0;
+    h->last_rec_crc = h->last_rec_off ? s->last_rec_crc : 0;
+    h->n_docs = s->ix->n_docs;
+    h->n_terms = s->ix->n_terms;
+    h->tab_cap = cap;
+    h->n_post = np;
+    h->n_sec = SEC_N;
+    h->fp_len = (uint32_t)strlen(s->fp);
+    memcpy(h->fp, s->fp, h->fp_len);
+    h->crc = lcx_crc32c(0, h, LCX_SNAP_CRC_LEN);
+}
+
+int lcx__snap_write(lcx_store *s)
+{
+    if (s->broken) return LCX_ESTATE;
+    if (s->has_snap && s->snap_log_off == s->log_end) return 0;   /* already up to date */
+    const lcx_index *ix = s->ix;
+    char *path = lcx_path_join(s->dir, LCX_SNAP_NAME), *tmp = lcx_path_join(s->dir, LCX_SNAP_NAME ".tmp");
+    int rc = LCX_ENOMEM;
+    int fd = -1;
+    char *buf = NULL;
+    lcx__tslot *tab = NULL;  /* term table built by snap_term_table, unless the index's own is reused */
+    uint64_t *toff = NULL;   /* (n_docs) log offset of each text */
+    if (!path || !tmp) goto out;
+    const uint32_t nd = ix->n_docs, nt = ix->n_terms;
+    toff = malloc(((size_t)nd + 1) * sizeof *toff);
+    if (!toff) goto out;
+    if ((rc = text_offsets(s, toff))) goto out;
+    rc = LCX_ENOMEM;
+    buf = malloc(2 * (size_t)WR_BUF);   /* the writer's two buffers */
+    if (!buf) goto out;
+    uint64_t np = 0;
+    for (uint32_t t = 0; t < nt; t++) np += lcx__index_df(ix, t);
+    uint32_t cap;
+    const lcx__tslot *ttab = snap_term_table(ix, &cap, &tab);
+    if (!ttab) goto out;
+    rc = LCX_EIO;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) goto out;
+    lcx_snap_hdr h;
+    memset(&h, 0, sizeof h);
+    /* Lazy when this boot's id is known: no fsync of the file or the directory. The
+     * snapshot is a cache of the log (which is durable on its own), and lcx__snap_load
+     * checks a lazy snapshot whole after a reboot, so a crash can cost a log replay but
+     * never a wrong answer. Saves the wait for the disk at every close (~0.1-0.2 s for
+     * the 89 MB /usr/include snapshot: 250-300 MB/s disk). */
+    const int lazy = lcx_boot_id(h.boot_id) == 0;
+    h.flags = lazy ? 0 : LCX_SNAP_SYNCED;
+    wr w;
+    wr_start(&w, fd, buf, buf + WR_BUF, lazy);
+    wr_put(&w, &h, sizeof h);   /* placeholder, rewritten at the end */
+    snap_put_docs(&w, &h, s, toff);        /* sections in file order: 0 DOCS, 1 BLOB, */
+    snap_put_rows(&w, &h, ix, SEC_VEC);    /* 2 VEC, */
+    snap_put_terms(&w, &h, ix, ttab, cap); /* 3 TTAB, 4 TOFF, 5 TSTR, */
+    snap_put_postings(&w, &h, ix);         /* 6 POFF, 7 PDOC, 8 PTF, */
+    snap_put_rows(&w, &h, ix, SEC_VSC);    /* 9 VSC */
+    snap_fill_hdr(&h, s, cap, np);
     if (wr_finish(&w) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || (!lazy && fsync(fd) < 0)) goto out;
     int cr = close(fd);
     fd = -1;
