@@ -260,13 +260,7 @@ int lcx__prep_finish(const lcx__prep *p, lcx__doc_terms **out)
     size_t need = sizeof(lcx__doc_terms) + (size_t)p->nt * sizeof(lcx__pterm) + p->pool_len;
     lcx__doc_terms *d = malloc(need);
     if (!d) return LCX_ENOMEM;
-    d->dl = p->dl;
-    d->nt = p->nt;
-    d->t = (lcx__pterm *)(d + 1);
-    d->pool = (char *)(d->t + p->nt);
-    if (p->nt) memcpy(d->t, p->t, p->nt * sizeof(lcx__pterm));
-    if (p->pool_len) memcpy(d->pool, p->pool, p->pool_len);
-    *out = d;
+    *out = lcx__prep_finish_to(p, d);
     return 0;
 }
 
