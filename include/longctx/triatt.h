@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "longctx/lcx_err.h"
+#include "longctx/lcx_limits.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -360,11 +361,11 @@ typedef int (*triatt_detok_fn)(void *ud, const int32_t *tokens, int n, char *out
 
 typedef struct {
     const char *endpoint;   /* "http://127.0.0.1:5054" (copied) */
-    const char *session_id; /* copied; required, 1..128 chars */
+    const char *session_id; /* copied; required, 1..LCX_SESSION_ID_MAX bytes, no control chars */
     int widen;              /* ±tokens around each evicted run (32) */
     int queue_cap;          /* pending rounds (16); a full queue drops the round */
     int timeout_ms;         /* per request (10000) */
-    int top_k;              /* retrieve (8, 1..64) */
+    int top_k;              /* retrieve (8, 1..LCX_TOP_K_MAX) */
     double score_floor;     /* retrieve (0.20) */
     int max_chars;          /* rescue text cap (8000) */
     int prepopulate_span;   /* tokens per prepopulate span (256) */
@@ -374,7 +375,7 @@ typedef struct {
 
 /* Fills the defaults above (endpoint, session and detok NULL). triatt_rescue_init takes the
  * values as given, except: widen < 0, queue_cap/timeout/top_k/max_chars/prepopulate_span <= 0
- * and score_floor outside [0, 1] fall back to the defaults; top_k is clamped to 64. */
+ * and score_floor outside [0, 1] fall back to the defaults; top_k is clamped to LCX_TOP_K_MAX. */
 void triatt_rescue_config_default(triatt_rescue_config *cfg);
 
 typedef struct { int32_t a, b; } triatt_span;   /* token range [a, b) (half-open) */

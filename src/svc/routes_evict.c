@@ -927,7 +927,7 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     int rc;
     o.top_k = 8;
     o.score_floor = 0;
-    if ((rc = opt_int(resp, body, "top_k", 1, 64, &v)) < 0) goto out;
+    if ((rc = opt_int(resp, body, "top_k", 1, LCX_TOP_K_MAX, &v)) < 0) goto out;
     if (rc) o.top_k = (int)v;
     if ((rc = opt_num(resp, body, "score_floor", 0, 1, &v)) < 0) goto out;
     if (rc) o.score_floor = (float)v;
@@ -970,7 +970,7 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     if (rc < 0) { st = NULL; core_error(resp, rc, "cannot open the session"); goto out; }
 
-    lcx_hit hits[64];
+    lcx_hit hits[LCX_TOP_K_MAX];
     int n = lcx_store_search(st, q + qoff, qlen, &o, hits, o.top_k);
     if (n < 0) { core_error(resp, n, "search failed"); goto out; }
     cs = calloc((size_t)(n ? n : 1), sizeof *cs);

@@ -244,7 +244,7 @@ int lcx_svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
  * JSON does not) returns 1 and the handler re-parses with cJSON, which produces the
  * exact 4xx answer. So errors cost two parses; valid writes one. */
 typedef struct {
-    char id[257];            /* session id from the body (has_id) */
+    char id[LCX_SESSION_ID_MAX + 1];   /* session id from the body (has_id) */
     bool has_id;
     lcx_chunk *cs;           /* [m] chunks to append (texts point into the body or arena) */
     int64_t *derive_len;     /* [m] tokens to derive a range for, or -1 */
@@ -275,7 +275,7 @@ size_t lcx_utf8_chars(const char *s, size_t n);
  * without control characters. n is the length the client sent (a NUL inside it, from
  * %00 in a query string or a header, is a control character and fails). */
 bool lcx_svc_session_id_ok(const char *id, size_t n);
-#define LCX_SVC_SESSION_ID_RULE "1..256 bytes of UTF-8 without control characters (no NUL)"
+#define LCX_SVC_SESSION_ID_RULE LCX_SESSION_ID_RANGE " bytes of UTF-8 without control characters (no NUL)"
 /* Maps an LCX_E* code from the core to an HTTP status + error code string. */
 int lcx_svc_err_status(int rc, const char **code);
 

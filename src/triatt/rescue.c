@@ -230,7 +230,7 @@ static void *sender_main(void *arg)
 static bool session_ok(const char *s)
 {
     size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 128) return false;
+    if (n == 0 || n > LCX_SESSION_ID_MAX) return false;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return false;
     return true;
@@ -260,7 +260,7 @@ triatt_rescue *triatt_rescue_init(const triatt_rescue_config *cfg)
     if (r->c.queue_cap <= 0) r->c.queue_cap = 16;
     if (r->c.timeout_ms <= 0) r->c.timeout_ms = 10000;
     if (r->c.top_k <= 0) r->c.top_k = 8;
-    if (r->c.top_k > 64) r->c.top_k = 64;
+    if (r->c.top_k > LCX_TOP_K_MAX) r->c.top_k = LCX_TOP_K_MAX;
     if (!(r->c.score_floor >= 0 && r->c.score_floor <= 1)) r->c.score_floor = 0.20;
     if (r->c.max_chars <= 0) r->c.max_chars = 8000;
     if (r->c.prepopulate_span <= 0) r->c.prepopulate_span = 256;
