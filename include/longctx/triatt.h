@@ -361,7 +361,7 @@ typedef int (*triatt_detok_fn)(void *ud, const int32_t *tokens, int n, char *out
 
 typedef struct {
     const char *endpoint;   /* "http://127.0.0.1:5054" (copied) */
-    const char *session_id; /* copied; required, 1..LCX_SESSION_ID_MAX bytes, no control chars */
+    const char *session_id; /* copied; required, 1..LCX_SESSION_ID_MAX bytes of UTF-8, no control chars */
     int widen;              /* ±tokens around each evicted run (32) */
     int queue_cap;          /* pending rounds (16); a full queue drops the round */
     int timeout_ms;         /* per request (10000) */
@@ -391,12 +391,16 @@ typedef struct {
  * max_spans spans and returns the count. positions is not modified. */
 int triatt_rescue_spans(const int32_t *positions, int n, int n_tokens, int widen,
                         triatt_span *spans, int max_spans);
-/* Pure: the SPEC §2 rescue text for chunks (text, a, b, layer), stop at the first block
- * that would exceed max_chars. Returns malloc'd text or NULL (OOM). n_used: blocks kept. */
+/* Pure: the SPEC §2 rescue text for chunks (text, a, b, layer): the header, then one block
+ * per chunk while the total stays <= max_chars Unicode characters, stopping at the first
+ * block that would overflow; "" when no block fits. The same rule and bytes as
+ * longctx-svc's system_message. Returns malloc'd text or NULL (OOM). n_used: blocks kept. */
 typedef struct { const char *text; int32_t a, b; int layer; } triatt_rescue_chunk;
 char *triatt_rescue_format(const triatt_rescue_chunk *chunks, int n, int max_chars, int *n_used);
-/* Pure: the query signal: text after the last case-insensitive "question:", trimmed, else
- * the last 512 bytes (UTF-8 safe). Returns malloc'd text. */
+/* Pure: the rescue query signal, the same rule as longctx-svc's (lcx_rescue_query in
+ * lcx.h): the text after the last case-insensitive "question:", trimmed, else the last
+ * sentence ending in '?' when it ends within the last 1024 bytes, else the last 512 bytes
+ * (UTF-8 safe). Returns malloc'd text (NULL on OOM or NULL text). */
 char *triatt_rescue_query_signal(const char *user_text);
 
 typedef struct { const char *role; const char *content; } triatt_msg;

@@ -479,7 +479,7 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
 {
     size_t session_len = 0;
     const char *session = session_of(req, body, &session_len);
-    if (session && !lcx_svc_session_id_ok(session, session_len)) {
+    if (session && !lcx__session_id_ok(session, session_len)) {
         lcx_resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
         return NULL;
     }

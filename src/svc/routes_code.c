@@ -288,7 +288,7 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     bool ephemeral = !session[0];
     /* session_len is what the client sent (a header may hold more than its C string). */
-    if (!ephemeral && !lcx_svc_session_id_ok(session, LCX_MIN(session_len, sizeof session))) {
+    if (!ephemeral && !lcx__session_id_ok(session, LCX_MIN(session_len, sizeof session))) {
         lcx_resp_error(resp, 400, "bad_request", "invalid session id");
         goto out;
     }

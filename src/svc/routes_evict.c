@@ -79,7 +79,7 @@ static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const
     const char *q = lcx_req_query_n(req, "session_id", &ql);
     const cJSON *x = body ? cJSON_GetObjectItemCaseSensitive(body, "session_id") : NULL;
     const char *id = NULL;
-    if (q && !lcx_svc_session_id_ok(q, ql)) {
+    if (q && !lcx__session_id_ok(q, ql)) {
         lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
@@ -102,7 +102,7 @@ static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const
         lcx_resp_error(resp, 400, "missing_session_id", "session_id is required (JSON body or ?session_id=)");
         return LCX_EINVAL;
     }
-    if (!lcx_svc_session_id_ok(id, idl)) {
+    if (!lcx__session_id_ok(id, idl)) {
         lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
@@ -643,7 +643,7 @@ int lcx_svc_write_parse_fast(const char *body, size_t n, const char *query_id, u
     if (j.p != j.end || !s_chunks) return FJ_BAIL;
     /* session id rules of get_session_id() */
     const char *id = w->has_id ? w->id : query_id;
-    if (!id || (w->has_id && query_id && strcmp(query_id, w->id)) || !lcx_svc_session_id_ok(id, strlen(id))) return FJ_BAIL;
+    if (!id || (w->has_id && query_id && strcmp(query_id, w->id)) || !lcx__session_id_ok(id, strlen(id))) return FJ_BAIL;
     return 0;
 }
 
@@ -1078,7 +1078,7 @@ static int path_session(lcx_req *req, lcx_resp *resp, const char **id)
 {
     *id = lcx_req_param(req, "id");
     /* %00 in the path never gets here (server.c refuses it), so the C string is the segment. */
-    if (!*id || !lcx_svc_session_id_ok(*id, strlen(*id))) {
+    if (!*id || !lcx__session_id_ok(*id, strlen(*id))) {
         lcx_resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include "longctx/lcx_err.h"
+#include "longctx/lcx_limits.h"
 
 /* ---- CPU features (cpu.c). Detected once; LCX_NO_AVX512=1 in the environment forces
  * the AVX2 paths (valgrind 3.19 cannot execute AVX-512). */
@@ -96,6 +97,38 @@ void     lcx_sha256_hex(const void *p, size_t n, char *out, size_t nbytes);
 /* ---- UTF-8 (utf8.c) */
 /* true when [p, p+n) is well-formed UTF-8 (no overlongs, surrogates or > U+10FFFF). */
 bool lcx_utf8_valid(const char *p, size_t n);
+/* Number of Unicode characters (code points) in valid UTF-8. */
+size_t lcx_utf8_chars(const char *s, size_t n);
+
+/* ---- Tier-3 rescue rules (rescue_rules.c; SPEC §2), shared by liblongctx and libtriatt.
+ * The rescue system message: LCX_RESCUE_HEADER, then one
+ * "\n--- evicted span (tokens a..b, layer l) ---\ntext\n" block per span while the total
+ * stays <= max_chars Unicode characters; it stops at the first block that would overflow
+ * and is empty (nothing written) when no block fits. Build it with _begin, then _add per
+ * span in rank order: 1 = written, 0 = did not fit (every later add returns 0 too),
+ * negative LCX_E* = buffer error (out is rolled back to where _begin found it). t.n is the
+ * number of blocks written. */
+#define LCX_RESCUE_MAX_CHARS 8000   /* the default cap (SPEC §2) */
+#define LCX_RESCUE_HEADER \
+    "[Recovered context from earlier in this session (evicted from KV cache, restored via longctx)]:\n"
+typedef struct {
+    lcx_buf *out;
+    size_t start, chars, max_chars;
+    int n;
+    bool full;
+} lcx__rescue_text;
+void lcx__rescue_text_begin(lcx__rescue_text *t, lcx_buf *out, size_t max_chars);
+int lcx__rescue_text_add(lcx__rescue_text *t, const char *text, size_t len, int64_t tok_start, int64_t tok_end,
+                         int32_t layer);
+/* THE session-id rule (SPEC §2) of every route and of libtriatt's client:
+ * 1..LCX_SESSION_ID_MAX bytes of UTF-8 without control characters. n is the length the
+ * client sent (a NUL inside it, from %00 in a query string or a header, is a control
+ * character and fails). */
+bool lcx__session_id_ok(const char *id, size_t n);
+/* The rescue query signal: [*off, *off + *qlen) of msg is what to search with (the text
+ * after the last "question:" marker, else the last question sentence near the end, else the
+ * last 512 bytes; rescue_rules.c says why). Public as lcx_rescue_query (lcx.h). */
+void lcx__rescue_query(const char *msg, size_t len, size_t *off, size_t *qlen);
 
 #define LCX_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LCX_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -116,6 +116,8 @@ static void test_utf8(void **st)
     assert_false(lcx_utf8_valid("\xed\xa0\x80", 3));      /* surrogate */
     assert_false(lcx_utf8_valid("\xe2\x82", 2));          /* truncated */
     assert_false(lcx_utf8_valid("\xff", 1));
+    assert_int_equal(lcx_utf8_chars("h\xc3\xa9llo \xf0\x9f\x9a\x80", 11), 7);
+    assert_int_equal(lcx_utf8_chars("", 0), 0);
     /* long ASCII runs (the 32-byte fast path) with a bad or good sequence at every offset */
     char buf[200];
     for (int at = 0; at < 190; at++) {
