@@ -370,7 +370,7 @@ int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
             fflush(out);
             free(resp);
         }
-        line.len = 0;
+        lcx_buf_truncate(&line, 0);
         overflow = false;
     }
     lcx_buf_free(&line);

@@ -100,6 +100,7 @@ struct lcx_resp {
     char *hname[RESP_MAX_HEADERS], *hvalue[RESP_MAX_HEADERS];
     struct MHD_Response *mhd;    /* streaming escape hatch */
     bool set;
+    bool buf_static;             /* body is REPLY_OOM (resp_check) */
 };
 
 /* ------------------------------------------------------------------ request accessors */
@@ -241,8 +242,8 @@ int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out
 
 static void resp_reset_body(lcx_resp *r)
 {
-    r->buf.len = 0;
-    if (r->buf.data) r->buf.data[0] = 0;
+    lcx_buf_truncate(&r->buf, 0);
+    r->buf_static = false;
     if (r->mhd) { MHD_destroy_response(r->mhd); r->mhd = NULL; }
 }
 
@@ -318,11 +319,33 @@ static void resp_free(lcx_resp *r)
     if (r->mhd) MHD_destroy_response(r->mhd);
 }
 
+/* Handlers write JSON in many pieces and may ignore each piece's return code (lcx_buf
+ * errors are sticky, util.h): a body with a failed write is never sent (it would be a 200
+ * with broken JSON); the client gets a JSON error instead. The error reply fits the
+ * buffer's existing allocation; when even that fails, a static body goes out. */
+static const char REPLY_OOM[] = "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
+
+static void resp_check(lcx_resp *r)
+{
+    if (r->mhd || !r->buf.err) return;
+    if (r->buf.err == LCX_ENOMEM) lcx_resp_error(r, 503, "out_of_memory", "out of memory while writing the reply");
+    else lcx_resp_error(r, 500, "internal", "reply not written: %s", lcx_strerror(r->buf.err));
+    if (r->buf.err) {
+        lcx_buf_free(&r->buf);
+        r->status = 503;
+        r->buf_static = true;
+    }
+}
+
 static enum MHD_Result resp_send(struct MHD_Connection *c, lcx_resp *r)
 {
     struct MHD_Response *mr = r->mhd;
     r->mhd = NULL;
-    if (!mr) {
+    if (!mr && r->buf_static) {
+        mr = MHD_create_response_from_buffer(sizeof REPLY_OOM - 1, (void *)REPLY_OOM, MHD_RESPMEM_PERSISTENT);
+        if (!mr) return MHD_NO;
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    } else if (!mr) {
         size_t len;
         char *data = lcx_buf_steal(&r->buf, &len);
         if (!data) { data = strdup(""); len = 0; }
@@ -416,11 +439,13 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
                 lcx_resp_error(&resp, 500, "internal", "handler failed: %s", lcx_strerror(rc < 0 ? rc : LCX_ESTATE));
         }
     }
+    resp_check(&resp);
     count(svc, resp.status);
     if (req->early != EARLY_NONE) {   /* see direct_reply */
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) {
-            direct_reply(ci->connect_fd, (unsigned)resp.status, resp.buf.data ? resp.buf.data : "", resp.buf.len);
+            if (resp.buf_static) direct_reply(ci->connect_fd, (unsigned)resp.status, REPLY_OOM, sizeof REPLY_OOM - 1);
+            else direct_reply(ci->connect_fd, (unsigned)resp.status, resp.buf.data ? resp.buf.data : "", resp.buf.len);
             resp_free(&resp);
             return MHD_NO;   /* the library closes the connection */
         }

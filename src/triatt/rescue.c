@@ -358,8 +358,7 @@ static int build_body(triatt_rescue *r, const triatt_span *sp, int ns, const int
         if (rc >= 0) rc = lcx_buf_puts(b, "}");
         free(text);
         if (rc == LCX_ELIMIT) {          /* body cap: keep what fits, count the rest */
-            b->len = mark;
-            b->data[mark] = 0;
+            lcx_buf_truncate(b, mark);
             over = ns - i;
             rc = 0;
             break;

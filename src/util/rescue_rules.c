@@ -26,8 +26,7 @@ void lcx__rescue_text_begin(lcx__rescue_text *t, lcx_buf *out, size_t max_chars)
 
 static void rollback(lcx__rescue_text *t)
 {
-    t->out->len = t->start;
-    if (t->out->data) t->out->data[t->start] = 0;
+    lcx_buf_truncate(t->out, t->start);
     t->n = 0;
 }
 

@@ -27,12 +27,18 @@ void lcx_thread_short_slice(void);
 uint64_t lcx_now_ns(void);              /* CLOCK_MONOTONIC */
 double   lcx_now_ms(void);
 
-/* ---- growable byte buffer with a hard cap (buf.c). cap 0 = unlimited. */
+/* ---- growable byte buffer with a hard cap (buf.c). cap 0 = unlimited.
+ * Errors are sticky: the first failed write (LCX_ELIMIT over the cap, LCX_ENOMEM, a bad
+ * printf format) is kept in err until lcx_buf_truncate/_free/_steal, so a writer of many
+ * pieces may ignore the return codes of the pieces and check b->err once at the end (a
+ * reply with err set must not be sent: some piece of it is missing). Later writes still
+ * run and may succeed; only err tells whether the bytes are whole. */
 typedef struct {
     char  *data;   /* always NUL-terminated when non-NULL */
     size_t len;
     size_t alloc;
     size_t cap;    /* LCX_ELIMIT when len would exceed it */
+    int    err;    /* first LCX_E* error of a write since the last truncate/free, 0 = none */
 } lcx_buf;
 int  lcx_buf_append(lcx_buf *b, const void *p, size_t n);
 int  lcx_buf_puts(lcx_buf *b, const char *s);
@@ -47,9 +53,38 @@ int  lcx_buf_json_f32(lcx_buf *b, float v);
 int  lcx__buf_json_f32_ref(lcx_buf *b, float v);
 /* Appends v in decimal, exactly as "%lld" (no printf). */
 int  lcx_buf_int(lcx_buf *b, long long v);
+/* Best-effort pre-size for extra more bytes (clamped to the cap): one allocation instead of
+ * a series of doublings. A failure is not an error (the appends grow or fail themselves). */
+void lcx_buf_grow(lcx_buf *b, size_t extra);
+/* Cuts b back to len bytes (no-op when len >= b->len) and clears err: the writer has
+ * rolled back to a point where the bytes are whole again. */
+void lcx_buf_truncate(lcx_buf *b, size_t len);
+/* Test hook: from the nth buffer allocation from now on (any thread), count allocations
+ * fail with LCX_ENOMEM (count 1: one failure; LONG_MAX: every one after it); n 0 turns it
+ * off. _pending: the allocations still to go before the first failure (0 = fired or off). */
+void lcx__buf_fail_nth(long n, long count);
+long lcx__buf_fail_pending(void);
 void lcx_buf_free(lcx_buf *b);
 /* Hands the bytes to the caller (free() them) and resets b. */
 char *lcx_buf_steal(lcx_buf *b, size_t *len);
+
+/* SWAR filter over 8 bytes for JSON strings (hot: every text byte of a request and a reply
+ * passes here): non-zero when some byte may be '"', '\\', a control character (< 0x20) or,
+ * with high, non-ASCII (>= 0x80). The "has zero byte" trick never misses a match (it may
+ * flag a clean byte above a real match, which only sends that word to the byte loop). */
+static inline uint64_t lcx__swar_load(const char *p)
+{
+    uint64_t x;
+    __builtin_memcpy(&x, p, 8);
+    return x;
+}
+static inline uint64_t lcx__swar_json_special(uint64_t x, bool high)
+{
+    const uint64_t ones = 0x0101010101010101ull, hi = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t m = ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x);
+    return (m | (high ? x : 0)) & hi;
+}
 
 /* ---- files (fsio.c) */
 /* Reads a whole file (NUL-terminated). max = 0 means no limit; larger → LCX_ELIMIT. */
