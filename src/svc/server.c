@@ -832,9 +832,10 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
     svc->cursors = calloc(svc->n_cursor_buckets, sizeof *svc->cursors);
     int rc = svc->cursors ? 0 : LCX_ENOMEM;
     int modules_inited = 0;
+    char why[160];
 
     if (!rc && (rc = lcx_mkdirs(cfg->data_dir)) < 0)
-        snprintf(msg, ml, "cannot create data dir %s: %s", cfg->data_dir, lcx_strerror(rc));
+        snprintf(msg, ml, "cannot create data dir %s: %s", cfg->data_dir, lcx_strerror_detail(rc, why, sizeof why));
     if (!rc && (rc = lcx_embedder_hash_new(cfg->embed_dim, &svc->emb)) < 0)
         snprintf(msg, ml, "cannot create the embedder (dim %d): %s", cfg->embed_dim, lcx_strerror(rc));
     if (!rc) {
@@ -846,7 +847,7 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
         so.store.max_text_len = cfg->max_chunk_bytes;
         so.store.max_chunks = cfg->max_chunks_per_session;
         if ((rc = lcx_sessions_open(&so, svc->emb, &svc->sessions)) < 0)
-            snprintf(msg, ml, "cannot open sessions under %s: %s", cfg->data_dir, lcx_strerror(rc));
+            snprintf(msg, ml, "cannot open sessions under %s: %s", cfg->data_dir, lcx_strerror_detail(rc, why, sizeof why));
         svc->n_sessions_known = count_session_dirs(cfg->data_dir);
     }
     if (!rc) rc = open_listener(cfg->host, cfg->port, &svc->listen_fd, &svc->bound_port, msg, ml);

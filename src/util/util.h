@@ -9,6 +9,11 @@
 #include "longctx/lcx_err.h"
 #include "longctx/lcx_limits.h"
 
+/* ---- errors (err.c): returns LCX_EIO after keeping errnum (the failed call's errno, 0 for
+ * none) as this thread's lcx_last_errno (lcx_err.h). Capture errno before close()/free()
+ * may change it: `int e = errno; close(fd); return lcx__eio(e);`. */
+int lcx__eio(int errnum);
+
 /* ---- CPU features (cpu.c). Detected once; LCX_NO_AVX512=1 in the environment forces
  * the AVX2 paths (valgrind 3.19 cannot execute AVX-512). */
 typedef struct {
