@@ -5,7 +5,11 @@
  *
  * Every fallible function returns int: 0 (LCX_OK) or a positive count on success, a
  * negative LCX_E* code on failure. Library code never exit()s or abort()s on bad input,
- * I/O errors or OOM. */
+ * I/O errors or OOM.
+ *
+ * Constructors (every library): `int x_new/x_open/x_init(inputs..., x **out)`: the
+ * created object is the last parameter (only an optional `char *err, size_t err_len`
+ * message buffer may follow it), *out is NULL on failure, the int is 0 or LCX_E*. */
 #ifndef LONGCTX_LCX_ERR_H
 #define LONGCTX_LCX_ERR_H
 

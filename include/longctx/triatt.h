@@ -7,7 +7,7 @@
  *   triatt_config cfg; triatt_config_default(&cfg);
  *   char err[256];
  *   if (triatt_config_from_env(&cfg, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); ... }
- *   triatt_ctx *tc; int rc = triatt_init(&tc, &g, &cfg);
+ *   triatt_ctx *tc; int rc = triatt_init(&g, &cfg, &tc);
  *   triatt_keys keys = {.get16 = my_f16_rows, .ud = my_cache};   // or .get for float rows
  *   // every forward pass:  for each attention layer l:  triatt_observe_queries(tc, l, q, n_tok, 0);
  *   //                      then, once the pass is complete: triatt_end_pass(tc);
@@ -17,7 +17,9 @@
  *
  * Conventions: every fallible function returns 0 (or a count) on success and a negative
  * LCX_E* code (longctx/lcx_err.h) on failure; nothing here exits or aborts. Objects are
- * opaque, created by x_init and released by x_free (free of NULL is a no-op). There is no
+ * opaque, created by `int x_init(inputs..., x **out)` (the object last, NULL on failure;
+ * the convention of liblongctx too, see lcx_err.h) and released by x_free (free of NULL is
+ * a no-op). There is no
  * process-global mutable state: one object is used by one thread at a time (the scorer
  * runs its own worker threads internally). Positions are token positions (int32), cells
  * are slot indices of the engine's KV cache (0..n_cells-1). Scores are float32.
@@ -92,8 +94,8 @@ typedef struct triatt_calib triatt_calib;
 
 /* warmup: tokens needed before the stats are finalised (>= 1). ema_alpha: 0 = frozen after
  * finalisation, else every later complete pass moves the stats by α (0 < α <= 1).
- * Returns NULL on bad arguments or OOM. */
-triatt_calib *triatt_calib_init(const triatt_geometry *g, int warmup, double ema_alpha);
+ * LCX_EINVAL on bad arguments, LCX_ENOMEM; *out is NULL on failure. */
+int triatt_calib_init(const triatt_geometry *g, int warmup, double ema_alpha, triatt_calib **out);
 void triatt_calib_free(triatt_calib *c);
 /* Adds a layer's pre-RoPE queries for this forward pass. q: (n_tokens, n_heads, head_dim)
  * with token_stride floats between tokens (0 = n_heads·head_dim). A layer must be added at
@@ -190,8 +192,9 @@ typedef struct {
 } triatt_scorer_opts;
 
 typedef struct triatt_scorer triatt_scorer;
-/* opts NULL = defaults (blockmean, MLR, skip 0, 1 thread, eps 1e-8). NULL on error/OOM. */
-triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts);
+/* opts NULL = defaults (blockmean, MLR, skip 0, 1 thread, eps 1e-8). LCX_EINVAL on bad
+ * geometry/opts, LCX_ENOMEM (memory or a pool thread); *out is NULL on failure. */
+int triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts, triatt_scorer **out);
 void triatt_scorer_free(triatt_scorer *s);
 /* Scores cells [0, n_cells) at phase origin P into scores[n_cells]. Cells whose position is
  * >= win_thr (the protected window) get NaN. Cost O(layers·kv·cells·n_rot). */
@@ -277,10 +280,12 @@ typedef struct {
 } triatt_config;
 
 void triatt_config_default(triatt_config *cfg);
-/* Applies the environment over cfg. Invalid values → LCX_EINVAL with a message naming the
- * variable in err; cfg is unchanged on failure. getenv_fn NULL = getenv. */
-int triatt_config_from_env2(triatt_config *cfg, const char *(*getenv_fn)(void *ud, const char *name),
-                            void *ud, char *err, size_t err_len);
+/* Applies the environment over cfg: triatt_config_from_env reads the process environment,
+ * triatt_config_from_getenv reads variables through getenv_fn(ud, name) (NULL = getenv;
+ * engines with their own settings table, tests). Invalid values → LCX_EINVAL with a
+ * message naming the variable in err; cfg is unchanged on failure. */
+int triatt_config_from_getenv(triatt_config *cfg, const char *(*getenv_fn)(void *ud, const char *name),
+                              void *ud, char *err, size_t err_len);
 int triatt_config_from_env(triatt_config *cfg, char *err, size_t err_len);
 /* Checks ranges (budget > 0 when enabled, window >= 0, ...). */
 int triatt_config_check(const triatt_config *cfg, char *err, size_t err_len);
@@ -301,7 +306,7 @@ typedef struct triatt_ctx triatt_ctx;
  * stats are loaded from it (the calibration is then ready at once); its load errors
  * (LCX_ECORRUPT, LCX_EMISMATCH, I/O) are returned and nothing is created. LCX_EINVAL for a
  * bad geometry/config, LCX_ENOMEM. */
-int triatt_init(triatt_ctx **out, const triatt_geometry *g, const triatt_config *cfg);
+int triatt_init(const triatt_geometry *g, const triatt_config *cfg, triatt_ctx **out);
 void triatt_free(triatt_ctx *t);
 /* Log callback for the per-round line (and config/calibration notes); NULL = silent. */
 void triatt_set_log(triatt_ctx *t, triatt_log_fn fn, void *ud);
@@ -409,8 +414,10 @@ typedef struct { const char *role; const char *content; } triatt_msg;
 int triatt_msgs_insert_rescue(triatt_msg *msgs, int n, int cap, const char *text);
 
 typedef struct triatt_rescue triatt_rescue;
-/* Starts the sender thread. NULL on bad config (no endpoint/session/detok) or OOM. */
-triatt_rescue *triatt_rescue_init(const triatt_rescue_config *cfg);
+/* Starts the sender thread. LCX_EINVAL on a bad config (no endpoint/session/detok, a
+ * session id the service would refuse), LCX_ENOMEM (memory or the thread); *out is NULL
+ * on failure. */
+int triatt_rescue_init(const triatt_rescue_config *cfg, triatt_rescue **out);
 /* Stops the sender (aborts a request in flight; queued rounds are discarded) and frees. */
 void triatt_rescue_free(triatt_rescue *r);
 /* Tier 2: one round's evicted positions + the original token ids (n_tokens, index = position)

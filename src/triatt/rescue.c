@@ -227,13 +227,15 @@ void triatt_rescue_config_default(triatt_rescue_config *c)
     c->prepopulate_span = 256;
 }
 
-triatt_rescue *triatt_rescue_init(const triatt_rescue_config *cfg)
+int triatt_rescue_init(const triatt_rescue_config *cfg, triatt_rescue **out)
 {
-    if (!cfg || !cfg->endpoint || !cfg->detok || !session_ok(cfg->session_id)) return NULL;
-    if (strncmp(cfg->endpoint, "http://", 7) && strncmp(cfg->endpoint, "https://", 8)) return NULL;
-    if (strlen(cfg->endpoint) > 400) return NULL;
+    if (!out) return LCX_EINVAL;
+    *out = NULL;
+    if (!cfg || !cfg->endpoint || !cfg->detok || !session_ok(cfg->session_id)) return LCX_EINVAL;
+    if (strncmp(cfg->endpoint, "http://", 7) && strncmp(cfg->endpoint, "https://", 8)) return LCX_EINVAL;
+    if (strlen(cfg->endpoint) > 400) return LCX_EINVAL;
     triatt_rescue *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
+    if (!r) return LCX_ENOMEM;
     r->c = *cfg;
     if (r->c.widen < 0) r->c.widen = 32;
     if (r->c.queue_cap <= 0) r->c.queue_cap = 16;
@@ -260,10 +262,11 @@ triatt_rescue *triatt_rescue_init(const triatt_rescue_config *cfg)
         goto fail;
     }
     r->th_up = true;
-    return r;
-fail:
+    *out = r;
+    return LCX_OK;
+fail:   /* an allocation or the sender thread */
     free(r->endpoint); free(r->session); free(r);
-    return NULL;
+    return LCX_ENOMEM;
 }
 
 void triatt_rescue_free(triatt_rescue *r)

@@ -152,18 +152,20 @@ void triatt__scorer_force_kernel(triatt_scorer *s, int which)
     else s->fast_kernel = triatt__fast_kernel_avx2;
 }
 
-triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts)
+int triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts, triatt_scorer **out)
 {
-    if (triatt_geometry_check(g) < 0) return NULL;
+    if (!out) return LCX_EINVAL;
+    *out = NULL;
+    if (triatt_geometry_check(g) < 0) return LCX_EINVAL;
     triatt_scorer_opts o = {.aggregation = TRIATT_AGG_BLOCKMEAN, .terms = TRIATT_TERMS_MLR,
                             .skip_layers = 0, .zscore = false, .n_threads = 1, .eps = 1e-8};
     if (opts) o = *opts;
     if (o.n_threads <= 0) o.n_threads = 1;
     if (o.n_threads > MAX_THREADS || o.skip_layers < 0 || !(o.eps >= 0) ||
         (unsigned)o.aggregation > TRIATT_AGG_REFERENCE || (unsigned)o.terms > TRIATT_TERMS_EXTRA_ONLY)
-        return NULL;
+        return LCX_EINVAL;
     triatt_scorer *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    if (!s) return LCX_ENOMEM;
     s->L = g->n_layers; s->H = g->n_heads; s->KV = g->n_kv_heads; s->G = s->H / s->KV;
     s->hd = g->head_dim; s->n_rot = g->n_rot ? g->n_rot : g->head_dim; s->fc = s->n_rot / 2;
     s->pairing = g->pairing;
@@ -200,10 +202,11 @@ triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_
                 goto fail;
             }
     }
-    return s;
-fail:
+    *out = s;
+    return LCX_OK;
+fail:   /* an allocation or a pool thread */
     triatt_scorer_free(s);
-    return NULL;
+    return LCX_ENOMEM;
 }
 
 /* Folds a centre and this round's trig sums into the kernel coefficients (the worker's

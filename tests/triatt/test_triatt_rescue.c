@@ -165,7 +165,8 @@ static triatt_rescue *client(int port, int queue_cap, int timeout_ms)
     triatt_rescue_config_default(&c);
     c.endpoint = ep; c.session_id = "sess-1"; c.widen = 2; c.queue_cap = queue_cap;
     c.timeout_ms = timeout_ms; c.detok = detok;
-    triatt_rescue *r = triatt_rescue_init(&c);
+    triatt_rescue *r = NULL;
+    triatt_rescue_init(&c, &r);
     assert_non_null(r);
     return r;
 }
@@ -221,7 +222,7 @@ static void test_write_body(void **st)
     triatt_rescue_config c;
     triatt_rescue_config_default(&c);
     c.endpoint = ep; c.session_id = "s2"; c.prepopulate_span = 40; c.detok = detok;
-    r = triatt_rescue_init(&c);
+    triatt_rescue_init(&c, &r);
     for (int i = 0; i < 100; i++) tokens[i] = 2000 + i;
     assert_int_equal(triatt_rescue_prepopulate(r, tokens, 100), 3);
     assert_int_equal(triatt_rescue_flush(r, 5000), 0);
@@ -319,27 +320,28 @@ static void test_dead_service(void **st)
     assert_int_equal(c.widen, 32); assert_int_equal(c.top_k, 8); assert_int_equal(c.timeout_ms, 10000);
     assert_int_equal(c.max_chars, 8000); assert_int_equal(c.prepopulate_span, 256);
     c.endpoint = "ftp://x"; c.session_id = "s"; c.detok = detok;
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     c.endpoint = "http://127.0.0.1:1";
     c.session_id = "";
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     /* the service's session-id rule: 1..LCX_SESSION_ID_MAX bytes of UTF-8, no controls */
     char id[LCX_SESSION_ID_MAX + 2];
     memset(id, 'a', LCX_SESSION_ID_MAX);
     id[LCX_SESSION_ID_MAX] = 0;
     c.session_id = id;
-    triatt_rescue *ok = triatt_rescue_init(&c);
+    triatt_rescue *ok = NULL;
+    triatt_rescue_init(&c, &ok);
     assert_non_null(ok);
     triatt_rescue_free(ok);
     id[LCX_SESSION_ID_MAX] = 'a', id[LCX_SESSION_ID_MAX + 1] = 0;
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     c.session_id = "bad\xff";
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     c.session_id = "tab\there";
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     c.session_id = "s";
     c.detok = NULL;
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     triatt_rescue_free(NULL);
 }
 
