@@ -285,8 +285,7 @@ static int run_single(triatt_scorer *s, worker *w, int l, int g, const triatt_kp
  * KV heads first: up to TRIATT_MAX_STREAMS heads at once (each a sequential stream of its
  * own keys), and when there are fewer heads than streams each head is also cut into equal
  * segments (nh = 2: 2 heads × 2 segments; nh = 1: 4 segments). Streaming heads rather than
- * segments of one head was 10-17% faster per 32K round (in-process A/B,
- * docs/benchmarks/triatt.md), has no ragged tail, and reads an engine's cell-major cache
+ * segments of one head is faster per round (docs/benchmarks/triatt.md), has no ragged tail, and reads an engine's cell-major cache
  * (KV heads interleaved in each cell's row) as one forward sweep. The segment length is
  * chosen ≡ 5 (mod 16) rows so the streams' concurrent rows sit at different offsets within
  * a 4 KiB page (different L1/L2 sets) for the usual power-of-two row sizes; the few cells
@@ -299,9 +298,8 @@ static int run_group(triatt_scorer *s, worker *w, int l, int g0, int nh, triatt_
 {
     const bool q8 = s->keys->get_q8 != NULL, f16 = !q8 && s->keys->get16 != NULL;
     for (int h = 0; h < nh; h++) { kp[h].q8 = q8; kp[h].f16 = f16; }
-    /* Q8_0 rows too since the fourth session: with the 4-row kernel 4 streams beat 1 for
-     * them in every in-process bench A/B (e.g. 75 vs 92, 91 vs 97 ms per round); with the
-     * older 2-row kernel they had been 5-10% slower */
+    /* Q8_0 rows too: with the 4-row kernel 4 streams beat 1 for them as well
+     * (docs/benchmarks/triatt.md) */
     const int n = s->n_cells, ns = n >= MS_MIN_CELLS ? s->n_streams : 1;
     if (ns == 1) {
         for (int h = 0; h < nh; h++) {
