@@ -27,37 +27,33 @@
 
 /* ---------------------------------------------------------------- small JSON helpers */
 
-/* Optional integer field in [lo, hi]. 1 = present (value in *v), 0 = absent/null, <0 = error set. */
-static int opt_int(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, double *v)
+/* Optional number field in [lo, hi] (integer: a whole number). 1 = present (value in *v),
+ * 0 = absent/null, <0 = error set. */
+static int opt_range(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, bool integer, double *v)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!x || cJSON_IsNull(x)) return 0;
-    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || !isfinite(x->valuedouble)) {
-        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be an integer", name);
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || (integer && x->valuedouble != floor(x->valuedouble))) {
+        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be %s", name, integer ? "an integer" : "a number");
         return LCX_EINVAL;
     }
     if (x->valuedouble < lo || x->valuedouble > hi) {
-        lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
+        if (integer) lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
+        else lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
         return LCX_EINVAL;
     }
     *v = x->valuedouble;
     return 1;
 }
 
+static int opt_int(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, double *v)
+{
+    return opt_range(resp, o, name, lo, hi, true, v);
+}
+
 static int opt_num(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, double *v)
 {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!x || cJSON_IsNull(x)) return 0;
-    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) {
-        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be a number", name);
-        return LCX_EINVAL;
-    }
-    if (x->valuedouble < lo || x->valuedouble > hi) {
-        lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
-        return LCX_EINVAL;
-    }
-    *v = x->valuedouble;
-    return 1;
+    return opt_range(resp, o, name, lo, hi, false, v);
 }
 
 static int opt_bool(lcx_resp *resp, const cJSON *o, const char *name, bool *v)

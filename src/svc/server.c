@@ -122,14 +122,19 @@ const char *lcx_req_query(const lcx_req *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
-const char *lcx_req_query_n(const lcx_req *r, const char *name, size_t *len)
+/* A query argument or header with its length (it may hold a decoded %00). */
+static const char *lookup_n(const lcx_req *r, enum MHD_ValueKind kind, const char *name, size_t *len)
 {
     const char *v = NULL;
     size_t n = 0;
-    if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v, &n) != MHD_YES || !v)
-        return NULL;
+    if (MHD_lookup_connection_value_n(r->conn, kind, name, strlen(name), &v, &n) != MHD_YES || !v) return NULL;
     if (len) *len = n;
     return v;
+}
+
+const char *lcx_req_query_n(const lcx_req *r, const char *name, size_t *len)
+{
+    return lookup_n(r, MHD_GET_ARGUMENT_KIND, name, len);
 }
 
 const char *lcx_req_header(const lcx_req *r, const char *name)
@@ -139,12 +144,7 @@ const char *lcx_req_header(const lcx_req *r, const char *name)
 
 const char *lcx_req_header_n(const lcx_req *r, const char *name, size_t *len)
 {
-    const char *v = NULL;
-    size_t n = 0;
-    if (MHD_lookup_connection_value_n(r->conn, MHD_HEADER_KIND, name, strlen(name), &v, &n) != MHD_YES || !v)
-        return NULL;
-    if (len) *len = n;
-    return v;
+    return lookup_n(r, MHD_HEADER_KIND, name, len);
 }
 
 /* Offset of the first \u0000 escape inside a JSON string of b[0..n), or -1. cJSON
