@@ -25,7 +25,7 @@
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <stdarg.h>
-#include <dirent.h>
+#include "testutil.h"
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -577,23 +577,7 @@ static int open_connections(void)
     return n;
 }
 
-static int proc_sockets(void)
-{
-    char p[64], l[128];
-    snprintf(p, sizeof p, "/proc/%d/fd", (int)server_pid);
-    DIR *d = opendir(p);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char f[320];
-        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
-        ssize_t k = readlink(f, l, sizeof l - 1);
-        if (k > 0) { l[k] = 0; n += !strncmp(l, "socket:", 7); }
-    }
-    closedir(d);
-    return n;
-}
+static int proc_sockets(void) { return tu_proc_sockets(server_pid); }
 
 /* ------------------------------------------------------------------ server */
 static const char *bin = "bin/longctx-svc";

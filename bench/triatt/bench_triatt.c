@@ -160,7 +160,8 @@ int main(int argc, char **argv)
     memcpy(kq8h, kq8, (size_t)POOL_Q8 * N * Q8_ROW);
     for (size_t i = 0; i < (size_t)64 * H * hd; i++) q[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
     for (int c = 0; c < N; c++) pos[c] = c;
-    triatt_calib *cal = triatt_calib_init(&g, 64, 0);
+    triatt_calib *cal = NULL;
+    triatt_calib_init(&g, 64, 0, &cal);
     for (int l = 0; l < L; l++) triatt_calib_add(cal, l, q, 64, 0);
     triatt_calib_end_pass(cal);
     keysrc src = {k32, k16, kq8, N, hd}, srch = {NULL, k16h, kq8h, N, hd};
@@ -176,7 +177,8 @@ int main(int argc, char **argv)
     const bool quick = getenv("TRIATT_BENCH_QUICK") && atoi(getenv("TRIATT_BENCH_QUICK"));
     for (int nt = 1; nt <= (quick ? 1 : 2); nt++) {
         triatt_scorer_opts o = {.n_threads = nt, .eps = 1e-8};
-        triatt_scorer *sco = triatt_scorer_init(&g, &o);
+        triatt_scorer *sco = NULL;
+        triatt_scorer_init(&g, &o, &sco);
         char name[96];
         /* variants: f32 / f16 (4 KiB pages) / f16 (huge pages) / f16 compute-only, each with 4
          * streams and 1 (A/B), Q8_0 included (it read 1 stream until the fourth session) */

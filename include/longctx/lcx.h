@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "longctx/lcx_err.h"
+#include "longctx/lcx_limits.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -231,8 +232,8 @@ int lcx_store_validate(const char *dir, char *msg, size_t msg_len);
 
 /* ------------------------------------------------------------------------------------
  * Sessions (src/store): id → store, with hibernation. Thread-safe. Session ids are any
- * UTF-8 string of 1..256 bytes; directory names are derived from them safely. */
-#define LCX_SESSION_ID_MAX 256   /* bytes (SPEC §2) */
+ * UTF-8 string of 1..LCX_SESSION_ID_MAX bytes (lcx_limits.h); directory names are derived
+ * from them safely. */
 typedef struct lcx_sessions lcx_sessions;
 
 typedef struct {

@@ -169,7 +169,7 @@ uint64_t lcx_scopes_mem_bytes(lcx_scopes *m);
 typedef struct {
     const char *prefill; size_t prefill_len;   /* all message text scanned for paths */
     const char *query;   size_t query_len;     /* required, non-empty */
-    int top_k;                                 /* 1..64 (0 → 8) */
+    int top_k;                                 /* 1..LCX_TOP_K_MAX (0 → 8) */
     const char *explicit_scope;                /* skips detection (may be NULL; "" = absent);
                                                   "ws:" = every loaded scope bound to the session */
     const char *default_scope;                 /* base for relative paths only (may be NULL) */

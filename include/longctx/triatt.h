@@ -7,7 +7,7 @@
  *   triatt_config cfg; triatt_config_default(&cfg);
  *   char err[256];
  *   if (triatt_config_from_env(&cfg, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); ... }
- *   triatt_ctx *tc; int rc = triatt_init(&tc, &g, &cfg);
+ *   triatt_ctx *tc; int rc = triatt_init(&g, &cfg, &tc);
  *   triatt_keys keys = {.get16 = my_f16_rows, .ud = my_cache};   // or .get for float rows
  *   // every forward pass:  for each attention layer l:  triatt_observe_queries(tc, l, q, n_tok, 0);
  *   //                      then, once the pass is complete: triatt_end_pass(tc);
@@ -17,7 +17,9 @@
  *
  * Conventions: every fallible function returns 0 (or a count) on success and a negative
  * LCX_E* code (longctx/lcx_err.h) on failure; nothing here exits or aborts. Objects are
- * opaque, created by x_init and released by x_free (free of NULL is a no-op). There is no
+ * opaque, created by `int x_init(inputs..., x **out)` (the object last, NULL on failure;
+ * the convention of liblongctx too, see lcx_err.h) and released by x_free (free of NULL is
+ * a no-op). There is no
  * process-global mutable state: one object is used by one thread at a time (the scorer
  * runs its own worker threads internally). Positions are token positions (int32), cells
  * are slot indices of the engine's KV cache (0..n_cells-1). Scores are float32.
@@ -35,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "longctx/lcx_err.h"
+#include "longctx/lcx_limits.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,8 +94,8 @@ typedef struct triatt_calib triatt_calib;
 
 /* warmup: tokens needed before the stats are finalised (>= 1). ema_alpha: 0 = frozen after
  * finalisation, else every later complete pass moves the stats by α (0 < α <= 1).
- * Returns NULL on bad arguments or OOM. */
-triatt_calib *triatt_calib_init(const triatt_geometry *g, int warmup, double ema_alpha);
+ * LCX_EINVAL on bad arguments, LCX_ENOMEM; *out is NULL on failure. */
+int triatt_calib_init(const triatt_geometry *g, int warmup, double ema_alpha, triatt_calib **out);
 void triatt_calib_free(triatt_calib *c);
 /* Adds a layer's pre-RoPE queries for this forward pass. q: (n_tokens, n_heads, head_dim)
  * with token_stride floats between tokens (0 = n_heads·head_dim). A layer must be added at
@@ -189,8 +192,9 @@ typedef struct {
 } triatt_scorer_opts;
 
 typedef struct triatt_scorer triatt_scorer;
-/* opts NULL = defaults (blockmean, MLR, skip 0, 1 thread, eps 1e-8). NULL on error/OOM. */
-triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts);
+/* opts NULL = defaults (blockmean, MLR, skip 0, 1 thread, eps 1e-8). LCX_EINVAL on bad
+ * geometry/opts, LCX_ENOMEM (memory or a pool thread); *out is NULL on failure. */
+int triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts, triatt_scorer **out);
 void triatt_scorer_free(triatt_scorer *s);
 /* Scores cells [0, n_cells) at phase origin P into scores[n_cells]. Cells whose position is
  * >= win_thr (the protected window) get NaN. Cost O(layers·kv·cells·n_rot). */
@@ -276,10 +280,12 @@ typedef struct {
 } triatt_config;
 
 void triatt_config_default(triatt_config *cfg);
-/* Applies the environment over cfg. Invalid values → LCX_EINVAL with a message naming the
- * variable in err; cfg is unchanged on failure. getenv_fn NULL = getenv. */
-int triatt_config_from_env2(triatt_config *cfg, const char *(*getenv_fn)(void *ud, const char *name),
-                            void *ud, char *err, size_t err_len);
+/* Applies the environment over cfg: triatt_config_from_env reads the process environment,
+ * triatt_config_from_getenv reads variables through getenv_fn(ud, name) (NULL = getenv;
+ * engines with their own settings table, tests). Invalid values → LCX_EINVAL with a
+ * message naming the variable in err; cfg is unchanged on failure. */
+int triatt_config_from_getenv(triatt_config *cfg, const char *(*getenv_fn)(void *ud, const char *name),
+                              void *ud, char *err, size_t err_len);
 int triatt_config_from_env(triatt_config *cfg, char *err, size_t err_len);
 /* Checks ranges (budget > 0 when enabled, window >= 0, ...). */
 int triatt_config_check(const triatt_config *cfg, char *err, size_t err_len);
@@ -300,7 +306,7 @@ typedef struct triatt_ctx triatt_ctx;
  * stats are loaded from it (the calibration is then ready at once); its load errors
  * (LCX_ECORRUPT, LCX_EMISMATCH, I/O) are returned and nothing is created. LCX_EINVAL for a
  * bad geometry/config, LCX_ENOMEM. */
-int triatt_init(triatt_ctx **out, const triatt_geometry *g, const triatt_config *cfg);
+int triatt_init(const triatt_geometry *g, const triatt_config *cfg, triatt_ctx **out);
 void triatt_free(triatt_ctx *t);
 /* Log callback for the per-round line (and config/calibration notes); NULL = silent. */
 void triatt_set_log(triatt_ctx *t, triatt_log_fn fn, void *ud);
@@ -360,11 +366,11 @@ typedef int (*triatt_detok_fn)(void *ud, const int32_t *tokens, int n, char *out
 
 typedef struct {
     const char *endpoint;   /* "http://127.0.0.1:5054" (copied) */
-    const char *session_id; /* copied; required, 1..128 chars */
+    const char *session_id; /* copied; required, 1..LCX_SESSION_ID_MAX bytes of UTF-8, no control chars */
     int widen;              /* ±tokens around each evicted run (32) */
     int queue_cap;          /* pending rounds (16); a full queue drops the round */
     int timeout_ms;         /* per request (10000) */
-    int top_k;              /* retrieve (8, 1..64) */
+    int top_k;              /* retrieve (8, 1..LCX_TOP_K_MAX) */
     double score_floor;     /* retrieve (0.20) */
     int max_chars;          /* rescue text cap (8000) */
     int prepopulate_span;   /* tokens per prepopulate span (256) */
@@ -374,7 +380,7 @@ typedef struct {
 
 /* Fills the defaults above (endpoint, session and detok NULL). triatt_rescue_init takes the
  * values as given, except: widen < 0, queue_cap/timeout/top_k/max_chars/prepopulate_span <= 0
- * and score_floor outside [0, 1] fall back to the defaults; top_k is clamped to 64. */
+ * and score_floor outside [0, 1] fall back to the defaults; top_k is clamped to LCX_TOP_K_MAX. */
 void triatt_rescue_config_default(triatt_rescue_config *cfg);
 
 typedef struct { int32_t a, b; } triatt_span;   /* token range [a, b) (half-open) */
@@ -390,12 +396,16 @@ typedef struct {
  * max_spans spans and returns the count. positions is not modified. */
 int triatt_rescue_spans(const int32_t *positions, int n, int n_tokens, int widen,
                         triatt_span *spans, int max_spans);
-/* Pure: the SPEC §2 rescue text for chunks (text, a, b, layer), stop at the first block
- * that would exceed max_chars. Returns malloc'd text or NULL (OOM). n_used: blocks kept. */
+/* Pure: the SPEC §2 rescue text for chunks (text, a, b, layer): the header, then one block
+ * per chunk while the total stays <= max_chars Unicode characters, stopping at the first
+ * block that would overflow; "" when no block fits. The same rule and bytes as
+ * longctx-svc's system_message. Returns malloc'd text or NULL (OOM). n_used: blocks kept. */
 typedef struct { const char *text; int32_t a, b; int layer; } triatt_rescue_chunk;
 char *triatt_rescue_format(const triatt_rescue_chunk *chunks, int n, int max_chars, int *n_used);
-/* Pure: the query signal: text after the last case-insensitive "question:", trimmed, else
- * the last 512 bytes (UTF-8 safe). Returns malloc'd text. */
+/* Pure: the rescue query signal, the same rule as longctx-svc's (lcx_rescue_query in
+ * lcx.h): the text after the last case-insensitive "question:", trimmed, else the last
+ * sentence ending in '?' when it ends within the last 1024 bytes, else the last 512 bytes
+ * (UTF-8 safe). Returns malloc'd text (NULL on OOM or NULL text). */
 char *triatt_rescue_query_signal(const char *user_text);
 
 typedef struct { const char *role; const char *content; } triatt_msg;
@@ -404,8 +414,10 @@ typedef struct { const char *role; const char *content; } triatt_msg;
 int triatt_msgs_insert_rescue(triatt_msg *msgs, int n, int cap, const char *text);
 
 typedef struct triatt_rescue triatt_rescue;
-/* Starts the sender thread. NULL on bad config (no endpoint/session/detok) or OOM. */
-triatt_rescue *triatt_rescue_init(const triatt_rescue_config *cfg);
+/* Starts the sender thread. LCX_EINVAL on a bad config (no endpoint/session/detok, a
+ * session id the service would refuse), LCX_ENOMEM (memory or the thread); *out is NULL
+ * on failure. */
+int triatt_rescue_init(const triatt_rescue_config *cfg, triatt_rescue **out);
 /* Stops the sender (aborts a request in flight; queued rounds are discarded) and frees. */
 void triatt_rescue_free(triatt_rescue *r);
 /* Tier 2: one round's evicted positions + the original token ids (n_tokens, index = position)

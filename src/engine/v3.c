@@ -155,7 +155,7 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
     eng__v3_free(c);
     eng_v3 *v = calloc(1, sizeof *v);
     if (!v) return errf(err, errlen, LCX_ENOMEM, "%s", "triatt: out of memory");
-    rc = triatt_init(&v->tc, &g, &cfg);
+    rc = triatt_init(&g, &cfg, &v->tc);
     if (rc < 0) {
         free(v);
         if (cfg.calib_file[0]) return errf(err, errlen, rc, "triatt: cannot use the calibration file %s (missing, corrupt or another model's geometry)", cfg.calib_file);
@@ -200,10 +200,10 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
         rc_.session_id = session_id;
         rc_.detok = v3_detok;
         rc_.detok_ud = v;
-        v->rs = triatt_rescue_init(&rc_);
-        if (!v->rs) {
+        int rrc = triatt_rescue_init(&rc_, &v->rs);
+        if (rrc < 0) {
             eng__v3_free(c);
-            return errf(err, errlen, LCX_EINVAL, "triatt: cannot start the rescue client (endpoint %s, session id 1..128 chars)", cfg.endpoint);
+            return errf(err, errlen, rrc, "triatt: cannot start the rescue client (endpoint %s, session id " LCX_SESSION_ID_RANGE " bytes)", cfg.endpoint);
         }
     }
     c->qpre = triatt_calib_ready(triatt_ctx_calib(v->tc)) && !v->adaptive ? NULL : v->qbuf;

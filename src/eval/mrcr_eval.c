@@ -43,7 +43,7 @@ static int run(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, const char 
     memset(out, 0, sizeof *out);
     if (!rec || !o || rec->n_msgs < 1) return LCX_EINVAL;
     double t0 = lcx_now_ms();
-    int top_k = o->top_k > 0 ? (o->top_k > 64 ? 64 : o->top_k) : 8;
+    int top_k = o->top_k > 0 ? (o->top_k > LCX_TOP_K_MAX ? LCX_TOP_K_MAX : o->top_k) : 8;
     lcx_msg *v = malloc(rec->n_msgs * sizeof *v);
     if (!v) return LCX_ENOMEM;
     for (size_t i = 0; i < rec->n_msgs; i++)
@@ -79,12 +79,12 @@ static int run(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, const char 
         lcx_select_result_free(&sr);
     }
     if (need_retrieval && o->emb) {
-        long idx[64];
+        long idx[LCX_TOP_K_MAX];
         int k = o->recipe == LCX_MRCR_RECIPE_PLAIN
                     ? lcx_recipe_plain(o->emb, v, qi, q, ql, top_k, idx, NULL)
                     : lcx_recipe_multiq(o->emb, v, qi, q, ql, top_k, idx, NULL);
         if (k < 0) { rc = k; goto done; }
-        for (int i = 0; i < k && out->n_retrieved < 64; i++) out->retrieved[out->n_retrieved++] = idx[i];
+        for (int i = 0; i < k && out->n_retrieved < (int)LCX_ARRAY_LEN(out->retrieved); i++) out->retrieved[out->n_retrieved++] = idx[i];
         if (!resp && k > 0 && idx[0] >= 0 && (size_t)idx[0] < rec->n_msgs) {
             lcx_ordinal_req r;   /* the prefix is kept even when the rest does not parse */
             int prc = lcx_ordinal_parse(q, ql, &r);

@@ -418,7 +418,7 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
     if (rq->prefill && !lcx_utf8_valid(rq->prefill, rq->prefill_len))
         return fail(res, LCX_EINVAL, "bad_request", "prefill_text is not valid UTF-8%s", NULL);
     int top_k = rq->top_k ? rq->top_k : 8;
-    if (top_k < 1 || top_k > 64) return fail(res, LCX_EINVAL, "bad_request", "top_k must be 1..64%s", NULL);
+    if (top_k < 1 || top_k > LCX_TOP_K_MAX) return fail(res, LCX_EINVAL, "bad_request", "top_k must be " LCX_TOP_K_RANGE "%s", NULL);
     const char *session = rq->session_id && *rq->session_id ? rq->session_id : NULL;
     const char *explicit_scope = rq->explicit_scope && *rq->explicit_scope ? rq->explicit_scope : NULL;
     bool ws = explicit_scope && !strcmp(explicit_scope, "ws:");
@@ -566,7 +566,7 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     res->used_rerank = true;
     if (!(res->splice = strdup(""))) return LCX_ENOMEM;
     if (!top_k) top_k = 8;
-    if (top_k < 1 || top_k > 64) return fail(res, LCX_EINVAL, "bad_request", "top_k must be 1..64%s", NULL);
+    if (top_k < 1 || top_k > LCX_TOP_K_MAX) return fail(res, LCX_EINVAL, "bad_request", "top_k must be " LCX_TOP_K_RANGE "%s", NULL);
     if (!file_path || file_path[0] != '/') return fail(res, LCX_EINVAL, "bad_request", "file path must be absolute%s", NULL);
     if (lcx_scope_is_secret(file_path)) return fail(res, LCX_EINVAL, "forbidden", "%s is a secret file", file_path);
     lcx_scope_detection det;

@@ -65,7 +65,7 @@ int lcx_compact_messages(void *msgs_v, const lcx_embedder *emb, const lcx_compac
     lcx_compact_opts o = opts ? *opts : lcx_compact_defaults();
     if (o.chars_per_token <= 0) o.chars_per_token = 4.0;
     if (o.top_k < 1) o.top_k = 1;
-    if (o.top_k > 64) o.top_k = 64;
+    if (o.top_k > LCX_TOP_K_MAX) o.top_k = LCX_TOP_K_MAX;
     lcx_compact_report r = {0};
     if (!cJSON_IsArray(msgs)) return LCX_EINVAL;
     size_t n = (size_t)cJSON_GetArraySize(msgs);

@@ -2,6 +2,7 @@
  * GET /healthz until it answers, with a raw socket so engines need no HTTP library. */
 #define _GNU_SOURCE
 #include "longctx/lcx_sidecar.h"
+#include "util/util.h"
 
 #include <arpa/inet.h>
 #include <stdbool.h>
@@ -47,11 +48,11 @@ static int probe_port(const char *host, int port, int *out)
     struct sockaddr_in a;
     if (resolve(host, port, &a)) return LCX_EINVAL;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return LCX_EIO;
+    if (fd < 0) return lcx__eio(errno);
     int rc = 0;
     socklen_t l = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0) rc = errno == EADDRINUSE ? LCX_EEXIST : LCX_EIO;
-    else if (getsockname(fd, (struct sockaddr *)&a, &l) < 0) rc = LCX_EIO;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0) rc = errno == EADDRINUSE ? LCX_EEXIST : lcx__eio(errno);
+    else if (getsockname(fd, (struct sockaddr *)&a, &l) < 0) rc = lcx__eio(errno);
     else *out = ntohs(a.sin_port);
     close(fd);
     return rc;
@@ -133,8 +134,9 @@ int lcx_sidecar_spawn(const lcx_sidecar_opts *o, lcx_sidecar **out, char *err, s
     /* exec failure is reported through a CLOEXEC pipe: readable bytes = errno of execvp */
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) < 0) {
-        snprintf(err, err_len, "pipe: %s", strerror(errno));
-        return LCX_EIO;
+        int pe = errno;
+        snprintf(err, err_len, "pipe: %s", strerror(pe));
+        return lcx__eio(pe);
     }
     lcx_sidecar *sc = calloc(1, sizeof *sc);
     if (!sc) {
@@ -144,10 +146,11 @@ int lcx_sidecar_spawn(const lcx_sidecar_opts *o, lcx_sidecar **out, char *err, s
     sc->exit_rc = -1;
     pid_t pid = fork();
     if (pid < 0) {
-        snprintf(err, err_len, "fork: %s", strerror(errno));
+        int fe = errno;
+        snprintf(err, err_len, "fork: %s", strerror(fe));
         close(pfd[0]), close(pfd[1]);
         free(sc);
-        return LCX_EIO;
+        return lcx__eio(fe);
     }
     if (pid == 0) {
         close(pfd[0]);

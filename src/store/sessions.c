@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ID_MAX 256
+#define ID_MAX LCX_SESSION_ID_MAX
 #define NBUCKETS 1024
 
 typedef struct sess {

@@ -39,7 +39,7 @@ static const char TOOLS_JSON[] =
     "files such as .git, package.json, Cargo.toml, Makefile).\"},"
     "\"project\":{\"type\":\"string\",\"description\":\"Absolute path of the project root (overrides cwd).\"},"
     "\"max_tokens\":{\"type\":\"integer\",\"minimum\":100,\"maximum\":16000,\"default\":2000},"
-    "\"max_results\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":64,\"default\":8}},"
+    "\"max_results\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":" LCX__XSTR(LCX_TOP_K_MAX) ",\"default\":8}},"
     "\"required\":[\"query\"]}},"
     "{\"name\":\"list_projects\","
     "\"description\":\"List the projects longctx has indexed and loaded, with file and chunk counts.\","
@@ -55,7 +55,7 @@ static const char TOOLS_JSON[] =
     "\"inputSchema\":{\"type\":\"object\",\"properties\":{"
     "\"file\":{\"type\":\"string\",\"description\":\"Absolute path of a file inside a project.\"},"
     "\"max_tokens\":{\"type\":\"integer\",\"minimum\":100,\"maximum\":16000,\"default\":2000},"
-    "\"max_results\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":64,\"default\":8}},"
+    "\"max_results\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":" LCX__XSTR(LCX_TOP_K_MAX) ",\"default\":8}},"
     "\"required\":[\"file\"]}},"
     "{\"name\":\"add_project\","
     "\"description\":\"Index a project directory (whole package) so later searches are instant; re-running it "
@@ -129,7 +129,7 @@ static int run_tool(lcx_mcp *m, const char *name, const cJSON *args, lcx_buf *b,
         const char *query = get_str(args, "query");
         const char *project = get_str(args, "project"), *cwd = get_str(args, "cwd");
         int max_tokens = get_int(args, "max_tokens", MCP_DEFAULT_TOKENS, 100, MCP_MAX_TOKENS, &bad);
-        int k = get_int(args, "max_results", 8, 1, 64, &bad);
+        int k = get_int(args, "max_results", 8, 1, LCX_TOP_K_MAX, &bad);
         if (!query || bad) {
             *is_error = true;
             return lcx_buf_printf(b, "invalid arguments: %s", bad ? bad : "query is required"), 0;
@@ -164,7 +164,7 @@ static int run_tool(lcx_mcp *m, const char *name, const cJSON *args, lcx_buf *b,
     if (!strcmp(name, "find_related")) {
         const char *file = get_str(args, "file");
         int max_tokens = get_int(args, "max_tokens", MCP_DEFAULT_TOKENS, 100, MCP_MAX_TOKENS, &bad);
-        int k = get_int(args, "max_results", 8, 1, 64, &bad);
+        int k = get_int(args, "max_results", 8, 1, LCX_TOP_K_MAX, &bad);
         if (!file || bad) {
             *is_error = true;
             return lcx_buf_printf(b, "invalid arguments: %s", bad ? bad : "file is required"), 0;
@@ -370,7 +370,7 @@ int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
             fflush(out);
             free(resp);
         }
-        line.len = 0;
+        lcx_buf_truncate(&line, 0);
         overflow = false;
     }
     lcx_buf_free(&line);

@@ -479,7 +479,7 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
 {
     size_t session_len = 0;
     const char *session = session_of(req, body, &session_len);
-    if (session && !lcx_svc_session_id_ok(session, session_len)) {
+    if (session && !lcx__session_id_ok(session, session_len)) {
         lcx_resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
         return NULL;
     }
@@ -562,15 +562,15 @@ static bool proxy_enabled(lcx_svc *svc, lcx_resp *resp)
     return false;
 }
 
-/* Reads and removes longctx_top_k (1..64, default 8). Returns -1 after setting a 400. */
+/* Reads and removes longctx_top_k (1..LCX_TOP_K_MAX, default 8). Returns -1 after setting a 400. */
 static int take_top_k(cJSON *body, lcx_resp *resp)
 {
     cJSON *k = cJSON_DetachItemFromObjectCaseSensitive(body, "longctx_top_k");
     if (!k) return 8;
     double v = cJSON_IsNumber(k) ? k->valuedouble : -1;
     cJSON_Delete(k);
-    if (v < 1 || v > 64 || v != (int)v) {
-        lcx_resp_error(resp, 400, "bad_top_k", "longctx_top_k must be an integer in 1..64");
+    if (v < 1 || v > LCX_TOP_K_MAX || v != (int)v) {
+        lcx_resp_error(resp, 400, "bad_top_k", "longctx_top_k must be an integer in " LCX_TOP_K_RANGE);
         return -1;
     }
     return (int)v;

@@ -1,58 +1,20 @@
 /* longctx-svc: the Tier-3 rescue system message (SPEC §2) and small shared helpers. */
 #include "svc/svc.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
-size_t lcx_utf8_chars(const char *s, size_t n)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return c;
-}
-
-/* The cap counts Unicode characters (what a Python reference's len(str) counts), not
- * bytes, so non-ASCII spans are not cut short. Blocks are all-or-nothing: a partial span
- * could cut a number or identifier in half, which is worse than leaving the span out. */
+/* The rule itself is util/rescue_rules.c's (shared with libtriatt). */
 int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_chars)
 {
-    if (n <= 0) return 0;
-    size_t start_len = out->len;
-    size_t total = lcx_utf8_chars(LCX_RESCUE_HEADER, strlen(LCX_RESCUE_HEADER));
-    if (total > max_chars) return 0;
-    int rc = lcx_buf_puts(out, LCX_RESCUE_HEADER);
-    if (rc < 0) return rc;
-    int written = 0;
+    lcx__rescue_text t;
+    lcx__rescue_text_begin(&t, out, max_chars);
     for (int i = 0; i < n; i++) {
-        char head[160];
-        int hl = snprintf(head, sizeof head, "\n--- evicted span (tokens %" PRId64 "..%" PRId64 ", layer %" PRId32 ") ---\n",
-                          chunks[i].tok_start, chunks[i].tok_end, chunks[i].layer);
-        size_t blk = (size_t)hl + lcx_utf8_chars(chunks[i].text, chunks[i].text_len) + 1;
-        if (total + blk > max_chars) break;
-        if ((rc = lcx_buf_append(out, head, (size_t)hl)) < 0 ||
-            (rc = lcx_buf_append(out, chunks[i].text, chunks[i].text_len)) < 0 ||
-            (rc = lcx_buf_append(out, "\n", 1)) < 0) {
-            out->len = start_len;
-            if (out->data) out->data[start_len] = 0;
-            return rc;
-        }
-        total += blk;
-        written++;
+        int rc = lcx__rescue_text_add(&t, chunks[i].text, chunks[i].text_len, chunks[i].tok_start, chunks[i].tok_end,
+                                      chunks[i].layer);
+        if (rc < 0) return rc;
+        if (rc == 0) break;
     }
-    if (!written) {
-        out->len = start_len;
-        if (out->data) out->data[start_len] = 0;
-    }
-    return written;
-}
-
-bool lcx_svc_session_id_ok(const char *id, size_t n)
-{
-    if (!id || n < 1 || n > LCX_SESSION_ID_MAX || !lcx_utf8_valid(id, n)) return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)id[i] < 0x20 || id[i] == 0x7f) return false;
-    return true;
+    return t.n;
 }
 
 int lcx_svc_err_status(int rc, const char **code)

@@ -5,7 +5,7 @@
  *        "skipped":{"binary","large","unreadable","secret","other"}, "build_ms"}
  *   POST /retrieve?scope=PATH&query=TEXT&top_k=K
  *     → text/plain: the SPEC §2 splice ("## Retrieved code context…"), "" when nothing
- *   POST /retrieve  JSON {"session_id"?, "prefill_text"?, "query", "top_k": 8 (1..64),
+ *   POST /retrieve  JSON {"session_id"?, "prefill_text"?, "query", "top_k": 8 (1..LCX_TOP_K_MAX),
  *                         "explicit_scope"?, "default_scope"?}
  *     → {"chunks":[{"text","file_path","start_line","end_line","file_type","score"}],
  *        "scope_path","scope_hash","scope_status","scope_sentinel","session_id",
@@ -219,8 +219,8 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         if (!qs_scope || !*qs_scope) { lcx_resp_error(resp, 400, "bad_request", "missing scope"); return 0; }
         const char *tk = lcx_req_query(req, "top_k");
         long k = 8;
-        if (tk && (!parse_int(tk, &k) || k < 1 || k > 64)) {
-            lcx_resp_error(resp, 400, "bad_request", "top_k must be an integer in 1..64");
+        if (tk && (!parse_int(tk, &k) || k < 1 || k > LCX_TOP_K_MAX)) {
+            lcx_resp_error(resp, 400, "bad_request", "top_k must be an integer in " LCX_TOP_K_RANGE);
             return 0;
         }
         rq.top_k = (int)k;
@@ -250,11 +250,11 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         const cJSON *tk = cJSON_GetObjectItemCaseSensitive(body, "top_k");
         if (tk && !cJSON_IsNull(tk)) {
             if (!cJSON_IsNumber(tk) || !isfinite(tk->valuedouble) || tk->valuedouble != floor(tk->valuedouble)) {
-                lcx_resp_error(resp, 422, "invalid_type", "top_k must be an integer in 1..64");
+                lcx_resp_error(resp, 422, "invalid_type", "top_k must be an integer in " LCX_TOP_K_RANGE);
                 goto out;
             }
-            if (tk->valuedouble < 1 || tk->valuedouble > 64) {
-                lcx_resp_error(resp, 422, "out_of_range", "top_k must be an integer in 1..64");
+            if (tk->valuedouble < 1 || tk->valuedouble > LCX_TOP_K_MAX) {
+                lcx_resp_error(resp, 422, "out_of_range", "top_k must be an integer in " LCX_TOP_K_RANGE);
                 goto out;
             }
             rq.top_k = (int)tk->valuedouble;
@@ -288,7 +288,7 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     bool ephemeral = !session[0];
     /* session_len is what the client sent (a header may hold more than its C string). */
-    if (!ephemeral && !lcx_svc_session_id_ok(session, LCX_MIN(session_len, sizeof session))) {
+    if (!ephemeral && !lcx__session_id_ok(session, LCX_MIN(session_len, sizeof session))) {
         lcx_resp_error(resp, 400, "bad_request", "invalid session id");
         goto out;
     }

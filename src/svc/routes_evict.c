@@ -27,37 +27,33 @@
 
 /* ---------------------------------------------------------------- small JSON helpers */
 
-/* Optional integer field in [lo, hi]. 1 = present (value in *v), 0 = absent/null, <0 = error set. */
-static int opt_int(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, double *v)
+/* Optional number field in [lo, hi] (integer: a whole number). 1 = present (value in *v),
+ * 0 = absent/null, <0 = error set. */
+static int opt_range(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, bool integer, double *v)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!x || cJSON_IsNull(x)) return 0;
-    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || !isfinite(x->valuedouble)) {
-        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be an integer", name);
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || (integer && x->valuedouble != floor(x->valuedouble))) {
+        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be %s", name, integer ? "an integer" : "a number");
         return LCX_EINVAL;
     }
     if (x->valuedouble < lo || x->valuedouble > hi) {
-        lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
+        if (integer) lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
+        else lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
         return LCX_EINVAL;
     }
     *v = x->valuedouble;
     return 1;
 }
 
+static int opt_int(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, double *v)
+{
+    return opt_range(resp, o, name, lo, hi, true, v);
+}
+
 static int opt_num(lcx_resp *resp, const cJSON *o, const char *name, double lo, double hi, double *v)
 {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!x || cJSON_IsNull(x)) return 0;
-    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) {
-        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be a number", name);
-        return LCX_EINVAL;
-    }
-    if (x->valuedouble < lo || x->valuedouble > hi) {
-        lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
-        return LCX_EINVAL;
-    }
-    *v = x->valuedouble;
-    return 1;
+    return opt_range(resp, o, name, lo, hi, false, v);
 }
 
 static int opt_bool(lcx_resp *resp, const cJSON *o, const char *name, bool *v)
@@ -79,7 +75,7 @@ static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const
     const char *q = lcx_req_query_n(req, "session_id", &ql);
     const cJSON *x = body ? cJSON_GetObjectItemCaseSensitive(body, "session_id") : NULL;
     const char *id = NULL;
-    if (q && !lcx_svc_session_id_ok(q, ql)) {
+    if (q && !lcx__session_id_ok(q, ql)) {
         lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
@@ -102,7 +98,7 @@ static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const
         lcx_resp_error(resp, 400, "missing_session_id", "session_id is required (JSON body or ?session_id=)");
         return LCX_EINVAL;
     }
-    if (!lcx_svc_session_id_ok(id, idl)) {
+    if (!lcx__session_id_ok(id, idl)) {
         lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
@@ -183,25 +179,6 @@ typedef struct {
 
 static inline bool fj_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* SWAR filter over 8 bytes (hot: every text byte of a write passes here): non-zero when
- * some byte may be '"', '\\', a control character (< 0x20) or non-ASCII (>= 0x80). The
- * "has zero byte" trick never misses a match (it may flag a clean byte above a real
- * match, which only sends that word to the byte loop). */
-#define SW_ONES 0x0101010101010101ull
-#define SW_HIGH 0x8080808080808080ull
-static inline uint64_t sw_load(const char *p)
-{
-    uint64_t x;
-    memcpy(&x, p, 8);
-    return x;
-}
-static inline uint64_t sw_special(uint64_t x, bool high)
-{
-    uint64_t q = x ^ (SW_ONES * '"'), b = x ^ (SW_ONES * '\\');
-    uint64_t m = ((q - SW_ONES) & ~q) | ((b - SW_ONES) & ~b) | ((x - SW_ONES * 0x20) & ~x);
-    return (m | (high ? x : 0)) & SW_HIGH;
-}
-
 static inline void fj_ws(fj *j)
 {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t')) j->p++;
@@ -242,7 +219,7 @@ static int fj_str(fj *j, bool keep, const char **s, size_t *n)
 {
     const char *p = j->p + 1, *e = j->end, *start = p;
     for (;;) {   /* run of plain bytes */
-        while (e - p >= 8 && !sw_special(sw_load(p), true)) p += 8;
+        while (e - p >= 8 && !lcx__swar_json_special(lcx__swar_load(p), true)) p += 8;
         if (p >= e) return FJ_BAIL;
         unsigned char c = (unsigned char)*p;
         if (c == '"') {
@@ -265,7 +242,7 @@ static int fj_str(fj *j, bool keep, const char **s, size_t *n)
     o += p - start;
     for (;;) {
         const char *r = p;
-        while (e - p >= 8 && !sw_special(sw_load(p), true)) p += 8;
+        while (e - p >= 8 && !lcx__swar_json_special(lcx__swar_load(p), true)) p += 8;
         if (p > r) {
             memcpy(o, r, (size_t)(p - r));
             o += p - r;
@@ -643,7 +620,7 @@ int lcx_svc_write_parse_fast(const char *body, size_t n, const char *query_id, u
     if (j.p != j.end || !s_chunks) return FJ_BAIL;
     /* session id rules of get_session_id() */
     const char *id = w->has_id ? w->id : query_id;
-    if (!id || (w->has_id && query_id && strcmp(query_id, w->id)) || !lcx_svc_session_id_ok(id, strlen(id))) return FJ_BAIL;
+    if (!id || (w->has_id && query_id && strcmp(query_id, w->id)) || !lcx__session_id_ok(id, strlen(id))) return FJ_BAIL;
     return 0;
 }
 
@@ -833,55 +810,10 @@ out:
 
 /* ---------------------------------------------------------------- POST /evict/retrieve */
 
-/* Grows b to hold extra more bytes (best effort: lcx_buf_append still grows or fails). */
-static void buf_reserve(lcx_buf *b, size_t extra)
-{
-    if (b->cap && extra > b->cap - b->len) extra = b->cap - b->len;
-    size_t need = b->len + extra + 1;
-    if (need <= b->alloc) return;
-    char *p = realloc(b->data, need);
-    if (!p) return;
-    if (!b->data) p[0] = 0;
-    b->data = p;
-    b->alloc = need;
-}
-
-/* JSON string literal, hot: a retrieve response escapes ~2× its chunk text (the chunks
- * and the system message, up to ~100 KB). Copies runs of safe bytes with one append
- * instead of growing the buffer byte by byte. Output identical to lcx_buf_json_str. */
-static int json_str(lcx_buf *b, const char *s, size_t n)
-{
-    int rc = lcx_buf_append(b, "\"", 1);
-    size_t run = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        while (n - i >= 8 && !sw_special(sw_load(s + i), false)) i += 8;
-        if (i >= n) break;
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        if (i > run) rc = lcx_buf_append(b, s + run, i - run);
-        char esc[8];
-        switch (c) {
-        case '"': memcpy(esc, "\\\"", 3); break;
-        case '\\': memcpy(esc, "\\\\", 3); break;
-        case '\n': memcpy(esc, "\\n", 3); break;
-        case '\r': memcpy(esc, "\\r", 3); break;
-        case '\t': memcpy(esc, "\\t", 3); break;
-        case '\b': memcpy(esc, "\\b", 3); break;
-        case '\f': memcpy(esc, "\\f", 3); break;
-        default: snprintf(esc, sizeof esc, "\\u%04x", c);
-        }
-        if (rc == 0) rc = lcx_buf_append(b, esc, strlen(esc));
-        run = i + 1;
-    }
-    if (rc == 0 && n > run) rc = lcx_buf_append(b, s + run, n - run);
-    if (rc == 0) rc = lcx_buf_append(b, "\"", 1);
-    return rc;
-}
-
 static void write_chunk_json(lcx_buf *b, const lcx_chunk *c, const lcx_hit *h, int rank)
 {
     lcx_buf_puts(b, "{\"text\":");
-    json_str(b, c->text, c->text_len);
+    lcx_buf_json_str(b, c->text, c->text_len);
     /* ints without printf (same bytes as %lld/%d): ~30% of the response-writing time was printf */
     lcx_buf_puts(b, ",\"token_range\":[");
     lcx_buf_int(b, (long long)c->tok_start);
@@ -927,7 +859,7 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     int rc;
     o.top_k = 8;
     o.score_floor = 0;
-    if ((rc = opt_int(resp, body, "top_k", 1, 64, &v)) < 0) goto out;
+    if ((rc = opt_int(resp, body, "top_k", 1, LCX_TOP_K_MAX, &v)) < 0) goto out;
     if (rc) o.top_k = (int)v;
     if ((rc = opt_num(resp, body, "score_floor", 0, 1, &v)) < 0) goto out;
     if (rc) o.score_floor = (float)v;
@@ -970,7 +902,7 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     if (rc < 0) { st = NULL; core_error(resp, rc, "cannot open the session"); goto out; }
 
-    lcx_hit hits[64];
+    lcx_hit hits[LCX_TOP_K_MAX];
     int n = lcx_store_search(st, q + qoff, qlen, &o, hits, o.top_k);
     if (n < 0) { core_error(resp, n, "search failed"); goto out; }
     cs = calloc((size_t)(n ? n : 1), sizeof *cs);
@@ -985,7 +917,7 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
      * the rescue message is capped at 8000 characters) instead of ~8 doublings + copies. */
     size_t want = 1024 + qlen + 2 * (size_t)LCX_RESCUE_MAX_CHARS * 2;
     for (int k = 0; k < m; k++) want += (size_t)cs[k].text_len + (cs[k].text_len >> 3) + 256;
-    buf_reserve(b, want);
+    lcx_buf_grow(b, want);
     lcx_buf_puts(b, "{\"chunks\":[");
     for (int k = 0; k < m; k++) {
         if (k) lcx_buf_puts(b, ",");
@@ -1000,7 +932,7 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_resp_error(resp, 503, "out_of_memory", "out of memory");
         goto out;
     }
-    json_str(b, sm.data ? sm.data : "", sm.len);
+    lcx_buf_json_str(b, sm.data ? sm.data : "", sm.len);
     lcx_buf_free(&sm);
     lcx_buf_puts(b, ",\"query_used\":");
     lcx_buf_json_str(b, q + qoff, qlen);
@@ -1042,6 +974,10 @@ int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         got++;
     }
     lcx_sessions_release(svc->sessions, st);
+    if (tr.err || ly.err || sc.err) {   /* a piece is missing: never a 200 with it */
+        lcx_resp_error(resp, 503, "out_of_memory", "out of memory while writing the reply");
+        goto done;
+    }
     lcx_buf_puts(b, "{\"session_id\":");
     lcx_buf_json_str(b, id, strlen(id));
     lcx_buf_printf(b, ",\"session_total\":%u,\"token_ranges\":[", n);
@@ -1051,6 +987,7 @@ int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     lcx_buf_puts(b, "],\"scores\":[");
     if (sc.len) lcx_buf_append(b, sc.data, sc.len);
     if (lcx_buf_puts(b, "]}") < 0) lcx_resp_error(resp, 500, "internal", "response too large");
+done:
     lcx_buf_free(&tr);
     lcx_buf_free(&ly);
     lcx_buf_free(&sc);
@@ -1078,7 +1015,7 @@ static int path_session(lcx_req *req, lcx_resp *resp, const char **id)
 {
     *id = lcx_req_param(req, "id");
     /* %00 in the path never gets here (server.c refuses it), so the C string is the segment. */
-    if (!*id || !lcx_svc_session_id_ok(*id, strlen(*id))) {
+    if (!*id || !lcx__session_id_ok(*id, strlen(*id))) {
         lcx_resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }

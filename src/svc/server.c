@@ -100,6 +100,7 @@ struct lcx_resp {
     char *hname[RESP_MAX_HEADERS], *hvalue[RESP_MAX_HEADERS];
     struct MHD_Response *mhd;    /* streaming escape hatch */
     bool set;
+    bool buf_static;             /* body is REPLY_OOM (resp_check) */
 };
 
 /* ------------------------------------------------------------------ request accessors */
@@ -121,14 +122,19 @@ const char *lcx_req_query(const lcx_req *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
-const char *lcx_req_query_n(const lcx_req *r, const char *name, size_t *len)
+/* A query argument or header with its length (it may hold a decoded %00). */
+static const char *lookup_n(const lcx_req *r, enum MHD_ValueKind kind, const char *name, size_t *len)
 {
     const char *v = NULL;
     size_t n = 0;
-    if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v, &n) != MHD_YES || !v)
-        return NULL;
+    if (MHD_lookup_connection_value_n(r->conn, kind, name, strlen(name), &v, &n) != MHD_YES || !v) return NULL;
     if (len) *len = n;
     return v;
+}
+
+const char *lcx_req_query_n(const lcx_req *r, const char *name, size_t *len)
+{
+    return lookup_n(r, MHD_GET_ARGUMENT_KIND, name, len);
 }
 
 const char *lcx_req_header(const lcx_req *r, const char *name)
@@ -138,12 +144,7 @@ const char *lcx_req_header(const lcx_req *r, const char *name)
 
 const char *lcx_req_header_n(const lcx_req *r, const char *name, size_t *len)
 {
-    const char *v = NULL;
-    size_t n = 0;
-    if (MHD_lookup_connection_value_n(r->conn, MHD_HEADER_KIND, name, strlen(name), &v, &n) != MHD_YES || !v)
-        return NULL;
-    if (len) *len = n;
-    return v;
+    return lookup_n(r, MHD_HEADER_KIND, name, len);
 }
 
 /* Offset of the first \u0000 escape inside a JSON string of b[0..n), or -1. cJSON
@@ -241,8 +242,8 @@ int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out
 
 static void resp_reset_body(lcx_resp *r)
 {
-    r->buf.len = 0;
-    if (r->buf.data) r->buf.data[0] = 0;
+    lcx_buf_truncate(&r->buf, 0);
+    r->buf_static = false;
     if (r->mhd) { MHD_destroy_response(r->mhd); r->mhd = NULL; }
 }
 
@@ -318,11 +319,33 @@ static void resp_free(lcx_resp *r)
     if (r->mhd) MHD_destroy_response(r->mhd);
 }
 
+/* Handlers write JSON in many pieces and may ignore each piece's return code (lcx_buf
+ * errors are sticky, util.h): a body with a failed write is never sent (it would be a 200
+ * with broken JSON); the client gets a JSON error instead. The error reply fits the
+ * buffer's existing allocation; when even that fails, a static body goes out. */
+static const char REPLY_OOM[] = "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
+
+static void resp_check(lcx_resp *r)
+{
+    if (r->mhd || !r->buf.err) return;
+    if (r->buf.err == LCX_ENOMEM) lcx_resp_error(r, 503, "out_of_memory", "out of memory while writing the reply");
+    else lcx_resp_error(r, 500, "internal", "reply not written: %s", lcx_strerror(r->buf.err));
+    if (r->buf.err) {
+        lcx_buf_free(&r->buf);
+        r->status = 503;
+        r->buf_static = true;
+    }
+}
+
 static enum MHD_Result resp_send(struct MHD_Connection *c, lcx_resp *r)
 {
     struct MHD_Response *mr = r->mhd;
     r->mhd = NULL;
-    if (!mr) {
+    if (!mr && r->buf_static) {
+        mr = MHD_create_response_from_buffer(sizeof REPLY_OOM - 1, (void *)REPLY_OOM, MHD_RESPMEM_PERSISTENT);
+        if (!mr) return MHD_NO;
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    } else if (!mr) {
         size_t len;
         char *data = lcx_buf_steal(&r->buf, &len);
         if (!data) { data = strdup(""); len = 0; }
@@ -416,11 +439,13 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
                 lcx_resp_error(&resp, 500, "internal", "handler failed: %s", lcx_strerror(rc < 0 ? rc : LCX_ESTATE));
         }
     }
+    resp_check(&resp);
     count(svc, resp.status);
     if (req->early != EARLY_NONE) {   /* see direct_reply */
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) {
-            direct_reply(ci->connect_fd, (unsigned)resp.status, resp.buf.data ? resp.buf.data : "", resp.buf.len);
+            if (resp.buf_static) direct_reply(ci->connect_fd, (unsigned)resp.status, REPLY_OOM, sizeof REPLY_OOM - 1);
+            else direct_reply(ci->connect_fd, (unsigned)resp.status, resp.buf.data ? resp.buf.data : "", resp.buf.len);
             resp_free(&resp);
             return MHD_NO;   /* the library closes the connection */
         }
@@ -807,9 +832,10 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
     svc->cursors = calloc(svc->n_cursor_buckets, sizeof *svc->cursors);
     int rc = svc->cursors ? 0 : LCX_ENOMEM;
     int modules_inited = 0;
+    char why[160];
 
     if (!rc && (rc = lcx_mkdirs(cfg->data_dir)) < 0)
-        snprintf(msg, ml, "cannot create data dir %s: %s", cfg->data_dir, lcx_strerror(rc));
+        snprintf(msg, ml, "cannot create data dir %s: %s", cfg->data_dir, lcx_strerror_detail(rc, why, sizeof why));
     if (!rc && (rc = lcx_embedder_hash_new(cfg->embed_dim, &svc->emb)) < 0)
         snprintf(msg, ml, "cannot create the embedder (dim %d): %s", cfg->embed_dim, lcx_strerror(rc));
     if (!rc) {
@@ -821,7 +847,7 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
         so.store.max_text_len = cfg->max_chunk_bytes;
         so.store.max_chunks = cfg->max_chunks_per_session;
         if ((rc = lcx_sessions_open(&so, svc->emb, &svc->sessions)) < 0)
-            snprintf(msg, ml, "cannot open sessions under %s: %s", cfg->data_dir, lcx_strerror(rc));
+            snprintf(msg, ml, "cannot open sessions under %s: %s", cfg->data_dir, lcx_strerror_detail(rc, why, sizeof why));
         svc->n_sessions_known = count_session_dirs(cfg->data_dir);
     }
     if (!rc) rc = open_listener(cfg->host, cfg->port, &svc->listen_fd, &svc->bound_port, msg, ml);

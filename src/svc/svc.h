@@ -244,7 +244,7 @@ int lcx_svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
  * JSON does not) returns 1 and the handler re-parses with cJSON, which produces the
  * exact 4xx answer. So errors cost two parses; valid writes one. */
 typedef struct {
-    char id[257];            /* session id from the body (has_id) */
+    char id[LCX_SESSION_ID_MAX + 1];   /* session id from the body (has_id) */
     bool has_id;
     lcx_chunk *cs;           /* [m] chunks to append (texts point into the body or arena) */
     int64_t *derive_len;     /* [m] tokens to derive a range for, or -1 */
@@ -259,23 +259,15 @@ int lcx_svc_write_parse_fast(const char *body, size_t n, const char *query_id, u
 void lcx_svc_wbatch_free(lcx_svc_wbatch *w);
 
 /* ---- rescue helpers (rescue.c), pure functions, unit-tested */
-#define LCX_RESCUE_MAX_CHARS 8000
-#define LCX_RESCUE_HEADER \
-    "[Recovered context from earlier in this session (evicted from KV cache, restored via longctx)]:\n"
-/* Appends the SPEC §2 rescue system message for n chunks to out: the header, then one
- * "\n--- evicted span (tokens a..b, layer l) ---\ntext\n" block per chunk while the total
- * stays ≤ max_chars Unicode characters; stops at the first block that would overflow.
- * Writes nothing when no block fits (or n == 0). Returns the number of blocks written
- * or a negative LCX_E* code. */
+/* Appends the SPEC §2 rescue system message for n chunks to out (the rule and
+ * LCX_RESCUE_HEADER / LCX_RESCUE_MAX_CHARS: util.h, "Tier-3 rescue rules"). Writes nothing
+ * when no block fits (or n <= 0). Returns the number of blocks written or a negative
+ * LCX_E* code. */
 int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_chars);
-/* Number of Unicode characters (code points) in valid UTF-8. */
-size_t lcx_utf8_chars(const char *s, size_t n);
 
-/* THE session-id rule of every route (SPEC §2): 1..LCX_SESSION_ID_MAX bytes of UTF-8
- * without control characters. n is the length the client sent (a NUL inside it, from
- * %00 in a query string or a header, is a control character and fails). */
-bool lcx_svc_session_id_ok(const char *id, size_t n);
-#define LCX_SVC_SESSION_ID_RULE "1..256 bytes of UTF-8 without control characters (no NUL)"
+/* THE session-id rule of every route is lcx__session_id_ok (util.h), shared with
+ * libtriatt's rescue client. */
+#define LCX_SVC_SESSION_ID_RULE LCX_SESSION_ID_RANGE " bytes of UTF-8 without control characters (no NUL)"
 /* Maps an LCX_E* code from the core to an HTTP status + error code string. */
 int lcx_svc_err_status(int rc, const char **code);
 

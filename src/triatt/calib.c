@@ -55,11 +55,13 @@ struct triatt_calib {
 static size_t hidx(const triatt_calib *c, int l, int h) { return ((size_t)l * c->H + h) * 3 * c->fc; }
 static size_t bidx(const triatt_calib *c, int l, int g) { return ((size_t)l * c->KV + g) * 3 * c->fc; }
 
-triatt_calib *triatt_calib_init(const triatt_geometry *g, int warmup, double ema_alpha)
+int triatt_calib_init(const triatt_geometry *g, int warmup, double ema_alpha, triatt_calib **out)
 {
-    if (triatt_geometry_check(g) < 0 || warmup < 1 || !(ema_alpha >= 0 && ema_alpha <= 1)) return NULL;
+    if (!out) return LCX_EINVAL;
+    *out = NULL;
+    if (triatt_geometry_check(g) < 0 || warmup < 1 || !(ema_alpha >= 0 && ema_alpha <= 1)) return LCX_EINVAL;
     triatt_calib *c = calloc(1, sizeof *c);
-    if (!c) return NULL;
+    if (!c) return LCX_ENOMEM;
     c->L = g->n_layers; c->H = g->n_heads; c->KV = g->n_kv_heads; c->G = c->H / c->KV;
     c->hd = g->head_dim; c->n_rot = g->n_rot ? g->n_rot : g->head_dim; c->fc = c->n_rot / 2;
     c->pairing = g->pairing; c->theta = g->rope_theta;
@@ -74,10 +76,11 @@ triatt_calib *triatt_calib_init(const triatt_geometry *g, int warmup, double ema
     c->head_set = calloc((size_t)c->L * c->H, 1);
     if (!c->attn || !c->pend || !c->tot || !c->head || !c->block || !c->pend_n || !c->head_set) {
         triatt_calib_free(c);
-        return NULL;
+        return LCX_ENOMEM;
     }
     for (int l = 0; l < c->L; l++) c->attn[l] = g->attn_layers ? (g->attn_layers[l] != 0) : 1;
-    return c;
+    *out = c;
+    return LCX_OK;
 }
 
 void triatt_calib_free(triatt_calib *c)

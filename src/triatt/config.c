@@ -132,7 +132,7 @@ static const char *real_getenv(void *ud, const char *name)
     return getenv(name);
 }
 
-int triatt_config_from_env2(triatt_config *cfg, const char *(*getenv_fn)(void *, const char *), void *ud,
+int triatt_config_from_getenv(triatt_config *cfg, const char *(*getenv_fn)(void *, const char *), void *ud,
                             char *err, size_t err_len)
 {
     if (!cfg) return LCX_EINVAL;
@@ -200,5 +200,5 @@ int triatt_config_from_env2(triatt_config *cfg, const char *(*getenv_fn)(void *,
 
 int triatt_config_from_env(triatt_config *cfg, char *err, size_t err_len)
 {
-    return triatt_config_from_env2(cfg, NULL, NULL, err, err_len);
+    return triatt_config_from_getenv(cfg, NULL, NULL, err, err_len);
 }

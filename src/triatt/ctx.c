@@ -33,7 +33,7 @@ static void logf_(triatt_ctx *t, const char *fmt, ...)
     t->log(t->log_ud, line);
 }
 
-int triatt_init(triatt_ctx **out, const triatt_geometry *g, const triatt_config *cfg)
+int triatt_init(const triatt_geometry *g, const triatt_config *cfg, triatt_ctx **out)
 {
     if (!out) return LCX_EINVAL;
     *out = NULL;
@@ -49,13 +49,13 @@ int triatt_init(triatt_ctx **out, const triatt_geometry *g, const triatt_config 
         memcpy(t->attn, g->attn_layers, g->n_layers);
         t->g.attn_layers = t->attn;
     }
-    t->cal = triatt_calib_init(&t->g, cfg->warmup, cfg->adaptive ? cfg->ema_alpha : 0);
     triatt_scorer_opts so = {.aggregation = cfg->aggregation, .terms = TRIATT_TERMS_MLR,
                              .n_threads = cfg->n_threads, .eps = 1e-8};
-    t->sc = triatt_scorer_init(&t->g, &so);
-    if (!t->cal || !t->sc) { triatt_free(t); return LCX_ENOMEM; }
+    int rc = triatt_calib_init(&t->g, cfg->warmup, cfg->adaptive ? cfg->ema_alpha : 0, &t->cal);
+    if (rc == 0) rc = triatt_scorer_init(&t->g, &so, &t->sc);
+    if (rc < 0) { triatt_free(t); return rc; }
     if (cfg->calib_file[0]) {
-        int rc = triatt_calib_load(t->cal, cfg->calib_file);
+        rc = triatt_calib_load(t->cal, cfg->calib_file);
         if (rc < 0) { triatt_free(t); return rc; }
     }
     *out = t;

@@ -4,16 +4,17 @@
  *   score = Σ_d K[d]·w[d] + Σ_f m[f]·sqrt(kr_f² + ki_f² + eps)
  * which is the collapsed TriAttention score with the centre and trig sums folded into w.
  *
- * Speed notes (hot: 28 layers × 4 KV heads × 32K cells = 3.7M rows per round; measured on
- * the 2-core EPYC (Zen 3) dev box, docs/benchmarks/triatt.md):
+ * Speed notes (hot: 28 layers × 4 KV heads × 32K cells = 3.7M rows per round; the figures
+ * behind each choice are in docs/benchmarks/triatt.md):
  *  - the round is memory-bound: F16 keys are 0.94 GB per 32K round and one sequential
  *    stream reads ~8-11 GB/s on one core, while 4 interleaved streams read ~12-14 GB/s. So
  *    the scorer reads TRIATT_MAX_STREAMS streams at once (the KV heads of a layer, or
  *    segments of one head's cells when a layer has fewer heads) and the multi-stream kernel
  *    (triatt__kernel_ms_*, per-stream coefficients) takes row c of every stream per step
- *    (cell order), prefetching 4 rows ahead (8 streams were much slower). Keys in 4 KiB pages cost
- *    15-25% more per round than in 2 MiB huge pages (TLB walk and prefetcher restart every
- *    16 rows of a stream): callers should back the cache with MADV_HUGEPAGE;
+ *    (cell order), prefetching 4 rows ahead (more streams than that thrash the prefetchers).
+ *    Keys in 4 KiB pages cost more per round than in 2 MiB huge pages (TLB walk and
+ *    prefetcher restart every 16 rows of a stream): callers should back the cache with
+ *    MADV_HUGEPAGE;
  *  - compute is bounded by vsqrtps (8 per row, ~40 cycles/row), the FMA pipes (40 FMAs per
  *    row, plus the F16/Q8_0 conversions) and the length of each row's dependency chains: rows
  *    are processed four at a time (rows4_half) and 2 of 8 frequency groups use rsqrt+Newton
@@ -82,8 +83,8 @@ static inline __m256 ldk(const void *row, size_t idx, const int fmt)
 }
 
 /* Q8_0: the 8 int8 of [idx, idx+8) as float, unscaled (the caller multiplies by the block
- * scale). A variant that builds halves 0x6400|(b^0x80) with one unpack and vcvtph2ps was
- * slower in the bench (q8 compute-only 90 → 130+ ms; cause not established). */
+ * scale). Sign-extend + convert: building halves 0x6400|(b^0x80) with one unpack and
+ * vcvtph2ps instead is slower (docs/benchmarks/triatt.md). */
 static inline __m256 ldq8raw(const void *row, size_t idx)
 {
     const unsigned char *blk = (const unsigned char *)row + (idx / TRIATT_Q8_BLOCK) * TRIATT_Q8_BLOCK_BYTES;
@@ -92,9 +93,9 @@ static inline __m256 ldq8raw(const void *row, size_t idx)
 
 /* Q8_0: block b's half scale of a row, broadcast to 8 lanes in the vector domain
  * (vpbroadcastw + vcvtph2ps). The groups of one block share it (the compiler CSEs the
- * repeats in the unrolled loop). The earlier form (scalar _cvtsh_ss into a stack array, then
- * a broadcast load per group) put a store-forward on every row's path: compute-only Q8_0
- * rounds were 5-10% slower (in-process A/B). Same float value, so the scores are unchanged. */
+ * repeats in the unrolled loop). Converting in registers keeps a store-forward off every
+ * row's path (a scalar conversion into a stack array, then a broadcast load per group,
+ * would put one there). */
 static inline __m256 q8scale(const void *row, int b)
 {
     short h;
@@ -120,9 +121,8 @@ static inline size_t unit_bytes(const int fmt) { return fmt == FMT_Q8 ? 1 : fmt 
  * rsqrt + one Newton step on the FMA pipes instead of vsqrtps, per key format. vsqrtps ymm is
  * not pipelined (~5 cycles each on Zen 3, 8 per 128-dim row) while the FMA pipes have some
  * slack for F16/F32 keys: 2 of 8 groups balance the two. Q8_0 rows spend 2 more multiplies per
- * group on the block scales, so their FMA pipes have no slack: no Newton groups there (each
- * measured +3-15%). In the 4-row kernel (fourth session) all-Newton, 3 of 8, 4 of 8 and 1 of
- * 8 were again no better than 2 of 8 for F16 (in-process A/B, L2-resident). */
+ * group on the block scales, so their FMA pipes have no slack: no Newton groups there. Other
+ * splits (all, 4, 3 or 1 of 8) are no better than 2 of 8 for F16 (docs/benchmarks/triatt.md). */
 #define NEWTON_GROUPS 0x88
 #define NEWTON_GROUPS_Q8 0x00
 
@@ -133,14 +133,12 @@ static inline size_t unit_bytes(const int fmt) { return fmt == FMT_Q8 ? 1 : fmt 
  * both the dot product and the norm. Per row two 8-lane accumulators: D (dot product, kr·wr
  * and ki·wi) and N (m·sqrt(kr²+ki²+eps)); the four rows are reduced together by one hadd tree
  * (3 vhaddps + 1 add for 4 rows instead of 2 hadd + extract + add per 2 rows).
- * Why 4 rows per call (fourth session; before: rows2_half2, 2 rows with 3 accumulators each
- * and a 2-row reduction): the calls are long dependency chains (load → convert → s → sqrt →
+ * Why 4 rows per call: the calls are long dependency chains (load → convert → s → sqrt →
  * N; 8 or 16 chained FMAs per accumulator; reduction; the stores of aliasing outputs), and a
  * 2-row call has too little independent work to cover its own chain, while the out-of-order
  * window (256 entries on Zen 3) cannot hold the next call as well. 4 rows per call give the
  * core 4 independent chains of the same length, and the reduction and output handling are
- * paid once per 4 rows: compute-only (L2-resident) f16 4-stream rounds 63-66 → 55-57 ms, Q8_0
- * 79-82 → 75-76 ms (in-process A/B, docs/benchmarks/triatt.md).
+ * paid once per 4 rows (figures: docs/benchmarks/triatt.md).
  * Every lane is computed by the same instruction sequence whatever the other lanes hold, so a
  * row's score does not depend on the path (4 streams, consecutive rows, padded tail) that
  * computed it: the scorer's 1-stream and 4-stream rounds stay bit-identical.
@@ -199,9 +197,9 @@ static inline float lane(__m128 v, const int j)
 }
 
 /* Software prefetch of one row MS_PREFETCH_ROWS ahead in each stream of the multi-stream
- * kernel: 10-15% faster per 32K round than relying on the hardware prefetcher alone
- * (in-process A/B, distances 2-16 rows all alike; to L2 only (T1/T2) no better). Prefetches
- * past the end of a chunk are harmless (they never fault). */
+ * kernel: the hardware prefetcher alone falls behind on 4 concurrent streams (distances of
+ * 2-16 rows do alike; prefetching to L2 only does not help). Prefetches past the end of a
+ * chunk are harmless (they never fault). */
 #define MS_PREFETCH_ROWS 4
 static inline void prefetch_row(const void *r, int bytes)
 {
@@ -250,8 +248,8 @@ static inline bool fast_terms(const triatt_kparams *p)
 }
 
 /* ns streams (ns <= TRIATT_MAX_STREAMS) of n rows each, row c of every stream per iteration:
- * the hardware prefetcher then runs ns concurrent sequential streams, which on the EPYC dev
- * box reads DRAM ~25-40% faster than one stream (see docs/benchmarks/triatt.md). Stream j
+ * the hardware prefetcher then runs ns concurrent sequential streams, which read DRAM faster
+ * than one stream (docs/benchmarks/triatt.md). Stream j
  * has its own coefficients pp[j]; outputs may alias, so every row is added in stream order.
  * The software prefetch takes row c+4 of each stream by its stride, so it also covers
  * strided rows (an engine's cell-major cache, KV heads interleaved). */
@@ -264,9 +262,9 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
     const int row_bytes = row_bytes_of(FC ? 2 * FC : p->n_rot, fmt);   /* scored part of a row */
     if (fast_terms(p) && ns == 4) {
         /* the default split, specialised so it unrolls: row c of all 4 streams per step (one
-         * rows4_half call), pointers advancing by their strides. Cell order (rather than two
-         * consecutive rows of each stream per step) was 35-50% faster per DRAM round in a
-         * kernel harness (third session, 4 in-process A/Bs, contiguous and cell-major keys) */
+         * rows4_half call), pointers advancing by their strides. Cell order rather than two
+         * consecutive rows of each stream per step: it keeps each stream's reads sequential
+         * for the prefetchers, for contiguous and cell-major keys alike */
         const size_t es = unit_bytes(fmt);
         const size_t st0 = stride[0] * es, st1 = stride[1] * es, st2 = stride[2] * es, st3 = stride[3] * es;
         const char *q0 = keys[0], *q1 = keys[1], *q2 = keys[2], *q3 = keys[3];
@@ -329,11 +327,9 @@ static inline __attribute__((always_inline)) void ms_avx2_t(const triatt_kparams
  * c+3q per rows4_half call, q = n/4, each part prefetched MS_PREFETCH_ROWS ahead); the 0-3
  * rows after them go through one call padded with the last row. Same per-row arithmetic as
  * the multi-stream kernel. Why parts rather than 4 consecutive rows per call: from DRAM the
- * consecutive form was much slower (f16 1-stream rounds 133-144 → 183-211 ms, software
- * prefetch did not help; cause not established, the interleaved line order of 4 adjacent rows
- * seems to defeat the hardware prefetchers), while 4 parts 16 KiB apart in a 256-row chunk
- * made the 1-stream round faster than before (f16 91-118 ms, f32 142-189 vs 281-296; in-process
- * and alternated bench runs, docs/benchmarks/triatt.md). */
+ * consecutive form is much slower (the interleaved line order of 4 adjacent rows seems to
+ * defeat the hardware prefetchers; software prefetch does not help), while 4 parts 16 KiB
+ * apart in a 256-row chunk are 4 sequential streams (docs/benchmarks/triatt.md). */
 static inline __attribute__((always_inline)) void kernel_avx2_t(const triatt_kparams *p, const void *keys,
                                                                 size_t stride, int n, float *out,
                                                                 bool accumulate, const int fmt, const int FC)

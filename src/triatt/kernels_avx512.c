@@ -1,12 +1,9 @@
 /* AVX-512 scoring kernels (compiled with AVX-512 flags; reached only via run-time
  * dispatch in triatt__pick_kernel / the scorer). Same contract as kernels.c.
  *
- * F32 keys only: F16 and Q8_0 keys go to the AVX2 kernels. Measured on the device
- * machine's AVX-512 Xeon (2026-11-30, bench_triatt, 32K cells, LCX_NO_AVX512 A/B): with
- * F16 keys the one-row-at-a-time AVX-512 kernel took 1.3-1.9x the AVX2 4-row kernel's
- * time (1 thread, 4 streams: 93.8 vs 74.0 ms; 2 threads: 60.2 vs 42.8 ms), while with F32
- * keys the two were level (1 thread 144.5 vs 150.1 ms, 2 threads 66.9 vs 67.0 ms);
- * docs/benchmarks/avx512.md. */
+ * F32 keys only: F16 and Q8_0 keys go to the AVX2 kernels, because for them the AVX2 4-row
+ * kernel beats this one-row-at-a-time kernel on an AVX-512 Xeon, while with F32 keys the two
+ * are level (figures: docs/benchmarks/avx512.md). */
 #include "triatt/internal.h"
 #include <immintrin.h>
 

@@ -184,7 +184,7 @@ static int replay_scoring(const cJSON *root, lcx_buf *b)
         for (long i = 0; i < nk; i++) k[i] = (float)tmp[i];
         g.pairing = li ? TRIATT_PAIR_ADJACENT : TRIATT_PAIR_HALF;
         triatt_calib_free(cal);
-        cal = triatt_calib_init(&g, T, 0);
+        triatt_calib_init(&g, T, 0, &cal);
         if (!cal) { rc = LCX_ENOMEM; goto out; }
         for (int l = 0; l < L; l++) triatt_calib_add(cal, l, q + (size_t)l * T * H * D, T, 0);
         if (triatt_calib_end_pass(cal) != 1) { rc = LCX_EINVAL; goto out; }
@@ -208,7 +208,7 @@ static int replay_scoring(const cJSON *root, lcx_buf *b)
         for (int skip = 0; skip < 2 && rc >= 0; skip++) {
             triatt_scorer_opts so = {.aggregation = TRIATT_AGG_BLOCKMEAN, .skip_layers = skip, .n_threads = 1, .eps = 1e-8};
             triatt_scorer_free(s);
-            s = triatt_scorer_init(&g, &so);
+            triatt_scorer_init(&g, &so, &s);
             if (!s) { rc = LCX_ENOMEM; goto out; }
             triatt_dense_keys dk = {.data = k, .n_kv_heads = KV, .n_cells_cap = N, .head_dim = D};
             triatt_keys keys;

@@ -22,13 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #define MAX_BODY (8u << 20)          /* one /evict/write request */
 #define MAX_RESPONSE (4u << 20)      /* one /evict/retrieve response */
 #define MAX_SPAN_BYTES (1u << 20)    /* decoded text of one span */
-#define QUERY_TAIL 512               /* query signal fallback: last bytes of the message */
 
 /* ---------------------------------------------------------------- pure helpers */
 static int cmp_i32(const void *a, const void *b)
@@ -68,27 +66,23 @@ int triatt_rescue_spans(const int32_t *positions, int n, int n_tokens, int widen
     return ns;
 }
 
+/* The text rule is util/rescue_rules.c's, shared with longctx-svc's own rescue message. */
 char *triatt_rescue_format(const triatt_rescue_chunk *chunks, int n, int max_chars, int *n_used)
 {
-    static const char head[] =
-        "[Recovered context from earlier in this session (evicted from KV cache, restored via longctx)]:\n";
     lcx_buf b = {0};
-    int used = 0;
-    if (lcx_buf_puts(&b, head) < 0) return NULL;
+    lcx__rescue_text t;
+    lcx__rescue_text_begin(&t, &b, max_chars > 0 ? (size_t)max_chars : 0);
     for (int i = 0; i < n; i++) {
-        char hdr[128];
-        int hl = snprintf(hdr, sizeof hdr, "\n--- evicted span (tokens %d..%d, layer %d) ---\n", chunks[i].a,
-                          chunks[i].b, chunks[i].layer);
-        size_t tl = chunks[i].text ? strlen(chunks[i].text) : 0;
-        if (b.len + (size_t)hl + tl + 1 > (size_t)max_chars) break;   /* stop at the first overflow */
-        if (lcx_buf_puts(&b, hdr) < 0 || lcx_buf_append(&b, chunks[i].text ? chunks[i].text : "", tl) < 0 ||
-            lcx_buf_puts(&b, "\n") < 0) {
+        const char *s = chunks[i].text ? chunks[i].text : "";
+        int rc = lcx__rescue_text_add(&t, s, strlen(s), chunks[i].a, chunks[i].b, chunks[i].layer);
+        if (rc < 0) {
             lcx_buf_free(&b);
             return NULL;
         }
-        used++;
+        if (rc == 0) break;
     }
-    if (n_used) *n_used = used;
+    if (n_used) *n_used = t.n;
+    if (!b.data && lcx_buf_append(&b, "", 0) < 0) return NULL;   /* an empty text is "", not NULL */
     return lcx_buf_steal(&b, NULL);
 }
 
@@ -99,22 +93,13 @@ static bool all_space(const char *s, size_t n)
     return true;
 }
 
+/* The rule is util/rescue_rules.c's, the same one longctx-svc applies to its own queries. */
 char *triatt_rescue_query_signal(const char *text)
 {
     if (!text) return NULL;
-    size_t n = strlen(text);
-    const char *last = NULL;
-    for (size_t i = 0; i + 9 <= n; i++)
-        if (!strncasecmp(text + i, "question:", 9)) last = text + i + 9;
-    if (last) {
-        while (*last && isspace((unsigned char)*last)) last++;
-        size_t m = strlen(last);
-        while (m && isspace((unsigned char)last[m - 1])) m--;
-        if (m) return strndup(last, m);
-    }
-    size_t start = n > QUERY_TAIL ? n - QUERY_TAIL : 0;
-    while (start < n && ((unsigned char)text[start] & 0xC0) == 0x80) start++;   /* UTF-8 boundary */
-    return strdup(text + start);
+    size_t off, n;
+    lcx__rescue_query(text, strlen(text), &off, &n);
+    return strndup(text + off, n);
 }
 
 int triatt_msgs_insert_rescue(triatt_msg *msgs, int n, int cap, const char *text)
@@ -227,14 +212,8 @@ static void *sender_main(void *arg)
     return NULL;
 }
 
-static bool session_ok(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 128) return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return false;
-    return true;
-}
+/* The service's own rule (util.h), so a client never sends an id the service refuses. */
+static bool session_ok(const char *s) { return s && lcx__session_id_ok(s, strlen(s)); }
 
 void triatt_rescue_config_default(triatt_rescue_config *c)
 {
@@ -244,25 +223,27 @@ void triatt_rescue_config_default(triatt_rescue_config *c)
     c->timeout_ms = 10000;
     c->top_k = 8;
     c->score_floor = 0.20;
-    c->max_chars = 8000;
+    c->max_chars = LCX_RESCUE_MAX_CHARS;
     c->prepopulate_span = 256;
 }
 
-triatt_rescue *triatt_rescue_init(const triatt_rescue_config *cfg)
+int triatt_rescue_init(const triatt_rescue_config *cfg, triatt_rescue **out)
 {
-    if (!cfg || !cfg->endpoint || !cfg->detok || !session_ok(cfg->session_id)) return NULL;
-    if (strncmp(cfg->endpoint, "http://", 7) && strncmp(cfg->endpoint, "https://", 8)) return NULL;
-    if (strlen(cfg->endpoint) > 400) return NULL;
+    if (!out) return LCX_EINVAL;
+    *out = NULL;
+    if (!cfg || !cfg->endpoint || !cfg->detok || !session_ok(cfg->session_id)) return LCX_EINVAL;
+    if (strncmp(cfg->endpoint, "http://", 7) && strncmp(cfg->endpoint, "https://", 8)) return LCX_EINVAL;
+    if (strlen(cfg->endpoint) > 400) return LCX_EINVAL;
     triatt_rescue *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
+    if (!r) return LCX_ENOMEM;
     r->c = *cfg;
     if (r->c.widen < 0) r->c.widen = 32;
     if (r->c.queue_cap <= 0) r->c.queue_cap = 16;
     if (r->c.timeout_ms <= 0) r->c.timeout_ms = 10000;
     if (r->c.top_k <= 0) r->c.top_k = 8;
-    if (r->c.top_k > 64) r->c.top_k = 64;
+    if (r->c.top_k > LCX_TOP_K_MAX) r->c.top_k = LCX_TOP_K_MAX;
     if (!(r->c.score_floor >= 0 && r->c.score_floor <= 1)) r->c.score_floor = 0.20;
-    if (r->c.max_chars <= 0) r->c.max_chars = 8000;
+    if (r->c.max_chars <= 0) r->c.max_chars = LCX_RESCUE_MAX_CHARS;
     if (r->c.prepopulate_span <= 0) r->c.prepopulate_span = 256;
     r->endpoint = strdup(cfg->endpoint);
     r->session = strdup(cfg->session_id);
@@ -281,10 +262,11 @@ triatt_rescue *triatt_rescue_init(const triatt_rescue_config *cfg)
         goto fail;
     }
     r->th_up = true;
-    return r;
-fail:
+    *out = r;
+    return LCX_OK;
+fail:   /* an allocation or the sender thread */
     free(r->endpoint); free(r->session); free(r);
-    return NULL;
+    return LCX_ENOMEM;
 }
 
 void triatt_rescue_free(triatt_rescue *r)
@@ -379,8 +361,7 @@ static int build_body(triatt_rescue *r, const triatt_span *sp, int ns, const int
         if (rc >= 0) rc = lcx_buf_puts(b, "}");
         free(text);
         if (rc == LCX_ELIMIT) {          /* body cap: keep what fits, count the rest */
-            b->len = mark;
-            b->data[mark] = 0;
+            lcx_buf_truncate(b, mark);
             over = ns - i;
             rc = 0;
             break;

@@ -152,18 +152,20 @@ void triatt__scorer_force_kernel(triatt_scorer *s, int which)
     else s->fast_kernel = triatt__fast_kernel_avx2;
 }
 
-triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts)
+int triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_opts *opts, triatt_scorer **out)
 {
-    if (triatt_geometry_check(g) < 0) return NULL;
+    if (!out) return LCX_EINVAL;
+    *out = NULL;
+    if (triatt_geometry_check(g) < 0) return LCX_EINVAL;
     triatt_scorer_opts o = {.aggregation = TRIATT_AGG_BLOCKMEAN, .terms = TRIATT_TERMS_MLR,
                             .skip_layers = 0, .zscore = false, .n_threads = 1, .eps = 1e-8};
     if (opts) o = *opts;
     if (o.n_threads <= 0) o.n_threads = 1;
     if (o.n_threads > MAX_THREADS || o.skip_layers < 0 || !(o.eps >= 0) ||
         (unsigned)o.aggregation > TRIATT_AGG_REFERENCE || (unsigned)o.terms > TRIATT_TERMS_EXTRA_ONLY)
-        return NULL;
+        return LCX_EINVAL;
     triatt_scorer *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    if (!s) return LCX_ENOMEM;
     s->L = g->n_layers; s->H = g->n_heads; s->KV = g->n_kv_heads; s->G = s->H / s->KV;
     s->hd = g->head_dim; s->n_rot = g->n_rot ? g->n_rot : g->head_dim; s->fc = s->n_rot / 2;
     s->pairing = g->pairing;
@@ -200,10 +202,11 @@ triatt_scorer *triatt_scorer_init(const triatt_geometry *g, const triatt_scorer_
                 goto fail;
             }
     }
-    return s;
-fail:
+    *out = s;
+    return LCX_OK;
+fail:   /* an allocation or a pool thread */
     triatt_scorer_free(s);
-    return NULL;
+    return LCX_ENOMEM;
 }
 
 /* Folds a centre and this round's trig sums into the kernel coefficients (the worker's
@@ -282,8 +285,7 @@ static int run_single(triatt_scorer *s, worker *w, int l, int g, const triatt_kp
  * KV heads first: up to TRIATT_MAX_STREAMS heads at once (each a sequential stream of its
  * own keys), and when there are fewer heads than streams each head is also cut into equal
  * segments (nh = 2: 2 heads × 2 segments; nh = 1: 4 segments). Streaming heads rather than
- * segments of one head was 10-17% faster per 32K round (in-process A/B,
- * docs/benchmarks/triatt.md), has no ragged tail, and reads an engine's cell-major cache
+ * segments of one head is faster per round (docs/benchmarks/triatt.md), has no ragged tail, and reads an engine's cell-major cache
  * (KV heads interleaved in each cell's row) as one forward sweep. The segment length is
  * chosen ≡ 5 (mod 16) rows so the streams' concurrent rows sit at different offsets within
  * a 4 KiB page (different L1/L2 sets) for the usual power-of-two row sizes; the few cells
@@ -296,9 +298,8 @@ static int run_group(triatt_scorer *s, worker *w, int l, int g0, int nh, triatt_
 {
     const bool q8 = s->keys->get_q8 != NULL, f16 = !q8 && s->keys->get16 != NULL;
     for (int h = 0; h < nh; h++) { kp[h].q8 = q8; kp[h].f16 = f16; }
-    /* Q8_0 rows too since the fourth session: with the 4-row kernel 4 streams beat 1 for
-     * them in every in-process bench A/B (e.g. 75 vs 92, 91 vs 97 ms per round); with the
-     * older 2-row kernel they had been 5-10% slower */
+    /* Q8_0 rows too: with the 4-row kernel 4 streams beat 1 for them as well
+     * (docs/benchmarks/triatt.md) */
     const int n = s->n_cells, ns = n >= MS_MIN_CELLS ? s->n_streams : 1;
     if (ns == 1) {
         for (int h = 0; h < nh; h++) {

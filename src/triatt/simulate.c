@@ -155,7 +155,7 @@ static double run_once(const simworld *wd, uint64_t seed, double budget_frac, in
     cfg.seed = seed * 31 + 7;
     cfg.mode = policy == 2 ? TRIATT_MODE_RANDOM : policy == 3 ? TRIATT_MODE_RECENCY : TRIATT_MODE_TRIG;
     cfg.direction = policy == 1 ? TRIATT_EVICT_HIGH : TRIATT_KEEP_HIGH;
-    if (triatt_init(&t, &g, &cfg) < 0) goto out;
+    if (triatt_init(&g, &cfg, &t) < 0) goto out;
     triatt_keys keys = {.get = sim_get, .ud = &sk};
     int n_live = 0;
     for (int p0 = 0; p0 < n; p0 += PASS) {

@@ -1,4 +1,8 @@
-#include "longctx/lcx_err.h"
+/* Error texts (lcx_err.h) and the thread-local errno behind LCX_EIO. */
+#define _GNU_SOURCE
+#include "util/util.h"
+#include <stdio.h>
+#include <string.h>
 
 const char *lcx_strerror(int err)
 {
@@ -19,4 +23,27 @@ const char *lcx_strerror(int err)
     case LCX_ETRUNC:    return "truncated input";
     default:            return err >= 0 ? "ok" : "unknown error";
     }
+}
+
+static _Thread_local int last_errno;
+
+int lcx__eio(int errnum)
+{
+    last_errno = errnum > 0 ? errnum : 0;
+    return LCX_EIO;
+}
+
+int lcx_last_errno(void) { return last_errno; }
+
+const char *lcx_strerror_detail(int err, char *buf, size_t len)
+{
+    if (!buf || !len) return "";
+    if (err == LCX_EIO && last_errno) {
+        char sys[128];
+        const char *t = strerror_r(last_errno, sys, sizeof sys);   /* GNU: returns the text */
+        snprintf(buf, len, "%s: %s", lcx_strerror(err), t);
+    } else {
+        snprintf(buf, len, "%s", lcx_strerror(err));
+    }
+    return buf;
 }

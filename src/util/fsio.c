@@ -13,22 +13,24 @@ int lcx_read_file(const char *path, size_t max, char **out, size_t *out_len)
     *out = NULL;
     if (out_len) *out_len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? LCX_ENOTFOUND : LCX_EIO;
+    if (fd < 0) return errno == ENOENT ? LCX_ENOTFOUND : lcx__eio(errno);
     struct stat st;
-    if (fstat(fd, &st) < 0) { close(fd); return LCX_EIO; }
+    if (fstat(fd, &st) < 0) { int e = errno; close(fd); return lcx__eio(e); }
     if (max && (size_t)st.st_size > max) { close(fd); return LCX_ELIMIT; }
     size_t n = (size_t)st.st_size;
     char *p = malloc(n + 1);
     if (!p) { close(fd); return LCX_ENOMEM; }
     size_t got = 0;
+    int e = 0;
     while (got < n) {
         ssize_t r = read(fd, p + got, n - got);
         if (r < 0 && errno == EINTR) continue;
+        if (r < 0) e = errno;
         if (r <= 0) break;
         got += (size_t)r;
     }
     close(fd);
-    if (got != n) { free(p); return LCX_EIO; }
+    if (got != n) { free(p); return lcx__eio(e); }   /* e = 0: the file shrank meanwhile */
     p[n] = 0;
     *out = p;
     if (out_len) *out_len = n;
@@ -49,8 +51,8 @@ char *lcx_path_join(const char *dir, const char *name)
 int lcx_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return LCX_EIO;
-    int rc = fsync(fd) < 0 ? LCX_EIO : LCX_OK;
+    if (fd < 0) return lcx__eio(errno);
+    int rc = fsync(fd) < 0 ? lcx__eio(errno) : LCX_OK;
     close(fd);
     return rc;
 }
@@ -59,22 +61,23 @@ int lcx_boot_id(uint8_t id[16])
 {
     char t[64];
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return LCX_EIO;
+    if (fd < 0) return lcx__eio(errno);
     ssize_t n = read(fd, t, sizeof t - 1);
+    int e = n < 0 ? errno : 0;
     close(fd);
-    if (n < 32) return LCX_EIO;
+    if (n < 32) return lcx__eio(e);
     int k = 0;   /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx\n": 32 hex digits, dashes skipped */
     for (ssize_t i = 0; i < n && k < 32; i++) {
         int c = t[i], v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
         if (v < 0) {
             if (c == '-') continue;
-            return LCX_EIO;
+            return lcx__eio(0);
         }
         if (k % 2 == 0) id[k / 2] = (uint8_t)(v << 4);
         else id[k / 2] |= (uint8_t)v;
         k++;
     }
-    return k == 32 ? LCX_OK : LCX_EIO;
+    return k == 32 ? LCX_OK : lcx__eio(0);
 }
 
 int lcx_write_file_atomic(const char *path, const void *data, size_t len)
@@ -84,24 +87,32 @@ int lcx_write_file_atomic(const char *path, const void *data, size_t len)
     if (!tmp || !dcopy) { free(tmp); free(dcopy); return LCX_ENOMEM; }
     memcpy(tmp, path, pl);
     memcpy(tmp + pl, ".tmp", 5);
-    int rc = LCX_EIO;
+    int rc = LCX_EIO, e = 0;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) e = errno;
     if (fd >= 0) {
         const char *p = data;
         size_t left = len;
         while (left) {
             ssize_t w = write(fd, p, left);
             if (w < 0 && errno == EINTR) continue;
+            if (w < 0) e = errno;
             if (w <= 0) break;
             p += w;
             left -= (size_t)w;
         }
-        if (!left && fsync(fd) == 0 && close(fd) == 0) {
+        if (left) rc = lcx__eio(e);
+        else if (fsync(fd) < 0) rc = lcx__eio(errno);
+        else {
+            int c = close(fd);
             fd = -1;
-            if (rename(tmp, path) == 0) rc = lcx_fsync_dir(dirname(dcopy));
+            if (c < 0) rc = lcx__eio(errno);
+            else rc = rename(tmp, path) == 0 ? lcx_fsync_dir(dirname(dcopy)) : lcx__eio(errno);
         }
         if (fd >= 0) close(fd);
         if (rc) unlink(tmp);
+    } else {
+        rc = lcx__eio(e);
     }
     free(tmp);
     free(dcopy);
@@ -117,11 +128,11 @@ int lcx_mkdirs(const char *path)
         if (p[i] != '/' && p[i] != 0) continue;
         char c = p[i];
         p[i] = 0;
-        if (mkdir(p, 0700) < 0 && errno != EEXIST) { free(p); return LCX_EIO; }
+        if (mkdir(p, 0700) < 0 && errno != EEXIST) { int e = errno; free(p); return lcx__eio(e); }
         p[i] = c;
     }
     struct stat st;
-    int rc = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? LCX_OK : LCX_EIO;
+    int rc = stat(path, &st) < 0 ? lcx__eio(errno) : S_ISDIR(st.st_mode) ? LCX_OK : lcx__eio(ENOTDIR);
     free(p);
     return rc;
 }

@@ -29,3 +29,11 @@ bool lcx_utf8_valid(const char *s, size_t n)
     }
     return true;
 }
+
+/* Counts lead bytes: valid UTF-8 has exactly one per code point. */
+size_t lcx_utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}

@@ -1,6 +1,7 @@
 #include "testutil.h"
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -226,4 +227,55 @@ int tu_run(const char *cmd, char **out)
     if (out) *out = a.p ? a.p : strdup("");
     else free(a.p);
     return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int tu_proc_sockets(pid_t pid)
+{
+    char p[64], l[128];
+    snprintf(p, sizeof p, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(p);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char f[320];
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        ssize_t k = readlink(f, l, sizeof l - 1);
+        if (k > 0) { l[k] = 0; n += !strncmp(l, "socket:", 7); }
+    }
+    closedir(d);
+    return n;
+}
+
+int tu_svc_start(tu_svc *s)
+{
+    memset(s, 0, sizeof *s);
+    s->data_dir = tu_tmpdir();
+    s->port = tu_free_port();
+    char port[16], log[4200];
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(log, sizeof log, "%s.log", s->data_dir);
+    char *argv[] = {(char *)tu_bin("longctx-svc"), "serve", "--host", "127.0.0.1", "--port", port,
+                    "--data-dir", s->data_dir, "--threads", "2", "--quiet", NULL};
+    s->pid = tu_spawn(argv, NULL, log);
+    if (s->pid > 0 && tu_wait_http(s->port, "/healthz", 20000)) return 0;
+    char cmd[4300], *out = NULL;
+    snprintf(cmd, sizeof cmd, "cat '%s'", log);
+    tu_run(cmd, &out);
+    fprintf(stderr, "longctx-svc did not start:\n%s\n", out ? out : "");
+    free(out);
+    return -1;
+}
+
+void tu_svc_stop(tu_svc *s)
+{
+    if (s->pid > 0) tu_kill_wait(s->pid, SIGTERM, 20000);
+    s->pid = 0;
+    if (!s->data_dir) return;
+    char log[4200];
+    snprintf(log, sizeof log, "%s.log", s->data_dir);
+    unlink(log);
+    tu_rmrf(s->data_dir);
+    free(s->data_dir);
+    s->data_dir = NULL;
 }

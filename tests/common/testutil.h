@@ -28,6 +28,23 @@ int tu_free_port(void);
 pid_t tu_spawn(char *const argv[], char *const env_extra[], const char *log_path);
 /* Sends sig and waits up to timeout_ms; returns the wait status or -1. */
 int tu_kill_wait(pid_t pid, int sig, int timeout_ms);
+/* A longctx-svc started for a test: the built binary, `serve --host 127.0.0.1` on a free
+ * port, a fresh data dir, --threads 2 --quiet, stderr/stdout into data_dir.log. */
+typedef struct {
+    pid_t pid;
+    int port;
+    char *data_dir;   /* owned */
+} tu_svc;
+/* Starts it and waits for /healthz (20 s); on failure prints the server's log and returns
+ * -1 (the caller's setup then fails). */
+int tu_svc_start(tu_svc *s);
+/* SIGTERM and wait, then removes the log and the data dir. */
+void tu_svc_stop(tu_svc *s);
+
+/* Sockets process pid holds open now (its /proc/pid/fd entries that are sockets, the
+ * listening socket included); -1 when /proc/pid/fd cannot be read. Shared by the hostile
+ * HTTP test and bench (connection leak checks). */
+int tu_proc_sockets(pid_t pid);
 /* Polls http://127.0.0.1:port/path until it answers 200 (true) or timeout_ms passes. */
 int tu_wait_http(int port, const char *path, int timeout_ms);
 

@@ -13,9 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+static tu_svc g_svc;
 static int g_port;
-static pid_t g_pid;
-static char *g_data;
 static char g_root[PATH_MAX];   /* under /tmp: one of the reference's path prefixes */
 
 static void wr(const char *rel, const char *text)
@@ -80,28 +79,16 @@ static int setup(void **st)
         snprintf(txt, sizeof txt, "def cluster_function_%d():\n    return %d\n", i, i);
         wr(rel, txt);
     }
-    g_data = tu_tmpdir();
-    g_port = tu_free_port();
-    char port[16], log[PATH_MAX];
-    snprintf(port, sizeof port, "%d", g_port);
-    snprintf(log, sizeof log, "%s.log", g_data);
-    char *argv[] = {(char *)tu_bin("longctx-svc"), "serve", "--host", "127.0.0.1", "--port", port,
-                    "--data-dir", g_data, "--threads", "2", "--quiet", NULL};
-    g_pid = tu_spawn(argv, NULL, log);
-    if (g_pid <= 0 || !tu_wait_http(g_port, "/healthz", 20000)) return -1;
+    if (tu_svc_start(&g_svc) < 0) return -1;
+    g_port = g_svc.port;
     return 0;
 }
 
 static int teardown(void **st)
 {
     (void)st;
-    if (g_pid > 0) tu_kill_wait(g_pid, SIGTERM, 20000);
-    char log[PATH_MAX];
-    snprintf(log, sizeof log, "%s.log", g_data);
-    unlink(log);
-    tu_rmrf(g_data);
+    tu_svc_stop(&g_svc);
     tu_rmrf(g_root);
-    free(g_data);
     return 0;
 }
 

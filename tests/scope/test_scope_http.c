@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+static tu_svc g_svc;
 static int g_port;
-static pid_t g_pid;
-static char *g_data, *g_proj;
+static char *g_proj;
 
 static void wr(const char *dir, const char *rel, const char *text)
 {
@@ -89,34 +89,15 @@ static int setup(void **st)
     wr(g_proj, "config.yaml", "port: 8080\n");
     wr(g_proj, ".env", "TOKEN=hunter2_secret\n");
     wr(g_proj, "secrets/key.txt", "hunter2_secret\n");
-    g_data = tu_tmpdir();
-    g_port = tu_free_port();
-    char port[16], log[PATH_MAX];
-    snprintf(port, sizeof port, "%d", g_port);
-    snprintf(log, sizeof log, "%s.log", g_data);
-    char *argv[] = {(char *)tu_bin("longctx-svc"), "serve", "--host", "127.0.0.1", "--port", port,
-                    "--data-dir", g_data, "--threads", "2", "--quiet", NULL};
-    g_pid = tu_spawn(argv, NULL, log);
-    if (g_pid <= 0 || !tu_wait_http(g_port, "/healthz", 20000)) {
-        char cmd[PATH_MAX + 16], *out = NULL;
-        snprintf(cmd, sizeof cmd, "cat '%s'", log);
-        tu_run(cmd, &out);
-        fprintf(stderr, "server did not start:\n%s\n", out ? out : "");
-        free(out);
-        return -1;
-    }
+    if (tu_svc_start(&g_svc) < 0) return -1;
+    g_port = g_svc.port;
     return 0;
 }
 
 static int teardown(void **st)
 {
-    if (g_pid > 0) tu_kill_wait(g_pid, SIGTERM, 20000);
-    char log[PATH_MAX];
-    snprintf(log, sizeof log, "%s.log", g_data);
-    unlink(log);
-    tu_rmrf(g_data);
+    tu_svc_stop(&g_svc);
     tu_rmrf(g_proj);
-    free(g_data);
     free(g_proj);
     return 0;
 }

@@ -5,7 +5,6 @@
 #include "svc_harness.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -115,19 +114,8 @@ static long raw(const char *req, char *out, size_t cap) { return exchange(req, s
 /* Sockets the server process holds open now (listening socket included). */
 static int server_sockets(void)
 {
-    char p[64], l[128];
-    snprintf(p, sizeof p, "/proc/%d/fd", (int)S.pid);
-    DIR *d = opendir(p);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char f[320];
-        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
-        ssize_t k = readlink(f, l, sizeof l - 1);
-        if (k > 0) { l[k] = 0; n += !strncmp(l, "socket:", 7); }
-    }
-    closedir(d);
+    int n = tu_proc_sockets(S.pid);
+    assert_true(n >= 0);
     return n;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "svc/svc.h"
+#include "longctx/triatt.h"
 
 static lcx_chunk mk(const char *t, int64_t a, int64_t b, int layer)
 {
@@ -189,26 +190,50 @@ static void test_config(void **st)
 
 static void test_session_ids_and_errors(void **st)
 {
-    assert_true(lcx_svc_session_id_ok("abc", strlen("abc")));
-    assert_true(lcx_svc_session_id_ok("séance-01", strlen("séance-01")));
-    assert_false(lcx_svc_session_id_ok("", strlen("")));
-    assert_false(lcx_svc_session_id_ok("a\nb", strlen("a\nb")));
-    assert_false(lcx_svc_session_id_ok("\xff", strlen("\xff")));
+    assert_true(lcx__session_id_ok("abc", strlen("abc")));
+    assert_true(lcx__session_id_ok("séance-01", strlen("séance-01")));
+    assert_false(lcx__session_id_ok("", strlen("")));
+    assert_false(lcx__session_id_ok("a\nb", strlen("a\nb")));
+    assert_false(lcx__session_id_ok("\xff", strlen("\xff")));
     char l[300];
     memset(l, 'x', 257), l[257] = 0;
-    assert_false(lcx_svc_session_id_ok(l, strlen(l)));
+    assert_false(lcx__session_id_ok(l, strlen(l)));
     l[256] = 0;
-    assert_true(lcx_svc_session_id_ok(l, strlen(l)));
+    assert_true(lcx__session_id_ok(l, strlen(l)));
     /* a NUL inside (from %00 or \u0000) is a control character: the length says so */
-    assert_false(lcx_svc_session_id_ok("victim\0x", 8));
-    assert_true(lcx_svc_session_id_ok("victim\0x", 6));
+    assert_false(lcx__session_id_ok("victim\0x", 8));
+    assert_true(lcx__session_id_ok("victim\0x", 6));
     const char *code;
     assert_int_equal(lcx_svc_err_status(LCX_EMISMATCH, &code), 409);
     assert_string_equal(code, "embedder_mismatch");
     assert_int_equal(lcx_svc_err_status(LCX_ENOTFOUND, &code), 404);
     assert_int_equal(lcx_svc_err_status(LCX_ELIMIT, &code), 429);
     assert_int_equal(lcx_svc_err_status(LCX_EIO, &code), 500);
-    assert_int_equal(lcx_utf8_chars("h\xc3\xa9llo \xf0\x9f\x9a\x80", 11), 7);
+}
+
+/* One rule: libtriatt's rescue client and the service build the same bytes for the same
+ * spans (non-ASCII text, the cap, the first overflow, nothing fits). */
+static void test_rescue_format_same_as_triatt(void **st)
+{
+    const char *texts[4] = {"caf\xc3\xa9 \xe2\x82\xac 42", "plain ascii span", "\xf0\x9f\x9a\x80 rocket", "tail"};
+    lcx_chunk cs[4];
+    triatt_rescue_chunk tc[4];
+    for (int i = 0; i < 4; i++) {
+        cs[i] = mk(texts[i], 10 * i, 10 * i + 7, i);
+        tc[i] = (triatt_rescue_chunk){texts[i], 10 * i, 10 * i + 7, i};
+    }
+    size_t caps[] = {8000, 0, 50, 97, 160, 170, 190, 230, 260};
+    for (size_t c = 0; c < LCX_ARRAY_LEN(caps); c++) {
+        lcx_buf b = {0};
+        int used = -1, n = lcx_rescue_format(&b, cs, 4, caps[c]);
+        char *t = triatt_rescue_format(tc, 4, (int)caps[c], &used);
+        assert_non_null(t);
+        assert_int_equal(n, used);
+        assert_string_equal(t, b.data ? b.data : "");
+        assert_true(lcx_utf8_chars(t, strlen(t)) <= caps[c]);
+        free(t);
+        lcx_buf_free(&b);
+    }
 }
 
 
@@ -428,6 +453,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rescue_format_exact),
         cmocka_unit_test(test_rescue_format_cap),
+        cmocka_unit_test(test_rescue_format_same_as_triatt),
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_session_ids_and_errors),

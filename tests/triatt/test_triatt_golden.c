@@ -70,7 +70,8 @@ static triatt_geometry geom(const scoring_fx *s, int li)
 static triatt_calib *calibrate(const scoring_fx *s, int li)
 {
     triatt_geometry g = geom(s, li);
-    triatt_calib *c = triatt_calib_init(&g, s->T, 0);
+    triatt_calib *c = NULL;
+    triatt_calib_init(&g, s->T, 0, &c);
     assert_non_null(c);
     for (int l = 0; l < s->L; l++)
         assert_int_equal(triatt_calib_add(c, l, s->q[li] + (size_t)l * s->T * s->H * s->D, s->T, 0), 0);
@@ -228,7 +229,8 @@ static void test_blockmean_kernels(void **st)
             for (int kern = 0; kern < n_kernels; kern++)
                 for (int nt = 1; nt <= 2; nt++) {
                     triatt_scorer_opts o = {.skip_layers = skip, .n_threads = nt, .eps = 1e-8};
-                    triatt_scorer *sco = triatt_scorer_init(&g, &o);
+                    triatt_scorer *sco = NULL;
+                    triatt_scorer_init(&g, &o, &sco);
                     assert_non_null(sco);
                     triatt__scorer_force_kernel(sco, kern);
                     assert_int_equal(triatt_score(sco, cal, &keys, s.pos, s.N, Pm, Pm - win + 1, sc), 0);
@@ -269,7 +271,8 @@ static void test_reference_aggregation(void **st)
     triatt_geometry_omega(&g, om);
     triatt_trig_sums(om, s.fc, s.P, cs, sn);
     triatt_scorer_opts o = {.aggregation = TRIATT_AGG_REFERENCE, .n_threads = 2, .eps = 1e-8};
-    triatt_scorer *sco = triatt_scorer_init(&g, &o);
+    triatt_scorer *sco = NULL;
+    triatt_scorer_init(&g, &o, &sco);
     float sc[256];
     assert_int_equal(triatt_score(sco, cal, &keys, s.pos, s.N, s.P, 1 << 30, sc), 0);
     int G = s.H / s.KV;
@@ -292,7 +295,8 @@ static void test_reference_aggregation(void **st)
     }
     /* z-score per head (over the scored cells) before the max over the group */
     triatt_scorer_opts oz = {.aggregation = TRIATT_AGG_REFERENCE, .zscore = true, .n_threads = 1, .eps = 1e-8};
-    triatt_scorer *sz = triatt_scorer_init(&g, &oz);
+    triatt_scorer *sz = NULL;
+    triatt_scorer_init(&g, &oz, &sz);
     float zs[256];
     int32_t wthr = 110;   /* positions >= 110 are window cells: excluded from the statistics */
     assert_int_equal(triatt_score(sz, cal, &keys, s.pos, s.N, s.P, wthr, zs), 0);

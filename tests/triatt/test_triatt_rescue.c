@@ -115,6 +115,31 @@ static void test_query_signal(void **st)
     q = triatt_rescue_query_signal("trailing question:   ");   /* empty after the marker */
     assert_string_equal(q, "trailing question:   ");
     free(q);
+    /* no marker: the last question sentence near the end, not the chat line after it */
+    q = triatt_rescue_query_signal("Some pasted context. What is the vault code for Oslo? thanks a lot");
+    assert_string_equal(q, "What is the vault code for Oslo?");
+    free(q);
+}
+
+/* The cap counts characters (SPEC §2), and a text with no block that fits is empty. */
+static void test_format_counts_chars(void **st)
+{
+    static const char head[] =
+        "[Recovered context from earlier in this session (evicted from KV cache, restored via longctx)]:\n";
+    static const char blk[] = "\n--- evicted span (tokens 1..2, layer 0) ---\n";
+    char u[201];
+    for (int i = 0; i < 100; i++) u[2 * i] = (char)0xc3, u[2 * i + 1] = (char)0xa9;   /* é x 100 */
+    u[200] = 0;
+    triatt_rescue_chunk c = {u, 1, 2, 0};
+    int cap = (int)(strlen(head) + strlen(blk) + 100 + 1), used = -1;
+    char *t = triatt_rescue_format(&c, 1, cap, &used);   /* 200 bytes, 100 characters: fits */
+    assert_int_equal(used, 1);
+    assert_int_equal(strlen(t), strlen(head) + strlen(blk) + 201);
+    free(t);
+    t = triatt_rescue_format(&c, 1, cap - 1, &used);
+    assert_int_equal(used, 0);
+    assert_string_equal(t, "");   /* no header without a block */
+    free(t);
 }
 
 static void test_insert(void **st)
@@ -140,7 +165,8 @@ static triatt_rescue *client(int port, int queue_cap, int timeout_ms)
     triatt_rescue_config_default(&c);
     c.endpoint = ep; c.session_id = "sess-1"; c.widen = 2; c.queue_cap = queue_cap;
     c.timeout_ms = timeout_ms; c.detok = detok;
-    triatt_rescue *r = triatt_rescue_init(&c);
+    triatt_rescue *r = NULL;
+    triatt_rescue_init(&c, &r);
     assert_non_null(r);
     return r;
 }
@@ -196,7 +222,7 @@ static void test_write_body(void **st)
     triatt_rescue_config c;
     triatt_rescue_config_default(&c);
     c.endpoint = ep; c.session_id = "s2"; c.prepopulate_span = 40; c.detok = detok;
-    r = triatt_rescue_init(&c);
+    triatt_rescue_init(&c, &r);
     for (int i = 0; i < 100; i++) tokens[i] = 2000 + i;
     assert_int_equal(triatt_rescue_prepopulate(r, tokens, 100), 3);
     assert_int_equal(triatt_rescue_flush(r, 5000), 0);
@@ -294,13 +320,28 @@ static void test_dead_service(void **st)
     assert_int_equal(c.widen, 32); assert_int_equal(c.top_k, 8); assert_int_equal(c.timeout_ms, 10000);
     assert_int_equal(c.max_chars, 8000); assert_int_equal(c.prepopulate_span, 256);
     c.endpoint = "ftp://x"; c.session_id = "s"; c.detok = detok;
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     c.endpoint = "http://127.0.0.1:1";
     c.session_id = "";
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
+    /* the service's session-id rule: 1..LCX_SESSION_ID_MAX bytes of UTF-8, no controls */
+    char id[LCX_SESSION_ID_MAX + 2];
+    memset(id, 'a', LCX_SESSION_ID_MAX);
+    id[LCX_SESSION_ID_MAX] = 0;
+    c.session_id = id;
+    triatt_rescue *ok = NULL;
+    triatt_rescue_init(&c, &ok);
+    assert_non_null(ok);
+    triatt_rescue_free(ok);
+    id[LCX_SESSION_ID_MAX] = 'a', id[LCX_SESSION_ID_MAX + 1] = 0;
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
+    c.session_id = "bad\xff";
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
+    c.session_id = "tab\there";
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     c.session_id = "s";
     c.detok = NULL;
-    assert_null(triatt_rescue_init(&c));
+    assert_true(triatt_rescue_init(&c, &(triatt_rescue *){NULL}) < 0);
     triatt_rescue_free(NULL);
 }
 
@@ -310,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_spans),
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_query_signal),
+        cmocka_unit_test(test_format_counts_chars),
         cmocka_unit_test(test_insert),
         cmocka_unit_test(test_write_body),
         cmocka_unit_test(test_rehydrate_stub),

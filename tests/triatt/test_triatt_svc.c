@@ -87,7 +87,8 @@ static void test_rescue_roundtrip(void **st)
     triatt_rescue_config c;
     triatt_rescue_config_default(&c);
     c.endpoint = ep; c.session_id = sess; c.detok = detok; c.timeout_ms = 10000;
-    triatt_rescue *r = triatt_rescue_init(&c);
+    triatt_rescue *r = NULL;
+    triatt_rescue_init(&c, &r);
     assert_non_null(r);
     enum { N = 4000 };
     int32_t tok[N];

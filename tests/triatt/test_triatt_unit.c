@@ -313,7 +313,8 @@ static void free_world(world *w) { free(w->keys); free(w->q); free(w->pos); }
 
 static triatt_calib *calib_world(world *w)
 {
-    triatt_calib *c = triatt_calib_init(&w->g, w->T, 0);
+    triatt_calib *c = NULL;
+    triatt_calib_init(&w->g, w->T, 0, &c);
     assert_non_null(c);
     for (int l = 0; l < w->g.n_layers; l++)
         if (!w->g.attn_layers || w->g.attn_layers[l])
@@ -336,7 +337,8 @@ static const float *strict_get(void *ud, int l, int kv, int c0, int n, float *sc
 static void score_world(world *w, triatt_calib *cal, int nt, int kernel, float *out)
 {
     triatt_scorer_opts o = {.n_threads = nt, .eps = 1e-8};
-    triatt_scorer *s = triatt_scorer_init(&w->g, &o);
+    triatt_scorer *s = NULL;
+    triatt_scorer_init(&w->g, &o, &s);
     assert_non_null(s);
     if (kernel >= 0) triatt__scorer_force_kernel(s, kernel);
     triatt_keys k = {.get = strict_get, .ud = w};
@@ -428,7 +430,8 @@ static void test_fast_path_equals_full(void **st)
             make_world(&w, 3, 4, 2, 64, 64, (triatt_pairing)pr, 300, 16);
             triatt_calib *cal = calib_world(&w);
             triatt_scorer_opts o = {.terms = (triatt_terms)terms, .skip_layers = 1, .n_threads = 2, .eps = 1e-8};
-            triatt_scorer *s = triatt_scorer_init(&w.g, &o);
+            triatt_scorer *s = NULL;
+            triatt_scorer_init(&w.g, &o, &s);
             triatt_keys k = {.get = strict_get, .ud = &w};
             float full[300], fast[300];
             int32_t P = w.pos[w.n - 1];
@@ -563,7 +566,8 @@ static void test_calibration_passes(void **st)
 {
     world w;
     make_world(&w, 3, 4, 2, 16, 16, TRIATT_PAIR_HALF, 10, 10);
-    triatt_calib *c = triatt_calib_init(&w.g, 25, 0);
+    triatt_calib *c = NULL;
+    triatt_calib_init(&w.g, 25, 0, &c);
     size_t lstride = (size_t)w.T * 4 * 16;
     /* pass 1: complete, 10 tokens */
     for (int l = 0; l < 3; l++) assert_int_equal(triatt_calib_add(c, l, w.q + l * lstride, 10, 0), 0);
@@ -616,7 +620,7 @@ static void test_calibration_passes(void **st)
     triatt_calib_free(c);
 
     /* EMA: a pass of constant queries x moves each mean by α toward x */
-    c = triatt_calib_init(&w.g, 1, 0.1);
+    triatt_calib_init(&w.g, 1, 0.1, &c);
     for (int l = 0; l < 3; l++) triatt_calib_add(c, l, w.q + l * lstride, 10, 0);
     assert_int_equal(triatt_calib_end_pass(c), 1);
     const double *mr;
@@ -630,8 +634,8 @@ static void test_calibration_passes(void **st)
     assert_true(fabs(mr[0] - (0.9 * before + 0.1 * 3.0)) < 1e-12);
     free(cq);
     triatt_calib_free(c);
-    assert_null(triatt_calib_init(&w.g, 0, 0));
-    assert_null(triatt_calib_init(&w.g, 5, 1.5));
+    assert_true(triatt_calib_init(&w.g, 0, 0, &(triatt_calib *){NULL}) < 0);
+    assert_true(triatt_calib_init(&w.g, 5, 1.5, &(triatt_calib *){NULL}) < 0);
     free_world(&w);
 }
 
@@ -644,7 +648,8 @@ static void test_calibration_file(void **st)
     snprintf(path, sizeof path, "%s/cal.bin", dir);
     snprintf(bad, sizeof bad, "%s/bad.bin", dir);
     assert_int_equal(triatt_calib_save(c, path), 0);
-    triatt_calib *d = triatt_calib_init(&w.g, 100, 0);
+    triatt_calib *d = NULL;
+    triatt_calib_init(&w.g, 100, 0, &d);
     assert_int_equal(triatt_calib_save(d, path), LCX_ESTATE);   /* not ready */
     assert_int_equal(triatt_calib_load(d, path), 0);
     assert_true(triatt_calib_ready(d));
@@ -658,7 +663,8 @@ static void test_calibration_file(void **st)
     char *data;
     size_t n;
     assert_int_equal(lcx_read_file(path, 0, &data, &n), 0);
-    triatt_calib *e = triatt_calib_init(&w.g, 100, 0);
+    triatt_calib *e = NULL;
+    triatt_calib_init(&w.g, 100, 0, &e);
     /* every single-byte flip is detected (magic, version, geometry, payload, checksum) */
     for (size_t i = 0; i < n; i += 7) {
         data[i] ^= 0x10;
@@ -681,11 +687,13 @@ static void test_calibration_file(void **st)
     /* another geometry */
     triatt_geometry g2 = w.g;
     g2.n_kv_heads = 4;
-    triatt_calib *f = triatt_calib_init(&g2, 10, 0);
+    triatt_calib *f = NULL;
+    triatt_calib_init(&g2, 10, 0, &f);
     assert_int_equal(triatt_calib_load(f, path), LCX_EMISMATCH);
     g2 = w.g;
     g2.rope_theta = 500000;
-    triatt_calib *h = triatt_calib_init(&g2, 10, 0);
+    triatt_calib *h = NULL;
+    triatt_calib_init(&g2, 10, 0, &h);
     assert_int_equal(triatt_calib_load(h, path), LCX_EMISMATCH);
     /* the driver loads an offline stats file at init (ready at once), and refuses a bad one */
     triatt_config cfg;
@@ -693,12 +701,12 @@ static void test_calibration_file(void **st)
     cfg.enabled = true; cfg.budget = 4;
     snprintf(cfg.calib_file, sizeof cfg.calib_file, "%s", path);
     triatt_ctx *t;
-    assert_int_equal(triatt_init(&t, &w.g, &cfg), 0);
+    assert_int_equal(triatt_init(&w.g, &cfg, &t), 0);
     assert_true(triatt_calib_ready(triatt_ctx_calib(t)));
     triatt_free(t);
     snprintf(cfg.calib_file, sizeof cfg.calib_file, "%s", bad);
     t = (triatt_ctx *)1;
-    assert_int_equal(triatt_init(&t, &w.g, &cfg), LCX_ECORRUPT);
+    assert_int_equal(triatt_init(&w.g, &cfg, &t), LCX_ECORRUPT);
     assert_null(t);
     triatt_calib_free(c); triatt_calib_free(d); triatt_calib_free(e); triatt_calib_free(f); triatt_calib_free(h);
     free(data);
@@ -769,7 +777,7 @@ static void test_config_env(void **st)
                    "VLLM_TRIATT_SEGMENTS=4", "VLLM_TRIATT_ADAPTIVE=true", "TRIATT_MODE=recency",
                    "TRIATT_DIRECTION=evict_high", "LONGCTX_ENDPOINT=http://127.0.0.1:5054",
                    "VLLM_TRIATT_COMPRESSION_LOG=1", "TRIATT_THREADS=2", NULL}};
-    assert_int_equal(triatt_config_from_env2(&c, fake_get, &ok, err, sizeof err), 0);
+    assert_int_equal(triatt_config_from_getenv(&c, fake_get, &ok, err, sizeof err), 0);
     assert_true(c.enabled && c.adaptive && c.compression_log);
     assert_int_equal(c.budget, 29491); assert_int_equal(c.window, 64); assert_int_equal(c.prefix, 128);
     assert_int_equal(c.warmup, 1024); assert_int_equal(c.version, TRIATT_V2); assert_int_equal(c.n_segments, 4);
@@ -778,7 +786,7 @@ static void test_config_env(void **st)
     assert_string_equal(c.endpoint, "http://127.0.0.1:5054");
     /* VLLM_ name wins over TRIATT_ */
     fakeenv both = {{"VLLM_TRIATT_WINDOW=10", "TRIATT_WINDOW=20", NULL}};
-    assert_int_equal(triatt_config_from_env2(&c, fake_get, &both, err, sizeof err), 0);
+    assert_int_equal(triatt_config_from_getenv(&c, fake_get, &both, err, sizeof err), 0);
     assert_int_equal(c.window, 10);
     /* invalid values are rejected with the variable named, and cfg is unchanged */
     const char *bads[][2] = {{"VLLM_TRIATT_BUDGET=abc", "VLLM_TRIATT_BUDGET"},
@@ -794,14 +802,14 @@ static void test_config_env(void **st)
         triatt_config before = c;
         fakeenv b = {{bads[i][0], NULL}};
         err[0] = 0;
-        assert_int_equal(triatt_config_from_env2(&c, fake_get, &b, err, sizeof err), LCX_EINVAL);
+        assert_int_equal(triatt_config_from_getenv(&c, fake_get, &b, err, sizeof err), LCX_EINVAL);
         if (!strstr(err, bads[i][1])) fail_msg("error for %s does not name it: %s", bads[i][0], err);
         assert_memory_equal(&before, &c, sizeof c);
     }
     /* enabled without a budget */
     triatt_config_default(&c);
     fakeenv nob = {{"VLLM_TRIATT_ENABLED=1", NULL}};
-    assert_int_equal(triatt_config_from_env2(&c, fake_get, &nob, err, sizeof err), LCX_EINVAL);
+    assert_int_equal(triatt_config_from_getenv(&c, fake_get, &nob, err, sizeof err), LCX_EINVAL);
     assert_non_null(strstr(err, "BUDGET"));
 }
 
@@ -826,7 +834,7 @@ static void test_driver_round(void **st)
         cfg.fast_path = mode == 3;
         cfg.n_threads = mode == 3 ? 2 : 1;
         triatt_ctx *t;
-        assert_int_equal(triatt_init(&t, &w.g, &cfg), 0);
+        assert_int_equal(triatt_init(&w.g, &cfg, &t), 0);
         logcap lc = {0};
         triatt_set_log(t, cap_log, &lc);
         triatt_keys k = {.get = strict_get, .ud = &w};
@@ -875,7 +883,7 @@ static void test_driver_round(void **st)
     for (int fast = 0; fast < 2; fast++) {
         cfg.mode = TRIATT_MODE_TRIG; cfg.fast_path = fast; cfg.n_threads = 1;
         triatt_ctx *t;
-        assert_int_equal(triatt_init(&t, &w.g, &cfg), 0);
+        assert_int_equal(triatt_init(&w.g, &cfg, &t), 0);
         for (int l = 0; l < 2; l++) triatt_observe_queries(t, l, w.q + (size_t)l * w.T * 4 * 32, 16, 0);
         triatt_end_pass(t);
         for (int l = 0; l < 2; l++) triatt_observe_queries(t, l, w.q + (size_t)l * w.T * 4 * 32, 16, 0);
@@ -895,11 +903,11 @@ static void test_driver_round(void **st)
     triatt_config off;
     triatt_config_default(&off);
     triatt_ctx *t;
-    assert_int_equal(triatt_init(&t, &w.g, &off), 0);
+    assert_int_equal(triatt_init(&w.g, &off, &t), 0);
     assert_int_equal(triatt_maybe_evict(t, NULL, w.pos, w.n, a), 0);
     triatt_free(t);
     cfg.budget = 0;
-    assert_int_equal(triatt_init(&t, &w.g, &cfg), LCX_EINVAL);
+    assert_int_equal(triatt_init(&w.g, &cfg, &t), LCX_EINVAL);
     triatt_free(NULL);
     triatt_scorer_free(NULL);
     triatt_calib_free(NULL);
@@ -931,7 +939,8 @@ static void test_f16_accessor(void **st)
         float a[400], b[400], c[400];
         for (int fast = 0; fast < 2; fast++) {
             triatt_scorer_opts o = {.n_threads = 2, .eps = 1e-8};
-            triatt_scorer *s = triatt_scorer_init(&w.g, &o);
+            triatt_scorer *s = NULL;
+            triatt_scorer_init(&w.g, &o, &s);
             if (!fast) {
                 assert_int_equal(triatt_score(s, cal, &k32, w.pos, w.n, 900, 780, a), 0);
                 assert_int_equal(triatt_score(s, cal, &k16, w.pos, w.n, 900, 780, b), 0);
@@ -952,7 +961,7 @@ static void test_f16_accessor(void **st)
         triatt_config_default(&cfg);
         cfg.enabled = true; cfg.budget = 200; cfg.window = 16; cfg.warmup = 16; cfg.divide_length = 8;
         triatt_ctx *t;
-        assert_int_equal(triatt_init(&t, &w.g, &cfg), 0);
+        assert_int_equal(triatt_init(&w.g, &cfg, &t), 0);
         for (int l = 0; l < 2; l++) triatt_observe_queries(t, l, w.q + (size_t)l * w.T * 4 * 64, 16, 0);
         triatt_end_pass(t);
         int32_t out[400];
@@ -991,7 +1000,7 @@ static void test_driver_compaction(void **st)
     for (int f = 0; f < 2; f++) {
         cfg.fast_path = f;
         cfg.n_threads = f ? 2 : 1;
-        assert_int_equal(triatt_init(&t[f], &w.g, &cfg), 0);
+        assert_int_equal(triatt_init(&w.g, &cfg, &t[f]), 0);
         lk[f].w = &w;
         for (int l = 0; l < 2; l++) triatt_observe_queries(t[f], l, w.q + (size_t)l * w.T * 4 * 32, 16, 0);
         assert_int_equal(triatt_end_pass(t[f]), 1);
@@ -1073,7 +1082,8 @@ static void test_multistream_scorer(void **st)
             for (int nt = 1; nt <= 2; nt++) {
                 const triatt_keys *k = h ? &k16 : &k32;
                 triatt_scorer_opts o = {.n_threads = nt, .eps = 1e-8};
-                triatt_scorer *s = triatt_scorer_init(&w.g, &o);
+                triatt_scorer *s = NULL;
+                triatt_scorer_init(&w.g, &o, &s);
                 assert_non_null(s);
                 assert_int_equal(triatt_score(s, cal, k, w.pos, w.n, P, P - 31, a), 0);   /* default: 4 */
                 triatt__scorer_set_streams(s, 1);
@@ -1122,7 +1132,8 @@ static void test_q8_accessor(void **st)
         int32_t P = w.pos[w.n - 1];
         for (int nt = 1; nt <= 2; nt++) {
             triatt_scorer_opts o = {.n_threads = nt, .eps = 1e-8};
-            triatt_scorer *s = triatt_scorer_init(&w.g, &o);
+            triatt_scorer *s = NULL;
+            triatt_scorer_init(&w.g, &o, &s);
             assert_int_equal(triatt_score(s, cal, &k32, w.pos, w.n, P, P - 31, a), 0);
             assert_int_equal(triatt_score(s, cal, &kq, w.pos, w.n, P, P - 31, b), 0);
             triatt__scorer_set_streams(s, 1);
@@ -1151,7 +1162,8 @@ static void test_q8_accessor(void **st)
     triatt_calib *cal = calib_world(&w);
     q8world fq = {&w, calloc((size_t)w.n, 2 * 34), 2 * 34};
     triatt_keys kq = {.ud = &fq, .get_q8 = get_q8_world}, k32 = {.get = strict_get, .ud = &w};
-    triatt_scorer *s = triatt_scorer_init(&w.g, NULL);
+    triatt_scorer *s = NULL;
+    triatt_scorer_init(&w.g, NULL, &s);
     float sc[40];
     assert_int_equal(triatt_score(s, cal, &kq, w.pos, w.n, 100, 90, sc), LCX_ENOTSUP);
     assert_int_equal(triatt_fast_reserve(s, w.n), 0);

@@ -2,6 +2,7 @@
  * and hashes checked against Python's hashlib/crc reference values. */
 #include "testutil.h"
 #include "util/util.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,8 @@ static void test_utf8(void **st)
     assert_false(lcx_utf8_valid("\xed\xa0\x80", 3));      /* surrogate */
     assert_false(lcx_utf8_valid("\xe2\x82", 2));          /* truncated */
     assert_false(lcx_utf8_valid("\xff", 1));
+    assert_int_equal(lcx_utf8_chars("h\xc3\xa9llo \xf0\x9f\x9a\x80", 11), 7);
+    assert_int_equal(lcx_utf8_chars("", 0), 0);
     /* long ASCII runs (the 32-byte fast path) with a bad or good sequence at every offset */
     char buf[200];
     for (int at = 0; at < 190; at++) {
@@ -204,6 +207,74 @@ static void test_strerror(void **st)
 {
     assert_string_equal(lcx_strerror(LCX_ELIMIT), "limit exceeded");
     assert_string_equal(lcx_strerror(-999), "unknown error");
+    /* the errno behind LCX_EIO is kept for the message */
+    char *d = tu_tmpdir(), *f = lcx_path_join(d, "file"), *sub = lcx_path_join(f, "sub");
+    assert_int_equal(lcx_write_file_atomic(f, "x", 1), 0);
+    assert_int_equal(lcx_mkdirs(sub), LCX_EIO);   /* a path under a regular file */
+    assert_int_equal(lcx_last_errno(), ENOTDIR);
+    char why[160];
+    assert_string_equal(lcx_strerror_detail(LCX_EIO, why, sizeof why), "I/O error: Not a directory");
+    assert_int_equal(lcx_write_file_atomic(sub, "x", 1), LCX_EIO);
+    assert_int_equal(lcx_last_errno(), ENOTDIR);
+    free(sub);
+    sub = lcx_path_join(d, "missing/x");
+    assert_int_equal(lcx_write_file_atomic(sub, "x", 1), LCX_EIO);
+    assert_int_equal(lcx_last_errno(), ENOENT);
+    assert_string_equal(lcx_strerror_detail(LCX_ELIMIT, why, sizeof why), "limit exceeded");   /* no detail */
+    assert_string_equal(lcx_strerror_detail(LCX_EIO, why, 5), "I/O ");                        /* truncated */
+    free(sub), free(f);
+    tu_rmrf(d);
+    free(d);
+}
+
+/* The escaper's 8-byte fast path against a byte-by-byte reference: every byte value at
+ * every offset of an otherwise clean 40-byte string, and random mixes. */
+static void json_str_ref(lcx_buf *b, const unsigned char *s, size_t n)
+{
+    lcx_buf_puts(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = s[i];
+        if (c == '"') lcx_buf_puts(b, "\\\"");
+        else if (c == '\\') lcx_buf_puts(b, "\\\\");
+        else if (c == '\n') lcx_buf_puts(b, "\\n");
+        else if (c == '\r') lcx_buf_puts(b, "\\r");
+        else if (c == '\t') lcx_buf_puts(b, "\\t");
+        else if (c == '\b') lcx_buf_puts(b, "\\b");
+        else if (c == '\f') lcx_buf_puts(b, "\\f");
+        else if (c < 0x20) lcx_buf_printf(b, "\\u%04x", c);
+        else lcx_buf_append(b, &s[i], 1);
+    }
+    lcx_buf_puts(b, "\"");
+}
+
+static void test_json_str_fast_vs_ref(void **st)
+{
+    unsigned char s[40];
+    lcx_buf a = {0}, r = {0};
+    for (int pos = 0; pos < 40; pos++)
+        for (int c = 1; c < 256; c++) {
+            memset(s, 'a', sizeof s);
+            s[pos] = (unsigned char)c;
+            lcx_buf_truncate(&a, 0), lcx_buf_truncate(&r, 0);
+            assert_int_equal(lcx_buf_json_str(&a, (const char *)s, sizeof s), 0);
+            json_str_ref(&r, s, sizeof s);
+            assert_int_equal(a.len, r.len);
+            assert_memory_equal(a.data, r.data, r.len);
+        }
+    uint64_t x = 88172645463325252ull;
+    for (int it = 0; it < 2000; it++) {
+        size_t n = (size_t)(it % 40);
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            s[i] = (unsigned char)(x % 5 ? 'A' + x % 26 : x >> 8);
+        }
+        lcx_buf_truncate(&a, 0), lcx_buf_truncate(&r, 0);
+        lcx_buf_json_str(&a, (const char *)s, n);
+        json_str_ref(&r, s, n);
+        assert_int_equal(a.len, r.len);
+        assert_memory_equal(a.data, r.data, r.len);
+    }
+    lcx_buf_free(&a), lcx_buf_free(&r);
 }
 
 int main(void)
@@ -213,7 +284,7 @@ int main(void)
         cmocka_unit_test(test_sha256),      cmocka_unit_test(test_crc32c),
         cmocka_unit_test(test_hash64_stable), cmocka_unit_test(test_hash64_golden), cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_atomic_write), cmocka_unit_test(test_strerror), cmocka_unit_test(test_alloc_huge),
-        cmocka_unit_test(test_big_realloc),
+        cmocka_unit_test(test_big_realloc), cmocka_unit_test(test_json_str_fast_vs_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,7 +219,7 @@ static int cmd_mrcr(int argc, char **argv)
         else { fprintf(stderr, "longctx eval mrcr: unknown flag %s\n", a); return 2; }
         i++;
     }
-    if (!file || top_k < 1 || top_k > 64 || budget < 256) { usage(stderr); return 2; }
+    if (!file || top_k < 1 || top_k > LCX_TOP_K_MAX || budget < 256) { usage(stderr); return 2; }
     FILE *in = fopen(file, "rb");
     if (!in) { fprintf(stderr, "longctx eval mrcr: cannot open %s\n", file); return 1; }
     FILE *ro = NULL;

@@ -13,7 +13,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: longctx query PATH TEXT [-k K] [--json] [--data-dir DIR]\n\n"
-               "  -k K        chunks to return, 1..64 (default 8)\n"
+               "  -k K        chunks to return, " LCX_TOP_K_RANGE " (default 8)\n"
                "  --json      print {\"chunks\":[{text,file_path,start_line,end_line,file_type,score}],…}\n"
                "  --data-dir  index location (default: $LONGCTX_DATA_DIR, else the longctx-svc data dir)\n");
 }
@@ -34,7 +34,7 @@ int cmd_query(int argc, char **argv)
         if (!strcmp(argv[i], "-k") && i + 1 < argc) {
             char *e;
             long v = strtol(argv[++i], &e, 10);
-            if (*e || v < 1 || v > 64) { fprintf(stderr, "longctx query: -k must be 1..64\n"); return 2; }
+            if (*e || v < 1 || v > LCX_TOP_K_MAX) { fprintf(stderr, "longctx query: -k must be " LCX_TOP_K_RANGE "\n"); return 2; }
             k = (int)v;
         } else if (!strcmp(argv[i], "--json")) {
             json = true;
