@@ -19,6 +19,7 @@
 #ifndef LONGCTX_LCX_PGSTORE_H
 #define LONGCTX_LCX_PGSTORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "longctx/lcx.h"
@@ -35,6 +36,10 @@ typedef struct {
     double read_timeout_s;     /* the "am I behind?" check and catch-up (default 5) */
     double connect_timeout_s;  /* one connection attempt per host (default 2) */
     int max_conns;             /* pool size (default 8) */
+    bool notify_reads;         /* false (default): every sync asks PostgreSQL (read-your-writes across
+                                * nodes); true: a LISTEN thread tracks each session's last seq and a
+                                * sync that is not behind asks nothing (a write acknowledged elsewhere
+                                * is seen once its NOTIFY arrives, typically < 1 ms later) */
 } lcx_pgstore_opts;
 
 typedef struct lcx_pgstore lcx_pgstore;
@@ -48,6 +53,7 @@ typedef struct {
 
 typedef struct {
     uint64_t writes, write_retries, write_timeouts, syncs, spans_fetched, reads_stale;
+    uint64_t reads_local;      /* notify mode: syncs answered without a query */
     uint32_t sessions_tracked;
     bool connected;            /* a pooled connection is open now */
 } lcx_pgstore_stats;

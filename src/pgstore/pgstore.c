@@ -26,7 +26,9 @@
 
 typedef struct applied {
     struct applied *next;
-    int64_t seq;                /* highest seq applied to the local store */
+    int64_t seq;                /* highest seq applied to the local store (atomic stores; written under the stripe lock) */
+    int64_t known;              /* highest seq PostgreSQL announced (NOTIFY or a query) during listener epoch `epoch` */
+    uint64_t epoch;
     char sid[];
 } applied;
 
@@ -42,6 +44,12 @@ struct lcx_pgstore {
     pthread_mutex_t stripe[N_STRIPES];
     lcx_pgstore_stats st;
     int lose_reply;             /* test hook (LCX_PGSTORE_TEST_LOSE_REPLY): drop the first reply of each write */
+    /* LISTEN lcx_spans: while the listener is connected (epoch counts its connections),
+     * a session's `known` is exact, so notify-mode reads skip the query when not behind */
+    pthread_t lt;
+    bool lt_running, lt_up;
+    int lt_stop;                /* atomic */
+    uint64_t lt_epoch;
 };
 
 /* ------------------------------------------------------------------ time, pool */
@@ -228,6 +236,69 @@ static int migrate(lcx_pgstore *pg, PGconn *c, char *msg, size_t ml)
     return rc;
 }
 
+/* ------------------------------------------------------------------ LISTEN lcx_spans */
+
+static applied *applied_get(lcx_pgstore *pg, const char *sid);
+
+/* Payload "sid:last_seq" (the sid may hold ':', the seq never does). */
+static void on_notify(lcx_pgstore *pg, const char *payload, uint64_t epoch)
+{
+    const char *c = strrchr(payload, ':');
+    if (!c || c == payload) return;
+    char sid[LCX_SESSION_ID_MAX + 1];
+    size_t n = (size_t)(c - payload);
+    if (n > LCX_SESSION_ID_MAX) return;
+    memcpy(sid, payload, n);
+    sid[n] = 0;
+    int64_t last = strtoll(c + 1, NULL, 10);
+    applied *a = applied_get(pg, sid);
+    if (!a) return;
+    pthread_mutex_lock(&pg->mu);
+    /* the payload is the session's whole last seq, and notifications of one session come
+     * in commit order (the row lock orders its writers): exact from the first one on */
+    if (a->epoch != epoch) a->known = last, a->epoch = epoch;
+    else if (last > a->known) a->known = last;
+    pthread_mutex_unlock(&pg->mu);
+}
+
+static void *listener_main(void *p)
+{
+    lcx_pgstore *pg = p;
+    while (!__atomic_load_n(&pg->lt_stop, __ATOMIC_ACQUIRE)) {
+        PGconn *c = conn_new(pg);
+        PGresult *r = c ? PQexec(c, "LISTEN lcx_spans") : NULL;
+        if (!c || PQresultStatus(r) != PGRES_COMMAND_OK) {
+            PQclear(r);
+            PQfinish(c);
+            struct timespec ts = {0, 500 * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        PQclear(r);
+        pthread_mutex_lock(&pg->mu);
+        uint64_t epoch = ++pg->lt_epoch;
+        pg->lt_up = true;
+        pthread_mutex_unlock(&pg->mu);
+        while (!__atomic_load_n(&pg->lt_stop, __ATOMIC_ACQUIRE)) {
+            struct pollfd pf = {.fd = PQsocket(c), .events = POLLIN};
+            int k = poll(&pf, 1, 200);
+            if (k < 0 && errno != EINTR) break;
+            if (k > 0 && !PQconsumeInput(c)) break;
+            PGnotify *nt;
+            while ((nt = PQnotifies(c))) {
+                on_notify(pg, nt->extra, epoch);
+                PQfreemem(nt);
+            }
+            if (PQstatus(c) != CONNECTION_OK) break;
+        }
+        pthread_mutex_lock(&pg->mu);
+        pg->lt_up = false;   /* notifications may be missed from now on: reads ask again */
+        pthread_mutex_unlock(&pg->mu);
+        PQfinish(c);
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ open / close */
 
 lcx_pgstore_opts lcx_pgstore_defaults(void)
@@ -293,6 +364,14 @@ int lcx_pgstore_open(const lcx_pgstore_opts *o, lcx_pgstore **out, char *msg, si
         lcx_pgstore_close(pg);
         return rc;
     }
+    if (pg->o.notify_reads) {
+        if (pthread_create(&pg->lt, NULL, listener_main, pg) != 0) {
+            snprintf(msg, ml, "cannot start the LISTEN thread");
+            lcx_pgstore_close(pg);
+            return LCX_ENOMEM;
+        }
+        pg->lt_running = true;
+    }
     *out = pg;
     return 0;
 }
@@ -300,6 +379,10 @@ int lcx_pgstore_open(const lcx_pgstore_opts *o, lcx_pgstore **out, char *msg, si
 void lcx_pgstore_close(lcx_pgstore *pg)
 {
     if (!pg) return;
+    if (pg->lt_running) {
+        __atomic_store_n(&pg->lt_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(pg->lt, NULL);
+    }
     for (int i = 0; i < pg->n_idle; i++) PQfinish(pg->idle[i]);
     if (pg->tab)
         for (uint32_t b = 0; b < N_BUCKETS; b++)
@@ -332,6 +415,8 @@ static applied *applied_get(lcx_pgstore *pg, const char *sid)
         size_t n = strlen(sid);
         if ((a = malloc(sizeof *a + n + 1))) {
             a->seq = 0;
+            a->known = 0;
+            a->epoch = 0;
             memcpy(a->sid, sid, n + 1);
             a->next = pg->tab[b];
             pg->tab[b] = a;
@@ -525,7 +610,8 @@ static int fetch_into(lcx_pgstore *pg, lcx_store *st, const char *sid, applied *
         }
         if (m) rc = lcx_store_append(st, cs, m, NULL);
         if (!rc) {
-            a->seq = m == FETCH_BATCH ? strtoll(PQgetvalue(r, m - 1, 0), NULL, 10) : upto;
+            __atomic_store_n(&a->seq, m == FETCH_BATCH ? strtoll(PQgetvalue(r, m - 1, 0), NULL, 10) : upto,
+                             __ATOMIC_RELEASE);
             if (fetched) *fetched += (uint32_t)m;
             pthread_mutex_lock(&pg->mu);
             pg->st.spans_fetched += (uint64_t)m;
@@ -548,7 +634,7 @@ int lcx_pgstore_apply(lcx_pgstore *pg, lcx_store *st, const char *sid, const lcx
     if (!rc && a->seq < w->last_seq) {
         if (a->seq == w->first_seq - 1 && w->inserted == n && c && n > 0) {
             rc = lcx_store_append(st, c, n, NULL);
-            if (!rc) a->seq = w->last_seq;
+            if (!rc) __atomic_store_n(&a->seq, w->last_seq, __ATOMIC_RELEASE);
         } else {
             rc = fetch_into(pg, st, sid, a, w->last_seq, NULL);
         }
@@ -598,7 +684,30 @@ int lcx_pgstore_sync(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, uint32_
     if (!pg || !ss || !sid) return LCX_EINVAL;
     if (fetched) *fetched = 0;
     int64_t last;
+    uint64_t epoch = 0;
+    applied *a = NULL;
+    if (pg->o.notify_reads) {
+        a = applied_get(pg, sid);
+        pthread_mutex_lock(&pg->mu);
+        if (a && pg->lt_up && a->epoch == pg->lt_epoch) {
+            last = a->known;
+            bool fresh = __atomic_load_n(&a->seq, __ATOMIC_ACQUIRE) >= last;
+            if (fresh) pg->st.reads_local++;
+            pthread_mutex_unlock(&pg->mu);
+            if (fresh) return last ? 0 : LCX_ENOTFOUND;
+            return sync_to(pg, ss, sid, last, fetched);
+        }
+        epoch = pg->lt_up ? pg->lt_epoch : 0;
+        pthread_mutex_unlock(&pg->mu);
+    }
     int rc = head(pg, sid, &last, NULL, 0, "SELECT next_seq - 1, state FROM lcx_sessions WHERE sid = $1");
+    if (a && epoch && (rc == 0 || rc == LCX_ENOTFOUND)) {   /* the answer is exact for this listener epoch */
+        pthread_mutex_lock(&pg->mu);
+        if (a->epoch != epoch) a->known = 0;
+        if (rc == 0 && last > a->known) a->known = last;
+        a->epoch = epoch;
+        pthread_mutex_unlock(&pg->mu);
+    }
     if (rc == 0) rc = sync_to(pg, ss, sid, last, fetched);
     pthread_mutex_lock(&pg->mu);
     pg->st.syncs++;

@@ -72,6 +72,8 @@ static const opt opts[] = {
      "postgresql://HOST:PORT[,HOST:PORT…]/DB?target_session_attrs=read-write: sessions shared by every node (docs/multinode.md; unset = embedded)"},
     {"--store-write-timeout-s", "LONGCTX_STORE_WRITE_TIMEOUT_S", K_DBL, F(store_write_timeout_s), 0.1, 86400,
      "a write the shared store has not confirmed (replicated) this long answers 503 (default 10)"},
+    {"--store-reads", "LONGCTX_STORE_READS", K_STR, F(store_reads), 0, 0,
+     "strict (default: each read asks PostgreSQL whether this node is behind) or notify (LISTEN-driven, no query when not behind)"},
 };
 
 void lcx_svc_config_defaults(lcx_svc_config *c)

@@ -34,6 +34,12 @@ int lcx_svc_pg_init(lcx_svc *svc)
     o.conninfo = svc->cfg.store;
     o.write_timeout_s = svc->cfg.store_write_timeout_s;
     o.max_conns = svc->cfg.threads + 2;
+    const char *rd = svc->cfg.store_reads;
+    if (rd[0] && strcmp(rd, "strict") && strcmp(rd, "notify")) {
+        fprintf(stderr, "longctx-svc: --store-reads must be strict or notify (got '%s')\n", rd);
+        return LCX_EINVAL;
+    }
+    o.notify_reads = !strcmp(rd, "notify");
     char msg[512];
     lcx_pgstore *pg;
     int rc = lcx_pgstore_open(&o, &pg, msg, sizeof msg);
@@ -59,10 +65,11 @@ void lcx_svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
     if (text) {
         lcx_buf_printf(text,
                        "[longctx] store: postgresql (schema %d), %llu writes, %llu retried, %llu timed out, %llu syncs, "
-                       "%llu spans fetched, %llu reads served stale, %u sessions tracked\n",
+                       "%llu spans fetched, %llu reads served stale, %llu reads without a query, %u sessions tracked\n",
                        LCX_PGSTORE_SCHEMA_VERSION, (unsigned long long)s.writes, (unsigned long long)s.write_retries,
                        (unsigned long long)s.write_timeouts, (unsigned long long)s.syncs,
-                       (unsigned long long)s.spans_fetched, (unsigned long long)s.reads_stale, s.sessions_tracked);
+                       (unsigned long long)s.spans_fetched, (unsigned long long)s.reads_stale,
+                       (unsigned long long)s.reads_local, s.sessions_tracked);
         return;
     }
     cJSON *o = cJSON_AddObjectToObject(json, "store");
@@ -75,6 +82,8 @@ void lcx_svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
     cJSON_AddNumberToObject(o, "syncs", (double)s.syncs);
     cJSON_AddNumberToObject(o, "spans_fetched", (double)s.spans_fetched);
     cJSON_AddNumberToObject(o, "reads_stale", (double)s.reads_stale);
+    cJSON_AddNumberToObject(o, "reads_local", (double)s.reads_local);
+    cJSON_AddStringToObject(o, "reads", svc->cfg.store_reads[0] ? svc->cfg.store_reads : "strict");
     cJSON_AddNumberToObject(o, "sessions_tracked", s.sessions_tracked);
 }
 

@@ -94,6 +94,7 @@ typedef struct {
     bool quiet;                     /* --quiet / LONGCTX_QUIET: no per-start banner */
     char store[4096];               /* --store / LONGCTX_STORE ("" = embedded store): postgresql://… shared store */
     double store_write_timeout_s;   /* --store-write-timeout-s / LONGCTX_STORE_WRITE_TIMEOUT_S (10): unconfirmed write → 503 */
+    char store_reads[16];           /* --store-reads / LONGCTX_STORE_READS: "strict" (default) or "notify" (docs/multinode.md) */
 } lcx_svc_config;
 
 /* Defaults + environment (argv not consulted). */

@@ -343,6 +343,55 @@ static void t_standbys_down(void **st)
     assert_int_equal(pgc_node(&C, "s1", "start"), 0);
 }
 
+static double status_num(sh_server *s, const char *key)
+{
+    cJSON *j = NULL;
+    assert_int_equal(sh_get(s, "/longctx/status", &j), 200);
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(j, "store");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    assert_true(cJSON_IsNumber(v));
+    double d = v->valuedouble;
+    cJSON_Delete(j);
+    return d;
+}
+
+/* --store-reads notify: the node learns of writes on other nodes from NOTIFY and answers
+ * reads that are not behind without a query. Fails when notifications do not advance
+ * the node (it never sees the second write) or when the no-query path never runs. */
+static void t_notify_reads(void **st)
+{
+    (void)st;
+    NEED_CLUSTER();
+    sh_server N;
+    const char *extra[] = {"--store", C.conninfo, "--store-reads", "notify", "--quiet", NULL};
+    sh_start(&N, NULL, extra, NULL);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(write_span(&A, "nt", round * 10, NULL, NULL), 200);
+        char q[160], needle[32];
+        snprintf(q, sizeof q, "{\"session_id\":\"nt\",\"query\":\"marker m%dz\",\"top_k\":2}", round * 10);
+        snprintf(needle, sizeof needle, "m%dz", round * 10);
+        bool seen = false;
+        for (int i = 0; i < 200 && !seen; i++) {
+            cJSON *j = NULL;
+            assert_int_equal(sh_post(&N, "/evict/retrieve", q, &j), 200);
+            seen = has_text(j, needle);
+            cJSON_Delete(j);
+            if (!seen) usleep(10000);
+        }
+        assert_true(seen);
+    }
+    double before = status_num(&N, "reads_local");
+    for (int i = 0; i < 5; i++) {
+        cJSON *j = NULL;
+        assert_int_equal(sh_post(&N, "/evict/retrieve", "{\"session_id\":\"nt\",\"query\":\"marker m10z\",\"top_k\":2}", &j), 200);
+        assert_true(has_text(j, "m10z"));
+        cJSON_Delete(j);
+    }
+    assert_true(status_num(&N, "reads_local") >= before + 5);
+    sh_stop(&N, SIGTERM);
+    sh_cleanup(&N);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +399,7 @@ int main(void)
         cmocka_unit_test(t_write_a_read_b),
         cmocka_unit_test(t_retry_stored_once),
         cmocka_unit_test(t_hibernate_a_resume_b),
+        cmocka_unit_test(t_notify_reads),
         cmocka_unit_test(t_concurrent_one_order),
         cmocka_unit_test(t_kill9_mid_stream),
         cmocka_unit_test(t_standbys_down),
