@@ -181,17 +181,29 @@ int main(int argc, char **argv)
         free(m2);
     }
 
-    /* the PostgreSQL share of a write: lcx_pgstore_write in-process, same turn size */
+    /* the PostgreSQL share of a write: lcx_pgstore_write in-process, same turn size, with
+     * synchronous_commit on (WAL fsync + a synchronous standby), local (WAL fsync only) and
+     * off (neither: SQL, index maintenance, loopback), alternated turn by turn */
     {
-        lcx_pgstore_opts o = lcx_pgstore_defaults();
-        o.conninfo = C.conninfo;
-        lcx_pgstore *pg;
-        char msg[256];
-        if (lcx_pgstore_open(&o, &pg, msg, sizeof msg) == 0) {
-            lcx_chunk *cs = calloc((size_t)spans, sizeof *cs);
-            char **tx = calloc((size_t)spans, sizeof *tx);
-            double *mw = calloc((size_t)turns, sizeof(double));
-            for (int t = 0; t < turns; t++) {
+        static const char *mode[3] = {"on", "local", "off"};
+        lcx_pgstore *pg[3] = {NULL, NULL, NULL};
+        for (int k = 0; k < 3; k++) {
+            char env[64];
+            snprintf(env, sizeof env, "-c synchronous_commit=%s", mode[k]);
+            setenv("PGOPTIONS", env, 1);   /* libpq reads it at connect */
+            lcx_pgstore_opts o = lcx_pgstore_defaults();
+            o.conninfo = C.conninfo;
+            o.max_conns = 1;
+            char msg[256];
+            if (lcx_pgstore_open(&o, &pg[k], msg, sizeof msg) != 0) { fprintf(stderr, "%s\n", msg); return 1; }
+        }
+        unsetenv("PGOPTIONS");
+        lcx_chunk *cs = calloc((size_t)spans, sizeof *cs);
+        char **tx = calloc((size_t)spans, sizeof *tx);
+        double *mw[3];
+        for (int k = 0; k < 3; k++) mw[k] = calloc((size_t)turns, sizeof(double));
+        for (int t = 0; t < turns; t++) {
+            for (int k = 0; k < 3; k++) {
                 for (int i = 0; i < spans; i++) {
                     static char text[65536];
                     size_t n = span_text(text, words);
@@ -202,19 +214,23 @@ int main(int argc, char **argv)
                     cs[i].layer = 0, cs[i].score = 0.5f;
                 }
                 lcx_pgstore_write_result w;
+                char sid[32];
+                snprintf(sid, sizeof sid, "direct-%s", mode[k]);
                 double t0 = now_ms();
-                lcx_pgstore_write(pg, "direct", cs, spans, NULL, 0, &w);
-                mw[t] = now_ms() - t0;
+                lcx_pgstore_write(pg[k], sid, cs, spans, NULL, 0, &w);
+                mw[k][t] = now_ms() - t0;
                 for (int i = 0; i < spans; i++) free(tx[i]);
             }
-            printf("pgstore_write alone (SQL build + loopback + WAL fsync + sync standby) p50 %.1f ms p95 %.1f ms"
-                   " = %.1f us/span; rest of a postgresql write (HTTP, parse, embed, local index + fsync) ~ %.1f ms\n",
-                   pct(mw, turns, 0.5), pct(mw, turns, 0.95), pct(mw, turns, 0.5) * 1e3 / spans, p50 - pct(mw, turns, 0.5));
-            free(mw);
-            free(tx);
-            free(cs);
-            lcx_pgstore_close(pg);
         }
+        double on = pct(mw[0], turns, 0.5), loc = pct(mw[1], turns, 0.5), off = pct(mw[2], turns, 0.5);
+        printf("pgstore_write alone p50: synchronous_commit=on %.1f ms (p95 %.1f), local %.1f ms, off %.1f ms"
+               " → per span: SQL+index+loopback %.0f us, WAL fsync %.0f us, synchronous standby %.0f us;"
+               " rest of a node's write (HTTP, parse, local index + fsync, not overlapped) ~ %.1f ms\n",
+               on, pct(mw[0], turns, 0.95), loc, off, off * 1e3 / spans, (loc - off) * 1e3 / spans, (on - loc) * 1e3 / spans,
+               p50 - on);
+        for (int k = 0; k < 3; k++) free(mw[k]), lcx_pgstore_close(pg[k]);
+        free(tx);
+        free(cs);
     }
 
     /* catch-up: P writes `catchup` spans to a session Q never saw; Q's first retrieve pays the fetch */

@@ -71,10 +71,12 @@ void lcx_pgstore_close(lcx_pgstore *pg);
  * so a client repeating a write whose answer it lost stores it once. */
 int lcx_pgstore_write(lcx_pgstore *pg, const char *sid, const lcx_chunk *c, int n, const char *idem_key,
                       size_t key_len, lcx_pgstore_write_result *res);
-/* Brings the local store st of sid up to w->last_seq in seq order: appends c directly when
- * nothing else came between, else fetches the missing spans from PostgreSQL. */
+/* Brings the local store st of sid up to w->last_seq in seq order: appends the batch
+ * directly when nothing else came between (prep: the same n chunks already prepared with
+ * lcx_store_prepare, committed then; may be NULL), else fetches the missing spans from
+ * PostgreSQL. prep stays the caller's to free. */
 int lcx_pgstore_apply(lcx_pgstore *pg, lcx_store *st, const char *sid, const lcx_chunk *c, int n,
-                      const lcx_pgstore_write_result *w);
+                      lcx_store_prepared *prep, const lcx_pgstore_write_result *w);
 /* Read-your-writes before a read: asks PostgreSQL for the session's last seq and, when
  * the local copy is behind (or absent), creates it in ss and fetches what is missing.
  * LCX_ENOTFOUND: PostgreSQL has no such session. *fetched (may be NULL): spans applied. */

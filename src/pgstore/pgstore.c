@@ -624,7 +624,7 @@ static int fetch_into(lcx_pgstore *pg, lcx_store *st, const char *sid, applied *
 }
 
 int lcx_pgstore_apply(lcx_pgstore *pg, lcx_store *st, const char *sid, const lcx_chunk *c, int n,
-                      const lcx_pgstore_write_result *w)
+                      lcx_store_prepared *prep, const lcx_pgstore_write_result *w)
 {
     if (!pg || !st || !sid || !w) return LCX_EINVAL;
     pthread_mutex_t *m = stripe_of(pg, sid);
@@ -633,7 +633,7 @@ int lcx_pgstore_apply(lcx_pgstore *pg, lcx_store *st, const char *sid, const lcx
     int rc = a ? 0 : LCX_ENOMEM;
     if (!rc && a->seq < w->last_seq) {
         if (a->seq == w->first_seq - 1 && w->inserted == n && c && n > 0) {
-            rc = lcx_store_append(st, c, n, NULL);
+            rc = prep ? lcx_store_commit(st, prep, NULL) : lcx_store_append(st, c, n, NULL);
             if (!rc) __atomic_store_n(&a->seq, w->last_seq, __ATOMIC_RELEASE);
         } else {
             rc = fetch_into(pg, st, sid, a, w->last_seq, NULL);

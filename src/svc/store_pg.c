@@ -87,6 +87,21 @@ void lcx_svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
     cJSON_AddNumberToObject(o, "sessions_tracked", s.sessions_tracked);
 }
 
+typedef struct {
+    lcx_store *st;
+    const lcx_chunk *cs;
+    int m;
+    lcx_store_prepared *p;
+    int rc;
+} prep_job;
+
+static void *prep_main(void *arg)
+{
+    prep_job *j = arg;
+    j->rc = lcx_store_prepare(j->st, j->cs, j->m, &j->p);
+    return NULL;
+}
+
 void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id, lcx_store *st, lcx_chunk *cs, int m)
 {
     size_t kl = 0;
@@ -100,8 +115,15 @@ void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id
                        svc->cfg.max_chunks_per_session);
         return;
     }
+    /* the local embedding + tokenization runs while PostgreSQL commits (they are the two
+     * big costs of a write; docs/multinode.md) */
+    prep_job pj = {st, cs, m, NULL, 0};
+    pthread_t pt;
+    bool threaded = pthread_create(&pt, NULL, prep_main, &pj) == 0;
     lcx_pgstore_write_result w;
     int rc = lcx_pgstore_write(svc->pg, id, cs, m, key, kl, &w);
+    if (threaded) pthread_join(pt, NULL);
+    if (rc < 0) lcx_store_prepared_free(pj.p), pj.p = NULL;
     if (rc == LCX_ETIMEOUT || rc == LCX_ENET) {
         lcx_resp_header(resp, "Retry-After", "1");
         lcx_resp_error(resp, 503, "store_unavailable",
@@ -117,7 +139,8 @@ void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id
     }
     /* durable in PostgreSQL now; a failed local apply only delays this node's copy (the
      * next read fetches what is missing) */
-    int arc = lcx_pgstore_apply(svc->pg, st, id, cs, m, &w);
+    int arc = lcx_pgstore_apply(svc->pg, st, id, cs, m, pj.rc == 0 ? pj.p : NULL, &w);
+    lcx_store_prepared_free(pj.p);
     if (arc < 0) fprintf(stderr, "longctx-svc: store: local copy of a session lags: %s\n", lcx_strerror(arc));
     lcx_buf_printf(lcx_resp_json_buf(resp, 200),
                    "{\"accepted\":%d,\"session_total\":%u,\"seq\":[%lld,%lld],\"attempts\":%d}", m,
