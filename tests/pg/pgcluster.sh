@@ -46,6 +46,10 @@ start)
     chmod 755 "$d"
     [ "$(id -u)" = 0 ] && chown "$PGUSER_OS" "$d"
     trap 'stop_all "$d"' EXIT INT TERM
+    # watchdog from the start: the cluster never outlives its owner (a test killed even
+    # by SIGKILL, or this script killed half-way, still cleans up)
+    setsid sh -c "while kill -0 $owner 2>/dev/null && [ -d '$d' ]; do sleep 0.5; done; '$0' stop '$d'" \
+        </dev/null >/dev/null 2>&1 &
     as_pg "$PGBIN/initdb" -D "$d/p" -U lcx --auth=trust --no-sync -E UTF8 --locale=C >"$d/initdb.log" 2>&1
     cat >>"$d/p/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
@@ -83,9 +87,6 @@ CONF
         sleep 0.1
     done
     trap - EXIT INT TERM
-    # watchdog: the cluster never outlives its owner (a killed test still cleans up)
-    setsid sh -c "while kill -0 $owner 2>/dev/null && [ -d '$d' ]; do sleep 0.5; done; '$0' stop '$d'" \
-        </dev/null >/dev/null 2>&1 &
     echo "$d"
     ;;
 stop)
