@@ -54,6 +54,7 @@ typedef struct {
 typedef struct {
     uint64_t writes, write_retries, write_timeouts, syncs, spans_fetched, reads_stale;
     uint64_t reads_local;      /* notify mode: syncs answered without a query */
+    uint64_t snapshots_saved, snapshots_loaded;
     uint32_t sessions_tracked;
     bool connected;            /* a pooled connection is open now */
 } lcx_pgstore_stats;
@@ -81,11 +82,15 @@ int lcx_pgstore_apply(lcx_pgstore *pg, lcx_store *st, const char *sid, const lcx
  * the local copy is behind (or absent), creates it in ss and fetches what is missing.
  * LCX_ENOTFOUND: PostgreSQL has no such session. *fetched (may be NULL): spans applied. */
 int lcx_pgstore_sync(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, uint32_t *fetched);
-/* Session state in PostgreSQL: hibernated (with its last seq) or active again.
- * lcx_pgstore_resume returns 1 when the session was hibernated (it is active now, and
- * synced into ss), 0 when it was not, LCX_ENOTFOUND when unknown. */
-int lcx_pgstore_hibernate(lcx_pgstore *pg, const char *sid);
-int lcx_pgstore_resume(lcx_pgstore *pg, lcx_sessions *ss, const char *sid);
+/* Hibernate: catches the local copy up, hibernates it and, when its files are complete on
+ * disk (dir: the session's directory in ss), stores them as a snapshot (lcx_snapshots,
+ * with the seq they hold; older ones are dropped); marks the session hibernated.
+ * *n_chunks: spans of the copy. LCX_ENOTFOUND: PostgreSQL has no such session.
+ * Resume: marks it active; a node without a copy first loads the latest snapshot into
+ * dir (no re-embedding), then fetches what follows. Returns 1 when the session was
+ * hibernated, 0 when it was not, LCX_ENOTFOUND when unknown. */
+int lcx_pgstore_hibernate(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const char *dir, uint32_t *n_chunks);
+int lcx_pgstore_resume(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const char *dir);
 /* Spans PostgreSQL holds for sid (count), for checks and status. */
 int lcx_pgstore_count(lcx_pgstore *pg, const char *sid, int64_t *n);
 void lcx_pgstore_stats_get(lcx_pgstore *pg, lcx_pgstore_stats *s);

@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #define FETCH_BATCH 4096        /* spans per catch-up query: bounds the memory of one fetch */
@@ -123,14 +126,25 @@ static void conn_put(lcx_pgstore *pg, PGconn *c, bool bad)
  * connection broke; LCX_ETIMEOUT: the deadline passed (the caller must drop the
  * connection: the statement may still run, its outcome is unknown). For the last two the
  * outcome of a write is unknown. */
+static int q_run_f(PGconn *c, const char *sql, int np, const char *const *vals, const int *lens, const int *fmts,
+                   int result_fmt, double deadline, PGresult **res, char *err, size_t el);
+
 static int q_run(PGconn *c, const char *sql, int np, const char *const *vals, double deadline, PGresult **res,
                  char *err, size_t el)
+{
+    return q_run_f(c, sql, np, vals, NULL, NULL, 0, deadline, res, err, el);
+}
+
+/* q_run with per-parameter lengths/formats (1 = binary) and the result format. */
+static int q_run_f(PGconn *c, const char *sql, int np, const char *const *vals, const int *lens, const int *fmts,
+                   int result_fmt, double deadline, PGresult **res, char *err, size_t el)
 {
     *res = NULL;
     if (err && el) err[0] = 0;
     if (PQstatus(c) != CONNECTION_OK) return LCX_ENET;
     /* without parameters: the simple protocol, which takes several statements (migrations) */
-    if (!(np ? PQsendQueryParams(c, sql, np, NULL, vals, NULL, NULL, 0) : PQsendQuery(c, sql))) return LCX_ENET;
+    if (!(np || result_fmt ? PQsendQueryParams(c, sql, np, NULL, vals, lens, fmts, result_fmt) : PQsendQuery(c, sql)))
+        return LCX_ENET;
     if (PQsetnonblocking(c, 1) != 0) return LCX_ENET;
     int sock = PQsocket(c);
     for (;;) {
@@ -716,16 +730,186 @@ int lcx_pgstore_sync(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, uint32_
     return rc;
 }
 
-int lcx_pgstore_hibernate(lcx_pgstore *pg, const char *sid)
+/* ------------------------------------------------------------------ snapshots */
+
+#define SNAP_MAGIC "LCXSNAP1"
+#define SNAP_MAX (512ull << 20)   /* a larger session is rebuilt from its spans instead */
+
+static void put_le(lcx_buf *b, uint64_t v, int n)
 {
-    if (!pg || !sid) return LCX_EINVAL;
-    int64_t last;
-    return head(pg, sid, &last, NULL, 0,
-                "UPDATE lcx_sessions SET state = 'hibernated', snapshot_seq = next_seq - 1, updated_at = now()"
-                " WHERE sid = $1 RETURNING next_seq - 1, state");
+    uint8_t x[8];
+    for (int i = 0; i < n; i++) x[i] = (uint8_t)(v >> (8 * i));
+    lcx_buf_append(b, x, (size_t)n);
 }
 
-int lcx_pgstore_resume(lcx_pgstore *pg, lcx_sessions *ss, const char *sid)
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Every regular file of dir in one blob: magic, then (u16 name length, name, u64 size,
+ * bytes) per file, little-endian. 0, or LCX_ELIMIT when over SNAP_MAX, LCX_EIO. */
+static int snap_pack(const char *dir, lcx_buf *out)
+{
+    DIR *d = opendir(dir);
+    if (!d) return LCX_EIO;
+    int rc = lcx_buf_append(out, SNAP_MAGIC, 8);
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *path = lcx_path_join(dir, e->d_name);
+        struct stat sb;
+        if (!path) { rc = LCX_ENOMEM; break; }
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            char *data = NULL;
+            size_t len = 0;
+            if (out->len + (uint64_t)sb.st_size > SNAP_MAX) rc = LCX_ELIMIT;
+            else if ((rc = lcx_read_file(path, SNAP_MAX, &data, &len)) == 0) {
+                size_t nl = strlen(e->d_name);
+                put_le(out, nl, 2);
+                lcx_buf_append(out, e->d_name, nl);
+                put_le(out, len, 8);
+                rc = lcx_buf_append(out, data, len);
+            }
+            free(data);
+        }
+        free(path);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Writes the blob's files into dir (created). Names are single path components. */
+static int snap_unpack(const char *dir, const uint8_t *p, size_t n)
+{
+    if (n < 8 || memcmp(p, SNAP_MAGIC, 8)) return LCX_ECORRUPT;
+    int rc = lcx_mkdirs(dir);
+    size_t o = 8;
+    while (!rc && o < n) {
+        if (n - o < 2) return LCX_ECORRUPT;
+        size_t nl = (size_t)get_le(p + o, 2);
+        o += 2;
+        if (nl == 0 || nl > 255 || n - o < nl + 8) return LCX_ECORRUPT;
+        char name[256];
+        memcpy(name, p + o, nl);
+        name[nl] = 0;
+        o += nl;
+        uint64_t len = get_le(p + o, 8);
+        o += 8;
+        if (strchr(name, '/') || name[0] == '.' || len > n - o) return LCX_ECORRUPT;
+        char *path = lcx_path_join(dir, name);
+        if (!path) return LCX_ENOMEM;
+        rc = lcx_write_file_atomic(path, p + o, (size_t)len);
+        free(path);
+        o += (size_t)len;
+    }
+    return rc;
+}
+
+static void snap_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            char *path = lcx_path_join(dir, e->d_name);
+            if (path) unlink(path);
+            free(path);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+int lcx_pgstore_hibernate(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const char *dir, uint32_t *n_chunks)
+{
+    if (!pg || !ss || !sid || !dir) return LCX_EINVAL;
+    if (n_chunks) *n_chunks = 0;
+    int rc = lcx_pgstore_sync(pg, ss, sid, NULL);
+    if (rc < 0) return rc;
+    /* under the stripe lock nothing appends to the local copy: its files and `upto` agree */
+    pthread_mutex_t *m = stripe_of(pg, sid);
+    pthread_mutex_lock(m);
+    applied *a = applied_get(pg, sid);
+    lcx_buf blob = {0};
+    int64_t upto = a ? a->seq : 0;
+    bool have_blob = false;
+    lcx_session_status stt;
+    if (!a) rc = LCX_ENOMEM;
+    else if (lcx_sessions_status(ss, sid, &stt) == 0) {
+        if (n_chunks) *n_chunks = stt.in_ram ? stt.n_chunks_in_ram : stt.n_chunks_on_disk;
+        int hr = lcx_sessions_hibernate(ss, sid);
+        if (hr == 0 && lcx_sessions_status(ss, sid, &stt) == 0 && !stt.in_ram && stt.on_disk)
+            have_blob = snap_pack(dir, &blob) == 0;   /* busy (deferred) or too big: no snapshot */
+    }
+    pthread_mutex_unlock(m);
+    if (rc < 0) { lcx_buf_free(&blob); return rc; }
+    char up[24];
+    snprintf(up, sizeof up, "%" PRId64, upto);
+    const char *vals[3] = {sid, up, have_blob ? blob.data : NULL};
+    int lens[3] = {0, 0, have_blob ? (int)blob.len : 0}, fmts[3] = {0, 0, 1};
+    PGconn *cn = conn_get(pg);
+    if (!cn) { lcx_buf_free(&blob); return LCX_ENET; }
+    PGresult *r;
+    rc = q_run_f(cn,
+                 "WITH u AS (UPDATE lcx_sessions SET state = 'hibernated', snapshot_seq = $2::bigint, updated_at = now()"
+                 "  WHERE sid = $1 RETURNING 1),"
+                 " ins AS (INSERT INTO lcx_snapshots (sid, upto_seq, blob) SELECT $1, $2::bigint, $3::bytea FROM u"
+                 "  WHERE $3::bytea IS NOT NULL ON CONFLICT (sid, upto_seq) DO UPDATE SET blob = EXCLUDED.blob,"
+                 "  created_at = now() RETURNING 1),"
+                 " del AS (DELETE FROM lcx_snapshots WHERE sid = $1 AND upto_seq < $2::bigint AND $3::bytea IS NOT NULL)"
+                 " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM ins)",
+                 3, vals, lens, fmts, 0, now_ms() + pg->o.write_timeout_s * 1e3, &r, NULL, 0);
+    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    lcx_buf_free(&blob);
+    if (rc) return rc == LCX_ENET ? LCX_ETIMEOUT : rc;
+    bool found = atoi(PQgetvalue(r, 0, 0)) == 1;
+    if (atoi(PQgetvalue(r, 0, 1)) == 1) {
+        pthread_mutex_lock(&pg->mu);
+        pg->st.snapshots_saved++;
+        pthread_mutex_unlock(&pg->mu);
+    }
+    PQclear(r);
+    return found ? 0 : LCX_ENOTFOUND;
+}
+
+/* A node without a copy of sid loads the latest snapshot into dir; its seq is then the
+ * snapshot's. Any failure leaves nothing behind (the caller rebuilds from the spans).
+ * Caller holds the stripe lock. */
+static void snap_load(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const char *dir, applied *a)
+{
+    lcx_session_status stt;
+    if (a->seq != 0 || lcx_sessions_status(ss, sid, &stt) != LCX_ENOTFOUND) return;
+    PGconn *cn = conn_get(pg);
+    if (!cn) return;
+    const char *vals[1] = {sid};
+    PGresult *r;
+    int rc = q_run_f(cn, "SELECT upto_seq::text, blob FROM lcx_snapshots WHERE sid = $1 ORDER BY upto_seq DESC LIMIT 1",
+                     1, vals, NULL, NULL, 1, now_ms() + pg->o.read_timeout_s * 1e3, &r, NULL, 0);
+    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    if (rc) return;
+    if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 1)) {
+        char up[32];
+        int ul = PQgetlength(r, 0, 0);
+        snprintf(up, sizeof up, "%.*s", ul < 31 ? ul : 31, PQgetvalue(r, 0, 0));
+        lcx_store *st;
+        if (snap_unpack(dir, (const uint8_t *)PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1)) == 0 &&
+            lcx_sessions_acquire(ss, sid, false, &st) == 0) {
+            lcx_sessions_release(ss, st);
+            __atomic_store_n(&a->seq, strtoll(up, NULL, 10), __ATOMIC_RELEASE);
+            pthread_mutex_lock(&pg->mu);
+            pg->st.snapshots_loaded++;
+            pthread_mutex_unlock(&pg->mu);
+        } else {
+            snap_remove(dir);
+        }
+    }
+    PQclear(r);
+}
+
+int lcx_pgstore_resume(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const char *dir)
 {
     if (!pg || !ss || !sid) return LCX_EINVAL;
     int64_t last;
@@ -735,8 +919,16 @@ int lcx_pgstore_resume(lcx_pgstore *pg, lcx_sessions *ss, const char *sid)
                   " UPDATE lcx_sessions x SET state = 'active', updated_at = now() FROM o WHERE x.sid = $1"
                   " RETURNING x.next_seq - 1, o.state");
     if (rc < 0) return rc;
+    bool was = !strcmp(state, "hibernated");
+    if (was && dir) {
+        pthread_mutex_t *m = stripe_of(pg, sid);
+        pthread_mutex_lock(m);
+        applied *a = applied_get(pg, sid);
+        if (a) snap_load(pg, ss, sid, dir, a);
+        pthread_mutex_unlock(m);
+    }
     if ((rc = sync_to(pg, ss, sid, last, NULL)) < 0) return rc;
-    return !strcmp(state, "hibernated") ? 1 : 0;
+    return was ? 1 : 0;
 }
 
 int lcx_pgstore_count(lcx_pgstore *pg, const char *sid, int64_t *n)

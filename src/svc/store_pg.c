@@ -19,9 +19,14 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return 0;
 }
 
-void lcx_svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n)
+static void cache_path(const lcx_svc_config *c, char *out, size_t n)
 {
     snprintf(out, n, "%s/pg-cache", c->data_dir);
+}
+
+void lcx_svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n)
+{
+    cache_path(c, out, n);
     /* a copy from an earlier run may be behind or ahead of what this node will track:
      * start empty and rebuild from PostgreSQL on demand */
     nftw(out, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -83,6 +88,8 @@ void lcx_svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
     cJSON_AddNumberToObject(o, "spans_fetched", (double)s.spans_fetched);
     cJSON_AddNumberToObject(o, "reads_stale", (double)s.reads_stale);
     cJSON_AddNumberToObject(o, "reads_local", (double)s.reads_local);
+    cJSON_AddNumberToObject(o, "snapshots_saved", (double)s.snapshots_saved);
+    cJSON_AddNumberToObject(o, "snapshots_loaded", (double)s.snapshots_loaded);
     cJSON_AddStringToObject(o, "reads", svc->cfg.store_reads[0] ? svc->cfg.store_reads : "strict");
     cJSON_AddNumberToObject(o, "sessions_tracked", s.sessions_tracked);
 }
@@ -154,6 +161,16 @@ void lcx_svc_pg_sync(lcx_svc *svc, const char *id)
         fprintf(stderr, "longctx-svc: store: serving session from the local copy (%s)\n", lcx_strerror(rc));
 }
 
+/* The session's directory in the local copy: the store's layout (src/store/sessions.c:
+ * DATA_DIR/sessions/<first 16 bytes of sha256(id) in hex>) under the cache dir. */
+static void session_dir(lcx_svc *svc, const char *id, char *out, size_t n)
+{
+    char cache[4200], hex[33];
+    cache_path(&svc->cfg, cache, sizeof cache);
+    lcx_sha256_hex(id, strlen(id), hex, 16);
+    snprintf(out, n, "%s/sessions/%s", cache, hex);
+}
+
 static uint32_t local_count(lcx_svc *svc, const char *id)
 {
     lcx_store *st;
@@ -172,15 +189,11 @@ bool lcx_svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op)
     bool did = false;
     uint32_t n = 0;
     int rc;
+    char dir[4400];
+    session_dir(svc, id, dir, sizeof dir);
     if (op == 1) {
-        rc = lcx_pgstore_sync(svc->pg, svc->sessions, id, NULL);
-        if (rc == 0) {
-            n = local_count(svc, id);
-            if ((rc = lcx_pgstore_hibernate(svc->pg, id)) == 0) {
-                int lr = lcx_sessions_hibernate(svc->sessions, id);
-                did = lr == 0 || lr == LCX_ENOTFOUND;
-            }
-        }
+        rc = lcx_pgstore_hibernate(svc->pg, svc->sessions, id, dir, &n);
+        did = rc == 0;
         if (rc < 0 && rc != LCX_ENOTFOUND) {
             lcx_resp_error(resp, 503, "store_unavailable", "hibernate: the shared store: %s", lcx_strerror(rc));
             return true;
@@ -191,7 +204,7 @@ bool lcx_svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op)
         lcx_buf_printf(b, ",\"hibernated\":%s,\"n_chunks\":%u}", did ? "true" : "false", did ? n : 0);
         return true;
     }
-    rc = lcx_pgstore_resume(svc->pg, svc->sessions, id);
+    rc = lcx_pgstore_resume(svc->pg, svc->sessions, id, dir);
     if (rc < 0 && rc != LCX_ENOTFOUND) {
         lcx_resp_error(resp, 503, "store_unavailable", "resume: the shared store: %s", lcx_strerror(rc));
         return true;

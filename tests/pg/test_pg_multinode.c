@@ -199,14 +199,30 @@ static void t_retry_stored_once(void **st)
     assert_int_equal(dump_starts(&A, "retry", s, 8), 4);
 }
 
-/* Hibernate on A, resume on B: B rebuilds the session from PostgreSQL. Fails when the
- * state is node-local (B would answer resumed:false or miss the spans). */
+static double status_num(sh_server *s, const char *key)
+{
+    cJSON *j = NULL;
+    assert_int_equal(sh_get(s, "/longctx/status", &j), 200);
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(j, "store");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    assert_true(cJSON_IsNumber(v));
+    double d = v->valuedouble;
+    cJSON_Delete(j);
+    return d;
+}
+
+/* Hibernate on A, resume on B: A ships its hibernated copy as a snapshot, B loads it
+ * (no re-embedding, nothing fetched) and fetches only what was written after. Fails when
+ * the state is node-local (B would answer resumed:false or miss the spans) or when the
+ * snapshot is not used. */
 static void t_hibernate_a_resume_b(void **st)
 {
     (void)st;
     NEED_CLUSTER();
     for (int i = 0; i < 5; i++) assert_int_equal(write_span(&A, "hib", i * 10, NULL, NULL), 200);
     cJSON *j = NULL;
+    double saved = status_num(&A, "snapshots_saved"), loaded = status_num(&B, "snapshots_loaded");
+    double fetched = status_num(&B, "spans_fetched");
     assert_int_equal(sh_post(&A, "/sessions/hib/hibernate", "", &j), 200);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "hibernated")));
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks")->valueint, 5);
@@ -215,12 +231,25 @@ static void t_hibernate_a_resume_b(void **st)
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "resumed")));
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks")->valueint, 5);
     cJSON_Delete(j);
+    assert_true(status_num(&A, "snapshots_saved") == saved + 1);
+    assert_true(status_num(&B, "snapshots_loaded") == loaded + 1);
+    assert_true(status_num(&B, "spans_fetched") == fetched);
     assert_int_equal(sh_post(&B, "/sessions/hib/resume", "", &j), 200);   /* active now: nothing to resume */
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "resumed")));
     cJSON_Delete(j);
     assert_int_equal(sh_post(&B, "/evict/retrieve", "{\"session_id\":\"hib\",\"query\":\"marker m30z\",\"top_k\":2}", &j), 200);
     assert_true(has_text(j, "m30z"));
     cJSON_Delete(j);
+    /* hibernated again after one more write via A: a node that has a copy (B) takes only the new span */
+    assert_int_equal(write_span(&A, "hib", 50, NULL, NULL), 200);
+    assert_int_equal(sh_post(&A, "/sessions/hib/hibernate", "", &j), 200);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks")->valueint, 6);
+    cJSON_Delete(j);
+    fetched = status_num(&B, "spans_fetched");
+    assert_int_equal(sh_post(&B, "/sessions/hib/resume", "", &j), 200);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "n_chunks")->valueint, 6);
+    cJSON_Delete(j);
+    assert_true(status_num(&B, "spans_fetched") == fetched + 1);
 }
 
 typedef struct {
@@ -341,18 +370,6 @@ static void t_standbys_down(void **st)
     assert_int_equal(stv, 200);
     assert_int_equal(pg_count("sb"), 3);
     assert_int_equal(pgc_node(&C, "s1", "start"), 0);
-}
-
-static double status_num(sh_server *s, const char *key)
-{
-    cJSON *j = NULL;
-    assert_int_equal(sh_get(s, "/longctx/status", &j), 200);
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(j, "store");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    assert_true(cJSON_IsNumber(v));
-    double d = v->valuedouble;
-    cJSON_Delete(j);
-    return d;
 }
 
 /* --store-reads notify: the node learns of writes on other nodes from NOTIFY and answers
