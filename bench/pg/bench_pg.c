@@ -253,6 +253,16 @@ int main(int argc, char **argv)
     printf("catch-up of %d missed spans (first retrieve on the node that missed them): median %.0f ms (%.0f, %.0f, %.0f), %.0f spans/s\n",
            catchup, pct(cu, reps, 0.5), cu[0], cu[1], cu[2], catchup / (pct(cu, reps, 0.5) / 1e3));
 
+    /* resume on another node: cu1 (written through P) hibernated on P, resumed on R, which
+     * has no copy: the snapshot is loaded instead of re-embedding the spans */
+    {
+        double mh, mr;
+        post(&P, "/sessions/cu1/hibernate", "", 0, &mh);
+        post(&R, "/sessions/cu1/resume", "", 0, &mr);
+        printf("hibernate %d spans on P %.0f ms (snapshot shipped); resume on R (no copy) %.0f ms = %.1fx faster than the catch-up\n",
+               catchup, mh, mr, pct(cu, reps, 0.5) / mr);
+    }
+
     /* retrieve on a caught-up node vs the embedded store: sessions of the same size and
      * text distribution (cu0 on Q, a fresh one on E), the same queries alternated */
     {
