@@ -201,6 +201,8 @@ static const char *const MIGRATIONS[LCX_PGSTORE_SCHEMA_VERSION] = {
     " END LOOP; END $$;"
     "CREATE TABLE lcx_snapshots (sid text NOT NULL, upto_seq bigint NOT NULL, blob bytea,"
     "  created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (sid, upto_seq));"
+    /* out of line, uncompressed: pglz over tens of MB of mostly vectors costs seconds of CPU for little */
+    "ALTER TABLE lcx_snapshots ALTER COLUMN blob SET STORAGE EXTERNAL;"
     "CREATE TABLE lcx_scope_segments (scope text NOT NULL, version bigint NOT NULL, segment int NOT NULL,"
     "  blob bytea NOT NULL, PRIMARY KEY (scope, version, segment));"
     "CREATE TABLE lcx_scopes (scope text PRIMARY KEY, current_version bigint NOT NULL);",
