@@ -54,7 +54,7 @@ typedef struct {
 typedef struct {
     uint64_t writes, write_retries, write_timeouts, syncs, spans_fetched, reads_stale;
     uint64_t reads_local;      /* notify mode: syncs answered without a query */
-    uint64_t snapshots_saved, snapshots_loaded;
+    uint64_t snapshots_saved, snapshots_loaded, scopes_published, scopes_loaded;
     uint32_t sessions_tracked;
     bool connected;            /* a pooled connection is open now */
 } lcx_pgstore_stats;
@@ -91,6 +91,13 @@ int lcx_pgstore_sync(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, uint32_
  * hibernated, 0 when it was not, LCX_ENOTFOUND when unknown. */
 int lcx_pgstore_hibernate(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const char *dir, uint32_t *n_chunks);
 int lcx_pgstore_resume(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const char *dir);
+/* Code scopes: publish packs a scope's directory (manifest + store/) as a new version of
+ * scope (its canonical path; hash: its directory name) and returns the version; fetch
+ * unpacks the current version into scopes_dir/<hash>/ when this node has no directory
+ * for it yet (1 = unpacked, 0 = nothing to do or none published). A node that sees the
+ * same files then loads the scope instead of re-reading them. */
+int lcx_pgstore_scope_publish(lcx_pgstore *pg, const char *scope, const char *hash, const char *dir);
+int lcx_pgstore_scope_fetch(lcx_pgstore *pg, const char *scope, const char *scopes_dir);
 /* Spans PostgreSQL holds for sid (count), for checks and status. */
 int lcx_pgstore_count(lcx_pgstore *pg, const char *sid, int64_t *n);
 void lcx_pgstore_stats_get(lcx_pgstore *pg, lcx_pgstore_stats *s);

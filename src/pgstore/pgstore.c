@@ -205,7 +205,8 @@ static const char *const MIGRATIONS[LCX_PGSTORE_SCHEMA_VERSION] = {
     "ALTER TABLE lcx_snapshots ALTER COLUMN blob SET STORAGE EXTERNAL;"
     "CREATE TABLE lcx_scope_segments (scope text NOT NULL, version bigint NOT NULL, segment int NOT NULL,"
     "  blob bytea NOT NULL, PRIMARY KEY (scope, version, segment));"
-    "CREATE TABLE lcx_scopes (scope text PRIMARY KEY, current_version bigint NOT NULL);",
+    "CREATE TABLE lcx_scopes (scope text PRIMARY KEY, current_version bigint NOT NULL, hash text NOT NULL);"
+    "ALTER TABLE lcx_scope_segments ALTER COLUMN blob SET STORAGE EXTERNAL;",
 };
 _Static_assert(SPAN_PARTITIONS == 8, "the 0 → 1 migration creates 8 partitions");
 
@@ -751,27 +752,32 @@ static uint64_t get_le(const uint8_t *p, int n)
     return v;
 }
 
-/* Every regular file of dir in one blob: magic, then (u16 name length, name, u64 size,
- * bytes) per file, little-endian. 0, or LCX_ELIMIT when over SNAP_MAX, LCX_EIO. */
-static int snap_pack(const char *dir, lcx_buf *out)
+/* Every regular file of dir (and of its subdirectories, one level: a scope's store/) in
+ * one blob: magic, then (u16 name length, name, u64 size, bytes) per file, little-endian;
+ * names are relative ("store/chunks.log"). 0, or LCX_ELIMIT when over SNAP_MAX, LCX_EIO. */
+static int pack_dir(const char *dir, const char *prefix, int depth, lcx_buf *out)
 {
     DIR *d = opendir(dir);
     if (!d) return LCX_EIO;
-    int rc = lcx_buf_append(out, SNAP_MAGIC, 8);
+    int rc = 0;
     struct dirent *e;
     while (!rc && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char *path = lcx_path_join(dir, e->d_name);
         struct stat sb;
         if (!path) { rc = LCX_ENOMEM; break; }
-        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        char rel[512];
+        snprintf(rel, sizeof rel, "%s%s%s", prefix, *prefix ? "/" : "", e->d_name);
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && depth > 0) {
+            rc = pack_dir(path, rel, depth - 1, out);
+        } else if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && strlen(rel) < 256) {
             char *data = NULL;
             size_t len = 0;
             if (out->len + (uint64_t)sb.st_size > SNAP_MAX) rc = LCX_ELIMIT;
             else if ((rc = lcx_read_file(path, SNAP_MAX, &data, &len)) == 0) {
-                size_t nl = strlen(e->d_name);
+                size_t nl = strlen(rel);
                 put_le(out, nl, 2);
-                lcx_buf_append(out, e->d_name, nl);
+                lcx_buf_append(out, rel, nl);
                 put_le(out, len, 8);
                 rc = lcx_buf_append(out, data, len);
             }
@@ -783,7 +789,14 @@ static int snap_pack(const char *dir, lcx_buf *out)
     return rc;
 }
 
-/* Writes the blob's files into dir (created). Names are single path components. */
+static int snap_pack(const char *dir, lcx_buf *out)
+{
+    int rc = lcx_buf_append(out, SNAP_MAGIC, 8);
+    return rc ? rc : pack_dir(dir, "", 1, out);
+}
+
+/* Writes the blob's files into dir (created). Names are relative, at most one directory
+ * deep, without "." or ".." components. */
 static int snap_unpack(const char *dir, const uint8_t *p, size_t n)
 {
     if (n < 8 || memcmp(p, SNAP_MAGIC, 8)) return LCX_ECORRUPT;
@@ -800,10 +813,18 @@ static int snap_unpack(const char *dir, const uint8_t *p, size_t n)
         o += nl;
         uint64_t len = get_le(p + o, 8);
         o += 8;
-        if (strchr(name, '/') || name[0] == '.' || len > n - o) return LCX_ECORRUPT;
+        char *sl = strchr(name, '/');
+        if (name[0] == '.' || (sl && (sl[1] == '.' || !sl[1] || strchr(sl + 1, '/'))) || len > n - o)
+            return LCX_ECORRUPT;
         char *path = lcx_path_join(dir, name);
         if (!path) return LCX_ENOMEM;
-        rc = lcx_write_file_atomic(path, p + o, (size_t)len);
+        if (sl) {   /* the subdirectory first */
+            char *sub = lcx_path_join(dir, name);
+            sub[strlen(dir) + 1 + (size_t)(sl - name)] = 0;
+            rc = lcx_mkdirs(sub);
+            free(sub);
+        }
+        if (!rc) rc = lcx_write_file_atomic(path, p + o, (size_t)len);
         free(path);
         o += (size_t)len;
     }
@@ -931,6 +952,78 @@ int lcx_pgstore_resume(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const
     }
     if ((rc = sync_to(pg, ss, sid, last, NULL)) < 0) return rc;
     return was ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ scopes */
+
+int lcx_pgstore_scope_publish(lcx_pgstore *pg, const char *scope, const char *hash, const char *dir)
+{
+    if (!pg || !scope || !hash || !dir) return LCX_EINVAL;
+    lcx_buf blob = {0};
+    int rc = snap_pack(dir, &blob);
+    if (rc) { lcx_buf_free(&blob); return rc; }
+    const char *vals[3] = {scope, hash, blob.data};
+    int lens[3] = {0, 0, (int)blob.len}, fmts[3] = {0, 0, 1};
+    PGconn *cn = conn_get(pg);
+    if (!cn) { lcx_buf_free(&blob); return LCX_ENET; }
+    PGresult *r;
+    rc = q_run_f(cn,
+                 "WITH v AS (INSERT INTO lcx_scopes AS x (scope, current_version, hash) VALUES ($1, 1, $2)"
+                 "  ON CONFLICT (scope) DO UPDATE SET current_version = x.current_version + 1, hash = $2"
+                 "  RETURNING current_version),"
+                 " ins AS (INSERT INTO lcx_scope_segments (scope, version, segment, blob) SELECT $1, v.current_version, 0, $3"
+                 "  FROM v RETURNING 1),"
+                 " del AS (DELETE FROM lcx_scope_segments s USING v WHERE s.scope = $1 AND s.version < v.current_version)"
+                 " SELECT current_version FROM v",
+                 3, vals, lens, fmts, 0, now_ms() + pg->o.write_timeout_s * 1e3, &r, NULL, 0);
+    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    lcx_buf_free(&blob);
+    if (rc) return rc;
+    int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    pthread_mutex_lock(&pg->mu);
+    pg->st.scopes_published++;
+    pthread_mutex_unlock(&pg->mu);
+    return (int)(v > 0x7fffffff ? 0x7fffffff : v);
+}
+
+int lcx_pgstore_scope_fetch(lcx_pgstore *pg, const char *scope, const char *scopes_dir)
+{
+    if (!pg || !scope || !scopes_dir) return LCX_EINVAL;
+    PGconn *cn = conn_get(pg);
+    if (!cn) return LCX_ENET;
+    const char *vals[1] = {scope};
+    PGresult *r;
+    int rc = q_run_f(cn,
+                     "SELECT x.hash, s.blob FROM lcx_scopes x JOIN lcx_scope_segments s"
+                     " ON s.scope = x.scope AND s.version = x.current_version AND s.segment = 0 WHERE x.scope = $1",
+                     1, vals, NULL, NULL, 1, now_ms() + pg->o.read_timeout_s * 1e3, &r, NULL, 0);
+    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    if (rc) return rc;
+    if (PQntuples(r) != 1) { PQclear(r); return 0; }
+    char hash[64];
+    int hl = PQgetlength(r, 0, 0);
+    snprintf(hash, sizeof hash, "%.*s", hl < 63 ? hl : 63, PQgetvalue(r, 0, 0));
+    for (const char *h = hash; *h; h++)
+        if (!((*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f'))) { PQclear(r); return LCX_ECORRUPT; }
+    char *dir = lcx_path_join(scopes_dir, hash);
+    struct stat sb;
+    if (!dir) rc = LCX_ENOMEM;
+    else if (stat(dir, &sb) == 0) rc = 0;   /* this node has its own copy: keep it */
+    else if ((rc = snap_unpack(dir, (const uint8_t *)PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1))) == 0) {
+        rc = 1;
+        pthread_mutex_lock(&pg->mu);
+        pg->st.scopes_loaded++;
+        pthread_mutex_unlock(&pg->mu);
+    } else {
+        char *st = lcx_path_join(dir, "store");
+        if (st) snap_remove(st);
+        free(st);
+        snap_remove(dir);
+    }
+    free(dir);
+    PQclear(r);
+    return rc;
 }
 
 int lcx_pgstore_count(lcx_pgstore *pg, const char *sid, int64_t *n)

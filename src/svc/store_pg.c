@@ -6,6 +6,8 @@
 #include "longctx/lcx_pgstore.h"
 
 #include <ftw.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -90,6 +92,8 @@ void lcx_svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
     cJSON_AddNumberToObject(o, "reads_local", (double)s.reads_local);
     cJSON_AddNumberToObject(o, "snapshots_saved", (double)s.snapshots_saved);
     cJSON_AddNumberToObject(o, "snapshots_loaded", (double)s.snapshots_loaded);
+    cJSON_AddNumberToObject(o, "scopes_published", (double)s.scopes_published);
+    cJSON_AddNumberToObject(o, "scopes_loaded", (double)s.scopes_loaded);
     cJSON_AddStringToObject(o, "reads", svc->cfg.store_reads[0] ? svc->cfg.store_reads : "strict");
     cJSON_AddNumberToObject(o, "sessions_tracked", s.sessions_tracked);
 }
@@ -169,6 +173,24 @@ static void session_dir(lcx_svc *svc, const char *id, char *out, size_t n)
     cache_path(&svc->cfg, cache, sizeof cache);
     lcx_sha256_hex(id, strlen(id), hex, 16);
     snprintf(out, n, "%s/sessions/%s", cache, hex);
+}
+
+void lcx_svc_pg_scope_fetch(lcx_svc *svc, const char *scope)
+{
+    char real[PATH_MAX], dir[4200];
+    if (!realpath(scope, real)) return;   /* the indexer answers the error */
+    snprintf(dir, sizeof dir, "%s/scopes", svc->cfg.data_dir);
+    int rc = lcx_pgstore_scope_fetch(svc->pg, real, dir);
+    if (rc < 0 && !svc->cfg.quiet)
+        fprintf(stderr, "longctx-svc: store: scope %s not fetched (%s): indexing it here\n", real, lcx_strerror(rc));
+}
+
+void lcx_svc_pg_scope_publish(lcx_svc *svc, const char *scope_path, const char *scope_hash)
+{
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/scopes/%s", svc->cfg.data_dir, scope_hash);
+    int rc = lcx_pgstore_scope_publish(svc->pg, scope_path, scope_hash, dir);
+    if (rc < 0) fprintf(stderr, "longctx-svc: store: scope %s not published: %s\n", scope_path, lcx_strerror(rc));
 }
 
 static uint32_t local_count(lcx_svc *svc, const char *id)

@@ -295,6 +295,10 @@ void lcx_svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n);
 void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id, lcx_store *st, lcx_chunk *cs, int m);
 void lcx_svc_pg_sync(lcx_svc *svc, const char *id);
 bool lcx_svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op);
+/* POST /index: fetch a scope another node published (before indexing), publish one this
+ * node (re)read files for (after). */
+void lcx_svc_pg_scope_fetch(lcx_svc *svc, const char *scope);
+void lcx_svc_pg_scope_publish(lcx_svc *svc, const char *scope_path, const char *scope_hash);
 
 /* Resident set size of this process in bytes (0 when unknown). */
 uint64_t lcx_svc_rss_bytes(void);

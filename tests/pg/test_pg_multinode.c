@@ -409,6 +409,56 @@ static void t_notify_reads(void **st)
     sh_cleanup(&N);
 }
 
+static double index_scope(sh_server *s, const char *dir, const char *field)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "/index?scope=%s", dir);   /* tu_tmpdir paths need no escaping */
+    cJSON *j = NULL;
+    assert_int_equal(sh_post(s, path, "", &j), 200);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, field);
+    assert_true(cJSON_IsNumber(v));
+    double d = v->valuedouble;
+    cJSON_Delete(j);
+    return d;
+}
+
+/* A scope indexed by A is published; B (same files) loads it instead of re-reading them,
+ * and serves it; a re-index after a change publishes a new version that a fresh node
+ * takes. Fails when B walks and re-reads the tree (files_read > 0) or the blob is unusable. */
+static void t_scope_shared(void **st)
+{
+    (void)st;
+    NEED_CLUSTER();
+    char *proj = tu_tmpdir(), p[4300];
+    for (int i = 0; i < 5; i++) {
+        char src[256];
+        snprintf(p, sizeof p, "%s/mod%d.c", proj, i);
+        snprintf(src, sizeof src, "int shared_scope_fn_%d(int x)\n{\n    return x * %d + 7;\n}\n", i, i + 3);
+        assert_int_equal(tu_write(p, src, strlen(src)), 0);
+    }
+    assert_true(index_scope(&A, proj, "files_read") == 5);
+    assert_true(index_scope(&B, proj, "files_read") == 0);
+    assert_true(index_scope(&B, proj, "files") == 5);
+    assert_true(status_num(&B, "scopes_loaded") >= 1);
+    char path[4400];
+    snprintf(path, sizeof path, "/retrieve?scope=%s&query=shared_scope_fn_3&top_k=2", proj);
+    tu_resp r;
+    assert_int_equal(sh_req(&B, "POST", path, NULL, 0, NULL, &r), 200);
+    assert_non_null(strstr(r.body, "shared_scope_fn_3"));
+    tu_resp_free(&r);
+    snprintf(p, sizeof p, "%s/mod5.c", proj);
+    assert_int_equal(tu_write(p, "int shared_scope_fn_5(void) { return 5; }\n", 42), 0);
+    assert_true(index_scope(&A, proj, "files_read") == 1);
+    sh_server F;
+    node_start(&F, NULL);
+    assert_true(index_scope(&F, proj, "files_read") == 0);
+    assert_true(index_scope(&F, proj, "files") == 6);
+    sh_stop(&F, SIGTERM);
+    sh_cleanup(&F);
+    tu_rmrf(proj);
+    free(proj);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +467,7 @@ int main(void)
         cmocka_unit_test(t_retry_stored_once),
         cmocka_unit_test(t_hibernate_a_resume_b),
         cmocka_unit_test(t_notify_reads),
+        cmocka_unit_test(t_scope_shared),
         cmocka_unit_test(t_concurrent_one_order),
         cmocka_unit_test(t_kill9_mid_stream),
         cmocka_unit_test(t_standbys_down),
