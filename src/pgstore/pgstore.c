@@ -422,13 +422,13 @@ static uint64_t sid_hash(const char *sid) { return lcx_hash64(sid, strlen(sid), 
 
 /* The session's entry (created at seq 0). Caller holds the session's stripe lock; the
  * table itself is guarded by pg->mu. NULL: out of memory. */
-static applied *applied_get(lcx_pgstore *pg, const char *sid)
+static applied *applied_lookup(lcx_pgstore *pg, const char *sid, bool create)
 {
     uint32_t b = (uint32_t)(sid_hash(sid) % N_BUCKETS);
     pthread_mutex_lock(&pg->mu);
     applied *a = pg->tab[b];
     while (a && strcmp(a->sid, sid)) a = a->next;
-    if (!a) {
+    if (!a && create) {
         size_t n = strlen(sid);
         if ((a = malloc(sizeof *a + n + 1))) {
             a->seq = 0;
@@ -443,6 +443,8 @@ static applied *applied_get(lcx_pgstore *pg, const char *sid)
     pthread_mutex_unlock(&pg->mu);
     return a;
 }
+
+static applied *applied_get(lcx_pgstore *pg, const char *sid) { return applied_lookup(pg, sid, true); }
 
 static pthread_mutex_t *stripe_of(lcx_pgstore *pg, const char *sid) { return &pg->stripe[sid_hash(sid) % N_STRIPES]; }
 
@@ -704,7 +706,7 @@ int lcx_pgstore_sync(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, uint32_
     uint64_t epoch = 0;
     applied *a = NULL;
     if (pg->o.notify_reads) {
-        a = applied_get(pg, sid);
+        a = applied_lookup(pg, sid, false);   /* unknown ids (probes) must not accumulate entries */
         pthread_mutex_lock(&pg->mu);
         if (a && pg->lt_up && a->epoch == pg->lt_epoch) {
             last = a->known;
@@ -718,6 +720,7 @@ int lcx_pgstore_sync(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, uint32_
         pthread_mutex_unlock(&pg->mu);
     }
     int rc = head(pg, sid, &last, NULL, 0, "SELECT next_seq - 1, state FROM lcx_sessions WHERE sid = $1");
+    if (!a && epoch && rc == 0) a = applied_get(pg, sid);
     if (a && epoch && (rc == 0 || rc == LCX_ENOTFOUND)) {   /* the answer is exact for this listener epoch */
         pthread_mutex_lock(&pg->mu);
         if (a->epoch != epoch) a->known = 0;
