@@ -450,19 +450,24 @@ static pthread_mutex_t *stripe_of(lcx_pgstore *pg, const char *sid) { return &pg
 
 /* ------------------------------------------------------------------ write */
 
-/* Appends s as one element of a PostgreSQL text-array literal ("…" with \ and " escaped). */
-static int arr_str(lcx_buf *b, const char *s, size_t n)
+#define TEXT_OID 25   /* pg_type.oid of text */
+
+static int put_be32(lcx_buf *b, uint32_t v)
 {
-    int rc = lcx_buf_append(b, "\"", 1);
-    size_t run = 0;
-    for (size_t i = 0; i < n && !rc; i++)
-        if (s[i] == '"' || s[i] == '\\') {
-            if (i > run) rc = lcx_buf_append(b, s + run, i - run);
-            if (!rc) rc = lcx_buf_append(b, "\\", 1);
-            run = i;
-        }
-    if (!rc && n > run) rc = lcx_buf_append(b, s + run, n - run);
-    if (!rc) rc = lcx_buf_append(b, "\"", 1);
+    uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+    return lcx_buf_append(b, x, 4);
+}
+
+/* The texts as a binary text[] parameter (array_recv's format: ndim, flags, element type,
+ * dimension, lower bound, then per element a length and the bytes). Measured: parsing the
+ * same ~400 KB as a quoted array literal cost 20–40 ms of server CPU per 500-span turn. */
+static int text_array_bin(lcx_buf *b, const lcx_chunk *c, int n)
+{
+    int rc = put_be32(b, 1) | put_be32(b, 0) | put_be32(b, TEXT_OID) | put_be32(b, (uint32_t)n) | put_be32(b, 1);
+    for (int i = 0; i < n && !rc; i++) {
+        rc = put_be32(b, c[i].text_len);
+        if (!rc) rc = lcx_buf_append(b, c[i].text, c[i].text_len);
+    }
     return rc;
 }
 
@@ -526,26 +531,28 @@ int lcx_pgstore_write(lcx_pgstore *pg, const char *sid, const lcx_chunk *c, int 
     lcx_buf a[7] = {{0}};
     char nb[24], u[37];
     int rc = 0;
-    for (int k = 0; k < 7; k++) rc |= lcx_buf_append(&a[k], "{", 1);
+    for (int k = 0; k < 7; k++)
+        if (k != 1) rc |= lcx_buf_append(&a[k], "{", 1);
+    rc |= text_array_bin(&a[1], c, n) < 0;
     for (int i = 0; i < n && !rc; i++) {
         const char *sep = i ? "," : "";
         span_uuid(sid, key, kl, base, i, u);
         rc |= lcx_buf_printf(&a[0], "%s%s", sep, u) < 0;
-        rc |= lcx_buf_puts(&a[1], sep) < 0;
-        rc |= arr_str(&a[1], c[i].text, c[i].text_len) < 0;
         rc |= lcx_buf_printf(&a[2], "%s%" PRId64, sep, c[i].tok_start) < 0;
         rc |= lcx_buf_printf(&a[3], "%s%" PRId64, sep, c[i].tok_end) < 0;
         rc |= lcx_buf_printf(&a[4], "%s%d", sep, (int)c[i].layer) < 0;
         rc |= lcx_buf_printf(&a[5], "%s%d", sep, (int)c[i].round) < 0;
         rc |= lcx_buf_printf(&a[6], "%s%.9g", sep, (double)c[i].score) < 0;
     }
-    for (int k = 0; k < 7; k++) rc |= lcx_buf_append(&a[k], "}", 1);
-    if (rc) {
+    for (int k = 0; k < 7; k++)
+        if (k != 1) rc |= lcx_buf_append(&a[k], "}", 1);
+    if (rc || a[1].len > 0x7fffffff) {
         for (int k = 0; k < 7; k++) lcx_buf_free(&a[k]);
         return LCX_ENOMEM;
     }
     snprintf(nb, sizeof nb, "%d", n);
     const char *vals[9] = {sid, nb, a[0].data, a[1].data, a[2].data, a[3].data, a[4].data, a[5].data, a[6].data};
+    int lens[9] = {0, 0, 0, (int)a[1].len, 0, 0, 0, 0, 0}, fmts[9] = {0, 0, 0, 1, 0, 0, 0, 0, 0};
     double deadline = now_ms() + pg->o.write_timeout_s * 1e3;
     rc = LCX_ETIMEOUT;
     for (;;) {
@@ -554,7 +561,7 @@ int lcx_pgstore_write(lcx_pgstore *pg, const char *sid, const lcx_chunk *c, int 
             PGresult *r;
             char err[512];
             res->attempts++;
-            rc = q_run(cn, WRITE_SQL, 9, vals, deadline, &r, err, sizeof err);
+            rc = q_run_f(cn, WRITE_SQL, 9, vals, lens, fmts, 0, deadline, &r, err, sizeof err);
             if (rc == 0 && pg->lose_reply && res->attempts == 1) {   /* test hook: the reply never arrived */
                 PQclear(r);
                 rc = LCX_ENET;

@@ -162,6 +162,18 @@ static void t_write_a_read_b(void **st)
     assert_int_equal(sh_post(&A, "/evict/retrieve", "{\"session_id\":\"ryw\",\"query\":\"marker m64z\",\"top_k\":4}", &j), 200);
     assert_true(has_text(j, "m64z"));
     cJSON_Delete(j);
+    /* texts travel byte-exact (quotes, backslashes, braces, commas, non-ASCII) */
+    assert_int_equal(sh_post(&A, "/evict/write",
+                             "{\"session_id\":\"ryw2\",\"chunks\":[{\"text\":\"say \\\"hi\\\" \\\\ {a,b} caf\u00e9 \u65e5\u672c zebra\","
+                             "\"token_range\":[0,9],\"layer\":0,\"score\":0.1}]}",
+                             NULL),
+                     200);
+    assert_int_equal(sh_post(&B, "/evict/retrieve", "{\"session_id\":\"ryw2\",\"query\":\"zebra\",\"top_k\":1}", &j), 200);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "chunks"), 0);
+    assert_non_null(c0);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(c0, "text")->valuestring,
+                        "say \"hi\" \\ {a,b} caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac zebra");
+    cJSON_Delete(j);
     long long a[8], b[8];
     assert_int_equal(dump_starts(&A, "ryw", a, 8), 3);
     assert_int_equal(dump_starts(&B, "ryw", b, 8), 3);
