@@ -459,8 +459,8 @@ static int put_be32(lcx_buf *b, uint32_t v)
 }
 
 /* The texts as a binary text[] parameter (array_recv's format: ndim, flags, element type,
- * dimension, lower bound, then per element a length and the bytes). Measured: parsing the
- * same ~400 KB as a quoted array literal cost 20–40 ms of server CPU per 500-span turn. */
+ * dimension, lower bound, then per element a length and the bytes): no quoting here, no
+ * character-by-character literal parsing in the server (docs/benchmarks/multinode.md). */
 static int text_array_bin(lcx_buf *b, const lcx_chunk *c, int n)
 {
     int rc = put_be32(b, 1) | put_be32(b, 0) | put_be32(b, TEXT_OID) | put_be32(b, (uint32_t)n) | put_be32(b, 1);
