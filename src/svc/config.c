@@ -68,6 +68,12 @@ static const opt opts[] = {
     {"--body-timeout-s", "LONGCTX_BODY_TIMEOUT_S", K_INT, F(body_timeout_s), 1, 86400,
      "close a connection whose request body stops arriving for this long (default 10)"},
     {"--quiet", "LONGCTX_QUIET", K_BOOL, F(quiet), 0, 0, "no start-up banner or janitor log lines"},
+    {"--store", "LONGCTX_STORE", K_STR, F(store), 0, 0,
+     "postgresql://HOST:PORT[,HOST:PORT…]/DB?target_session_attrs=read-write: sessions shared by every node (docs/multinode.md; unset = embedded)"},
+    {"--store-write-timeout-s", "LONGCTX_STORE_WRITE_TIMEOUT_S", K_DBL, F(store_write_timeout_s), 0.1, 86400,
+     "a write the shared store has not confirmed (replicated) this long answers 503 (default 10)"},
+    {"--store-reads", "LONGCTX_STORE_READS", K_STR, F(store_reads), 0, 0,
+     "strict (default: each read asks PostgreSQL whether this node is behind) or notify (LISTEN-driven, no query when not behind)"},
 };
 
 void lcx_svc_config_defaults(lcx_svc_config *c)
@@ -94,6 +100,7 @@ void lcx_svc_config_defaults(lcx_svc_config *c)
     c->upstream_timeout_s = 600;
     c->idle_timeout_s = 30;
     c->body_timeout_s = 10;
+    c->store_write_timeout_s = 10;
 }
 
 static int set_value(lcx_svc_config *c, const opt *o, const char *v, const char *src, FILE *err)

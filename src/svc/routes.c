@@ -46,6 +46,7 @@ const lcx_route lcx_svc_routes[] = {
 const lcx_svc_module lcx_svc_modules[] = {
     {"proxy", lcx_proxy_init, lcx_proxy_fini, NULL},
     {"code", lcx_svc_code_init, lcx_svc_code_fini, lcx_svc_code_status},
+    {"pgstore", lcx_svc_pg_init, lcx_svc_pg_fini, lcx_svc_pg_status},
     {NULL, NULL, NULL, NULL},
 };
 

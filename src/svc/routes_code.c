@@ -166,7 +166,9 @@ int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     lcx_scope_info inf;
     const char *why = NULL;
+    if (svc->pg) lcx_svc_pg_scope_fetch(svc, scope);
     int rc = lcx_scopes_index(m, scope, NULL, NULL, &inf, &why);
+    if (svc->pg && rc >= 0 && inf.files_read_last > 0) lcx_svc_pg_scope_publish(svc, inf.scope_path, inf.scope_hash);
     if (rc < 0) {
         int st = err_status(why);
         lcx_resp_error(resp, st, why ? why : "internal", "cannot index %s: %s", scope,

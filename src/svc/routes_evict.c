@@ -792,6 +792,7 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     pthread_mutex_unlock(&svc->mu);
 
+    if (svc->pg) { lcx_svc_pg_write(svc, req, resp, id, st, cs, m); goto out; }
     /* the whole batch in one call: the store embeds it in parallel and fsyncs once */
     rc = lcx_store_append(st, cs, m, NULL);
     if (rc == LCX_ELIMIT) {
@@ -891,6 +892,7 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
 
     lcx_buf *b;
+    if (svc->pg) lcx_svc_pg_sync(svc, id);
     rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
     if (rc == LCX_ENOTFOUND) {   /* unknown session: an empty result, not an error */
         st = NULL;
@@ -951,6 +953,7 @@ int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     const char *id;
     lcx_store *st = NULL;
     if (get_session_id(req, resp, NULL, &id) < 0) return 0;
+    if (svc->pg) lcx_svc_pg_sync(svc, id);
     int rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
     lcx_buf *b = lcx_resp_json_buf(resp, 200);
     if (rc == LCX_ENOTFOUND) {
@@ -1034,6 +1037,7 @@ static int session_op(lcx_svc *svc, lcx_req *req, lcx_resp *resp, int op)
 {
     const char *id;
     if (path_session(req, resp, &id) < 0) return 0;
+    if (svc->pg && lcx_svc_pg_session_op(svc, resp, id, op)) return 0;
     lcx_session_status s;
     memset(&s, 0, sizeof s);
     int rc = lcx_sessions_status(svc->sessions, id, &s);

@@ -840,7 +840,9 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
         snprintf(msg, ml, "cannot create the embedder (dim %d): %s", cfg->embed_dim, lcx_strerror(rc));
     if (!rc) {
         lcx_sessions_opts so = {0};
+        char pg_cache[4200];
         so.data_dir = cfg->data_dir;
+        if (cfg->store[0]) lcx_svc_pg_cache_dir(cfg, pg_cache, sizeof pg_cache), so.data_dir = pg_cache;
         so.max_sessions = cfg->max_sessions_in_ram;
         so.max_mem_bytes = cfg->max_mem_bytes;
         so.idle_hibernate_s = cfg->idle_hibernate_s;

@@ -92,6 +92,9 @@ typedef struct {
     int idle_timeout_s;             /* --idle-timeout-s / LONGCTX_IDLE_TIMEOUT_S (30): keep-alive idle, request head */
     int body_timeout_s;             /* --body-timeout-s / LONGCTX_BODY_TIMEOUT_S (10): a request body that stalls */
     bool quiet;                     /* --quiet / LONGCTX_QUIET: no per-start banner */
+    char store[4096];               /* --store / LONGCTX_STORE ("" = embedded store): postgresql://… shared store */
+    double store_write_timeout_s;   /* --store-write-timeout-s / LONGCTX_STORE_WRITE_TIMEOUT_S (10): unconfirmed write → 503 */
+    char store_reads[16];           /* --store-reads / LONGCTX_STORE_READS: "strict" (default) or "notify" (docs/multinode.md) */
 } lcx_svc_config;
 
 /* Defaults + environment (argv not consulted). */
@@ -138,6 +141,7 @@ struct lcx_svc {
     /* module state (owned by the modules; see lcx_svc_modules) */
     void *code;                     /* code-aware retrieval (routes_code.c) */
     void *proxy;                    /* OpenAI proxy */
+    void *pg;                       /* shared PostgreSQL store (store_pg.c), NULL when embedded */
 };
 
 struct lcx_svc_module {
@@ -270,6 +274,23 @@ int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_c
 #define LCX_SVC_SESSION_ID_RULE LCX_SESSION_ID_RANGE " bytes of UTF-8 without control characters (no NUL)"
 /* Maps an LCX_E* code from the core to an HTTP status + error code string. */
 int lcx_svc_err_status(int rc, const char **code);
+
+/* ---- shared store (store_pg.c, docs/multinode.md): hooks, no-ops unless --store is set.
+ * cache_dir: where the local session copies live (data_dir/pg-cache, emptied at start:
+ * PostgreSQL is the truth). write: replaces the local append + answer of /evict/write.
+ * sync: before a read, catch the local copy up (read-your-writes across nodes).
+ * session_op: hibernate (op 1) / resume (op 2) through PostgreSQL; true when answered. */
+int lcx_svc_pg_init(lcx_svc *svc);
+void lcx_svc_pg_fini(lcx_svc *svc);
+void lcx_svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
+void lcx_svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n);
+void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id, lcx_store *st, lcx_chunk *cs, int m);
+void lcx_svc_pg_sync(lcx_svc *svc, const char *id);
+bool lcx_svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op);
+/* POST /index: fetch a scope another node published (before indexing), publish one this
+ * node (re)read files for (after). */
+void lcx_svc_pg_scope_fetch(lcx_svc *svc, const char *scope);
+void lcx_svc_pg_scope_publish(lcx_svc *svc, const char *scope_path, const char *scope_hash);
 
 /* Resident set size of this process in bytes (0 when unknown). */
 uint64_t lcx_svc_rss_bytes(void);
