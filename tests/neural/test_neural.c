@@ -251,7 +251,9 @@ static void test_rerank(void **st)
             assert_int_equal(lcx_nn_rerank(ll, q, strlen(q), &d, NULL, 1, &sl), 0);
             assert_int_equal(lcx_nn_rerank(hf, q, strlen(q), &d, NULL, 1, &sh), 0);
             double el = fabs(sl - cJSON_GetObjectItem(c, "score")->valuedouble), eh = fabs(sh - hf_rerank_scores[i]);
-            if (el > 5e-3 || eh > 5e-3) fail_msg("case %d: llama-types %.3g, hf-types %.3g (tol 5e-3)", i, el, eh);
+            /* 5e-3: the README's tolerance for a direct GELU vs llama.cpp's fp16 table; 1e-4 vs
+             * numpy's float64 erf model, tight enough that the tanh form (1.5e-3 off) fails */
+            if (el > 5e-3 || eh > 1e-4) fail_msg("case %d: llama-types %.3g (tol 5e-3), hf-types %.3g (tol 1e-4)", i, el, eh);
             wl = fmax(wl, el);
             wh = fmax(wh, eh);
             i++;
