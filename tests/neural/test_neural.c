@@ -444,6 +444,53 @@ static void test_convert(void **st)
     }
 }
 
+/* the CLI prints the same numbers as the library (goldens within tolerance), as JSON */
+static void test_cli(void **st)
+{
+    (void)st;
+    const char *gg = tu_fixture("bert/tiny-bert-f32.gguf.golden.json");
+    cJSON *g = load_json(gg);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s embed -m %s --json 'Hello world' 'code 481729'", tu_bin("longctx"),
+             tu_fixture("bert/tiny-bert-hf"));
+    assert_int_equal(tu_run(cmd, &out), 0);
+    cJSON *j = cJSON_Parse(out);
+    free(out);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, "tiny-bert-hf");
+    assert_int_equal(cJSON_GetObjectItem(j, "dim")->valueint, 64);
+    const cJSON *vs = cJSON_GetObjectItem(j, "vectors");
+    assert_int_equal(cJSON_GetArraySize(vs), 2);
+    const cJSON *cases = cJSON_GetObjectItem(g, "cases");
+    const int which[2] = {0, 5};   /* "short", "digits" */
+    for (int k = 0; k < 2; k++) {
+        float v[64];
+        int i = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, cJSON_GetArrayItem(vs, k)) if (i < 64) v[i++] = (float)x->valuedouble;
+        assert_int_equal(i, 64);
+        assert_true(max_abs_vs(cJSON_GetObjectItem(cJSON_GetArrayItem(cases, which[k]), "embedding"), v, 64) <= 3e-4);
+    }
+    cJSON_Delete(j);
+    snprintf(cmd, sizeof cmd, "%s rerank -m %s --json 'capital of France' 'Paris is the capital and largest city of France.' ''",
+             tu_bin("longctx"), tu_fixture("bert/tiny-bert-rerank-hf"));
+    assert_int_equal(tu_run(cmd, &out), 0);
+    j = cJSON_Parse(out);
+    free(out);
+    assert_non_null(j);
+    const cJSON *sc = cJSON_GetObjectItem(j, "scores");
+    assert_int_equal(cJSON_GetArraySize(sc), 2);
+    assert_true(fabs(cJSON_GetArrayItem(sc, 0)->valuedouble - hf_rerank_scores[4]) < 1e-4);
+    assert_true(fabs(cJSON_GetArrayItem(sc, 1)->valuedouble - hf_rerank_scores[5]) < 1e-4);
+    cJSON_Delete(j);
+    /* an embedder given to rerank, a missing model: exit 1 with a message */
+    snprintf(cmd, sizeof cmd, "%s rerank -m %s q d 2>&1", tu_bin("longctx"), tu_fixture("bert/tiny-bert-hf"));
+    int rc = tu_run(cmd, &out);
+    assert_true(rc != 0 && strstr(out, "not a cross-encoder"));
+    free(out);
+    cJSON_Delete(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_tokenizer),
         cmocka_unit_test(test_tokenizer_cased),
         cmocka_unit_test(test_convert),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
