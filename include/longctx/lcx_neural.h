@@ -56,6 +56,9 @@ typedef struct {
     /* llama.cpp compatibility (for its goldens): every token type 0 in pairs */
     bool pair_types_all_zero;
     int max_seq_len;          /* 0 = the model's; else min(this, the model's) */
+    /* float weights: false = packed-panel GEMM (default, faster), true = the engine's
+     * eng_matmul row kernels (benchmark A/B; quantized weights always use the engine's) */
+    bool engine_kernels;
 } lcx_nn_opts;
 void lcx_nn_opts_init(lcx_nn_opts *o);
 

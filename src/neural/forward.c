@@ -152,6 +152,10 @@ static void mm_chunk(void *arg, long c, int ith)
     int64_t r0 = rb * TILE_ROWS, r1 = LCX_MIN(r0 + TILE_ROWS, w->n_out);
     int64_t t0 = tb * TILE_TOKS, nt = LCX_MIN((int64_t)TILE_TOKS, j->T - t0);
     float *y = j->y + t0 * w->n_out;
+    if (w->packed)
+        lcx__nn_gemm(&w->pk, (const float *)(j->xq + (size_t)t0 * j->xrb), w->n_in, nt, r0 / LCX_NN_PANEL,
+                     (r1 + LCX_NN_PANEL - 1) / LCX_NN_PANEL, y, w->n_out);
+    else
     eng_matmul_ws((eng_type)w->type, w->data, w->row_bytes, w->n_in, r0, r1, j->xq + (size_t)t0 * j->xrb, j->xrb, nt,
                   y, w->n_out, j->mws + (size_t)ith * ENG_MATMUL_WS_BYTES, ENG_MATMUL_WS_BYTES);
     for (int64_t t = 0; t < nt; t++) {
@@ -166,7 +170,7 @@ static void mm_chunk(void *arg, long c, int ith)
 static size_t prep_x(const lcx__nn_mat *w, const float *x, int64_t T, uint8_t *xq, const uint8_t **out)
 {
     eng_type vt = eng_vec_dot_type((eng_type)w->type);
-    if (vt == ENG_T_F32) { *out = (const uint8_t *)x; return (size_t)w->n_in * sizeof(float); }
+    if (vt == ENG_T_F32 || w->packed) { *out = (const uint8_t *)x; return (size_t)w->n_in * sizeof(float); }
     size_t xrb = eng_row_bytes(vt, w->n_in);
     for (int64_t t = 0; t < T; t++) eng_quantize_row(vt, x + t * w->n_in, xq + (size_t)t * xrb, w->n_in);
     *out = xq;
@@ -177,6 +181,7 @@ static size_t prep_x(const lcx__nn_mat *w, const float *x, int64_t T, uint8_t *x
 static void matmul(job *j, const lcx__nn_mat *w, const float *x, int64_t T, uint8_t *xq_buf, float *y,
                    const float *bias, bool gelu, bool x_ready)
 {
+    const uint64_t t0 = lcx_now_ns();
     if (!x_ready) j->xrb = prep_x(w, x, T, xq_buf, &j->xq);
     j->w = w;
     j->T = T;
@@ -186,6 +191,7 @@ static void matmul(job *j, const lcx__nn_mat *w, const float *x, int64_t T, uint
     j->n_rb = (long)((w->n_out + TILE_ROWS - 1) / TILE_ROWS);
     long n_tb = (long)((T + TILE_TOKS - 1) / TILE_TOKS);
     eng_pool_run(j->m->pool, mm_chunk, j, j->n_rb * n_tb);
+    j->m->prof_mm_ns += lcx_now_ns() - t0;
 }
 
 static void att_chunk(void *arg, long c, int ith)
@@ -287,6 +293,7 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
     uint8_t *xq = (uint8_t *)(((uintptr_t)(hbuf + 2 * D + 16) + 63) & ~(uintptr_t)63);
     uint8_t *mws = xq + xqb;
 
+    const uint64_t t_start = lcx_now_ns();
     /* embeddings */
     for (int s = 0; s < B; s++)
         for (int i = 0; i < len[s]; i++) {
@@ -304,11 +311,14 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
              .sbuf = sbuf, .vtbuf = vtbuf, .sbuf_n = sbuf_n, .vt_n = vt_n, .mws = mws};
     for (int l = 0; l < inf->n_layer; l++) {
         const lcx__nn_layer *Ly = &m->layers[l];
-        const bool same = Ly->q.type == Ly->k.type && Ly->q.type == Ly->v.type;
+        const bool same = Ly->q.type == Ly->k.type && Ly->q.type == Ly->v.type && Ly->q.packed == Ly->k.packed &&
+                          Ly->q.packed == Ly->v.packed;
         matmul(&j, &Ly->q, x, T, xq, q, Ly->bq, false, false);
         matmul(&j, &Ly->k, x, T, xq, k, Ly->bk, false, same);
         matmul(&j, &Ly->v, x, T, xq, v, Ly->bv, false, same);
+        const uint64_t ta = lcx_now_ns();
         eng_pool_run(m->pool, att_chunk, &j, (long)B * inf->n_head);
+        m->prof_att_ns += lcx_now_ns() - ta;
         matmul(&j, &Ly->o, att, T, xq, tmp, Ly->bo, false, false);
         for (int64_t t = 0; t < T; t++) {
             float *row = x + t * D;
@@ -356,6 +366,7 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
         }
     }
     free(off);
+    m->prof_total_ns += lcx_now_ns() - t_start;
     return 0;
 }
 

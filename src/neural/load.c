@@ -74,6 +74,30 @@ int lcx__nn_mat_convert(lcx_nn_model *m, lcx__nn_mat *w, int t, char *err, size_
     return 0;
 }
 
+int lcx__nn_mat_pack(lcx_nn_model *m, lcx__nn_mat *w)
+{
+    const int f16 = w->type == ENG_T_F16;
+    const int64_t np = (w->n_out + LCX_NN_PANEL - 1) / LCX_NN_PANEL, K = w->n_in;
+    const size_t esz = f16 ? 2 : 4;
+    uint8_t *d = lcx__nn_own(m, calloc((size_t)np * K * LCX_NN_PANEL, esz));
+    float *row = malloc((size_t)K * sizeof(float));
+    if (!d || !row) { free(row); return LCX_ENOMEM; }
+    for (int64_t r = 0; r < w->n_out; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        const int64_t p = r / LCX_NN_PANEL, j = r % LCX_NN_PANEL;
+        if (!f16) eng_dequant_row((eng_type)w->type, src, row, K);
+        for (int64_t k = 0; k < K; k++) {
+            const size_t at = ((size_t)p * K + k) * LCX_NN_PANEL + j;
+            if (f16) memcpy(d + at * 2, src + k * 2, 2);
+            else memcpy(d + at * 4, &row[k], 4);
+        }
+    }
+    free(row);
+    w->pk = (lcx__nn_packed){f16, d, K, w->n_out, np};
+    w->packed = true;
+    return 0;
+}
+
 int lcx__nn_check_info(const lcx_nn_info *inf, const char *src, char *err, size_t errlen)
 {
     const char *bad = NULL;
@@ -117,6 +141,7 @@ int lcx__nn_finish(lcx_nn_model *m, char *err, size_t errlen)
                 return LCX_ENOTSUP;
             }
             if (t >= 0 && (rc = lcx__nn_mat_convert(m, ws[i], t, err, errlen)) < 0) return rc;
+            if (!m->opts.engine_kernels && float_type(ws[i]->type) && (rc = lcx__nn_mat_pack(m, ws[i])) < 0) return rc;
         }
     }
     switch (m->layers[0].q.type) {

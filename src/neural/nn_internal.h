@@ -11,6 +11,7 @@
 #include "engine/gguf.h"
 #include "engine/quant.h"
 #include "engine/threads.h"
+#include "neural/gemm.h"
 
 /* A weight matrix as the engine kernels take it: n_out rows of n_in elements of `type`,
  * row r at data + r * row_bytes. Also used for the embedding tables (rows = ids). */
@@ -19,6 +20,8 @@ typedef struct {
     const void *data;
     size_t row_bytes;
     int64_t n_in, n_out;
+    bool packed;            /* float weights: pk is what the forward pass multiplies with */
+    lcx__nn_packed pk;
 } lcx__nn_mat;
 
 typedef struct {
@@ -64,6 +67,9 @@ struct lcx_nn_model {
     void **owned;                           /* converted / dequantized buffers */
     int n_owned, cap_owned;
 
+    /* time spent per part of the forward pass, ns, accumulated (benchmarks read and reset) */
+    uint64_t prof_mm_ns, prof_att_ns, prof_total_ns;
+
     eng_pool *pool;
     void *ws;                               /* forward scratch */
     size_t ws_bytes;
@@ -79,6 +85,8 @@ float *lcx__nn_vec_f32(lcx_nn_model *m, int type, const void *data, int64_t n);
 int lcx__nn_mat_convert(lcx_nn_model *m, lcx__nn_mat *w, int t, char *err, size_t errlen);
 /* Checks hyper-parameters against caps and against each other. */
 int lcx__nn_check_info(const lcx_nn_info *inf, const char *src, char *err, size_t errlen);
+/* Re-lays a float matrix as GEMM panels (owned); F16 stays F16, F32 / BF16 become F32. */
+int lcx__nn_mat_pack(lcx_nn_model *m, lcx__nn_mat *w);
 /* Final steps shared by both loaders: weight conversion, special ids, pool. */
 int lcx__nn_finish(lcx_nn_model *m, char *err, size_t errlen);
 

@@ -491,10 +491,85 @@ static void test_cli(void **st)
     cJSON_Delete(g);
 }
 
+/* packed-panel GEMM: AVX2 and AVX-512 kernels against the scalar one, F32 and F16 panels,
+ * shapes with token and panel tails */
+static void test_gemm(void **st)
+{
+    (void)st;
+    const int shapes[][3] = {{64, 64, 4}, {384, 70, 13}, {37, 32, 1}, {128, 100, 17}, {16, 5, 9}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int K = shapes[si][0], N = shapes[si][1], T = shapes[si][2];
+        for (int f16 = 0; f16 < 2; f16++) {
+            lcx_nn_model *m = calloc(1, sizeof *m);
+            float *W = malloc(sizeof(float) * K * N), *X = malloc(sizeof(float) * K * T);
+            uint16_t *Wh = malloc(2 * (size_t)K * N);
+            for (int i = 0; i < K * N; i++) W[i] = (float)((i * 7919) % 211 - 105) / 97.0f;
+            for (int i = 0; i < K * T; i++) X[i] = (float)((i * 104729) % 197 - 98) / 89.0f;
+            for (int i = 0; i < K * N; i++) Wh[i] = eng_fp32_to_fp16(W[i]);
+            lcx__nn_mat w = {f16 ? ENG_T_F16 : ENG_T_F32, f16 ? (const void *)Wh : (const void *)W,
+                             (size_t)K * (f16 ? 2 : 4), K, N, false, {0}};
+            assert_int_equal(lcx__nn_mat_pack(m, &w), 0);
+            const int64_t np = w.pk.n_panels, ldy = N + 3;
+            float *ref = malloc(sizeof(float) * T * ldy), *y = malloc(sizeof(float) * T * ldy);
+            for (int i = 0; i < T * ldy; i++) ref[i] = -7.0f;
+            lcx__nn_gemm_isa(0, &w.pk, X, K, T, 0, np, ref, ldy);
+            /* the scalar kernel against a plain triple loop over the unpacked weights */
+            for (int t = 0; t < T; t++)
+                for (int r = 0; r < N; r++) {
+                    double s = 0;
+                    for (int k = 0; k < K; k++) s += (double)X[t * K + k] * (f16 ? eng_fp16_to_fp32(Wh[r * K + k]) : W[r * K + k]);
+                    assert_true(fabs(ref[t * ldy + r] - s) <= 1e-4 * (1 + fabs(s)));
+                }
+            for (int t = 0; t < T; t++) assert_true(ref[t * ldy + N] == -7.0f);   /* nothing past n_out */
+            for (int isa = 1; isa <= 2; isa++) {
+                for (int i = 0; i < T * ldy; i++) y[i] = -7.0f;
+                lcx__nn_gemm_isa(isa, &w.pk, X, K, T, 0, np, y, ldy);
+                for (int i = 0; i < T * ldy; i++)
+                    if (fabs(y[i] - ref[i]) > 1e-4 * (1 + fabs(ref[i])))
+                        fail_msg("K %d N %d T %d f16 %d isa %d: y[%d] %g vs %g", K, N, T, f16, isa, i, y[i], ref[i]);
+            }
+            free(ref); free(y); free(W); free(X); free(Wh);
+            for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+            free(m->owned);
+            free(m);
+        }
+    }
+}
+
+/* packed GEMM and the engine's row kernels compute the same model */
+static void test_kernel_paths(void **st)
+{
+    (void)st;
+    const char *texts[3] = {"The quick brown fox jumps over the lazy dog.", "code 481729", ""};
+    for (int f = 0; f < 2; f++) {
+        const char *path = tu_fixture(f ? "bert/tiny-bert-f16.gguf" : "bert/tiny-bert-f32.gguf");
+        float a[192], b[192];
+        lcx_nn_opts o;
+        lcx_nn_opts_init(&o);
+        lcx_nn_model *m;
+        char err[256];
+        assert_int_equal(lcx_nn_load(path, &o, &m, err, sizeof err), 0);
+        assert_true(m->layers[0].q.packed);
+        assert_int_equal(lcx_nn_embed(m, texts, NULL, 3, a), 0);
+        lcx_nn_free(m);
+        o.engine_kernels = true;
+        assert_int_equal(lcx_nn_load(path, &o, &m, err, sizeof err), 0);
+        assert_false(m->layers[0].q.packed);
+        assert_int_equal(lcx_nn_embed(m, texts, NULL, 3, b), 0);
+        lcx_nn_free(m);
+        double mx = 0;
+        for (int i = 0; i < 192; i++) mx = fmax(mx, fabs(a[i] - b[i]));
+        print_message("%s: packed GEMM vs engine kernels max abs %.3g\n", f ? "f16 (engine: f16 activations)" : "f32", mx);
+        assert_true(mx <= (f ? 1e-3 : 1e-5));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_kernel_paths),
         cmocka_unit_test(test_golden_f32),
         cmocka_unit_test(test_golden_f16),
         cmocka_unit_test(test_gguf_equals_hf),
