@@ -119,6 +119,17 @@ int lcx_nn_embed(lcx_nn_model *m, const char *const *texts, const size_t *lens, 
 int lcx_nn_rerank(lcx_nn_model *m, const char *query, size_t qlen, const char *const *docs,
                   const size_t *dlens, int n, float *scores);
 
+/* The store's embedder fingerprint of a model: "bert:FORMAT:dD:pPOOL:gGELU:sMAXSEQ:wWTYPE:nNORM:"
+ * + the first 16 hex digits of lcx_nn_model_hash. LCX_ELIMIT when cap is too small (128 is
+ * enough). */
+int lcx_nn_fingerprint(lcx_nn_model *m, char *out, size_t cap);
+/* Wraps m as an lcx_embedder (include/longctx/lcx.h) for the store and the service: calls are
+ * serialised (thread-safe as lcx_embedder requires), vectors always L2-normalised, the
+ * fingerprint is lcx_nn_fingerprint. Takes ownership of m (freed also on failure). LCX_EINVAL
+ * for a cross-encoder. */
+struct lcx_embedder;
+int lcx_nn_embedder_new(lcx_nn_model *m, struct lcx_embedder **out);
+
 /* FLOPs of the matmuls (2 x multiply-adds, attention products included) of one forward over
  * sequences of these lengths: what benchmarks divide by. */
 double lcx_nn_flops(const lcx_nn_info *inf, const int *seq_lens, int n_seq);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "longctx/lcx.h"
 #include "longctx/lcx_neural.h"
 #include "neural/nn_internal.h"
 #include "util/util.h"
@@ -564,6 +565,38 @@ static void test_kernel_paths(void **st)
     }
 }
 
+/* as an lcx_embedder: same vectors, a fingerprint that names the model bytes */
+static void test_embedder(void **st)
+{
+    (void)st;
+    const char *texts[2] = {"Hello world", "code 481729"};
+    lcx_nn_model *a = load(tu_fixture("bert/tiny-bert-f32.gguf"), -1, false);
+    float va[128], vb[128];
+    assert_int_equal(lcx_nn_embed(a, texts, NULL, 2, va), 0);
+    char fa[128], fb[128], fc[128], fd[128];
+    assert_int_equal(lcx_nn_fingerprint(a, fa, sizeof fa), 0);
+    assert_int_equal(lcx_nn_fingerprint(a, fd, 10), LCX_ELIMIT);
+    lcx_embedder *e = NULL;
+    assert_int_equal(lcx_nn_embedder_new(a, &e), 0);
+    assert_int_equal(lcx_embedder_dim(e), 64);
+    assert_string_equal(lcx_embedder_fingerprint(e), fa);
+    const size_t lens[2] = {strlen(texts[0]), strlen(texts[1])};
+    assert_int_equal(lcx_embed(e, texts, lens, 2, vb), 0);
+    assert_memory_equal(va, vb, sizeof va);
+    lcx_embedder_free(e);
+    lcx_nn_model *b = load(tu_fixture("bert/tiny-bert-f16.gguf"), -1, false);
+    lcx_nn_model *c = load(tu_fixture("bert/tiny-bert-f32.gguf"), -1, false);
+    assert_int_equal(lcx_nn_fingerprint(b, fb, sizeof fb), 0);
+    assert_int_equal(lcx_nn_fingerprint(c, fc, sizeof fc), 0);
+    assert_string_not_equal(fa, fb);          /* other bytes */
+    assert_string_equal(fa, fc);              /* same file, same load options */
+    lcx_nn_free(b);
+    lcx_nn_free(c);
+    lcx_nn_model *r = load(tu_fixture("bert/tiny-bert-rerank-hf"), -1, false);
+    assert_int_equal(lcx_nn_embedder_new(r, &e), LCX_EINVAL);   /* frees r */
+    assert_null(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -578,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_tokenizer_cased),
         cmocka_unit_test(test_convert),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_embedder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
