@@ -218,12 +218,13 @@ static int numpy_run(const char *src, int B, int L, int threads, int reps, doubl
 int main(int argc, char **argv)
 {
     int rounds = 5;
-    bool quick = false, numpy = true;
+    bool quick = false, numpy = true, profile = false;
     const char *src = LCX_SRC_DIR;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = true, rounds = 2;
         else if (!strcmp(argv[i], "--no-numpy")) numpy = false;
+        else if (!strcmp(argv[i], "--profile")) profile = true;   /* one config, for perf record */
         else if (!strcmp(argv[i], "--src") && i + 1 < argc) src = argv[++i];
     }
     if (rounds < 1) rounds = 1;
@@ -237,6 +238,26 @@ int main(int argc, char **argv)
     snprintf(rr_path, sizeof rr_path, "%s/minilm-rerank.gguf", dir);
     if (write_model(emb_path, false) < 0 || write_model(rr_path, true) < 0) { fprintf(stderr, "cannot write models\n"); return 1; }
 
+    if (profile) {
+        lcx_nn_opts o;
+        lcx_nn_opts_init(&o);
+        lcx_nn_model *m;
+        char err[256];
+        if (lcx_nn_load(emb_path, &o, &m, err, sizeof err) < 0) return 1;
+        float *po = malloc(sizeof(float) * 32 * ND);
+        for (int k = 0; k < 3; k++) {
+            double mm, cpu, ms = time_forward(m, 32, 128, &mm, po, &cpu);
+            printf("batch 32 f32 1 thread: wall %.0f ms, cpu %.0f ms, matmul wall %.0f ms, attention wall %.0f ms\n", ms, cpu,
+                   mm, (double)m->prof_att_ns / 1e6);
+            m->prof_att_ns = 0;
+        }
+        free(po);
+        lcx_nn_free(m);
+        unlink(emb_path);
+        unlink(rr_path);
+        rmdir(dir);
+        return 0;
+    }
     double pk1 = 0, pk2[2] = {0};
     pk1 = fma_peak_once(0.5);
     pthread_t th[2];

@@ -11,8 +11,8 @@
  * converted to the weight's vec-dot type exactly as for the LLM path: F32 stays F32, F16
  * weights see F16 activations, Q8_0 weights Q8_0 activations), split into (row block x token
  * block) tiles over the engine's worker pool; bias and GELU are applied to each tile right
- * after it is computed, while it is in cache. The attention products also run on the F32
- * kernel (scores = K rows . Q rows; output = V^T rows . P rows). */
+ * after it is computed, while it is in cache. Float weights go through the packed-panel
+ * GEMM (gemm.h), and so do the attention products (K and V head slices packed per call). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -110,17 +110,71 @@ void lcx__nn_exp(float *x, int64_t n)
 
 /* ------------------------------------------------------------------ pieces */
 
-static void layer_norm(float *x, const float *w, const float *b, int64_t n, float eps)
+static inline float hsum8(__m256 v)
 {
-    double s = 0, s2 = 0;
-    for (int64_t i = 0; i < n; i++) s += x[i];
-    const float mean = (float)(s / (double)n);
-    for (int64_t i = 0; i < n; i++) {
-        float d = x[i] - mean;
-        s2 += (double)d * d;
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+/* x = LN(x + r) (r may be NULL); two passes, 8-lane float partial sums (rows are <= 8192
+ * wide, so float accumulation costs < 1e-6 relative) */
+static void layer_norm(float *x, const float *r, const float *w, const float *b, int64_t n, float eps)
+{
+    __m256 s8 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        if (r) v = _mm256_add_ps(v, _mm256_loadu_ps(r + i)), _mm256_storeu_ps(x + i, v);
+        s8 = _mm256_add_ps(s8, v);
     }
-    const float inv = (float)(1.0 / sqrt(s2 / (double)n + eps));
-    for (int64_t i = 0; i < n; i++) x[i] = (x[i] - mean) * inv * w[i] + b[i];
+    float s = hsum8(s8);
+    for (; i < n; i++) {
+        if (r) x[i] += r[i];
+        s += x[i];
+    }
+    const float mean = s / (float)n;
+    const __m256 m8 = _mm256_set1_ps(mean);
+    __m256 q8 = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m8);
+        q8 = _mm256_fmadd_ps(d, d, q8);
+    }
+    float q = hsum8(q8);
+    for (; i < n; i++) q += (x[i] - mean) * (x[i] - mean);
+    const float inv = 1.0f / sqrtf(q / (float)n + eps);
+    const __m256 i8 = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m8), i8);
+        _mm256_storeu_ps(x + i, _mm256_fmadd_ps(d, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i)));
+    }
+    for (; i < n; i++) x[i] = (x[i] - mean) * inv * w[i] + b[i];
+}
+
+/* softmax of row[0..n) * scale, in place */
+static void softmax(float *row, int n, float scale)
+{
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m256 m8 = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(row + i));
+    float tmp[8], mx = -INFINITY;
+    _mm256_storeu_ps(tmp, m8);
+    for (int k = 0; k < 8; k++) mx = tmp[k] > mx ? tmp[k] : mx;
+    for (; i < n; i++) mx = row[i] > mx ? row[i] : mx;
+    const __m256 mm = _mm256_set1_ps(mx);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + i), mm), sc));
+    for (; i < n; i++) row[i] = (row[i] - mx) * scale;
+    lcx__nn_exp(row, n);
+    __m256 s8 = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) s8 = _mm256_add_ps(s8, _mm256_loadu_ps(row + i));
+    float sum = hsum8(s8);
+    for (; i < n; i++) sum += row[i];
+    const float inv = 1.0f / sum;
+    const __m256 iv = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), iv));
+    for (; i < n; i++) row[i] *= inv;
 }
 
 typedef struct {
@@ -160,8 +214,12 @@ static void mm_chunk(void *arg, long c, int ith)
                   y, w->n_out, j->mws + (size_t)ith * ENG_MATMUL_WS_BYTES, ENG_MATMUL_WS_BYTES);
     for (int64_t t = 0; t < nt; t++) {
         float *row = y + t * w->n_out;
-        if (j->bias)
-            for (int64_t r = r0; r < r1; r++) row[r] += j->bias[r];
+        if (j->bias) {
+            int64_t r = r0;
+            for (; r + 8 <= r1; r += 8)
+                _mm256_storeu_ps(row + r, _mm256_add_ps(_mm256_loadu_ps(row + r), _mm256_loadu_ps(j->bias + r)));
+            for (; r < r1; r++) row[r] += j->bias[r];
+        }
         if (j->gelu) lcx__nn_gelu(j->m->info.gelu, row + r0, r1 - r0);
     }
 }
@@ -194,6 +252,9 @@ static void matmul(job *j, const lcx__nn_mat *w, const float *x, int64_t T, uint
     j->m->prof_mm_ns += lcx_now_ns() - t0;
 }
 
+/* One (sequence, head): both products on the packed GEMM. K's head slice is re-laid as
+ * panels of 32 keys (QK^T: keys are the "outputs"), V's as panels of 32 head dims (PV:
+ * keys are the reduction); S holds the probabilities. */
 static void att_chunk(void *arg, long c, int ith)
 {
     job *j = arg;
@@ -203,32 +264,28 @@ static void att_chunk(void *arg, long c, int ith)
     const int L = j->len[s];
     const int64_t base = j->off[s];
     float *S = j->sbuf + (size_t)ith * j->sbuf_n;
-    float *Vt = j->vtbuf + (size_t)ith * j->vt_n;
-    const size_t rb = (size_t)D * sizeof(float);
-    /* S[i][k] = q_i . k_k */
-    eng_matmul(ENG_T_F32, j->k + base * D + h * d, rb, d, 0, L, j->q + base * D + h * d, rb, L, S, L);
-    const float scale = 1.0f / sqrtf((float)d);
-    for (int i = 0; i < L; i++) {
-        float *row = S + (size_t)i * L;
-        float mx = -INFINITY;
-        for (int k = 0; k < L; k++) {
-            row[k] *= scale;
-            if (row[k] > mx) mx = row[k];
-        }
-        for (int k = 0; k < L; k++) row[k] -= mx;
-        lcx__nn_exp(row, L);
-        float sum = 0;
-        for (int k = 0; k < L; k++) sum += row[k];
-        const float inv = 1.0f / sum;
-        for (int k = 0; k < L; k++) row[k] *= inv;
+    float *Pk = j->vtbuf + (size_t)ith * j->vt_n;
+    const int P = LCX_NN_PANEL;
+    const int npk = (L + P - 1) / P, npv = (d + P - 1) / P;
+    memset(Pk, 0, sizeof(float) * (size_t)npk * P * d);
+    for (int k = 0; k < L; k++) {
+        const float *kr = j->k + (base + k) * D + h * d;
+        float *dst = Pk + (size_t)(k / P) * d * P + k % P;
+        for (int e = 0; e < d; e++) dst[(size_t)e * P] = kr[e];
     }
+    lcx__nn_packed pk = {0, Pk, d, L, npk};
+    lcx__nn_gemm(&pk, j->q + base * D + h * d, D, L, 0, npk, S, L);
+    const float scale = 1.0f / sqrtf((float)d);
+    for (int i = 0; i < L; i++) softmax(S + (size_t)i * L, L, scale);
+    float *Pv = Pk;   /* K's panels are done with */
+    if (d % P) memset(Pv, 0, sizeof(float) * (size_t)npv * P * L);
     for (int k = 0; k < L; k++) {
         const float *vr = j->v + (base + k) * D + h * d;
-        for (int e = 0; e < d; e++) Vt[(size_t)e * L + k] = vr[e];
+        for (int p = 0; p < npv; p++)
+            memcpy(Pv + ((size_t)p * L + k) * P, vr + p * P, sizeof(float) * (size_t)LCX_MIN(P, d - p * P));
     }
-    /* out_i[e] = sum_k P[i][k] v_k[e] */
-    eng_matmul(ENG_T_F32, Vt, (size_t)L * sizeof(float), L, 0, d, S, (size_t)L * sizeof(float), L,
-               j->att + base * D + h * d, D);
+    lcx__nn_packed pv = {0, Pv, L, d, npv};
+    lcx__nn_gemm(&pv, S, L, L, 0, npv, j->att + base * D + h * d, D);
 }
 
 static float dot_row(const lcx__nn_mat *w, int64_t r, const float *x, uint8_t *xq)
@@ -282,7 +339,8 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
     const int nth = eng_pool_size(m->pool);
     const int d = D / inf->n_head;
     const size_t xqb = (size_t)T * (size_t)LCX_MAX(D, F) * sizeof(float) + 64;   /* >= any vec-dot row type */
-    const size_t sbuf_n = (size_t)L_max * L_max, vt_n = (size_t)d * L_max;
+    const size_t P = LCX_NN_PANEL, Lp = ((size_t)L_max + P - 1) / P * P, dp = ((size_t)d + P - 1) / P * P;
+    const size_t sbuf_n = (size_t)L_max * L_max, vt_n = LCX_MAX(Lp * d, dp * L_max);
     const size_t nfl = (size_t)T * (6 * (size_t)D + F) + nth * (sbuf_n + vt_n) + 2 * (size_t)D + 16;
     const size_t bytes = nfl * sizeof(float) + xqb + (size_t)nth * ENG_MATMUL_WS_BYTES + 256;
     uint8_t *ws = ws_get(m, bytes);
@@ -304,7 +362,7 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
             eng_dequant_row((eng_type)m->pos_emb.type, (const uint8_t *)m->pos_emb.data + (size_t)i * m->pos_emb.row_bytes, tmp, D);
             eng_dequant_row((eng_type)m->type_emb.type, (const uint8_t *)m->type_emb.data + (size_t)ty * m->type_emb.row_bytes, tmp + D, D);
             for (int e = 0; e < D; e++) row[e] += tmp[e] + tmp[D + e];
-            layer_norm(row, m->emb_ln_w, m->emb_ln_b, D, inf->eps);
+            layer_norm(row, NULL, m->emb_ln_w, m->emb_ln_b, D, inf->eps);
         }
 
     job j = {.m = m, .q = q, .k = k, .v = v, .att = att, .off = off, .len = len, .n_seq = B, .L_max = L_max,
@@ -320,18 +378,10 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
         eng_pool_run(m->pool, att_chunk, &j, (long)B * inf->n_head);
         m->prof_att_ns += lcx_now_ns() - ta;
         matmul(&j, &Ly->o, att, T, xq, tmp, Ly->bo, false, false);
-        for (int64_t t = 0; t < T; t++) {
-            float *row = x + t * D;
-            for (int e = 0; e < D; e++) row[e] += tmp[t * D + e];
-            layer_norm(row, Ly->ln1_w, Ly->ln1_b, D, inf->eps);
-        }
+        for (int64_t t = 0; t < T; t++) layer_norm(x + t * D, tmp + t * D, Ly->ln1_w, Ly->ln1_b, D, inf->eps);
         matmul(&j, &Ly->up, x, T, xq, ff, Ly->bup, true, false);
         matmul(&j, &Ly->down, ff, T, xq, tmp, Ly->bdown, false, false);
-        for (int64_t t = 0; t < T; t++) {
-            float *row = x + t * D;
-            for (int e = 0; e < D; e++) row[e] += tmp[t * D + e];
-            layer_norm(row, Ly->ln2_w, Ly->ln2_b, D, inf->eps);
-        }
+        for (int64_t t = 0; t < T; t++) layer_norm(x + t * D, tmp + t * D, Ly->ln2_w, Ly->ln2_b, D, inf->eps);
     }
 
     if (hidden) {
