@@ -597,6 +597,69 @@ static void test_embedder(void **st)
     assert_null(e);
 }
 
+/* An independent float64 numpy BERT (tests/neural/ref_bert.py, own safetensors parser) on
+ * a model the goldens do not cover: widths 48 / 80 (not multiples of the 32-row panels),
+ * 3 heads of 16, F16 dense weights, a BF16 position table, erf GELU, CLS pooling +
+ * Normalize; a batch of different lengths, one truncated at max_position_embeddings. */
+static void test_numpy_reference(void **st)
+{
+    (void)st;
+    const char *py = getenv("LCX_PY"), *srcdir = getenv("LCX_SRC");
+    const char *vocab = tu_fixture("bert/vocab.txt");
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s -c 'import numpy' 2>/dev/null", py ? py : "/usr/bin/python3");
+    if (tu_run(cmd, &out) != 0) { free(out); skip(); }
+    free(out);
+    char *dir = tu_tmpdir();
+    snprintf(cmd, sizeof cmd, "%s %s/tests/neural/ref_bert.py make %s %s", py ? py : "/usr/bin/python3",
+             srcdir ? srcdir : ".", dir, vocab);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    free(out);
+    lcx_nn_model *m = load(dir, -1, false);
+    const lcx_nn_info *inf = lcx_nn_info_of(m);
+    assert_int_equal(inf->pool, LCX_NN_POOL_CLS);
+    assert_int_equal(inf->dim, 48);
+    assert_int_equal(inf->max_seq_len, 64);
+    assert_true(m->layers[0].q.packed && m->layers[0].q.pk.f16);
+    lcx_buf lt = {0};
+    for (int i = 0; i < 200; i++) lcx_buf_puts(&lt, "the quick brown fox ");
+    const char *texts[4] = {"Hello world", lt.data, "", "Tokenization splits unbelievably long embeddings"};
+    float v[4 * 48];
+    assert_int_equal(lcx_nn_embed(m, texts, NULL, 4, v), 0);
+    lcx_buf ids = {0};
+    for (int t = 0; t < 4; t++) {
+        int32_t tk[128];
+        int n = lcx_nn_tokenize(m, texts[t], strlen(texts[t]), tk, 128);
+        assert_true(n >= 2);
+        if (t == 1) assert_int_equal(n, 64);
+        for (int i = 0; i < n; i++) lcx_buf_printf(&ids, "%s%d", i ? " " : "", tk[i]);
+        lcx_buf_puts(&ids, "\n");
+    }
+    char *idp = lcx_path_join(dir, "ids.txt");
+    assert_int_equal(tu_write(idp, ids.data, ids.len), 0);
+    snprintf(cmd, sizeof cmd, "%s %s/tests/neural/ref_bert.py forward %s %s", py ? py : "/usr/bin/python3",
+             srcdir ? srcdir : ".", dir, idp);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    double mx = 0;
+    char *p = out;
+    for (int i = 0; i < 4 * 48; i++) {
+        char *e;
+        double r = strtod(p, &e);
+        assert_true(e != p);
+        p = e;
+        mx = fmax(mx, fabs(r - v[i]));
+    }
+    print_message("numpy float64 reference (CLS pooling, F16/BF16 weights, widths 48/80): max abs %.3g\n", mx);
+    assert_true(mx <= 1e-5);
+    free(out);
+    free(idp);
+    lcx_buf_free(&ids);
+    lcx_buf_free(&lt);
+    lcx_nn_free(m);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_convert),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_embedder),
+        cmocka_unit_test(test_numpy_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
