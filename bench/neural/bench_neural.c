@@ -167,6 +167,7 @@ static void *peak_thread(void *arg) { *(double *)arg = fma_peak_once(0.3); retur
 typedef struct {
     lcx_nn_wtype wt;
     int threads;
+    bool eng;          /* the engine's eng_matmul row kernels instead of the packed GEMM */
     lcx_nn_model *m;
     double ms[2][64], mm_ms[2][64], cpu[2][64];
 } cfg;
@@ -269,17 +270,20 @@ int main(int argc, char **argv)
 
     const lcx_nn_wtype wts[3] = {LCX_NN_WT_F32, LCX_NN_WT_F16, LCX_NN_WT_Q8_0};
     const char *wname[5] = {"keep", "f32", "f16", "bf16", "q8_0"};
-    cfg cs[6];
+    cfg cs[8];
     int nc = 0;
-    for (int w = 0; w < 3; w++)
+    for (int w = 0; w < 4; w++)
         for (int t = 1; t <= 2; t++) {
+            if (w == 3 && t == 2) continue;
             lcx_nn_opts o;
             lcx_nn_opts_init(&o);
-            o.wtype = wts[w];
+            o.wtype = wts[w < 3 ? w : 0];
+            o.engine_kernels = w == 3;
             o.n_threads = t;
             char err[256];
             memset(&cs[nc], 0, sizeof cs[nc]);
-            cs[nc].wt = wts[w];
+            cs[nc].wt = wts[w < 3 ? w : 0];
+            cs[nc].eng = w == 3;
             cs[nc].threads = t;
             if (lcx_nn_load(emb_path, &o, &cs[nc].m, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); return 1; }
             nc++;
@@ -330,7 +334,8 @@ int main(int argc, char **argv)
             double npm = nnp[bi][th] ? pct(np[bi][th], nnp[bi][th], 0.5) : NAN;
             double npcm = nnp[bi][th] ? pct(npc[bi][th], nnp[bi][th], 0.5) : NAN;
             (void)mmfl;
-            printf("%-6d %-5s %3d %10.2f %10.1f %9.1f %9.2f %9.1f %7.1f%% %8.2fx %8.2fx\n", Bs[bi], wname[cs[c].wt], th, ms,
+            printf("%-6d %-5s %3d %10.2f %10.1f %9.1f %9.2f %9.1f %7.1f%% %8.2fx %8.2fx\n", Bs[bi],
+                   cs[c].eng ? "f32e" : wname[cs[c].wt], th, ms,
                    Bs[bi] * 1000.0 / ms, fl / ms / 1e6, cpu, fl / cpu / 1e6, 100.0 * (fl / cpu / 1e6) / peak[1], npm / ms,
                    npcm / cpu);
         }
@@ -344,7 +349,8 @@ int main(int argc, char **argv)
     }
     printf("(GFLOP = lcx_nn_flops: 2 x multiply-adds of every matmul incl. QK^T and PV, the whole forward timed;\n"
            " GF/cpu-s = GFLOP per CPU-second of the process (all threads); %%peak = that / the measured 1-thread FMA peak\n"
-           " per CPU-second; vs numpy = numpy's wall time / ours; cpu vs np = numpy's CPU time / ours, same threads)\n");
+           " per CPU-second; vs numpy = numpy's wall time / ours; cpu vs np = numpy's CPU time / ours, same threads;\n"
+           " f32e = f32 weights on the engine's eng_matmul row kernels instead of the packed GEMM)\n");
 
     /* ---- query latency: 16-token query + search 20k chunks */
     {
@@ -358,8 +364,8 @@ int main(int argc, char **argv)
             lcx__f32_to_f16(tmp, rows + (size_t)i * ND, ND);
         }
         for (int c = 0; c < nc; c++) {
-            if (cs[c].threads != 1) continue;
-            const int N = quick ? 30 : 200;
+            if (cs[c].threads != 1 || cs[c].eng) continue;
+            const int N = quick ? 30 : 100;
             double tot[256], emb[256], se[256];
             for (int k = 0; k < N && k < 256; k++) {
                 int32_t ids[16];
@@ -400,7 +406,7 @@ int main(int argc, char **argv)
             lcx_nn_model *rm;
             char err[256];
             if (lcx_nn_load(rr_path, &o, &rm, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); return 1; }
-            const int N = quick ? 5 : 30;
+            const int N = quick ? 5 : 10;
             double v[64];
             int32_t *ids = malloc(sizeof *ids * 16 * 128), *ty = malloc(sizeof *ty * 16 * 128);
             uint8_t *mask = malloc(16 * 128);
