@@ -219,13 +219,14 @@ static int numpy_run(const char *src, int B, int L, int threads, int reps, doubl
 int main(int argc, char **argv)
 {
     int rounds = 5;
-    bool quick = false, numpy = true, profile = false;
+    bool quick = false, numpy = true, profile = false, latency_only = false;
     const char *src = LCX_SRC_DIR;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = true, rounds = 2;
         else if (!strcmp(argv[i], "--no-numpy")) numpy = false;
         else if (!strcmp(argv[i], "--profile")) profile = true;   /* one config, for perf record */
+        else if (!strcmp(argv[i], "--latency")) latency_only = true;   /* query + rerank only */
         else if (!strcmp(argv[i], "--src") && i + 1 < argc) src = argv[++i];
     }
     if (rounds < 1) rounds = 1;
@@ -298,7 +299,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 32; i++) lens[i] = L;
     /* warm-up */
     for (int c = 0; c < nc; c++) { double d; time_forward(cs[c].m, 1, L, &d, out, NULL); }
-    for (int r = 0; r < rounds; r++) {
+    for (int r = 0; r < (latency_only ? 0 : rounds); r++) {
         for (int bi = 0; bi < 2; bi++) {
             for (int c = 0; c < nc; c++) {
                 double best = 1e30, bmm = 0, bcpu = 1e30;
@@ -325,7 +326,7 @@ int main(int argc, char **argv)
     printf("\nencoder throughput, 128-token chunks, %d rounds alternated (C configs, then numpy, per round); medians\n", rounds);
     printf("%-6s %-5s %3s %10s %10s %9s %9s %9s %8s %9s %9s\n", "batch", "wt", "thr", "wall ms", "chunks/s", "GFLOP/s",
            "cpu ms", "GF/cpu-s", "%peak", "vs numpy", "cpu vs np");
-    for (int bi = 0; bi < 2; bi++) {
+    for (int bi = 0; bi < (latency_only ? 0 : 2); bi++) {
         double fl = lcx_nn_flops(inf, lens, Bs[bi]);
         double mmfl = (double)NL * Bs[bi] * L * 2.0 * (4.0 * ND * ND + 2.0 * ND * NF);
         for (int c = 0; c < nc; c++) {
@@ -366,15 +367,17 @@ int main(int argc, char **argv)
         for (int c = 0; c < nc; c++) {
             if (cs[c].threads != 1 || cs[c].eng) continue;
             const int N = quick ? 30 : 100;
-            double tot[256], emb[256], se[256];
+            double tot[256], emb[256], se[256], ecpu[256], tcpu[256];
             for (int k = 0; k < N && k < 256; k++) {
                 int32_t ids[16];
                 uint8_t mask[16];
                 make_batch(1, 16, ids, mask);
                 lcx_nn_batch b = {1, 16, ids, NULL, mask};
                 uint64_t t0 = lcx_now_ns();
+                double c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
                 lcx_nn_forward(cs[c].m, &b, out, NULL, NULL);
                 uint64_t t1 = lcx_now_ns();
+                double c1 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
                 lcx__dot_f16_rows(out, rows, NCH, ND, sc);
                 int best[10] = {0};
                 for (int i = 0; i < NCH; i++)      /* top-10 by insertion */
@@ -384,12 +387,16 @@ int main(int argc, char **argv)
                         best[j] = i;
                     }
                 uint64_t t2 = lcx_now_ns();
+                double c2 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
                 emb[k] = (double)(t1 - t0) / 1e6, se[k] = (double)(t2 - t1) / 1e6, tot[k] = (double)(t2 - t0) / 1e6;
+                ecpu[k] = (c1 - c0) * 1e3, tcpu[k] = (c2 - c0) * 1e3;
             }
             int n = N < 256 ? N : 256;
             printf("\nquery latency (%s, 1 thread, %d runs): embed 16 tokens p50 %.2f ms; search 20k x 384 f16 p50 %.2f ms; "
                    "total p50 %.2f ms, p95 %.2f ms\n", wname[cs[c].wt], n, pct(emb, n, 0.5), pct(se, n, 0.5),
                    pct(tot, n, 0.5), pct(tot, n, 0.95));
+            printf("  CPU time of the same runs (1 thread: what an idle core would take): embed p50 %.2f ms; "
+                   "total p50 %.2f ms, p95 %.2f ms\n", pct(ecpu, n, 0.5), pct(tcpu, n, 0.5), pct(tcpu, n, 0.95));
         }
         free(rows);
         free(tmp);
@@ -407,7 +414,7 @@ int main(int argc, char **argv)
             char err[256];
             if (lcx_nn_load(rr_path, &o, &rm, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); return 1; }
             const int N = quick ? 5 : 10;
-            double v[64];
+            double v[64], vc[64];
             int32_t *ids = malloc(sizeof *ids * 16 * 128), *ty = malloc(sizeof *ty * 16 * 128);
             uint8_t *mask = malloc(16 * 128);
             float s[16];
@@ -416,11 +423,14 @@ int main(int argc, char **argv)
                 for (int i = 0; i < 16 * 128; i++) ty[i] = i % 128 > 17;   /* 16-token query side */
                 lcx_nn_batch b = {16, 128, ids, ty, mask};
                 uint64_t t0 = lcx_now_ns();
+                double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
                 lcx_nn_forward(rm, &b, NULL, NULL, s);
                 v[k] = (double)(lcx_now_ns() - t0) / 1e6;
+                vc[k] = (cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3;
             }
-            printf("rerank 16 x 128 tokens (%s, %d thread%s, %d runs): p50 %.1f ms, p95 %.1f ms\n", wname[wts[w]], t,
-                   t > 1 ? "s" : "", N, pct(v, N, 0.5), pct(v, N, 0.95));
+            printf("rerank 16 x 128 tokens (%s, %d thread%s, %d runs): p50 %.1f ms, p95 %.1f ms; CPU (all threads) p50 %.1f ms, "
+                   "p95 %.1f ms\n", wname[wts[w]], t, t > 1 ? "s" : "", N, pct(v, N, 0.5), pct(v, N, 0.95), pct(vc, N, 0.5),
+                   pct(vc, N, 0.95));
             free(ids);
             free(ty);
             free(mask);
