@@ -243,6 +243,7 @@ int main(int argc, char **argv)
     if (profile) {
         lcx_nn_opts o;
         lcx_nn_opts_init(&o);
+        if (getenv("BENCH_WT")) o.wtype = (lcx_nn_wtype)atoi(getenv("BENCH_WT"));   /* 2 f16, 4 q8_0 */
         lcx_nn_model *m;
         char err[256];
         if (lcx_nn_load(emb_path, &o, &m, err, sizeof err) < 0) return 1;
