@@ -12,4 +12,13 @@ int cmd_eval(int argc, char **argv);    /* eval mrcr | mrcr-gen | ramp | ramp-mo
 int cmd_eval_ramp(int argc, char **argv);   /* eval ramp | ramp-model (cmd_eval_ramp.c) */
 int cmd_triatt(int argc, char **argv);  /* triatt replay | simulate (cmd_triatt.c) */
 
+int cmd_embed(int argc, char **argv);   /* neural embedder vectors (cmd_embed.c) */
+int cmd_rerank(int argc, char **argv);  /* cross-encoder scores (cmd_rerank.c) */
+/* model flags shared by embed and rerank (cmd_embed.c): 1 consumed, 0 not a model flag,
+ * -1 bad value (message printed) */
+#include <stdbool.h>
+#include "longctx/lcx_neural.h"
+extern const char lcx__cli_nn_flags[];
+int lcx__cli_nn_parse(int argc, char **argv, int *i, const char *cmd, lcx_nn_opts *o, const char **model, bool *json);
+
 #endif

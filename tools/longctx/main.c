@@ -13,6 +13,8 @@ static const struct {
     {"query", cmd_query, "retrieve code for a query: longctx query PATH TEXT"},
     {"mcp", cmd_mcp, "MCP server over stdio for coding agents"},
     {"eval", cmd_eval, "evaluations: eval mrcr FILE | eval mrcr-gen | eval ramp | eval ramp-model"},
+    {"embed", cmd_embed, "neural embedder vectors: embed -m MODEL TEXT... [--json]"},
+    {"rerank", cmd_rerank, "cross-encoder scores: rerank -m MODEL QUERY DOC... [--json]"},
     {"triatt", cmd_triatt, "TriAttention tools: triatt replay FILE.json | simulate"},
 };
 
