@@ -583,6 +583,23 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
     for (uint32_t d = 0; d < C.n; d++)
         if ((rc = lcx_index_add(ix, C.text[d], C.len[d], NULL, NULL)) < 0) goto done;
 
+    FILE *fq = NULL;
+    if (cfg->dump_dir) {
+        char fn[PATH_MAX];
+        snprintf(fn, sizeof fn, "%s/%s.chunks", cfg->dump_dir, cfg->name);
+        FILE *fc = fopen(fn, "w");
+        for (uint32_t d = 0; fc && d < C.n; d++) {
+            fprintf(fc, "%u\t%s\t", d, C.path[d]);
+            for (uint32_t z = 0; z < C.len[d]; z++) {
+                char ch = C.text[d][z];
+                fputc(ch == '\n' || ch == '\t' || ch == '\r' ? ' ' : ch, fc);
+            }
+            fputc('\n', fc);
+        }
+        if (fc) fclose(fc);
+        snprintf(fn, sizeof fn, "%s/%s.q", cfg->dump_dir, cfg->name);
+        fq = fopen(fn, "w");
+    }
     for (int qi = 0; qi < Q.n; qi++) {
         const char *q = Q.v[qi].q;
         target T = {&C, rels[Q.v[qi].file], Q.v[qi].line};
@@ -598,6 +615,25 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         for (int i = 0; i < nh && !rcore; i++)
             if (target_ok(h[i].id, &T)) rcore = i + 1;
         qs_score_add(&out->core, rcore, 10);
+        /* the core search's deeper candidate lists: the ceiling of any reranker */
+        static const int depth[3] = QS_POOL_DEPTHS;
+        lcx_hit hp[128];
+        int np = 0;
+        for (int z = 0; z < 3; z++) {
+            lcx_search_opts op = lcx_search_defaults();
+            op.top_k = op.prefilter = depth[z];
+            np = lcx_index_search(ix, q, strlen(q), &op, hp, depth[z]);
+            for (int i = 0; i < np; i++)
+                if (target_ok(hp[i].id, &T)) { out->pool_r[z] += 1.0 / Q.n; break; }
+        }
+        if (fq) {
+            fprintf(fq, "%s\t", q);
+            for (uint32_t d = 0, f = 0; d < C.n; d++)
+                if (target_ok(d, &T)) fprintf(fq, "%s%u", f++ ? "," : "", d);
+            fputc('\t', fq);
+            for (int i = 0; i < np; i++) fprintf(fq, "%s%u:%.5f", i ? "," : "", hp[i].id, hp[i].score);
+            fputc('\n', fq);
+        }
         /* longctx's own BM25 channel alone (its tokenizer: identifiers split, stopwords) */
         o.alpha = 0;
         o.use_rerank = false;
@@ -632,6 +668,7 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         out->sym_pulls += sym;
         qs_score_add(&out->deflt, rd, 10);
     }
+    if (fq) fclose(fq);
     qs_score_done(&out->deflt);
     qs_score_done(&out->core);
     qs_score_done(&out->bm25);
