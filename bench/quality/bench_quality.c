@@ -47,8 +47,8 @@ int main(int argc, char **argv)
             qs_code_result r;
             int rc = qs_code_run(&cfg, tmp, verbose, &r);
             if (rc < 0) { printf("  %-6s skipped (rc %d)\n", sets[s].name, rc); continue; }
-            printf("  %-6s %d files, %d chunks, %d questions, symbol pulls on %d\n", sets[s].name, r.files, r.chunks,
-                   r.questions, r.sym_pulls);
+            printf("  %-6s %d files, %d chunks, %d questions (%d more whose file the scope skips), symbol pulls on %d\n",
+                   sets[s].name, r.files, r.chunks, r.questions, r.unindexed, r.sym_pulls);
             row(sets[s].name, "longctx default (retrieve)", &r.deflt);
             row(sets[s].name, "longctx core search", &r.core);
             row(sets[s].name, "plain BM25", &r.bm25);

@@ -53,6 +53,7 @@ typedef struct {
      * the ceiling of anything that only re-orders the core search's candidates */
     double pool_r[3];
     int files, chunks, questions;
+    int unindexed;          /* questions dropped: their file is not indexed by the scope (walk.c skips it) */
     int sym_pulls;          /* questions whose result had a symbol pull */
 } qs_code_result;
 
