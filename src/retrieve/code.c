@@ -7,7 +7,8 @@
  *      session's active path cluster names it. No scope → an empty "no-scope" result.
  *   2. Each scope is made ready (Hot first, Package when Hot is small, promotion when a
  *      mention lies outside Hot) and searched with the hybrid store search (dense + BM25,
- *      fused, reranked).
+ *      fused with α CODE_ALPHA, reranked); its best NAME_POOL hits are re-scored by the
+ *      definition-name match (see NAME_BOOST).
  *   3. Symbol-aware boosting: names in the query are looked up in the scope's symbol
  *      table and the chunk that contains each definition is pulled in with score
  *      own + boost·(top − own) (own = its search score, 0 when the search missed it; top =
@@ -288,27 +289,69 @@ static bool name_kw(const char *p, size_t n)
     return false;
 }
 
-/* The best F1 between the words of a name in text and the query's (q); 0 when none. */
+/* The words of an ASCII identifier as lcx_tokenize's parts (hot: every name of every
+ * re-scored chunk, so no general tokenizer): split at '_' / '$', lower → upper, letter ↔
+ * digit, and before the last capital of a capital run followed by a lower-case letter
+ * ("HTTPServer" → http, server); case-folded; stop words left out. A name that is one
+ * word is that word. */
+static void name_words(const char *p, size_t n, termset *out)
+{
+    char w[LCX_TOK_MAX];
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (p[i] == '_' || p[i] == '$')) i++;
+        size_t s = i;
+        if (i < n && isdigit((unsigned char)p[i])) {
+            while (i < n && isdigit((unsigned char)p[i])) i++;
+        } else if (i < n && isupper((unsigned char)p[i])) {
+            while (i < n && isupper((unsigned char)p[i])) i++;
+            if (i < n && islower((unsigned char)p[i])) {
+                if (i - s > 1) i--;   /* "HTTPServer": the S starts the next word */
+                else while (i < n && islower((unsigned char)p[i])) i++;
+            }
+        } else {
+            while (i < n && islower((unsigned char)p[i])) i++;
+        }
+        if (i == s) { i++; continue; }
+        size_t k = i - s < sizeof w ? i - s : sizeof w;
+        for (size_t j = 0; j < k; j++) w[j] = (char)tolower((unsigned char)p[s + j]);
+        if (lcx__stopword_inl(w, k) || lcx__query_stopword(w, k)) continue;
+        uint64_t h = lcx_hash64(w, k, 0);
+        if (out->n < NAME_MAX_TERMS && !ts_has(out, h)) out->h[out->n++] = h;
+    }
+}
+
+static size_t back_ws(const char *t, size_t j)
+{
+    while (j > 0 && (t[j - 1] == ' ' || t[j - 1] == '\t')) j--;
+    return j;
+}
+static size_t back_ident(const char *t, size_t j)
+{
+    while (j > 0 && idc(t[j - 1])) j--;
+    return j;
+}
+
+/* The best F1 between the words of a name in text and the query's (q); 0 when none.
+ * hot: every re-scored chunk. Names are found from the '(' bytes (memchr) backwards, so
+ * the cost is per '(' rather than per byte: the identifier right before it ("f (",
+ * "f("), or before "= (" / "= function (" ("x = (a) =>", "x = function (a)"). */
 static float name_match(const termset *q, const char *text, size_t len)
 {
     float best = 0;
-    size_t i = 0;
-    while (i < len) {
-        if (!(isalpha((unsigned char)text[i]) || text[i] == '_' || text[i] == '$') ||
-            (i && (idc(text[i - 1])))) { i++; continue; }
-        size_t s = i;
-        while (i < len && idc(text[i])) i++;
-        size_t e = i, j = i;
-        while (j < len && (text[j] == ' ' || text[j] == '\t')) j++;
-        bool def = j < len && text[j] == '(';
-        if (!def && j < len && text[j] == '=' && (j + 1 >= len || text[j + 1] != '=')) {
-            size_t k = j + 1;
-            while (k < len && (text[k] == ' ' || text[k] == '\t')) k++;
-            def = (len - k >= 8 && !memcmp(text + k, "function", 8)) || (k < len && text[k] == '(');
+    for (const char *p = text, *end = text + len, *k; p < end && (k = memchr(p, '(', (size_t)(end - p))); p = k + 1) {
+        size_t e = back_ws(text, (size_t)(k - text)), s = back_ident(text, e);
+        if (s == e || (e - s == 8 && !memcmp(text + s, "function", 8))) {
+            /* "= (" or "= function (": the name is before the '=' (not "==", "<=" …) */
+            size_t j = s == e ? e : back_ws(text, s);
+            if (!j || text[j - 1] != '=') continue;
+            e = back_ws(text, j - 1);
+            s = back_ident(text, e);
         }
-        if (!def || name_kw(text + s, e - s)) continue;
-        termset nt = {.n = 0};
-        lcx_tokenize(text + s, e - s, ts_tok, &nt);
+        if (s == e || isdigit((unsigned char)text[s]) || name_kw(text + s, e - s)) continue;
+        termset nt;
+        nt.n = 0;
+        name_words(text + s, e - s, &nt);
         int m = 0;
         for (int t = 0; t < nt.n; t++) m += ts_has(q, nt.h[t]);
         if (!m) continue;
@@ -321,7 +364,8 @@ static float name_match(const termset *q, const char *text, size_t len)
 /* Re-scores hits[0..nh) by the definition-name match and re-sorts them (best first). */
 static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits, int nh)
 {
-    termset qt = {.n = 0};
+    termset qt;
+    qt.n = 0;
     lcx_tokenize(q, qlen, ts_tok, &qt);
     if (!qt.n || nh < 2) return;
     float top = hits[0].score;
