@@ -40,7 +40,7 @@
 #define SYM_BOOST 1.0f        /* a code-shaped name: its definition ties the best hit, and wins the tie */
 #define SYM_BOOST_WEAK 0.5f   /* a Capitalised word: half way to the best hit */
 /* Definition-name match (docs/core.md "Definition names"): the best NAME_POOL search hits
- * are re-scored by score + NAME_BOOST·top·f, f = the best F1 overlap between the words of
+ * are re-scored by (score + NAME_BOOST·top·f) / (1 + NAME_BOOST), f = the best F1 overlap between the words of
  * a name the chunk defines or calls (an identifier before "(", "= function", "= (…) =>")
  * and the query's words. A doc-like question ("Determine whether the value is constant")
  * names its definition's parts (LLVMIsConstant) while the other windows of a header only
@@ -367,13 +367,16 @@ static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits
     termset qt;
     qt.n = 0;
     lcx_tokenize(q, qlen, ts_tok, &qt);
-    if (!qt.n || nh < 2) return;
+    if (!qt.n || nh < 1) return;
     float top = hits[0].score;
     for (int i = 0; i < nh; i++) {
         lcx_chunk c;
         if (lcx_store_get(s->store, hits[i].id, &c) < 0 || !c.text) continue;
         hits[i].score += NAME_BOOST * top * name_match(&qt, c.text, c.text_len);
     }
+    /* back into the search's [0, 1] (the order is kept): a hit's score stays comparable
+     * with another scope's (ws: merges by score) and is not clipped at 1 */
+    for (int i = 0; i < nh; i++) hits[i].score /= 1 + NAME_BOOST;
     for (int i = 1; i < nh; i++) {   /* insertion sort: stable, ties keep the search's order */
         lcx_hit t = hits[i];
         int j = i - 1;
