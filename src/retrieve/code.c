@@ -41,7 +41,8 @@
 #define SYM_BOOST_WEAK 0.5f   /* a Capitalised word: half way to the best hit */
 /* Definition-name match (docs/core.md "Definition names"): the best NAME_POOL search hits
  * are re-scored by (score + NAME_BOOST·top·f) / (1 + NAME_BOOST), f = the best F1 overlap between the words of
- * a name the chunk defines or calls (an identifier before "(", "= function", "= (…) =>")
+ * a name the chunk defines or calls (an identifier before "(", "= function", "= (…) =>";
+ * in Perl files also "sub NAME")
  * and the query's words. A doc-like question ("Determine whether the value is constant")
  * names its definition's parts (LLVMIsConstant) while the other windows of a header only
  * share its common words. */
@@ -332,11 +333,25 @@ static size_t back_ident(const char *t, size_t j)
     return j;
 }
 
+/* F1 between the words of the name text[s, e) and the query's (q); 0 when none. */
+static float name_f1(const termset *q, const char *text, size_t s, size_t e)
+{
+    if (s == e || isdigit((unsigned char)text[s]) || name_kw(text + s, e - s)) return 0;
+    termset nt;
+    nt.n = 0;
+    name_words(text + s, e - s, &nt);
+    int m = 0;
+    for (int t = 0; t < nt.n; t++) m += ts_has(q, nt.h[t]);
+    if (!m) return 0;
+    float a = (float)m / (float)nt.n, c = (float)m / (float)q->n;
+    return 2 * a * c / (a + c);
+}
+
 /* The best F1 between the words of a name in text and the query's (q); 0 when none.
  * hot: every re-scored chunk. Names are found from the '(' bytes (memchr) backwards, so
  * the cost is per '(' rather than per byte: the identifier right before it ("f (",
  * "f("), or before "= (" / "= function (" ("x = (a) =>", "x = function (a)"). */
-static float name_match(const termset *q, const char *text, size_t len)
+static float name_match(const termset *q, const char *text, size_t len, bool perl)
 {
     float best = 0;
     for (const char *p = text, *end = text + len, *k; p < end && (k = memchr(p, '(', (size_t)(end - p))); p = k + 1) {
@@ -348,14 +363,16 @@ static float name_match(const termset *q, const char *text, size_t len)
             e = back_ws(text, j - 1);
             s = back_ident(text, e);
         }
-        if (s == e || isdigit((unsigned char)text[s]) || name_kw(text + s, e - s)) continue;
-        termset nt;
-        nt.n = 0;
-        name_words(text + s, e - s, &nt);
-        int m = 0;
-        for (int t = 0; t < nt.n; t++) m += ts_has(q, nt.h[t]);
-        if (!m) continue;
-        float a = (float)m / (float)nt.n, c = (float)m / (float)q->n, f = 2 * a * c / (a + c);
+        float f = name_f1(q, text, s, e);
+        if (f > best) best = f;
+    }
+    /* Perl's "sub NAME {" has no '(' */
+    for (const char *p = text, *end = text + len, *k; perl && p < end && (k = memchr(p, 's', (size_t)(end - p))); p = k + 1) {
+        if (end - k < 5 || memcmp(k, "sub ", 4) || (k > text && idc(k[-1]))) continue;
+        size_t s = (size_t)(k - text) + 4, e;
+        while (s < len && (text[s] == ' ' || text[s] == '\t')) s++;
+        for (e = s; e < len && idc(text[e]); e++) {}
+        float f = name_f1(q, text, s, e);
         if (f > best) best = f;
     }
     return best;
@@ -372,7 +389,10 @@ static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits
     for (int i = 0; i < nh; i++) {
         lcx_chunk c;
         if (lcx_store_get(s->store, hits[i].id, &c) < 0 || !c.text) continue;
-        hits[i].score += NAME_BOOST * top * name_match(&qt, c.text, c.text_len);
+        size_t pl = c.path_len;
+        bool perl = c.path && ((pl > 3 && (!memcmp(c.path + pl - 3, ".pm", 3) || !memcmp(c.path + pl - 3, ".pl", 3))) ||
+                               (pl > 2 && !memcmp(c.path + pl - 2, ".t", 2)));
+        hits[i].score += NAME_BOOST * top * name_match(&qt, c.text, c.text_len, perl);
     }
     /* back into the search's [0, 1] (the order is kept): a hit's score stays comparable
      * with another scope's (ws: merges by score) and is not clipped at 1 */
