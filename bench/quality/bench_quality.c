@@ -1,6 +1,6 @@
 /* Retrieval quality: longctx's default ranking vs plain BM25 on real code and real prose
  * (qset.h). Run from the build directory:
- *   ./bench/bench_quality [--code-only | --prose-only] [-v] [--max-q N] [--trials N]
+ *   ./bench/bench_quality [--code-only | --prose-only] [-v] [--max-q N] [--trials N] [--dump DIR]
  * Prints recall@1, recall@10 (prose: @8) and MRR@10 per set, side by side, and the
  * default/BM25 MRR ratio. Needs LCX_FIXTURES (or ../shared/fixtures) for the prose set.
  * Nothing here asserts (tests/core/test_quality.c is the CI smoke set). */
@@ -24,31 +24,39 @@ static void row(const char *set, const char *who, const qs_score *s)
 int main(int argc, char **argv)
 {
     int code = 1, prose = 1, verbose = 0, max_q = 400, trials = 12;
+    const char *dump = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--code-only")) prose = 0;
         else if (!strcmp(argv[i], "--prose-only")) code = 0;
         else if (!strcmp(argv[i], "-v")) verbose++;
         else if (!strcmp(argv[i], "--max-q") && i + 1 < argc) max_q = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--trials") && i + 1 < argc) trials = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--code-only|--prose-only] [-v] [--max-q N] [--trials N]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
+        else { fprintf(stderr, "usage: %s [--code-only|--prose-only] [-v] [--max-q N] [--trials N] [--dump DIR]\n", argv[0]); return 2; }
     }
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     if (code) {
         struct { const char *name; const char *const *roots; int max_files; } sets[] = {
             {"C", C_ROOTS, 600}, {"JS", JS_ROOTS, 600}, {"Perl", PERL_ROOTS, 600}};
         qs_score tot_d = {0}, tot_b = {0}, tot_c = {0}, tot_l = {0};
+        double pool[3] = {0};
+        int pool_n = 0;
         printf("code (questions = first sentence of a doc comment; comments removed from the index)\n");
         for (int s = 0; s < 3; s++) {
-            qs_code_cfg cfg = {sets[s].name, sets[s].roots, sets[s].max_files, max_q, 21};
+            qs_code_cfg cfg = {sets[s].name, sets[s].roots, sets[s].max_files, max_q, 21, dump};
             qs_code_result r;
             int rc = qs_code_run(&cfg, tmp, verbose, &r);
             if (rc < 0) { printf("  %-6s skipped (rc %d)\n", sets[s].name, rc); continue; }
-            printf("  %-6s %d files, %d chunks, %d questions, symbol pulls on %d\n", sets[s].name, r.files, r.chunks,
-                   r.questions, r.sym_pulls);
+            printf("  %-6s %d files, %d chunks, %d questions (%d more whose file the scope skips), symbol pulls on %d\n",
+                   sets[s].name, r.files, r.chunks, r.questions, r.unindexed, r.sym_pulls);
             row(sets[s].name, "longctx default (retrieve)", &r.deflt);
             row(sets[s].name, "longctx core search", &r.core);
             row(sets[s].name, "plain BM25", &r.bm25);
             row(sets[s].name, "BM25, longctx tokens", &r.bm25_lcx);
+            printf("  %-6s core search R@32 %.3f  R@64 %.3f  R@128 %.3f (ceiling of any reranker)\n", sets[s].name,
+                   r.pool_r[0], r.pool_r[1], r.pool_r[2]);
+            for (int z = 0; z < 3; z++) pool[z] += r.pool_r[z] * r.questions;
+            pool_n += r.questions;
             printf("  %-6s MRR ratio default/BM25 %.3f\n", sets[s].name, r.bm25.mrr > 0 ? r.deflt.mrr / r.bm25.mrr : 0);
             qs_score *src[4] = {&r.deflt, &r.bm25, &r.core, &r.bm25_lcx}, *dst[4] = {&tot_d, &tot_b, &tot_c, &tot_l};
             for (int k = 0; k < 4; k++) {
@@ -63,6 +71,9 @@ int main(int argc, char **argv)
         row("all", "longctx core search", &tot_c);
         row("all", "plain BM25", &tot_b);
         row("all", "BM25, longctx tokens", &tot_l);
+        if (pool_n)
+            printf("  all    core search R@32 %.3f  R@64 %.3f  R@128 %.3f (ceiling of any reranker)\n", pool[0] / pool_n,
+                   pool[1] / pool_n, pool[2] / pool_n);
         printf("  all    MRR ratio default/(BM25, longctx tokens) %.3f\n", tot_l.mrr > 0 ? tot_d.mrr / tot_l.mrr : 0);
         printf("  all    MRR ratio default/BM25 %.3f\n", tot_b.mrr > 0 ? tot_d.mrr / tot_b.mrr : 0);
     }

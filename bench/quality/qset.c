@@ -3,6 +3,7 @@
 #include "qset.h"
 #include "longctx/lcx.h"
 #include "longctx/lcx_scope.h"
+#include "scope/scope_int.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <ftw.h>
@@ -229,12 +230,33 @@ static int lang_of(const char *p)
 }
 
 static srclist *g_list;
+static size_t g_root_len;
+/* A file below a directory the scope walker skips (dist/, build/, node_modules/, dot
+ * directories: lcx_walk_skip_dir) would be copied but never indexed, so its questions
+ * would have no right chunk: such files are not picked. */
+static int under_skipped_dir(const char *p)
+{
+    char comp[256];
+    const char *s = p + g_root_len;
+    for (;;) {
+        while (*s == '/') s++;
+        const char *e = strchr(s, '/');
+        if (!e) return 0;   /* the last component is the file itself */
+        size_t n = (size_t)(e - s);
+        if (n < sizeof comp) {
+            memcpy(comp, s, n);
+            comp[n] = 0;
+            if (lcx_walk_skip_dir(comp)) return 1;
+        }
+        s = e;
+    }
+}
 static int walk_cb(const char *p, const struct stat *sb, int f, struct FTW *w)
 {
     (void)w;
     if (f != FTW_F || !S_ISREG(sb->st_mode) || sb->st_size > (1 << 20) || sb->st_size < 64) return 0;
     int l = lang_of(p);
-    if (l < 0) return 0;
+    if (l < 0 || under_skipped_dir(p)) return 0;
     /* packages ship the same sources built twice (dist/esm + dist/commonjs): one right
      * chunk needs one copy, so the CommonJS twins are left out */
     if (strstr(p, "/dist/commonjs/") || strstr(p, "/dist/cjs/")) return 0;
@@ -455,6 +477,7 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
     for (int r = 0; cfg->roots[r]; r++) {
         struct stat st;
         if (stat(cfg->roots[r], &st)) continue;
+        g_root_len = strlen(cfg->roots[r]);
         nftw(cfg->roots[r], walk_cb, 32, FTW_PHYS);
     }
     if (!L.n) return LCX_ENOTFOUND;
@@ -525,15 +548,6 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         Q.v[m++] = Q.v[i];
     }
     Q.n = m;
-    if (cfg->max_q > 0 && Q.n > cfg->max_q) {
-        for (int i = Q.n - 1; i > 0; i--) {
-            int j = (int)rnd(&seed, (uint32_t)i + 1);
-            question t = Q.v[i]; Q.v[i] = Q.v[j]; Q.v[j] = t;
-        }
-        for (int i = cfg->max_q; i < Q.n; i++) free(Q.v[i].q);
-        Q.n = cfg->max_q;
-        qsort(Q.v, Q.n, sizeof *Q.v, qcmp);
-    }
     int rc = 0;
     lcx_embedder *emb = NULL;
     lcx_scopes *M = NULL;
@@ -542,7 +556,6 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
     bm25 B = {0};
     float *acc = NULL;
     if (!Q.n) { rc = LCX_ENOTFOUND; goto done; }
-    out->questions = Q.n;
 
     if ((rc = lcx_embedder_hash_new(0, &emb)) < 0) goto done;
     lcx_scopes_opts so = lcx_scopes_defaults();
@@ -577,12 +590,53 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         lcx_store_close(st);
     }
     out->chunks = (int)C.n;
+    /* A question whose definition the scope does not index has no right chunk for either
+     * ranking: the walker skips build output and vendored trees (dist/, build/,
+     * node_modules/ …, src/scope/walk.c), which npm's packages are full of. Such
+     * questions are dropped before the pick, not counted as misses. */
+    m = 0;
+    for (int i = 0; i < Q.n; i++) {
+        target T = {&C, rels[Q.v[i].file], Q.v[i].line};
+        int ok = 0;
+        for (uint32_t d = 0; d < C.n && !ok; d++) ok = target_ok(d, &T);
+        if (ok) Q.v[m++] = Q.v[i];
+        else { free(Q.v[i].q); out->unindexed++; }
+    }
+    Q.n = m;
+    if (cfg->max_q > 0 && Q.n > cfg->max_q) {
+        for (int i = Q.n - 1; i > 0; i--) {
+            int j = (int)rnd(&seed, (uint32_t)i + 1);
+            question t = Q.v[i]; Q.v[i] = Q.v[j]; Q.v[j] = t;
+        }
+        for (int i = cfg->max_q; i < Q.n; i++) free(Q.v[i].q);
+        Q.n = cfg->max_q;
+        qsort(Q.v, Q.n, sizeof *Q.v, qcmp);
+    }
+    if (!Q.n) { rc = LCX_ENOTFOUND; goto done; }
+    out->questions = Q.n;
     bm_build(&B, C.text, C.len, C.n);
     acc = malloc((C.n ? C.n : 1) * sizeof *acc);
     if ((rc = lcx_index_new(emb, &ix)) < 0) goto done;
     for (uint32_t d = 0; d < C.n; d++)
         if ((rc = lcx_index_add(ix, C.text[d], C.len[d], NULL, NULL)) < 0) goto done;
 
+    FILE *fq = NULL;
+    if (cfg->dump_dir) {
+        char fn[PATH_MAX];
+        snprintf(fn, sizeof fn, "%s/%s.chunks", cfg->dump_dir, cfg->name);
+        FILE *fc = fopen(fn, "w");
+        for (uint32_t d = 0; fc && d < C.n; d++) {
+            fprintf(fc, "%u\t%s\t", d, C.path[d]);
+            for (uint32_t z = 0; z < C.len[d]; z++) {
+                char ch = C.text[d][z];
+                fputc(ch == '\n' || ch == '\t' || ch == '\r' ? ' ' : ch, fc);
+            }
+            fputc('\n', fc);
+        }
+        if (fc) fclose(fc);
+        snprintf(fn, sizeof fn, "%s/%s.q", cfg->dump_dir, cfg->name);
+        fq = fopen(fn, "w");
+    }
     for (int qi = 0; qi < Q.n; qi++) {
         const char *q = Q.v[qi].q;
         target T = {&C, rels[Q.v[qi].file], Q.v[qi].line};
@@ -598,6 +652,25 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         for (int i = 0; i < nh && !rcore; i++)
             if (target_ok(h[i].id, &T)) rcore = i + 1;
         qs_score_add(&out->core, rcore, 10);
+        /* the core search's deeper candidate lists: the ceiling of any reranker */
+        static const int depth[3] = QS_POOL_DEPTHS;
+        lcx_hit hp[128];
+        int np = 0;
+        for (int z = 0; z < 3; z++) {
+            lcx_search_opts op = lcx_search_defaults();
+            op.top_k = op.prefilter = depth[z];
+            np = lcx_index_search(ix, q, strlen(q), &op, hp, depth[z]);
+            for (int i = 0; i < np; i++)
+                if (target_ok(hp[i].id, &T)) { out->pool_r[z] += 1.0 / Q.n; break; }
+        }
+        if (fq) {
+            fprintf(fq, "%s\t", q);
+            for (uint32_t d = 0, f = 0; d < C.n; d++)
+                if (target_ok(d, &T)) fprintf(fq, "%s%u", f++ ? "," : "", d);
+            fputc('\t', fq);
+            for (int i = 0; i < np; i++) fprintf(fq, "%s%u:%.5f", i ? "," : "", hp[i].id, hp[i].score);
+            fputc('\n', fq);
+        }
         /* longctx's own BM25 channel alone (its tokenizer: identifiers split, stopwords) */
         o.alpha = 0;
         o.use_rerank = false;
@@ -632,6 +705,7 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         out->sym_pulls += sym;
         qs_score_add(&out->deflt, rd, 10);
     }
+    if (fq) fclose(fq);
     qs_score_done(&out->deflt);
     qs_score_done(&out->core);
     qs_score_done(&out->bm25);

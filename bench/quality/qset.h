@@ -38,6 +38,10 @@ typedef struct {
     int max_files;          /* files indexed (0 = all), picked by seeded shuffle */
     int max_q;              /* questions (0 = all), picked by seeded shuffle */
     uint64_t seed;
+    const char *dump_dir;   /* non-NULL: write <name>.chunks and <name>.q there for offline probes
+                             * (bench/quality/probe_semantic.py): one chunk per line "id\tpath\ttext"
+                             * (newlines and tabs as spaces); one question per line
+                             * "question\tright ids\tid:score,…" (core search top 128) */
 } qs_code_cfg;
 
 typedef struct {
@@ -45,13 +49,18 @@ typedef struct {
     qs_score core;          /* lcx_index_search defaults over the same chunks (no symbol pulls) */
     qs_score bm25;          /* plain BM25 over the same chunks */
     qs_score bm25_lcx;      /* longctx's BM25 channel alone (alpha 0, no rerank): identifier-aware BM25 */
+    /* recall of lcx_index_search defaults at depth 32 / 64 / 128 (top_k = prefilter = depth):
+     * the ceiling of anything that only re-orders the core search's candidates */
+    double pool_r[3];
     int files, chunks, questions;
+    int unindexed;          /* questions dropped: their file is not indexed by the scope (walk.c skips it) */
     int sym_pulls;          /* questions whose result had a symbol pull */
 } qs_code_result;
 
 /* Builds the set in a temporary directory under tmp (removed afterwards), runs all
  * rankings. verbose ≥ 2 prints each question where the default loses to BM25.
  * 0, or LCX_ENOTFOUND when no root exists / no question was found, or a negative LCX_E*. */
+#define QS_POOL_DEPTHS {32, 64, 128}
 int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_result *out);
 
 typedef struct {

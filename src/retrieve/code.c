@@ -7,7 +7,8 @@
  *      session's active path cluster names it. No scope → an empty "no-scope" result.
  *   2. Each scope is made ready (Hot first, Package when Hot is small, promotion when a
  *      mention lies outside Hot) and searched with the hybrid store search (dense + BM25,
- *      fused, reranked).
+ *      fused with α CODE_ALPHA, reranked); its best NAME_POOL hits are re-scored by the
+ *      definition-name match (see NAME_BOOST).
  *   3. Symbol-aware boosting: names in the query are looked up in the scope's symbol
  *      table and the chunk that contains each definition is pulled in with score
  *      own + boost·(top − own) (own = its search score, 0 when the search missed it; top =
@@ -28,6 +29,7 @@
 #include "scope/scope_int.h"
 #include "scope/scopes_api.h"
 #include "util/util.h"
+#include "text/text.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,21 @@
 #define MAX_DEFS 5
 #define SYM_BOOST 1.0f        /* a code-shaped name: its definition ties the best hit, and wins the tie */
 #define SYM_BOOST_WEAK 0.5f   /* a Capitalised word: half way to the best hit */
+/* Definition-name match (docs/core.md "Definition names"): the best NAME_POOL search hits
+ * are re-scored by (score + NAME_BOOST·top·f) / (1 + NAME_BOOST), f = the best F1 overlap between the words of
+ * a name the chunk defines or calls (an identifier before "(", "= function", "= (…) =>";
+ * in Perl files also "sub NAME")
+ * and the query's words. A doc-like question ("Determine whether the value is constant")
+ * names its definition's parts (LLVMIsConstant) while the other windows of a header only
+ * share its common words. */
+#define NAME_POOL 32
+/* Dense share of the code search's fusion (lcx_search_defaults has 0.5, kept for the
+ * rescue path): on code the hashed vectors add little over BM25 and their noise costs
+ * recall (bench_quality code set: α 0.5 / 0.4 / 0.3 / 0.2 → R@10 0.749 / 0.760 / 0.763 /
+ * 0.766, MRR 0.512 / 0.516 / 0.518 / 0.516; docs/core.md "Definition names") */
+#define CODE_ALPHA 0.3f
+#define NAME_BOOST 0.6f
+#define NAME_MAX_TERMS 32
 #define SPLICE_HEADER "## Retrieved code context\n\n"
 #define TRUNC_MARK "\n... [truncated]"
 #define SPLICE_FENCE_CHARS 12     /* the reference's allowance for the fences around a text */
@@ -243,6 +260,152 @@ static int chunk_for_line(lcx_scope *s, const char *rel, uint32_t line, uint32_t
     return 0;
 }
 
+/* ---------------------------------------------------------------- definition names */
+
+typedef struct { uint64_t h[NAME_MAX_TERMS]; int n; } termset;
+
+static bool ts_has(const termset *t, uint64_t h)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->h[i] == h) return true;
+    return false;
+}
+
+/* words, numbers and identifier parts (a whole compound identifier is its parts), stop
+ * words left out: the vocabulary a name and a question share */
+static int ts_tok(const char *t, size_t n, int kind, void *ud)
+{
+    termset *ts = ud;
+    if (kind == LCX_TOK_IDENT) return 0;
+    if (kind == LCX_TOK_WORD && (lcx__stopword(t, n) || lcx__query_stopword(t, n))) return 0;
+    uint64_t h = lcx_hash64(t, n, 0);
+    if (ts->n < NAME_MAX_TERMS && !ts_has(ts, h)) ts->h[ts->n++] = h;
+    return 0;
+}
+
+static bool name_kw(const char *p, size_t n)
+{
+    static const char *const kw[] = {"if", "for", "while", "switch", "return", "sizeof", "typeof", "catch", "function", "new"};
+    for (size_t i = 0; i < sizeof kw / sizeof *kw; i++)
+        if (strlen(kw[i]) == n && !memcmp(kw[i], p, n)) return true;
+    return false;
+}
+
+/* The words of an ASCII identifier as lcx_tokenize's parts (hot: every name of every
+ * re-scored chunk, so no general tokenizer): split at '_' / '$', lower → upper, letter ↔
+ * digit, and before the last capital of a capital run followed by a lower-case letter
+ * ("HTTPServer" → http, server); case-folded; stop words left out. A name that is one
+ * word is that word. */
+static void name_words(const char *p, size_t n, termset *out)
+{
+    char w[LCX_TOK_MAX];
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (p[i] == '_' || p[i] == '$')) i++;
+        size_t s = i;
+        if (i < n && isdigit((unsigned char)p[i])) {
+            while (i < n && isdigit((unsigned char)p[i])) i++;
+        } else if (i < n && isupper((unsigned char)p[i])) {
+            while (i < n && isupper((unsigned char)p[i])) i++;
+            if (i < n && islower((unsigned char)p[i])) {
+                if (i - s > 1) i--;   /* "HTTPServer": the S starts the next word */
+                else while (i < n && islower((unsigned char)p[i])) i++;
+            }
+        } else {
+            while (i < n && islower((unsigned char)p[i])) i++;
+        }
+        if (i == s) { i++; continue; }
+        size_t k = i - s < sizeof w ? i - s : sizeof w;
+        for (size_t j = 0; j < k; j++) w[j] = (char)tolower((unsigned char)p[s + j]);
+        if (lcx__stopword_inl(w, k) || lcx__query_stopword(w, k)) continue;
+        uint64_t h = lcx_hash64(w, k, 0);
+        if (out->n < NAME_MAX_TERMS && !ts_has(out, h)) out->h[out->n++] = h;
+    }
+}
+
+static size_t back_ws(const char *t, size_t j)
+{
+    while (j > 0 && (t[j - 1] == ' ' || t[j - 1] == '\t')) j--;
+    return j;
+}
+static size_t back_ident(const char *t, size_t j)
+{
+    while (j > 0 && idc(t[j - 1])) j--;
+    return j;
+}
+
+/* F1 between the words of the name text[s, e) and the query's (q); 0 when none. */
+static float name_f1(const termset *q, const char *text, size_t s, size_t e)
+{
+    if (s == e || isdigit((unsigned char)text[s]) || name_kw(text + s, e - s)) return 0;
+    termset nt;
+    nt.n = 0;
+    name_words(text + s, e - s, &nt);
+    int m = 0;
+    for (int t = 0; t < nt.n; t++) m += ts_has(q, nt.h[t]);
+    if (!m) return 0;
+    float a = (float)m / (float)nt.n, c = (float)m / (float)q->n;
+    return 2 * a * c / (a + c);
+}
+
+/* The best F1 between the words of a name in text and the query's (q); 0 when none.
+ * hot: every re-scored chunk. Names are found from the '(' bytes (memchr) backwards, so
+ * the cost is per '(' rather than per byte: the identifier right before it ("f (",
+ * "f("), or before "= (" / "= function (" ("x = (a) =>", "x = function (a)"). */
+static float name_match(const termset *q, const char *text, size_t len, bool perl)
+{
+    float best = 0;
+    for (const char *p = text, *end = text + len, *k; p < end && (k = memchr(p, '(', (size_t)(end - p))); p = k + 1) {
+        size_t e = back_ws(text, (size_t)(k - text)), s = back_ident(text, e);
+        if (s == e || (e - s == 8 && !memcmp(text + s, "function", 8))) {
+            /* "= (" or "= function (": the name is before the '=' (not "==", "<=" …) */
+            size_t j = s == e ? e : back_ws(text, s);
+            if (!j || text[j - 1] != '=') continue;
+            e = back_ws(text, j - 1);
+            s = back_ident(text, e);
+        }
+        float f = name_f1(q, text, s, e);
+        if (f > best) best = f;
+    }
+    /* Perl's "sub NAME {" has no '(' */
+    for (const char *p = text, *end = text + len, *k; perl && p < end && (k = memchr(p, 's', (size_t)(end - p))); p = k + 1) {
+        if (end - k < 5 || memcmp(k, "sub ", 4) || (k > text && idc(k[-1]))) continue;
+        size_t s = (size_t)(k - text) + 4, e;
+        while (s < len && (text[s] == ' ' || text[s] == '\t')) s++;
+        for (e = s; e < len && idc(text[e]); e++) {}
+        float f = name_f1(q, text, s, e);
+        if (f > best) best = f;
+    }
+    return best;
+}
+
+/* Re-scores hits[0..nh) by the definition-name match and re-sorts them (best first). */
+static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits, int nh)
+{
+    termset qt;
+    qt.n = 0;
+    lcx_tokenize(q, qlen, ts_tok, &qt);
+    if (!qt.n || nh < 1) return;
+    float top = hits[0].score;
+    for (int i = 0; i < nh; i++) {
+        lcx_chunk c;
+        if (lcx_store_get(s->store, hits[i].id, &c) < 0 || !c.text) continue;
+        size_t pl = c.path_len;
+        bool perl = c.path && ((pl > 3 && (!memcmp(c.path + pl - 3, ".pm", 3) || !memcmp(c.path + pl - 3, ".pl", 3))) ||
+                               (pl > 2 && !memcmp(c.path + pl - 2, ".t", 2)));
+        hits[i].score += NAME_BOOST * top * name_match(&qt, c.text, c.text_len, perl);
+    }
+    /* back into the search's [0, 1] (the order is kept): a hit's score stays comparable
+     * with another scope's (ws: merges by score) and is not clipped at 1 */
+    for (int i = 0; i < nh; i++) hits[i].score /= 1 + NAME_BOOST;
+    for (int i = 1; i < nh; i++) {   /* insertion sort: stable, ties keep the search's order */
+        lcx_hit t = hits[i];
+        int j = i - 1;
+        while (j >= 0 && hits[j].score < t.score) { hits[j + 1] = hits[j]; j--; }
+        hits[j + 1] = t;
+    }
+}
+
 /* Searches one scope; appends hits (symbol pulls first) to h. *conf receives the scope's
  * confidence. Holds the scope's lock for the symbol table; the store is thread-safe. */
 static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, const char *skip_rel,
@@ -250,9 +413,14 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
 {
     lcx_search_opts o = lcx_search_defaults();
     o.top_k = top_k + (skip_rel ? 16 : 0);
+    o.alpha = CODE_ALPHA;
+    int want = o.top_k;
+    if (o.top_k < NAME_POOL) o.top_k = NAME_POOL;
     lcx_hit hits[96];
     int nh = lcx_store_search(lcx_scope__store(s), q, qlen, &o, hits, o.top_k < 96 ? o.top_k : 96);
     if (nh < 0) return nh;
+    name_rescore(s, q, qlen, hits, nh);
+    if (nh > want) nh = want;
     float top = nh ? hits[0].score : 0.5f;
     float best_dense = 0;
     for (int i = 0; i < nh; i++) if (hits[i].dense > best_dense) best_dense = hits[i].dense;

@@ -14,7 +14,7 @@ static void test_code_smoke(void **st)
     (void)st;
     static const char *const roots[] = {"/usr/include/microhttpd.h", "/usr/include/cmocka.h", "/usr/include/utf8proc.h",
                                         "/usr/include/pcre2.h", "/usr/include/x86_64-linux-gnu/curl", NULL};
-    qs_code_cfg cfg = {"smoke", roots, 0, 150, 21};
+    qs_code_cfg cfg = {"smoke", roots, 0, 150, 21, NULL};
     qs_code_result r;
     char *tmp = tu_tmpdir();
     int rc = qs_code_run(&cfg, tmp, 0, &r);

@@ -6,7 +6,9 @@
  *      "cracked guitar") does not win, nor a span with two such needles (term
  *      proximity) or one that repeats a prompt word of the question (query stop words);
  *   3. rescue query signal without a "question:" marker: the last sentence ending in '?';
- *   4. symbol pulls: a sentence-initial English word is not a symbol; a pull is a boost. */
+ *   4. symbol pulls: a sentence-initial English word is not a symbol; a pull is a boost;
+ *   5. definition names: a chunk defining a name made of the question's words gains on
+ *      one that only repeats those words (code retrieval). */
 #include "testutil.h"
 #include "longctx/lcx.h"
 #include "longctx/lcx_scope.h"
@@ -257,6 +259,84 @@ static void test_symbol_pulls(void **st)
     free(data);
 }
 
+/* 5: the question is a doc sentence of buffer_trim_spaces; another header's comment
+ * repeats its words (BM25 and the reranker prefer it), but defines only send() */
+static const char *const g_names_c[][2] = {
+    {"trim.h", "struct buffer;\nint buffer_trim_spaces(struct buffer *b);\nsize_t buffer_len(const struct buffer *b);\n"},
+    {"send.h", "/* the buffer holds spaces at its end: trim the spaces, trim the buffer, then send it.\n"
+               " * Spaces left in a buffer are sent as they are. */\nint send(struct buffer *b);\n"},
+    {"a.h", "int open_socket(const char *host, int port);\nvoid close_socket(int fd);\n"},
+    {"b.h", "double mean(const double *v, size_t n);\ndouble median(double *v, size_t n);\n"},
+    {"c.h", "void log_line(const char *fmt, ...);\nvoid log_flush(void);\n"},
+    {"d.h", "int parse_header(const char *line, struct header *h);\nvoid header_free(struct header *h);\n"},
+    {NULL, NULL},
+};
+/* Perl: "sub NAME {" has no '(' */
+static const char *const g_names_perl[][2] = {
+    {"Trim.pm", "package Trim;\nsub buffer_trim_spaces {\n    my $b = shift;\n    $b =~ s/ +$//;\n    return $b;\n}\n1;\n"},
+    {"Send.pm", "package Send;\n# the buffer holds spaces at its end: trim the spaces, trim the buffer, then send it.\n"
+                "# Spaces left in a buffer are sent as they are.\nsub send_it {\n    return 1;\n}\n1;\n"},
+    {"A.pm", "package A;\nsub open_socket {\n    my ($host, $port) = @_;\n    return 0;\n}\n1;\n"},
+    {"B.pm", "package B;\nsub mean {\n    my @v = @_;\n    return 0;\n}\nsub median {\n    return 0;\n}\n1;\n"},
+    {"C.pm", "package C;\nsub log_line {\n    print @_;\n}\nsub log_flush {\n    return;\n}\n1;\n"},
+    {NULL, NULL},
+};
+#define NAMES_Q "Trim the spaces of a buffer."
+
+static void names_case(const char *const (*files)[2], const char *want)
+{
+    size_t nf = 0;
+    while (files[nf][0]) nf++;
+    /* the corpus has the shape: the hybrid search alone ranks the comment (file 1) first */
+    lcx_index *ix;
+    assert_int_equal(lcx_index_new(g_emb, &ix), 0);
+    for (size_t i = 0; i < nf; i++) add(ix, files[i][1], NULL);
+    lcx_search_opts so = lcx_search_defaults();
+    so.alpha = 0.3f;   /* the code search's (code.c CODE_ALPHA) */
+    so.top_k = 2;
+    lcx_hit h[2];
+    assert_int_equal(lcx_index_search(ix, NAMES_Q, strlen(NAMES_Q), &so, h, 2), 2);
+    assert_int_equal(h[0].id, 1);
+    assert_int_equal(h[1].id, 0);
+    lcx_index_free(ix);
+
+    char *proj = tu_tmpdir(), *data = tu_tmpdir();
+    char p[4096];
+    snprintf(p, sizeof p, "%s/.git", proj);
+    mkdir(p, 0755);
+    for (size_t i = 0; i < nf; i++) wr(proj, files[i][0], files[i][1]);
+    lcx_scopes_opts o = lcx_scopes_defaults();
+    o.data_dir = data;
+    o.watch = false;
+    lcx_scopes *m;
+    assert_int_equal(lcx_scopes_open(&o, g_emb, &m), 0);
+    assert_int_equal(lcx_scopes_index(m, proj, NULL, NULL, NULL, NULL), 0);
+    lcx_code_request rq = lcx_code_request_init();
+    rq.explicit_scope = proj;
+    rq.top_k = 3;
+    rq.query = NAMES_Q;
+    rq.query_len = strlen(rq.query);
+    lcx_code_result r;
+    assert_int_equal(lcx_code_retrieve(m, &rq, &r), 0);
+    assert_true(r.n_hits >= 2);
+    assert_false(r.hits[0].symbol_hit);   /* no name in the question: the rule, not a pull */
+    assert_non_null(strstr(r.hits[0].text, want));
+    for (int i = 0; i < r.n_hits; i++) assert_true(r.hits[i].score >= 0 && r.hits[i].score <= 1);
+    lcx_code_result_free(&r);
+    lcx_scopes_close(m);
+    tu_rmrf(proj);
+    tu_rmrf(data);
+    free(proj);
+    free(data);
+}
+
+static void test_definition_names(void **st)
+{
+    (void)st;
+    names_case(g_names_c, "buffer_trim_spaces(");
+    names_case(g_names_perl, "sub buffer_trim_spaces");
+}
+
 static int setup(void **st)
 {
     (void)st;
@@ -277,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_proximity),
         cmocka_unit_test(test_query_signal_qmark),
         cmocka_unit_test(test_symbol_pulls),
+        cmocka_unit_test(test_definition_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
