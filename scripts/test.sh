@@ -4,6 +4,7 @@
 #   2. Release build + every ctest test (unit, golden, integration), then again with the
 #      fixtures pointed at a missing folder, as in a clone without ../shared
 #   3. ASan+UBSan build + the unit, golden and integration tests again, with and without fixtures
+# Every build is -Werror (LCX_WERROR=ON). LCX_SKIP_ASAN=1 skips tier 3.
 # Extra ctest arguments pass through, e.g. scripts/test.sh -R triatt
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,7 +14,7 @@ jobs=$(nproc)
 status=0
 
 echo "== Release build =="
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLCX_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
 echo "== npm clients for the client tests (tests/js) =="
 (cd tests/js && npm ci --no-audit --no-fund --loglevel=error) || status=1
@@ -26,7 +27,7 @@ cmake -S . -B build -ULCX_FIXTURES >/dev/null
 
 if [ "${LCX_SKIP_ASAN:-0}" != 1 ]; then
   echo "== ASan+UBSan build =="
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLCX_SANITIZE=ON >/dev/null
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLCX_SANITIZE=ON -DLCX_WERROR=ON >/dev/null
   cmake --build build-asan -j"$jobs"
   echo "== ASan+UBSan tests =="
   (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow "$@") || status=1
@@ -35,4 +36,5 @@ if [ "${LCX_SKIP_ASAN:-0}" != 1 ]; then
   (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow "$@") || status=1
   cmake -S . -B build-asan -ULCX_FIXTURES >/dev/null
 fi
+
 exit $status
