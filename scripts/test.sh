@@ -4,6 +4,10 @@
 #   2. Release build + every ctest test (unit, golden, integration), then again with the
 #      fixtures pointed at a missing folder, as in a clone without ../shared
 #   3. ASan+UBSan build + the unit, golden and integration tests again, with and without fixtures
+#   4. ThreadSanitizer build of the store, index and service tests (ctest label tsan) and
+#      the longctx-svc they start; any TSan report fails the run (scripts/tsan.supp lists the
+#      suppressions, each with its reason)
+# Every build is -Werror (LCX_WERROR=ON). LCX_SKIP_ASAN=1 / LCX_SKIP_TSAN=1 skip tiers 3 / 4.
 # Extra ctest arguments pass through, e.g. scripts/test.sh -R triatt
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,7 +17,7 @@ jobs=$(nproc)
 status=0
 
 echo "== Release build =="
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLCX_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
 echo "== npm clients for the client tests (tests/js) =="
 (cd tests/js && npm ci --no-audit --no-fund --loglevel=error) || status=1
@@ -26,7 +30,7 @@ cmake -S . -B build -ULCX_FIXTURES >/dev/null
 
 if [ "${LCX_SKIP_ASAN:-0}" != 1 ]; then
   echo "== ASan+UBSan build =="
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLCX_SANITIZE=ON >/dev/null
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DLCX_SANITIZE=ON -DLCX_WERROR=ON >/dev/null
   cmake --build build-asan -j"$jobs"
   echo "== ASan+UBSan tests =="
   (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow "$@") || status=1
@@ -34,5 +38,23 @@ if [ "${LCX_SKIP_ASAN:-0}" != 1 ]; then
   cmake -S . -B build-asan -DLCX_FIXTURES="$root/.no-fixtures" >/dev/null
   (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow "$@") || status=1
   cmake -S . -B build-asan -ULCX_FIXTURES >/dev/null
+fi
+
+if [ "${LCX_SKIP_TSAN:-0}" != 1 ]; then
+  echo "== TSan build (store, index, service) =="
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DLCX_TSAN=ON -DLCX_WERROR=ON >/dev/null
+  cmake --build build-tsan -j"$jobs" --target lcx_tsan_tests
+  echo "== TSan tests =="
+  # Reports go to files (a service started by a test may have its stderr swallowed); the
+  # tier fails when any report was written, whatever the tests' own verdicts.
+  reports="$root/build-tsan/tsan-reports"
+  rm -rf "$reports" && mkdir -p "$reports"
+  (cd build-tsan && TSAN_OPTIONS="log_path=$reports/tsan suppressions=$root/scripts/tsan.supp second_deadlock_stack=1 history_size=4" \
+     ctest --output-on-failure -j"$jobs" -L tsan "$@") || status=1
+  if compgen -G "$reports/tsan.*" >/dev/null; then
+    echo "TSan reported (scripts/tsan.supp has the accepted ones):"
+    cat "$reports"/tsan.*
+    status=1
+  fi
 fi
 exit $status

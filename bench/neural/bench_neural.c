@@ -357,13 +357,16 @@ int main(int argc, char **argv)
     /* ---- query latency: 16-token query + search 20k chunks */
     {
         const int NCH = 20000;
-        uint16_t *rows = malloc(sizeof(uint16_t) * (size_t)NCH * ND);
-        float *tmp = malloc(sizeof(float) * ND), *sc = malloc(sizeof(float) * NCH);
+        /* the index's own layout and stage-1 scan: u8 rows, int8 query (src/embed/embed.h) */
+        uint8_t *rows = malloc((size_t)NCH * ND);
+        float *tmp = malloc(sizeof(float) * ND), *rs = malloc(sizeof(float) * NCH);
+        int32_t *sc = malloc(sizeof(int32_t) * NCH);
+        int8_t qi[ND];
         for (int i = 0; i < NCH; i++) {
             double n2 = 0;
             for (int e = 0; e < ND; e++) tmp[e] = frand(), n2 += tmp[e] * tmp[e];
             for (int e = 0; e < ND; e++) tmp[e] = (float)(tmp[e] / sqrt(n2));
-            lcx__f32_to_f16(tmp, rows + (size_t)i * ND, ND);
+            lcx__quant_row_u8(tmp, ND, rows + (size_t)i * ND, &rs[i]);
         }
         for (int c = 0; c < nc; c++) {
             if (cs[c].threads != 1 || cs[c].eng) continue;
@@ -379,7 +382,8 @@ int main(int argc, char **argv)
                 lcx_nn_forward(cs[c].m, &b, out, NULL, NULL);
                 uint64_t t1 = lcx_now_ns();
                 double c1 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
-                lcx__dot_f16_rows(out, rows, NCH, ND, sc);
+                lcx__quant_query_i8(out, ND, qi);
+                lcx__dot_u8_rows(qi, rows, NCH, ND, sc);
                 int best[10] = {0};
                 for (int i = 0; i < NCH; i++)      /* top-10 by insertion */
                     if (sc[i] > sc[best[9]] || i < 10) {
@@ -393,7 +397,7 @@ int main(int argc, char **argv)
                 ecpu[k] = (c1 - c0) * 1e3, tcpu[k] = (c2 - c0) * 1e3;
             }
             int n = N < 256 ? N : 256;
-            printf("\nquery latency (%s, 1 thread, %d runs): embed 16 tokens p50 %.2f ms; search 20k x 384 f16 p50 %.2f ms; "
+            printf("\nquery latency (%s, 1 thread, %d runs): embed 16 tokens p50 %.2f ms; search 20k x 384 u8 p50 %.2f ms; "
                    "total p50 %.2f ms, p95 %.2f ms\n", wname[cs[c].wt], n, pct(emb, n, 0.5), pct(se, n, 0.5),
                    pct(tot, n, 0.5), pct(tot, n, 0.95));
             printf("  CPU time of the same runs (1 thread: what an idle core would take): embed p50 %.2f ms; "
@@ -402,6 +406,7 @@ int main(int argc, char **argv)
         free(rows);
         free(tmp);
         free(sc);
+        free(rs);
     }
 
     /* ---- rerank 16 x 128 */

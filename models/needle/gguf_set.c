@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     }
     kv_set sets[MAX_SET];
     int ns = 0;
-    for (int i = 3; i < argc; i++) {
+    for (int i = 3; i < argc; i += 2) {   /* pairs: --u32|--f32|--str KEY=VALUE */
         const char *t = argv[i];
         char *eq = i + 1 < argc ? strchr(argv[i + 1], '=') : NULL;
         if (ns == MAX_SET || !eq || (strcmp(t, "--u32") && strcmp(t, "--f32") && strcmp(t, "--str"))) {
@@ -76,7 +76,6 @@ int main(int argc, char **argv)
         }
         *eq = 0;
         sets[ns++] = (kv_set){t + 2, argv[i + 1], eq + 1};
-        i++;
     }
     char err[256];
     eng_gguf *g = NULL;

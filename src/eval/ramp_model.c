@@ -25,8 +25,8 @@
 /* Every word the ramp renders; spelled once here so the vocabulary covers them. */
 static const char *const VOCAB_TEXTS[] = {
     LCX_RAMP_FILLER, LCX_RAMP_FACT, LCX_RAMP_QUESTION, LCX_RAMP_TURN1_ASK,
-    "system user assistant Recovered context from earlier in this session evicted KV cache "
-    "restored via longctx tokens layer span OK The answer is",
+    ("system user assistant Recovered context from earlier in this session evicted KV cache "
+     "restored via longctx tokens layer span OK The answer is"),
 };
 
 typedef struct {

@@ -389,7 +389,7 @@ static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits
     float top = hits[0].score;
     for (int i = 0; i < nh; i++) {
         lcx_chunk c;
-        if (lcx_store_get(s->store, hits[i].id, &c) < 0 || !c.text) continue;
+        if (lcx_store_get(lcx_scope__store(s), hits[i].id, &c) < 0 || !c.text) continue;
         size_t pl = c.path_len;
         bool perl = c.path && ((pl > 3 && (!memcmp(c.path + pl - 3, ".pm", 3) || !memcmp(c.path + pl - 3, ".pl", 3))) ||
                                (pl > 2 && !memcmp(c.path + pl - 2, ".t", 2)));

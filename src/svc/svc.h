@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <cjson/cJSON.h>
 #include "longctx/lcx.h"
+#include "longctx/lcx_svc.h"
 #include "util/util.h"
 
 struct MHD_Connection;
@@ -103,7 +104,7 @@ void lcx_svc_config_defaults(lcx_svc_config *c);
  * Returns 0 ok, 1 when --help was printed (exit 0), LCX_EINVAL on a bad flag (message
  * printed to err). */
 int lcx_svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err);
-void lcx_svc_usage(FILE *f, const char *prog);
+/* lcx_svc_usage and lcx_svc_serve_main: include/longctx/lcx_svc.h */
 
 /* ---- server state: one struct, passed to every handler. */
 struct svc_cursor {                 /* next derived token position of a session (routes_evict.c) */
@@ -161,9 +162,6 @@ extern const lcx_svc_module lcx_svc_modules[];       /* routes.c, NULL-name term
  * (durable state is already on disk; this snapshots/flushes) and frees svc. */
 int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t msg_len);
 void lcx_svc_stop(lcx_svc *svc);
-/* `serve` entry point shared by `longctx-svc serve` and `longctx serve`: parses flags,
- * starts, waits for SIGINT/SIGTERM, stops. Returns the process exit status. */
-int lcx_svc_serve_main(int argc, char **argv);
 
 /* ---- requests (server.c) */
 typedef struct lcx_req lcx_req;

@@ -181,7 +181,7 @@ static void test_bpe_merges(void **st) {
 /* SPM: highest score first, leftmost on equal scores, byte fallback, UNK without bytes. */
 static void test_spm_synthetic(void **st) {
     (void)st;
-    static const char *const toks[] = {"<unk>", "<s>", "</s>", "a", "b", "aa", "ab", "\xE2\x96\x81", "\xE2\x96\x81" "b", "<0x63>"};
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "a", "b", "aa", "ab", "\xE2\x96\x81", ("\xE2\x96\x81" "b"), "<0x63>"};
     static const float scores[] = {0, 0, 0, -1, -1, -2, -3, -1, -5, 0};
     static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 6};
     size_t lens[10];

@@ -3,7 +3,9 @@
  * x-longctx-async), path clusters across turns, workspace binding and merging. Against
  * the real longctx-svc binary. */
 #include "testutil.h"
+#if defined(__GNUC__) && !defined(__clang__)   /* gcc-only warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdbool.h>

@@ -3,7 +3,9 @@
  * with default_scope, default_scope alone never pins), explicit-scope canonicalisation,
  * the path-cluster tracker across turns, and the splice's exact budget edge cases. */
 #include "testutil.h"
+#if defined(__GNUC__) && !defined(__clang__)   /* gcc-only warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 #include "longctx/lcx_scope.h"
 #include "scope/scope_int.h"
 #include "scope/scopes_int.h"

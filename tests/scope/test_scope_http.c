@@ -1,7 +1,9 @@
 /* POST /index and POST /retrieve (both forms), headers, 4xx inputs, the status lines and
  * the watcher, over HTTP against the real longctx-svc binary. */
 #include "testutil.h"
+#if defined(__GNUC__) && !defined(__clang__)   /* gcc-only warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdbool.h>

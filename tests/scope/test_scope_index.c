@@ -3,7 +3,9 @@
  * fingerprint change, the inotify watcher (edit / delete / rename), ws: queries, secrets. */
 #define _GNU_SOURCE 1   /* unshare */
 #include "testutil.h"
+#if defined(__GNUC__) && !defined(__clang__)   /* gcc-only warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 #include "longctx/lcx_scope.h"
 #include "scope/scopes_int.h"   /* lcx_scopes__set_batch: multi-batch builds and checkpoints */
 #include "util/util.h"

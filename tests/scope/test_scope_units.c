@@ -1,7 +1,9 @@
 /* src/scope pure parts: wildmatch/.gitignore (tables + conformance against `git ls-files`
  * on generated trees), walker filters, scope detection tables, chunkers, symbols. */
 #include "testutil.h"
+#if defined(__GNUC__) && !defined(__clang__)   /* gcc-only warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 #include "scope/scope_int.h"
 #include "util/util.h"
 #include <limits.h>

@@ -3,7 +3,7 @@
  *   longctx-svc --version | --help */
 #include <stdio.h>
 #include <string.h>
-#include "svc/svc.h"
+#include "longctx/lcx_svc.h"
 
 int main(int argc, char **argv)
 {

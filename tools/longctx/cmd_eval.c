@@ -38,7 +38,7 @@ static int cmd_gen(int argc, char **argv)
     uint64_t seed = 0;
     const char *bins = "8k,16k,32k,64k,128k,256k,512k,1m", *out = NULL, *hay = NULL;
     char hay_def[4096];
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {   /* every flag takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!v) { fprintf(stderr, "longctx eval mrcr-gen: %s needs a value\n", a); return 2; }
@@ -53,7 +53,6 @@ static int cmd_gen(int argc, char **argv)
             else if (strcmp(v, "exact")) { fprintf(stderr, "longctx eval mrcr-gen: --question-style exact|varied\n"); return 2; }
         }
         else { fprintf(stderr, "longctx eval mrcr-gen: unknown flag %s\n", a); return 2; }
-        i++;
     }
     if ((needles != 2 && needles != 4 && needles != 8) || n < 1 || n > 100000 || !out) {
         usage(stderr);
