@@ -216,6 +216,8 @@ static int sync_prefill(eng_session *s, const int32_t *ids, int n)
     }
     s->turn.n_prompt += n;
     s->turn.n_reused += k;
+    /* without eviction every logical token needs a cell: refuse before computing any */
+    if (!s->v3 && n > eng_kv_size(s->c)) return LCX_ELIMIT;
     int rc = L_reserve(s, n);
     if (rc < 0) return rc;
     const double t0 = lcx_now_ms();
