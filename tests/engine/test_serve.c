@@ -312,6 +312,54 @@ static void test_content_parts(void **st)
 
 static double health(const char *k);
 
+/* A SentencePiece model (stories260K): the reply the server sends, plain and streamed, is
+ * the text ChatSession returns for the same greedy turn (the streamed pieces keep their
+ * spaces; only the reply's first piece drops the dummy-prefix space). */
+static void test_spm_reply_text(void **st)
+{
+    (void)st;
+    const char *path = tu_fixture("gguf/stories260K.gguf");
+    eng_model *m;
+    char err[256];
+    assert_int_equal(eng_model_load(path, &m, err, sizeof err), 0);
+    eng_session_params sp = eng_session_default_params();
+    sp.ctx.n_ctx = 512;
+    eng_session *ss;
+    assert_int_equal(eng_session_init(m, &sp, &ss, err, sizeof err), 0);
+    const eng_turn_opts to = {.max_tokens = 24};
+    char *want = NULL;
+    assert_true(eng_session_respond_ex(ss, "Once upon a time", &to, &want) > 0);
+    eng_session_free(ss);
+    assert_non_null(strchr(want, ' '));
+    eng_server_opts o = eng_server_defaults();
+    o.model = m;
+    o.session = sp;
+    assert_int_equal(eng_server_start(&o, &g_srv, err, sizeof err), 0);
+    const char *b = "{\"max_tokens\":24,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}]}";
+    cJSON *j = post_chat(b, NULL, 200);
+    assert_string_equal(content_of(j), want);
+    cJSON_Delete(j);
+    char *sb, *r;
+    assert_true(asprintf(&sb, "{\"stream\":true,%s", b + 1) > 0);
+    assert_int_equal(http("POST", "/v1/chat/completions", sb, NULL, &r), 200);
+    char *joined = calloc(1, strlen(r) + 1);
+    for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7)) continue;
+        cJSON *e = cJSON_Parse(line + 6);
+        const cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(e, "choices"), 0), "delta"), "content");
+        if (c) strcat(joined, c->valuestring);
+        cJSON_Delete(e);
+    }
+    assert_string_equal(joined, want);
+    free(joined);
+    free(r);
+    free(sb);
+    free(want);
+    eng_server_stop(g_srv);
+    g_srv = g_main;
+    eng_model_free(m);
+}
+
 /* One key, two conversations of the same length: the second is not taken for the first
  * (its reply and prompt are those of a fresh session with the same messages). */
 static void test_same_key_other_conversation(void **st)
@@ -918,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_chat_plain_and_stream),
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_sessions),
+        cmocka_unit_test(test_spm_reply_text),
         cmocka_unit_test(test_content_parts),
         cmocka_unit_test(test_same_key_other_conversation),
         cmocka_unit_test(test_errors),
