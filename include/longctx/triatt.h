@@ -315,6 +315,9 @@ int triatt_end_pass(triatt_ctx *t);
  * (mode = v1|v2|v3, suffixed ",random"/",recency" for the controls). */
 int triatt_maybe_evict(triatt_ctx *t, const triatt_keys *keys, const int32_t *positions,
                        int n_cells, int32_t *out_cells);
+/* The last round's scores, indexed by cell as its positions were (the evicted cells' are
+ * what Tier 2 posts); valid until the next round. NULL before the first scored round. */
+const float *triatt_last_scores(const triatt_ctx *t);
 /* Fast path hook: call when cells [cell0, cell0+n) were written (no-op unless fast_path).
  * Optional: a round refreshes any stale row itself; calling this spreads that cost over the
  * decode steps instead of the eviction round. positions is indexed by cell. */

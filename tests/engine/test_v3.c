@@ -582,6 +582,7 @@ static void test_tier2_posts_decoded_text(void **st)
     assert_int_equal((int)s.rounds, n_rounds);
     assert_int_equal(s.spans_dropped, 0);
     assert_true(s.spans_sent > 0 && s.spans_sent == s.spans_queued);
+    int n_chunks = 0, n_scored = 0;
     pthread_mutex_lock(&h.mu);
     assert_int_equal(h.n, n_rounds);   /* one POST per round */
     for (int r = 0; r < h.n; r++) {
@@ -593,6 +594,11 @@ static void test_tier2_posts_decoded_text(void **st)
         const cJSON *ch;
         cJSON_ArrayForEach(ch, cJSON_GetObjectItem(j, "chunks"))
         {
+            /* the round's V3 score of the span's evicted cells (their mean), not a placeholder */
+            const cJSON *sc = cJSON_GetObjectItem(ch, "score");
+            assert_true(cJSON_IsNumber(sc) && isfinite(sc->valuedouble));
+            n_scored += sc->valuedouble != 0;
+            n_chunks++;
             const cJSON *tr = cJSON_GetObjectItem(ch, "token_range");
             lcx_buf_printf(&b, "%d-%d:%s\n", cJSON_GetArrayItem(tr, 0)->valueint, cJSON_GetArrayItem(tr, 1)->valueint,
                            cJSON_GetObjectItem(ch, "text")->valuestring);
@@ -603,6 +609,7 @@ static void test_tier2_posts_decoded_text(void **st)
         cJSON_Delete(j);
     }
     pthread_mutex_unlock(&h.mu);
+    assert_true(n_chunks > 0 && n_scored == n_chunks);
     for (int r = 0; r < n_rounds; r++) free(expect[r]);
     mh_stop(&h);
     eng_ctx_free(c);
