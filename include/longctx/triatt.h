@@ -74,6 +74,9 @@ typedef struct {
     double scale_factor;                /* linear / YaRN factor (> 0; 1 = none) */
     int yarn_orig_ctx;                  /* YaRN original context (e.g. 32768) */
     double yarn_beta_fast, yarn_beta_slow; /* YaRN ramp (0,0 → defaults 32 and 1) */
+    const float *freq_divisors;         /* n_rot/2 per-frequency divisors, ω_f / d_f (llama3's
+                                         * rope_freqs tensor), finite and > 0; NULL = none.
+                                         * Read when ω is computed (triatt_init), not kept. */
 } triatt_geometry;
 
 /* Validates g; LCX_EINVAL with no side effects when a field is out of range. */

@@ -149,7 +149,8 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
     triatt_geometry g = {.n_layers = I->n_layer, .n_heads = I->n_head, .n_kv_heads = I->n_head_kv,
                          .head_dim = I->head_dim, .n_rot = I->n_rot,
                          .pairing = I->rope_type == ENG_ROPE_NEOX ? TRIATT_PAIR_HALF : TRIATT_PAIR_ADJACENT,
-                         .rope_theta = I->rope_freq_base, .scaling = TRIATT_SCALE_NONE, .scale_factor = 1};
+                         .rope_theta = I->rope_freq_base, .scaling = TRIATT_SCALE_NONE, .scale_factor = 1,
+                         .freq_divisors = c->m->rope_freqs};   /* the forward pass's divisors */
     if (I->rope_freq_scale != 1.0f) {
         g.scaling = TRIATT_SCALE_LINEAR;
         g.scale_factor = 1.0 / I->rope_freq_scale;
