@@ -704,6 +704,195 @@ bad:
     return NULL;
 }
 
+/* A refusal found while parsing: the OpenAI code and message (400), or oom. */
+typedef struct {
+    const char *code;
+    char msg[512];
+    bool oom;
+} bad_req;
+
+static bool refuse(bad_req *e, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool refuse(bad_req *e, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->code = code;
+    return false;
+}
+
+/* The prompt (/v1/completions) or the messages: roles, content (text parts joined), the
+ * last one from the user; "developer" is taken as "system". */
+static bool parse_input(gen_req *g, bad_req *e)
+{
+    if (g->legacy) {
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(g->body, "prompt");
+        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1) pr = cJSON_GetArrayItem(pr, 0);
+        if (!cJSON_IsString(pr) || !pr->valuestring[0])
+            return refuse(e, "invalid_prompt", "'prompt' must be a non-empty string (or an array of one)");
+        return true;
+    }
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(g->body, "messages");
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return refuse(e, "invalid_messages", "'messages' must be a non-empty array");
+    int i = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role) || (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+                                      strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer")))
+            return refuse(e, "invalid_messages", "messages[%d].role must be system, developer, user or assistant", i);
+        char why[256];
+        if (!content_text(m, i, why, sizeof why)) return refuse(e, "invalid_messages", "%s", why);
+        if (!strcmp(role->valuestring, "developer")) cJSON_SetValuestring((cJSON *)role, "system");
+        i++;
+    }
+    if (strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i - 1), "role")->valuestring, "user"))
+        return refuse(e, "invalid_messages", "the last message must have role 'user'");
+    return true;
+}
+
+static bool parse_stop(gen_req *g, const cJSON *v, bad_req *e)
+{
+    if (cJSON_IsString(v)) {
+        if (!v->valuestring[0]) return refuse(e, "invalid_value", "'stop' strings must not be empty");
+        g->stops[g->n_stops++] = strdup(v->valuestring);
+    } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) <= MAX_STOPS) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, v) {
+            if (!cJSON_IsString(x) || !x->valuestring[0]) return refuse(e, "invalid_value", "'stop' must hold non-empty strings");
+            g->stops[g->n_stops++] = strdup(x->valuestring);
+        }
+    } else return refuse(e, "invalid_value", "'stop' must be a string or an array of at most %d strings", MAX_STOPS);
+    for (int k = 0; k < g->n_stops; k++) {
+        if (!g->stops[k]) { e->oom = true; return false; }
+        g->max_stop = LCX_MAX(g->max_stop, strlen(g->stops[k]));
+    }
+    return true;
+}
+
+/* max_tokens, sampling (temperature, top_p, seed, n), stop, longctx_probe, stream. */
+static bool parse_options(eng_server *s, gen_req *g, bad_req *e)
+{
+    const cJSON *body = g->body, *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "max_tokens")) || (v = cJSON_GetObjectItemCaseSensitive(body, "max_completion_tokens"))) {
+        if (!cJSON_IsNull(v)) {
+            if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 1 || v->valuedouble > 1 << 20)
+                return refuse(e, "invalid_value", "'max_tokens' must be an integer >= 1 (got %.200s)",
+                              cJSON_IsNumber(v) ? "a number out of range" : "a non-number");
+            g->max_tokens = (int)v->valuedouble;
+        }
+    }
+    g->sp = s->o.session.sampler;
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "temperature")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 2)
+            return refuse(e, "invalid_value", "'temperature' must be a number in [0, 2]");
+        g->sp.temp = (float)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "top_p")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble <= 0 || v->valuedouble > 1)
+            return refuse(e, "invalid_value", "'top_p' must be a number in (0, 1]");
+        g->sp.top_p = (float)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "seed")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
+            return refuse(e, "invalid_value", "'seed' must be an integer");
+        g->sp.seed = (uint64_t)(int64_t)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "n")) && !cJSON_IsNull(v) && (!cJSON_IsNumber(v) || v->valuedouble != 1))
+        return refuse(e, "invalid_value", "only 'n' = 1 is supported");
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stop")) && !cJSON_IsNull(v) && !parse_stop(g, v, e)) return false;
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "longctx_probe")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsString(v) || !v->valuestring[0]) return refuse(e, "invalid_type", "'longctx_probe' must be a non-empty string");
+        g->probe = v->valuestring;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stream")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsBool(v)) return refuse(e, "invalid_type", "'stream' must be a boolean");
+        g->stream = cJSON_IsTrue(v);
+    }
+    return true;
+}
+
+static enum MHD_Result queue_full(eng_server *s, struct MHD_Connection *c)
+{
+    return send_err(c, 429, "rate_limit_exceeded", "queue_full", "the request queue is full (%d waiting)", s->o.max_queue);
+}
+
+/* Streamed: a worker thread runs the turn and the MHD reader sends what it writes. */
+static enum MHD_Result start_stream(eng_server *s, struct MHD_Connection *c, gen_req *g)
+{
+    /* bound check now (the worker takes its ticket later; a momentary overshoot of one is
+     * possible, never an unbounded queue) */
+    pthread_mutex_lock(&s->mu);
+    const bool full = s->next_ticket - s->serving > (uint64_t)s->o.max_queue;
+    if (full) s->rejected++;
+    pthread_mutex_unlock(&s->mu);
+    if (full) return queue_full(s, c);
+    g->refs = 3;               /* the caller, the worker, the MHD reader */
+    pthread_t th;
+    pthread_mutex_lock(&s->mu);
+    s->workers++;
+    pthread_mutex_unlock(&s->mu);
+    if (pthread_create(&th, NULL, stream_worker, g)) {
+        pthread_mutex_lock(&s->mu);
+        s->workers--;
+        pthread_mutex_unlock(&s->mu);
+        g->refs = 1;
+        return MHD_NO;
+    }
+    pthread_detach(th);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, g, stream_free);
+    if (!r) { stream_free(g); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Not streamed: waits for the turn, runs it, answers with the whole completion. */
+static enum MHD_Result reply_plain(eng_server *s, struct MHD_Connection *c, gen_req *g)
+{
+    uint64_t ticket;
+    if (!turn_enter(s, &ticket, false)) return queue_full(s, c);
+    turn_result tr;
+    run_turn(g, &tr);
+    turn_leave(s);
+    if (tr.rc < 0) {
+        unsigned st;
+        const char *code;
+        char msg[512];
+        turn_error(&tr, &st, &code, msg, sizeof msg);
+        return send_err(c, st, st < 500 ? "invalid_request_error" : "server_error", code, "%s", msg);
+    }
+    size_t lim = emit_limit(g, true);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", g->id);
+    cJSON_AddStringToObject(j, "object", g->legacy ? "text_completion" : "chat.completion");
+    cJSON_AddNumberToObject(j, "created", (double)g->created);
+    cJSON_AddStringToObject(j, "model", s->model_id);
+    cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddItemToArray(ch, c0);
+    cJSON_AddNumberToObject(c0, "index", 0);
+    char *txt = strndup(g->acc ? g->acc : "", lim);
+    if (g->legacy) cJSON_AddStringToObject(c0, "text", txt ? txt : "");
+    else {
+        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", txt ? txt : "");
+    }
+    free(txt);
+    cJSON_AddStringToObject(c0, "finish_reason", tr.finish);
+    cJSON_AddItemToObject(j, "usage", usage_json(&tr));
+    char hv[32];
+    snprintf(hv, sizeof hv, "%d", tr.turn.n_prefilled);
+    return send_json(c, 200, j, "x-longctx-prefilled", hv);
+}
+
 static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state *cs, bool legacy)
 {
     const char *end = NULL;
@@ -720,180 +909,29 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
     g->srv = s;
     g->legacy = legacy;
     enum MHD_Result ret;
-#define FAIL(...) do { ret = send_err(c, 400, "invalid_request_error", __VA_ARGS__); goto done; } while (0)
+    bad_req e = {0};
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
-    if (model && !cJSON_IsNull(model)) {
-        if (!cJSON_IsString(model)) FAIL("invalid_type", "'model' must be a string");
-        if (strcmp(model->valuestring, s->model_id)) {
-            ret = send_err(c, 404, "invalid_request_error", "model_not_found",
-                           "the model '%.200s' does not exist (this server serves '%s')",
-                           model->valuestring, s->model_id);
-            goto done;
-        }
-    }
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
-    if (legacy) {
-        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(body, "prompt");
-        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1) pr = cJSON_GetArrayItem(pr, 0);
-        if (!cJSON_IsString(pr) || !pr->valuestring[0])
-            FAIL("invalid_prompt", "'prompt' must be a non-empty string (or an array of one)");
-        goto sampling;
-    }
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
-        FAIL("invalid_messages", "'messages' must be a non-empty array");
-    int i = 0;
-    cJSON *m;
-    cJSON_ArrayForEach(m, msgs) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        if (!cJSON_IsString(role) || (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
-                                      strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer")))
-            FAIL("invalid_messages", "messages[%d].role must be system, developer, user or assistant", i);
-        char why[256];
-        if (!content_text(m, i, why, sizeof why)) FAIL("invalid_messages", "%s", why);
-        if (!strcmp(role->valuestring, "developer")) cJSON_SetValuestring((cJSON *)role, "system");
-        i++;
-    }
-    if (strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i - 1), "role")->valuestring, "user"))
-        FAIL("invalid_messages", "the last message must have role 'user'");
-sampling:;
-    const cJSON *v;
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "max_tokens")) || (v = cJSON_GetObjectItemCaseSensitive(body, "max_completion_tokens"))) {
-        if (!cJSON_IsNull(v)) {
-            if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 1 || v->valuedouble > 1 << 20)
-                FAIL("invalid_value", "'max_tokens' must be an integer >= 1 (got %.200s)", cJSON_IsNumber(v) ? "a number out of range" : "a non-number");
-            g->max_tokens = (int)v->valuedouble;
-        }
-    }
-    g->sp = s->o.session.sampler;
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "temperature")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 2)
-            FAIL("invalid_value", "'temperature' must be a number in [0, 2]");
-        g->sp.temp = (float)v->valuedouble;
-        g->have_sampler = true;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "top_p")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v) || v->valuedouble <= 0 || v->valuedouble > 1)
-            FAIL("invalid_value", "'top_p' must be a number in (0, 1]");
-        g->sp.top_p = (float)v->valuedouble;
-        g->have_sampler = true;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "seed")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
-            FAIL("invalid_value", "'seed' must be an integer");
-        g->sp.seed = (uint64_t)(int64_t)v->valuedouble;
-        g->have_sampler = true;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "n")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v) || v->valuedouble != 1) FAIL("invalid_value", "only 'n' = 1 is supported");
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stop")) && !cJSON_IsNull(v)) {
-        if (cJSON_IsString(v)) {
-            if (!v->valuestring[0]) FAIL("invalid_value", "'stop' strings must not be empty");
-            g->stops[g->n_stops++] = strdup(v->valuestring);
-        } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) <= MAX_STOPS) {
-            const cJSON *e;
-            cJSON_ArrayForEach(e, v) {
-                if (!cJSON_IsString(e) || !e->valuestring[0]) FAIL("invalid_value", "'stop' must hold non-empty strings");
-                g->stops[g->n_stops++] = strdup(e->valuestring);
-            }
-        } else FAIL("invalid_value", "'stop' must be a string or an array of at most %d strings", MAX_STOPS);
-        for (int k = 0; k < g->n_stops; k++) {
-            if (!g->stops[k]) { ret = MHD_NO; goto done; }
-            g->max_stop = LCX_MAX(g->max_stop, strlen(g->stops[k]));
-        }
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "longctx_probe")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsString(v) || !v->valuestring[0]) FAIL("invalid_type", "'longctx_probe' must be a non-empty string");
-        g->probe = v->valuestring;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stream")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsBool(v)) FAIL("invalid_type", "'stream' must be a boolean");
-        g->stream = cJSON_IsTrue(v);
-    }
     const char *key = session_key(c, body);
+    if (model && !cJSON_IsNull(model) && cJSON_IsString(model) && strcmp(model->valuestring, s->model_id)) {
+        ret = send_err(c, 404, "invalid_request_error", "model_not_found",
+                       "the model '%.200s' does not exist (this server serves '%s')", model->valuestring, s->model_id);
+        goto done;
+    }
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) refuse(&e, "invalid_type", "'model' must be a string");
+    else if (parse_input(g, &e) && parse_options(s, g, &e) && key && strlen(key) >= MAX_KEY)
+        refuse(&e, "invalid_value", "the session key is longer than %d bytes", MAX_KEY - 1);
+    if (e.oom) { ret = MHD_NO; goto done; }
+    if (e.code) { ret = send_err(c, 400, "invalid_request_error", e.code, "%s", e.msg); goto done; }
     if (key) {
-        if (strlen(key) >= MAX_KEY) FAIL("invalid_value", "the session key is longer than %d bytes", MAX_KEY - 1);
         snprintf(g->key, sizeof g->key, "%s", key);
         g->keyed = true;
     }
     snprintf(g->id, sizeof g->id, legacy ? "cmpl-%llx%04x" : "chatcmpl-%llx%04x", (unsigned long long)time(NULL), (unsigned)(rand() & 0xffff));
     g->created = (long)time(NULL);
-
-    if (g->stream) {
-        /* bound check now (the worker takes its ticket later; a momentary overshoot of one
-         * is possible, never an unbounded queue) */
-        pthread_mutex_lock(&s->mu);
-        const bool full = s->next_ticket - s->serving > (uint64_t)s->o.max_queue;
-        if (full) s->rejected++;
-        pthread_mutex_unlock(&s->mu);
-        if (full) {
-            ret = send_err(c, 429, "rate_limit_exceeded", "queue_full", "the request queue is full (%d waiting)", s->o.max_queue);
-            goto done;
-        }
-        g->refs = 3;               /* this function, the worker, the MHD reader */
-        pthread_t th;
-        pthread_mutex_lock(&s->mu);
-        s->workers++;
-        pthread_mutex_unlock(&s->mu);
-        if (pthread_create(&th, NULL, stream_worker, g)) {
-            pthread_mutex_lock(&s->mu);
-            s->workers--;
-            pthread_mutex_unlock(&s->mu);
-            g->refs = 1;
-            ret = MHD_NO;
-            goto done;
-        }
-        pthread_detach(th);
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, g, stream_free);
-        if (!r) { stream_free(g); ret = MHD_NO; goto done; }
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        ret = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        goto done;
-    }
-    uint64_t ticket;
-    if (!turn_enter(s, &ticket, false)) {
-        ret = send_err(c, 429, "rate_limit_exceeded", "queue_full", "the request queue is full (%d waiting)", s->o.max_queue);
-        goto done;
-    }
-    turn_result tr;
-    run_turn(g, &tr);
-    turn_leave(s);
-    if (tr.rc < 0) {
-        unsigned st;
-        const char *code;
-        char msg[512];
-        turn_error(&tr, &st, &code, msg, sizeof msg);
-        ret = send_err(c, st, st < 500 ? "invalid_request_error" : "server_error", code, "%s", msg);
-        goto done;
-    }
-    size_t lim = emit_limit(g, true);
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "id", g->id);
-    cJSON_AddStringToObject(j, "object", legacy ? "text_completion" : "chat.completion");
-    cJSON_AddNumberToObject(j, "created", (double)g->created);
-    cJSON_AddStringToObject(j, "model", s->model_id);
-    cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
-    cJSON_AddItemToArray(ch, c0);
-    cJSON_AddNumberToObject(c0, "index", 0);
-    char *txt = strndup(g->acc ? g->acc : "", lim);
-    if (legacy) cJSON_AddStringToObject(c0, "text", txt ? txt : "");
-    else {
-        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
-        cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddStringToObject(msg, "content", txt ? txt : "");
-    }
-    free(txt);
-    cJSON_AddStringToObject(c0, "finish_reason", tr.finish);
-    cJSON_AddItemToObject(j, "usage", usage_json(&tr));
-    char hv[32];
-    snprintf(hv, sizeof hv, "%d", tr.turn.n_prefilled);
-    ret = send_json(c, 200, j, "x-longctx-prefilled", hv);
+    ret = g->stream ? start_stream(s, c, g) : reply_plain(s, c, g);
 done:
     req_unref(g);
     return ret;
-#undef FAIL
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
