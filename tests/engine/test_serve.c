@@ -420,11 +420,17 @@ static void test_errors(void **st)
     for (size_t i = 0; i < n / 4; i++) k += sprintf(big + k, "cat ");
     strcpy(big + k, "\"}]}");
     expect_error(big, 400, "context_length_exceeded");
+    free(big);
     /* the message says how many tokens over: the prompt size a larger context reports,
-     * minus this one's 512 */
+     * minus this one's 512 (a prompt a little over, so the larger context's prefill is
+     * cheap) */
+    big = malloc(4000);
+    k = sprintf(big, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 300; i++) k += sprintf(big + k, "cat ");
+    strcpy(big + k, "\"}]}");
     eng_server_opts o = eng_server_defaults();
     o.model = g_m;
-    o.session.ctx.n_ctx = 16384;
+    o.session.ctx.n_ctx = 1024;
     o.session.max_tokens = 1;
     char err[256];
     eng_server *wide;
