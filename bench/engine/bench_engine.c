@@ -4,6 +4,7 @@
  *
  *   bench_engine [--dir DIR] [--types q8_0,q4_k_m] [--threads 1,2] [--pp 512] [--tg 128] [--reps 3]
  *   bench_engine --prefill 8192,16384,32768 [--types q8_0] [--threads 1,2] [--reps 3] [--budget-frac 0.9] [--skip-off]
+ *                [--layers N (24)]
  *
  * --prefill: long prefills (one eng_decode of N tokens, ubatch 512, cache of N cells) without
  * and with TriAttention V3 (production defaults: budget N·frac, window 128, prefix 32, warmup
@@ -32,7 +33,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
-enum { N_LAYER = 24, N_EMBD = 896, N_HEAD = 14, N_KV = 2, HD = 64, N_FF = 4864, N_VOCAB = 151936 };
+enum { N_LAYER_FULL = 24, N_EMBD = 896, N_HEAD = 14, N_KV = 2, HD = 64, N_FF = 4864, N_VOCAB = 151936 };
+
+/* --layers N writes the same shape with N blocks: every cost the V3 share compares (layer
+ * matmuls, attention, per-layer features and scoring) scales with the block count, while
+ * per-round selection does not, so a shallower file gives the same share or a larger one
+ * (an upper bound) in a fraction of the CPU time. */
+static int g_n_layer = N_LAYER_FULL;
 
 typedef struct { int64_t n_in, n_out; int type; uint64_t seed; float std; } tspec;
 typedef struct { tspec *t; int n; } genctx;
@@ -78,14 +85,14 @@ static int write_model(const char *path, bool q4km)
 {
     eng_gguf_writer *w = eng_gguf_writer_new(32);
     if (!w) return LCX_ENOMEM;
-    tspec *ts = calloc(16 * N_LAYER + 8, sizeof *ts);
+    tspec *ts = calloc(16 * g_n_layer + 8, sizeof *ts);
     int nt = 0;
     eng_gguf_w_str(w, "general.architecture", "qwen2");
     eng_gguf_w_str(w, "general.name", q4km ? "qwen2.5-0.5b-shape-random-q4_k_m" : "qwen2.5-0.5b-shape-random-q8_0");
     eng_gguf_w_u32(w, "general.file_type", q4km ? 15 : 7);
     eng_gguf_w_u32(w, "qwen2.context_length", 32768);
     eng_gguf_w_u32(w, "qwen2.embedding_length", N_EMBD);
-    eng_gguf_w_u32(w, "qwen2.block_count", N_LAYER);
+    eng_gguf_w_u32(w, "qwen2.block_count", g_n_layer);
     eng_gguf_w_u32(w, "qwen2.feed_forward_length", N_FF);
     eng_gguf_w_u32(w, "qwen2.attention.head_count", N_HEAD);
     eng_gguf_w_u32(w, "qwen2.attention.head_count_kv", N_KV);
@@ -101,9 +108,9 @@ static int write_model(const char *path, bool q4km)
     const int Q8 = ENG_T_Q8_0;
     ADD("token_embd.weight", N_EMBD, N_VOCAB, Q8, 0.02f);
     ADD("output_norm.weight", N_EMBD, 1, ENG_T_F32, 0);
-    for (int il = 0; il < N_LAYER; il++) {
+    for (int il = 0; il < g_n_layer; il++) {
         char nm[64];
-        bool mb = more_bits(il, N_LAYER);
+        bool mb = more_bits(il, g_n_layer);
         int base = q4km ? ENG_T_Q5_0 : Q8;
         int tv = q4km ? (mb ? Q8 : ENG_T_Q5_0) : Q8;
         int td = q4km ? (mb ? ENG_T_Q6_K : ENG_T_Q4_K) : Q8;
@@ -273,14 +280,15 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prefill")) nsz = parse_list(argv[i + 1], sizes, 8);
         else if (!strcmp(argv[i], "--budget-frac")) frac = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--layers")) g_n_layer = atoi(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
-    if (reps < 1 || reps > 50 || pp < 1 || tg < 1) return 2;
+    if (reps < 1 || reps > 50 || pp < 1 || tg < 1 || g_n_layer < 1 || g_n_layer > N_LAYER_FULL) return 2;
     lcx_mkdirs(dir);
     const lcx_cpu_features *f = lcx_cpu();
     printf("# longctx-engine bench: Qwen2.5-0.5B-shaped random weights; cpu: avx2=%d fma=%d f16c=%d avx512f=%d avx512vnni=%d; kernels: %s\n",
            f->avx2, f->fma, f->f16c, f->avx512f, f->avx512vnni, eng_isa_name(eng_isa_best()));
-    printf("# load average at start: %.2f\n", loadavg());
+    printf("# load average at start: %.2f; blocks: %d of %d\n", loadavg(), g_n_layer, N_LAYER_FULL);
     if (!nsz)
         printf("| file | threads | pp%d tok/s (median) | tg%d tok/s (median) | pp%d cpu-normalized | tg%d cpu-normalized | runs pp | runs tg |\n|---|---|---|---|---|---|---|---|\n", pp, tg, pp, tg);
     char tl[64];
@@ -289,7 +297,8 @@ int main(int argc, char **argv)
         bool q4km = !strcmp(ty, "q4_k_m");
         if (!q4km && strcmp(ty, "q8_0")) { fprintf(stderr, "unknown type %s\n", ty); return 2; }
         char path[512];
-        snprintf(path, sizeof path, "%s/qwen2.5-0.5b-shape-%s.gguf", dir, ty);
+        if (g_n_layer == N_LAYER_FULL) snprintf(path, sizeof path, "%s/qwen2.5-0.5b-shape-%s.gguf", dir, ty);
+        else snprintf(path, sizeof path, "%s/qwen2.5-0.5b-shape-%dl-%s.gguf", dir, g_n_layer, ty);
         struct stat st;
         if (stat(path, &st) != 0) {
             fprintf(stderr, "writing %s ...\n", path);

@@ -15,7 +15,10 @@
  *   ...
  *   eng_sampler_free(s); eng_ctx_free(c); eng_model_free(m);
  *
- * Model: weights stay in the mmap'd GGUF (no copy); small 1-D tensors (norms, biases) are
+ * Model: the weight matrices are copied once from the mmap'd GGUF into a read-only region
+ * backed by transparent huge pages (fewer TLB misses when generation streams every weight;
+ * skipped when THP is off or memory is short, and LCX_ENGINE_WEIGHTS=mmap keeps them in the
+ * mapping; docs/engine.md "Weights in huge pages"); small 1-D tensors (norms, biases) are
  * converted to F32 at load. Supported tensor types: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K,
  * Q5_K, Q6_K. Quantized matmuls quantize activations like llama.cpp (Q8_0 / Q8_K) and
  * accumulate in integers. A model may be shared by several contexts (read-only).

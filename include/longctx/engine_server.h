@@ -13,9 +13,17 @@
  * queue of at most max_queue (429 beyond). Sessions are keyed by body "session_id", then
  * the x-session-affinity, x-session-id headers, then the "user" field; an unkeyed request
  * gets a fresh session freed after the reply. A keyed session keeps its conversation and
- * KV cache: the next request's earlier messages are taken as what the session already
- * holds (only the messages past its count are appended), so its turn prefills only the
- * new tokens (usage.prompt_tokens_details.cached_tokens says how many were reused). */
+ * KV cache: the server records a chained hash of every message as the client sent or got
+ * it (role and content; the reply as it was sent, cut at a stop string); a request whose
+ * earlier messages start with that record only appends the rest, so its turn prefills only
+ * the new tokens (usage.prompt_tokens_details.cached_tokens says how many were reused). A
+ * request whose history is another conversation (any length) restarts the key's session
+ * (new KV, new rescue session "KEY~N"; /healthz counts sessions_reset).
+ * Message content: a string, or an array of text parts ({"type":"text","text":...},
+ * joined with "\n"); other part types get 400 invalid_messages. A context overflow gets
+ * 400 context_length_exceeded saying how many tokens over. Extension: "longctx_probe":
+ * TEXT makes usage.longctx.probe report where TEXT stands after the turn (found, in_cache,
+ * in_rescue, recall: eng_session_cache_holds / _rescue_holds / _fact_recall). */
 #ifndef LONGCTX_ENGINE_SERVER_H
 #define LONGCTX_ENGINE_SERVER_H
 

@@ -77,6 +77,9 @@ typedef struct {
     double scale_factor;                /* linear / YaRN factor (> 0; 1 = none) */
     int yarn_orig_ctx;                  /* YaRN original context (e.g. 32768) */
     double yarn_beta_fast, yarn_beta_slow; /* YaRN ramp (0,0 → defaults 32 and 1) */
+    const float *freq_divisors;         /* n_rot/2 per-frequency divisors, ω_f / d_f (llama3's
+                                         * rope_freqs tensor), finite and > 0; NULL = none.
+                                         * Read when ω is computed (triatt_init), not kept. */
 } triatt_geometry;
 
 /* Validates g; LCX_EINVAL with no side effects when a field is out of range. */
@@ -321,6 +324,9 @@ int triatt_end_pass(triatt_ctx *t);
  * (mode = v1|v2|v3, suffixed ",random"/",recency" for the controls). */
 int triatt_maybe_evict(triatt_ctx *t, const triatt_keys *keys, const int32_t *positions,
                        int n_cells, int32_t *out_cells);
+/* The last round's scores, indexed by cell as its positions were (the evicted cells' are
+ * what Tier 2 posts); valid until the next round. NULL before the first scored round. */
+const float *triatt_last_scores(const triatt_ctx *t);
 /* Fast path hook: call when cells [cell0, cell0+n) were written (no-op unless fast_path).
  * Optional: a round refreshes any stale row itself; calling this spreads that cost over the
  * decode steps instead of the eviction round. positions is indexed by cell. */

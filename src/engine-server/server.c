@@ -29,10 +29,18 @@
 #define MAX_STOPS 4                /* OpenAI's limit on "stop" strings */
 #define MAX_KEY 128
 
+/* A keyed session and the conversation as its client sees it: one chained hash per message
+ * (role and content, the reply as it was sent), so a request whose history is not this
+ * conversation is recognised as another one, whatever its length. The session itself also
+ * holds the rescue messages it inserted; the client never sends those back. */
 typedef struct {
     char key[MAX_KEY];
     eng_session *s;
     double last_used;
+    uint64_t *hist;
+    int n_hist, cap_hist;
+    unsigned gen;                  /* restarts: a new conversation gets a new rescue session */
+    bool stale;                    /* hist lost a message (OOM): the next request restarts */
 } slot;
 
 struct eng_server {
@@ -45,7 +53,7 @@ struct eng_server {
     uint64_t next_ticket, serving;    /* FIFO turn */
     slot *slots;
     int n_slots;
-    uint64_t served, rejected, rescue_lost, cancelled, generated;
+    uint64_t served, rejected, rescue_lost, cancelled, generated, sessions_reset;
     int workers;                      /* stream workers alive (stop waits for them) */
     bool rescue;
 };
@@ -55,6 +63,30 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static uint64_t msg_hash(uint64_t prev, const char *role, const char *content, size_t content_len)
+{
+    return lcx_hash64(content, content_len, lcx_hash64(role, strlen(role) + 1, prev));
+}
+
+static int hist_push(slot *sl, uint64_t h)
+{
+    if (sl->n_hist == sl->cap_hist) {
+        const int nc = sl->cap_hist ? sl->cap_hist * 2 : 16;
+        uint64_t *nh = realloc(sl->hist, (size_t)nc * sizeof *nh);
+        if (!nh) return LCX_ENOMEM;
+        sl->hist = nh;
+        sl->cap_hist = nc;
+    }
+    sl->hist[sl->n_hist++] = h;
+    return 0;
+}
+
+static void slot_free(slot *sl)
+{
+    eng_session_free(sl->s);
+    free(sl->hist);
 }
 
 eng_server_opts eng_server_defaults(void)
@@ -141,31 +173,43 @@ static void release_idle(eng_server *s)
     pthread_mutex_lock(&s->mu);   /* the table's writers hold mu too (eng_server_n_sessions) */
     for (int i = 0; i < s->n_slots;) {
         if (t - s->slots[i].last_used >= s->o.idle_s) {
-            eng_session_free(s->slots[i].s);
+            slot_free(&s->slots[i]);
             s->slots[i] = s->slots[--s->n_slots];
         } else i++;
     }
     pthread_mutex_unlock(&s->mu);
 }
 
+/* gen > 0: the key's rescue session is "KEY~GEN", so a restarted conversation never gets
+ * the spans the previous one evicted. */
+static int session_new(eng_server *s, const char *key, unsigned gen, eng_session **out, char *err, size_t errlen)
+{
+    eng_session_params sp = s->o.session;
+    char id[MAX_KEY + 16];
+    if (key && gen) snprintf(id, sizeof id, "%s~%u", key, gen);
+    sp.session_id = key && gen ? id : key;
+    return eng_session_init(s->o.model, &sp, out, err, errlen);
+}
+
 /* Under the turn: the session of key (created when absent; the least recently used one
- * goes when the table is full). *fresh: it was just created. */
-static int session_get(eng_server *s, const char *key, eng_session **out, bool *fresh,
+ * goes when the table is full). *sl: its slot (NULL when unkeyed; stable until the turn
+ * ends). *fresh: it was just created. */
+static int session_get(eng_server *s, const char *key, eng_session **out, slot **slp, bool *fresh,
                        char *err, size_t errlen)
 {
     *fresh = false;
+    *slp = NULL;
     if (key) {
         for (int i = 0; i < s->n_slots; i++)
             if (!strcmp(s->slots[i].key, key)) {
                 s->slots[i].last_used = now_s();
                 *out = s->slots[i].s;
+                *slp = &s->slots[i];
                 return 0;
             }
     }
-    eng_session_params sp = s->o.session;
-    sp.session_id = key;
     eng_session *ns;
-    int rc = eng_session_init(s->o.model, &sp, &ns, err, errlen);
+    int rc = session_new(s, key, 0, &ns, err, errlen);
     if (rc < 0) return rc;
     *fresh = true;
     *out = ns;
@@ -175,13 +219,48 @@ static int session_get(eng_server *s, const char *key, eng_session **out, bool *
         int lru = 0;
         for (int i = 1; i < s->n_slots; i++)
             if (s->slots[i].last_used < s->slots[lru].last_used) lru = i;
-        eng_session_free(s->slots[lru].s);
+        slot_free(&s->slots[lru]);
         s->slots[lru] = s->slots[--s->n_slots];
     }
     slot *sl = &s->slots[s->n_slots++];
+    memset(sl, 0, sizeof *sl);
     snprintf(sl->key, sizeof sl->key, "%s", key);
     sl->s = ns;
     sl->last_used = now_s();
+    *slp = sl;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* Under the turn: how many of the request's earlier messages (msgs[0..n_prev)) the keyed
+ * session already holds: all of its recorded conversation when that is a prefix of them
+ * (compared by chained hash), else -1 (another conversation under the same key). */
+static int held_prefix(const slot *sl, const cJSON *msgs, int n_prev)
+{
+    if (sl->stale || sl->n_hist > n_prev) return -1;
+    uint64_t h = 0;
+    for (int i = 0; i < sl->n_hist; i++) {
+        const cJSON *m = cJSON_GetArrayItem(msgs, i);
+        const char *c = cJSON_GetObjectItem(m, "content")->valuestring;
+        h = msg_hash(h, cJSON_GetObjectItem(m, "role")->valuestring, c, strlen(c));
+        if (h != sl->hist[i]) return -1;
+    }
+    return sl->n_hist;
+}
+
+/* Under the turn: the slot starts over with a new session (its KV and history dropped). */
+static int slot_restart(eng_server *s, slot *sl, char *err, size_t errlen)
+{
+    eng_session *ns;
+    int rc = session_new(s, sl->key, sl->gen + 1, &ns, err, errlen);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&s->mu);
+    sl->gen++;
+    eng_session_free(sl->s);
+    sl->s = ns;
+    sl->n_hist = 0;
+    sl->stale = false;
+    s->sessions_reset++;
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -203,6 +282,7 @@ struct gen_req {
     size_t max_stop;
     char id[64];
     long created;
+    const char *probe;             /* "longctx_probe": a text whose cache-level recall usage reports */
     /* generation */
     char *acc;                     /* generated text so far */
     size_t acc_len, acc_cap, emitted;
@@ -341,10 +421,46 @@ typedef struct {
     bool v3;                /* the session runs V3: rounds/evicted below are its totals */
     uint64_t rounds, evicted;
     char err[256];
-    int ng;
+    int ng, n_ctx;
     eng_session_turn turn;
     const char *finish;
+    bool probed;
+    int probe_cache, probe_rescue, probe_recall;   /* eng_session_cache_holds & co. */
 } turn_result;
+
+/* Under the turn: brings the session's conversation up to the request's earlier messages
+ * (msgs[0..nm-1)): appends those past what it holds, or restarts it when the request's
+ * history is another conversation. */
+static int sync_history(eng_server *s, slot *sl, eng_session **ss, bool fresh, const cJSON *msgs, int nm,
+                        char *err, size_t errlen)
+{
+    int from = 0, rc;
+    if (sl && !fresh && (from = held_prefix(sl, msgs, nm - 1)) < 0) {
+        if ((rc = slot_restart(s, sl, err, errlen)) < 0) return rc;
+        *ss = sl->s;
+        from = 0;
+    }
+    uint64_t h = from ? sl->hist[from - 1] : 0;
+    for (int i = from; i < nm - 1; i++) {
+        const cJSON *m = cJSON_GetArrayItem(msgs, i);
+        const char *role = cJSON_GetObjectItem(m, "role")->valuestring;
+        const char *content = cJSON_GetObjectItem(m, "content")->valuestring;
+        if ((rc = eng_session_add_message(*ss, role, content)) < 0) return rc;
+        h = msg_hash(h, role, content, strlen(content));
+        if (sl && hist_push(sl, h) < 0) sl->stale = true;
+    }
+    return 0;
+}
+
+/* Records the turn's user message and the reply as the client got it. */
+static void record_turn(slot *sl, const gen_req *g, const char *user)
+{
+    uint64_t h = sl->n_hist ? sl->hist[sl->n_hist - 1] : 0;
+    h = msg_hash(h, "user", user, strlen(user));
+    if (hist_push(sl, h) < 0) { sl->stale = true; return; }
+    h = msg_hash(h, "assistant", g->acc ? g->acc : "", emit_limit(g, true));
+    if (hist_push(sl, h) < 0) sl->stale = true;
+}
 
 /* Runs the request's turn (caller holds the turn). */
 static void run_turn(gen_req *g, turn_result *tr)
@@ -355,36 +471,36 @@ static void run_turn(gen_req *g, turn_result *tr)
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(g->body, "messages");
     const int nm = cJSON_GetArraySize(msgs);
     eng_session *ss;
+    slot *sl;
     bool fresh;
-    tr->rc = session_get(s, g->keyed ? g->key : NULL, &ss, &fresh, tr->err, sizeof tr->err);
+    tr->rc = session_get(s, g->keyed ? g->key : NULL, &ss, &sl, &fresh, tr->err, sizeof tr->err);
     if (tr->rc < 0) return;
+    eng_turn_opts to = {.max_tokens = g->max_tokens, .sampler = g->have_sampler ? &g->sp : NULL,
+                        .on_token = on_token, .ud = g};
     if (g->legacy) {
         /* raw text continuing the session's sequence: no chat template, no rescue */
-        eng_turn_opts to = {.max_tokens = g->max_tokens, .sampler = g->have_sampler ? &g->sp : NULL,
-                            .on_token = on_token, .ud = g};
         const cJSON *pr = cJSON_GetObjectItemCaseSensitive(g->body, "prompt");
         if (cJSON_IsArray(pr)) pr = cJSON_GetArrayItem(pr, 0);
         tr->rc = eng_session_generate_ex(ss, pr->valuestring, &to, NULL);
-        goto finish;
+    } else {
+        tr->rc = sync_history(s, sl, &ss, fresh, msgs, nm, tr->err, sizeof tr->err);
+        const char *last = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, nm - 1), "content")->valuestring;
+        if (tr->rc >= 0) tr->rc = eng_session_respond_ex(ss, last, &to, NULL);
+        if (tr->rc >= 0 && sl) record_turn(sl, g, last);
     }
-    /* messages before the last that the session does not hold yet */
-    for (int i = fresh ? 0 : eng_session_n_messages(ss); i < nm - 1; i++) {
-        const cJSON *m = cJSON_GetArrayItem(msgs, i);
-        tr->rc = eng_session_add_message(ss, cJSON_GetObjectItem(m, "role")->valuestring,
-                                         cJSON_GetObjectItem(m, "content")->valuestring);
-        if (tr->rc < 0) goto out;
-    }
-    const char *last = cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, nm - 1), "content")->valuestring;
-    eng_turn_opts to = {.max_tokens = g->max_tokens, .sampler = g->have_sampler ? &g->sp : NULL,
-                        .on_token = on_token, .ud = g};
-    tr->rc = eng_session_respond_ex(ss, last, &to, NULL);
-finish:
+    tr->n_ctx = eng_kv_size(eng_session_ctx(ss));
     eng_session_last_turn(ss, &tr->turn);
     eng_triatt_stats ts;
     if (eng_triatt_get_stats(eng_session_ctx(ss), &ts) == 0) {
         tr->v3 = true;
         tr->rounds = ts.rounds;
         tr->evicted = ts.cells_evicted;
+    }
+    if (g->probe && tr->rc >= 0) {
+        tr->probed = true;
+        tr->probe_cache = eng_session_cache_holds(ss, g->probe);
+        tr->probe_rescue = eng_session_rescue_holds(ss, g->probe);
+        tr->probe_recall = eng_session_fact_recall(ss, g->probe);
     }
     pthread_mutex_lock(&s->mu);
     s->generated += (uint64_t)LCX_MAX(tr->turn.n_generated, 0);
@@ -394,7 +510,6 @@ finish:
         const int lim = g->max_tokens > 0 ? g->max_tokens : s->o.session.max_tokens;
         tr->finish = !g->stop_hit && tr->ng >= lim ? "length" : "stop";
     }
-out:
     if (!g->keyed) eng_session_free(ss);
 }
 
@@ -414,16 +529,33 @@ static cJSON *usage_json(const turn_result *tr)
         cJSON_AddBoolToObject(l, "rescue_ran", tr->turn.rescue_ran);
         cJSON_AddNumberToObject(l, "rescue_chunks", tr->turn.rescue_chunks);
     }
+    if (tr->probed) {
+        /* where the probe text stands after the turn (found: it is in the conversation) */
+        cJSON *l = cJSON_GetObjectItem(u, "longctx");
+        if (!l) l = cJSON_AddObjectToObject(u, "longctx");
+        cJSON *p = cJSON_AddObjectToObject(l, "probe");
+        cJSON_AddBoolToObject(p, "found", tr->probe_cache != LCX_ENOTFOUND);
+        cJSON_AddBoolToObject(p, "in_cache", tr->probe_cache == 1);
+        cJSON_AddBoolToObject(p, "in_rescue", tr->probe_rescue == 1);
+        cJSON_AddBoolToObject(p, "recall", tr->probe_recall == 1);
+    }
     return u;
 }
 
-static void turn_error(const eng_server *s, const turn_result *tr, unsigned *status, const char **code, char *msg, size_t n)
+static void turn_error(const turn_result *tr, unsigned *status, const char **code, char *msg, size_t n)
 {
     if (tr->rc == LCX_ELIMIT) {
         *status = 400;
         *code = "context_length_exceeded";
-        snprintf(msg, n, "the conversation (%d prompt tokens reached) does not fit the context "
-                 "window of %d tokens", tr->turn.n_prompt, s->o.session.ctx.n_ctx);
+        const int over = tr->turn.n_prompt - tr->n_ctx;
+        if (tr->turn.n_prompt == 0)
+            snprintf(msg, n, "a message is too long to tokenize");
+        else if (over > 0)
+            snprintf(msg, n, "this model's maximum context length is %d tokens, but the messages resulted in "
+                     "%d tokens: %d over; reduce the length of the messages", tr->n_ctx, tr->turn.n_prompt, over);
+        else
+            snprintf(msg, n, "the messages resulted in %d tokens, which the context of %d tokens cannot hold "
+                     "together with its eviction reserve", tr->turn.n_prompt, tr->n_ctx);
     } else {
         *status = tr->rc == LCX_EINVAL ? 400 : 500;
         *code = tr->rc == LCX_EINVAL ? "invalid_request" : "internal_error";
@@ -451,7 +583,7 @@ static void *stream_worker(void *arg)
         unsigned st;
         const char *code;
         char msg[512];
-        turn_error(s, &tr, &st, &code, msg, sizeof msg);
+        turn_error(&tr, &st, &code, msg, sizeof msg);
         cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
         cJSON_AddStringToObject(e, "message", msg);
         cJSON_AddStringToObject(e, "type", st < 500 ? "invalid_request_error" : "server_error");
@@ -523,6 +655,244 @@ static const char *session_key(struct MHD_Connection *c, const cJSON *body)
 
 #define BAD(...) return send_err(c, 400, "invalid_request_error", __VA_ARGS__)
 
+/* A message's content as one string: a string as it is, or an array of text parts
+ * ({"type":"text","text":...}) joined with newlines, as OpenAI-compatible servers do.
+ * The body's item is replaced by the joined string. Returns NULL after writing why. */
+static const char *content_text(cJSON *m, int i, char *why, size_t n)
+{
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (cJSON_IsString(content)) return content->valuestring;
+    if (!cJSON_IsArray(content) || !cJSON_GetArraySize(content)) {
+        snprintf(why, n, "messages[%d].content must be a string or a non-empty array of text parts", i);
+        return NULL;
+    }
+    lcx_buf b = {0};
+    int k = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type)) {
+            snprintf(why, n, "messages[%d].content[%d] needs a string 'type'", i, k);
+            goto bad;
+        }
+        if (strcmp(type->valuestring, "text")) {
+            snprintf(why, n, "messages[%d].content[%d] has type '%.64s': this server takes text parts only", i, k,
+                     type->valuestring);
+            goto bad;
+        }
+        if (!cJSON_IsString(text)) {
+            snprintf(why, n, "messages[%d].content[%d].text must be a string", i, k);
+            goto bad;
+        }
+        if ((k && lcx_buf_append(&b, "\n", 1) < 0) || lcx_buf_append(&b, text->valuestring, strlen(text->valuestring)) < 0)
+            goto oom;
+        k++;
+    }
+    cJSON *joined = cJSON_CreateString(b.data ? b.data : "");
+    lcx_buf_free(&b);
+    if (!joined || !cJSON_ReplaceItemInObjectCaseSensitive(m, "content", joined)) {
+        cJSON_Delete(joined);
+        snprintf(why, n, "out of memory");
+        return NULL;
+    }
+    return joined->valuestring;
+oom:
+    snprintf(why, n, "out of memory");
+bad:
+    lcx_buf_free(&b);
+    return NULL;
+}
+
+/* A refusal found while parsing: the OpenAI code and message (400), or oom. */
+typedef struct {
+    const char *code;
+    char msg[512];
+    bool oom;
+} bad_req;
+
+static bool refuse(bad_req *e, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool refuse(bad_req *e, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->code = code;
+    return false;
+}
+
+/* The prompt (/v1/completions) or the messages: roles, content (text parts joined), the
+ * last one from the user; "developer" is taken as "system". */
+static bool parse_input(gen_req *g, bad_req *e)
+{
+    if (g->legacy) {
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(g->body, "prompt");
+        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1) pr = cJSON_GetArrayItem(pr, 0);
+        if (!cJSON_IsString(pr) || !pr->valuestring[0])
+            return refuse(e, "invalid_prompt", "'prompt' must be a non-empty string (or an array of one)");
+        return true;
+    }
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(g->body, "messages");
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return refuse(e, "invalid_messages", "'messages' must be a non-empty array");
+    int i = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role) || (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+                                      strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer")))
+            return refuse(e, "invalid_messages", "messages[%d].role must be system, developer, user or assistant", i);
+        char why[256];
+        if (!content_text(m, i, why, sizeof why)) return refuse(e, "invalid_messages", "%s", why);
+        if (!strcmp(role->valuestring, "developer")) cJSON_SetValuestring((cJSON *)role, "system");
+        i++;
+    }
+    if (strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i - 1), "role")->valuestring, "user"))
+        return refuse(e, "invalid_messages", "the last message must have role 'user'");
+    return true;
+}
+
+static bool parse_stop(gen_req *g, const cJSON *v, bad_req *e)
+{
+    if (cJSON_IsString(v)) {
+        if (!v->valuestring[0]) return refuse(e, "invalid_value", "'stop' strings must not be empty");
+        g->stops[g->n_stops++] = strdup(v->valuestring);
+    } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) <= MAX_STOPS) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, v) {
+            if (!cJSON_IsString(x) || !x->valuestring[0]) return refuse(e, "invalid_value", "'stop' must hold non-empty strings");
+            g->stops[g->n_stops++] = strdup(x->valuestring);
+        }
+    } else return refuse(e, "invalid_value", "'stop' must be a string or an array of at most %d strings", MAX_STOPS);
+    for (int k = 0; k < g->n_stops; k++) {
+        if (!g->stops[k]) { e->oom = true; return false; }
+        g->max_stop = LCX_MAX(g->max_stop, strlen(g->stops[k]));
+    }
+    return true;
+}
+
+/* max_tokens, sampling (temperature, top_p, seed, n), stop, longctx_probe, stream. */
+static bool parse_options(eng_server *s, gen_req *g, bad_req *e)
+{
+    const cJSON *body = g->body, *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "max_tokens")) || (v = cJSON_GetObjectItemCaseSensitive(body, "max_completion_tokens"))) {
+        if (!cJSON_IsNull(v)) {
+            if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 1 || v->valuedouble > 1 << 20)
+                return refuse(e, "invalid_value", "'max_tokens' must be an integer >= 1 (got %.200s)",
+                              cJSON_IsNumber(v) ? "a number out of range" : "a non-number");
+            g->max_tokens = (int)v->valuedouble;
+        }
+    }
+    g->sp = s->o.session.sampler;
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "temperature")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 2)
+            return refuse(e, "invalid_value", "'temperature' must be a number in [0, 2]");
+        g->sp.temp = (float)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "top_p")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble <= 0 || v->valuedouble > 1)
+            return refuse(e, "invalid_value", "'top_p' must be a number in (0, 1]");
+        g->sp.top_p = (float)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "seed")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
+            return refuse(e, "invalid_value", "'seed' must be an integer");
+        g->sp.seed = (uint64_t)(int64_t)v->valuedouble;
+        g->have_sampler = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "n")) && !cJSON_IsNull(v) && (!cJSON_IsNumber(v) || v->valuedouble != 1))
+        return refuse(e, "invalid_value", "only 'n' = 1 is supported");
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stop")) && !cJSON_IsNull(v) && !parse_stop(g, v, e)) return false;
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "longctx_probe")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsString(v) || !v->valuestring[0]) return refuse(e, "invalid_type", "'longctx_probe' must be a non-empty string");
+        g->probe = v->valuestring;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stream")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsBool(v)) return refuse(e, "invalid_type", "'stream' must be a boolean");
+        g->stream = cJSON_IsTrue(v);
+    }
+    return true;
+}
+
+static enum MHD_Result queue_full(eng_server *s, struct MHD_Connection *c)
+{
+    return send_err(c, 429, "rate_limit_exceeded", "queue_full", "the request queue is full (%d waiting)", s->o.max_queue);
+}
+
+/* Streamed: a worker thread runs the turn and the MHD reader sends what it writes. */
+static enum MHD_Result start_stream(eng_server *s, struct MHD_Connection *c, gen_req *g)
+{
+    /* bound check now (the worker takes its ticket later; a momentary overshoot of one is
+     * possible, never an unbounded queue) */
+    pthread_mutex_lock(&s->mu);
+    const bool full = s->next_ticket - s->serving > (uint64_t)s->o.max_queue;
+    if (full) s->rejected++;
+    pthread_mutex_unlock(&s->mu);
+    if (full) return queue_full(s, c);
+    g->refs = 3;               /* the caller, the worker, the MHD reader */
+    pthread_t th;
+    pthread_mutex_lock(&s->mu);
+    s->workers++;
+    pthread_mutex_unlock(&s->mu);
+    if (pthread_create(&th, NULL, stream_worker, g)) {
+        pthread_mutex_lock(&s->mu);
+        s->workers--;
+        pthread_mutex_unlock(&s->mu);
+        g->refs = 1;
+        return MHD_NO;
+    }
+    pthread_detach(th);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, g, stream_free);
+    if (!r) { stream_free(g); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Not streamed: waits for the turn, runs it, answers with the whole completion. */
+static enum MHD_Result reply_plain(eng_server *s, struct MHD_Connection *c, gen_req *g)
+{
+    uint64_t ticket;
+    if (!turn_enter(s, &ticket, false)) return queue_full(s, c);
+    turn_result tr;
+    run_turn(g, &tr);
+    turn_leave(s);
+    if (tr.rc < 0) {
+        unsigned st;
+        const char *code;
+        char msg[512];
+        turn_error(&tr, &st, &code, msg, sizeof msg);
+        return send_err(c, st, st < 500 ? "invalid_request_error" : "server_error", code, "%s", msg);
+    }
+    size_t lim = emit_limit(g, true);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", g->id);
+    cJSON_AddStringToObject(j, "object", g->legacy ? "text_completion" : "chat.completion");
+    cJSON_AddNumberToObject(j, "created", (double)g->created);
+    cJSON_AddStringToObject(j, "model", s->model_id);
+    cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddItemToArray(ch, c0);
+    cJSON_AddNumberToObject(c0, "index", 0);
+    char *txt = strndup(g->acc ? g->acc : "", lim);
+    if (g->legacy) cJSON_AddStringToObject(c0, "text", txt ? txt : "");
+    else {
+        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", txt ? txt : "");
+    }
+    free(txt);
+    cJSON_AddStringToObject(c0, "finish_reason", tr.finish);
+    cJSON_AddItemToObject(j, "usage", usage_json(&tr));
+    char hv[32];
+    snprintf(hv, sizeof hv, "%d", tr.turn.n_prefilled);
+    return send_json(c, 200, j, "x-longctx-prefilled", hv);
+}
+
 static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state *cs, bool legacy)
 {
     const char *end = NULL;
@@ -539,177 +909,29 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
     g->srv = s;
     g->legacy = legacy;
     enum MHD_Result ret;
-#define FAIL(...) do { ret = send_err(c, 400, "invalid_request_error", __VA_ARGS__); goto done; } while (0)
+    bad_req e = {0};
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(body, "model");
-    if (model && !cJSON_IsNull(model)) {
-        if (!cJSON_IsString(model)) FAIL("invalid_type", "'model' must be a string");
-        if (strcmp(model->valuestring, s->model_id)) {
-            ret = send_err(c, 404, "invalid_request_error", "model_not_found",
-                           "the model '%.200s' does not exist (this server serves '%s')",
-                           model->valuestring, s->model_id);
-            goto done;
-        }
-    }
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
-    if (legacy) {
-        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(body, "prompt");
-        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1) pr = cJSON_GetArrayItem(pr, 0);
-        if (!cJSON_IsString(pr) || !pr->valuestring[0])
-            FAIL("invalid_prompt", "'prompt' must be a non-empty string (or an array of one)");
-        goto sampling;
-    }
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
-        FAIL("invalid_messages", "'messages' must be a non-empty array");
-    int i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, msgs) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-        if (!cJSON_IsString(role) || (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
-                                      strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "developer")))
-            FAIL("invalid_messages", "messages[%d].role must be system, developer, user or assistant", i);
-        if (!cJSON_IsString(content))
-            FAIL("invalid_messages", "messages[%d].content must be a string", i);
-        if (!strcmp(role->valuestring, "developer")) cJSON_SetValuestring((cJSON *)role, "system");
-        i++;
-    }
-    if (strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, i - 1), "role")->valuestring, "user"))
-        FAIL("invalid_messages", "the last message must have role 'user'");
-sampling:;
-    const cJSON *v;
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "max_tokens")) || (v = cJSON_GetObjectItemCaseSensitive(body, "max_completion_tokens"))) {
-        if (!cJSON_IsNull(v)) {
-            if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 1 || v->valuedouble > 1 << 20)
-                FAIL("invalid_value", "'max_tokens' must be an integer >= 1 (got %.200s)", cJSON_IsNumber(v) ? "a number out of range" : "a non-number");
-            g->max_tokens = (int)v->valuedouble;
-        }
-    }
-    g->sp = s->o.session.sampler;
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "temperature")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 2)
-            FAIL("invalid_value", "'temperature' must be a number in [0, 2]");
-        g->sp.temp = (float)v->valuedouble;
-        g->have_sampler = true;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "top_p")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v) || v->valuedouble <= 0 || v->valuedouble > 1)
-            FAIL("invalid_value", "'top_p' must be a number in (0, 1]");
-        g->sp.top_p = (float)v->valuedouble;
-        g->have_sampler = true;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "seed")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
-            FAIL("invalid_value", "'seed' must be an integer");
-        g->sp.seed = (uint64_t)(int64_t)v->valuedouble;
-        g->have_sampler = true;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "n")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsNumber(v) || v->valuedouble != 1) FAIL("invalid_value", "only 'n' = 1 is supported");
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stop")) && !cJSON_IsNull(v)) {
-        if (cJSON_IsString(v)) {
-            if (!v->valuestring[0]) FAIL("invalid_value", "'stop' strings must not be empty");
-            g->stops[g->n_stops++] = strdup(v->valuestring);
-        } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) <= MAX_STOPS) {
-            const cJSON *e;
-            cJSON_ArrayForEach(e, v) {
-                if (!cJSON_IsString(e) || !e->valuestring[0]) FAIL("invalid_value", "'stop' must hold non-empty strings");
-                g->stops[g->n_stops++] = strdup(e->valuestring);
-            }
-        } else FAIL("invalid_value", "'stop' must be a string or an array of at most %d strings", MAX_STOPS);
-        for (int k = 0; k < g->n_stops; k++) {
-            if (!g->stops[k]) { ret = MHD_NO; goto done; }
-            g->max_stop = LCX_MAX(g->max_stop, strlen(g->stops[k]));
-        }
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(body, "stream")) && !cJSON_IsNull(v)) {
-        if (!cJSON_IsBool(v)) FAIL("invalid_type", "'stream' must be a boolean");
-        g->stream = cJSON_IsTrue(v);
-    }
     const char *key = session_key(c, body);
+    if (model && !cJSON_IsNull(model) && cJSON_IsString(model) && strcmp(model->valuestring, s->model_id)) {
+        ret = send_err(c, 404, "invalid_request_error", "model_not_found",
+                       "the model '%.200s' does not exist (this server serves '%s')", model->valuestring, s->model_id);
+        goto done;
+    }
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) refuse(&e, "invalid_type", "'model' must be a string");
+    else if (parse_input(g, &e) && parse_options(s, g, &e) && key && strlen(key) >= MAX_KEY)
+        refuse(&e, "invalid_value", "the session key is longer than %d bytes", MAX_KEY - 1);
+    if (e.oom) { ret = MHD_NO; goto done; }
+    if (e.code) { ret = send_err(c, 400, "invalid_request_error", e.code, "%s", e.msg); goto done; }
     if (key) {
-        if (strlen(key) >= MAX_KEY) FAIL("invalid_value", "the session key is longer than %d bytes", MAX_KEY - 1);
         snprintf(g->key, sizeof g->key, "%s", key);
         g->keyed = true;
     }
     snprintf(g->id, sizeof g->id, legacy ? "cmpl-%llx%04x" : "chatcmpl-%llx%04x", (unsigned long long)time(NULL), (unsigned)(rand() & 0xffff));
     g->created = (long)time(NULL);
-
-    if (g->stream) {
-        /* bound check now (the worker takes its ticket later; a momentary overshoot of one
-         * is possible, never an unbounded queue) */
-        pthread_mutex_lock(&s->mu);
-        const bool full = s->next_ticket - s->serving > (uint64_t)s->o.max_queue;
-        if (full) s->rejected++;
-        pthread_mutex_unlock(&s->mu);
-        if (full) {
-            ret = send_err(c, 429, "rate_limit_exceeded", "queue_full", "the request queue is full (%d waiting)", s->o.max_queue);
-            goto done;
-        }
-        g->refs = 3;               /* this function, the worker, the MHD reader */
-        pthread_t th;
-        pthread_mutex_lock(&s->mu);
-        s->workers++;
-        pthread_mutex_unlock(&s->mu);
-        if (pthread_create(&th, NULL, stream_worker, g)) {
-            pthread_mutex_lock(&s->mu);
-            s->workers--;
-            pthread_mutex_unlock(&s->mu);
-            g->refs = 1;
-            ret = MHD_NO;
-            goto done;
-        }
-        pthread_detach(th);
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, g, stream_free);
-        if (!r) { stream_free(g); ret = MHD_NO; goto done; }
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        ret = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        goto done;
-    }
-    uint64_t ticket;
-    if (!turn_enter(s, &ticket, false)) {
-        ret = send_err(c, 429, "rate_limit_exceeded", "queue_full", "the request queue is full (%d waiting)", s->o.max_queue);
-        goto done;
-    }
-    turn_result tr;
-    run_turn(g, &tr);
-    turn_leave(s);
-    if (tr.rc < 0) {
-        unsigned st;
-        const char *code;
-        char msg[512];
-        turn_error(s, &tr, &st, &code, msg, sizeof msg);
-        ret = send_err(c, st, st < 500 ? "invalid_request_error" : "server_error", code, "%s", msg);
-        goto done;
-    }
-    size_t lim = emit_limit(g, true);
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "id", g->id);
-    cJSON_AddStringToObject(j, "object", legacy ? "text_completion" : "chat.completion");
-    cJSON_AddNumberToObject(j, "created", (double)g->created);
-    cJSON_AddStringToObject(j, "model", s->model_id);
-    cJSON *ch = cJSON_AddArrayToObject(j, "choices"), *c0 = cJSON_CreateObject();
-    cJSON_AddItemToArray(ch, c0);
-    cJSON_AddNumberToObject(c0, "index", 0);
-    char *txt = strndup(g->acc ? g->acc : "", lim);
-    if (legacy) cJSON_AddStringToObject(c0, "text", txt ? txt : "");
-    else {
-        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
-        cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddStringToObject(msg, "content", txt ? txt : "");
-    }
-    free(txt);
-    cJSON_AddStringToObject(c0, "finish_reason", tr.finish);
-    cJSON_AddItemToObject(j, "usage", usage_json(&tr));
-    char hv[32];
-    snprintf(hv, sizeof hv, "%d", tr.turn.n_prefilled);
-    ret = send_json(c, 200, j, "x-longctx-prefilled", hv);
+    ret = g->stream ? start_stream(s, c, g) : reply_plain(s, c, g);
 done:
     req_unref(g);
     return ret;
-#undef FAIL
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
@@ -752,6 +974,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         cJSON_AddNumberToObject(j, "rejected", (double)s->rejected);
         cJSON_AddNumberToObject(j, "cancelled", (double)s->cancelled);
         cJSON_AddNumberToObject(j, "generated_tokens", (double)s->generated);
+        cJSON_AddNumberToObject(j, "sessions_reset", (double)s->sessions_reset);
         pthread_mutex_unlock(&s->mu);
         return send_json(c, 200, j, NULL, NULL);
     }
@@ -847,7 +1070,7 @@ void eng_server_stop(eng_server *s)
     pthread_mutex_lock(&s->mu);
     while (s->workers) pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < s->n_slots; i++) eng_session_free(s->slots[i].s);
+    for (int i = 0; i < s->n_slots; i++) slot_free(&s->slots[i]);
     free(s->slots);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

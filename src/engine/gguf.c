@@ -287,10 +287,17 @@ static int cmp_off(const void *a, const void *b)
     return px < py ? -1 : px > py;
 }
 
-static int parse(eng_gguf *g, char *err, size_t errlen)
+/* Where each key's and tensor's name lies in the file (keys first, then tensors), and the
+ * bytes their NUL-terminated copies need. */
+typedef struct {
+    size_t *off;
+    uint64_t *len;
+    size_t arena;
+} name_refs;
+
+/* Magic, version and counts; allocates the kv / tensor tables and their hashes. */
+static int parse_header(eng_gguf *g, cur *cp, uint64_t *nt_out, uint64_t *nkv_out)
 {
-    cur c = {g->base, g->size, 0, err, errlen};
-    cur *cp = &c;
     uint32_t magic, ver;
     uint64_t nt, nkv;
     int rc;
@@ -307,7 +314,7 @@ static int parse(eng_gguf *g, char *err, size_t errlen)
     if (nkv > ENG_GGUF_MAX_KV)
         return fail(cp, LCX_ELIMIT, "gguf: metadata count %llu over the cap", (unsigned long long)nkv);
     /* every kv needs >= 8+4+1 bytes, every tensor info >= 8+4+8+4+8 */
-    if (nkv > (g->size - c.off) / 13 || nt > (g->size - c.off) / 32)
+    if (nkv > (g->size - cp->off) / 13 || nt > (g->size - cp->off) / 32)
         return fail(cp, LCX_ETRUNC, "gguf: %llu keys / %llu tensors cannot fit in the file",
                     (unsigned long long)nkv, (unsigned long long)nt);
     g->kv = calloc(nkv ? nkv : 1, sizeof *g->kv);
@@ -320,151 +327,171 @@ static int parse(eng_gguf *g, char *err, size_t errlen)
         return fail(cp, LCX_ENOMEM, "gguf: out of memory");
     memset(g->kv_hash, 0xff, g->kv_hash_n * sizeof(int64_t));
     memset(g->t_hash, 0xff, g->t_hash_n * sizeof(int64_t));
+    *nt_out = nt;
+    *nkv_out = nkv;
+    return 0;
+}
 
-    /* Pass 1 over names to size the name arena: we simply allocate after parsing, storing
-     * offsets first. Names are bounded by the file size, so the arena is <= file size + counts. */
-    size_t *name_off = malloc((nkv + nt + 1) * sizeof(size_t));
-    uint64_t *name_len = malloc((nkv + nt + 1) * sizeof(uint64_t));
-    if (!name_off || !name_len) { free(name_off); free(name_len); return fail(cp, LCX_ENOMEM, "gguf: out of memory"); }
-    size_t arena = 0;
-    g->alignment = 32;
+/* general.alignment: a u32 power of two <= 65536. */
+static int take_alignment(eng_gguf *g, cur *cp, const kv_entry *e)
+{
+    uint32_t a;
+    if (e->type != ENG_GGUF_U32) return fail(cp, LCX_ECORRUPT, "gguf: general.alignment must be u32");
+    memcpy(&a, g->base + e->val_off, 4);
+    if (a == 0 || (a & (a - 1)) || a > (1u << 16))
+        return fail(cp, LCX_ECORRUPT, "gguf: general.alignment %u is not a power of two <= 65536", a);
+    g->alignment = a;
+    return 0;
+}
+
+/* The metadata: nkv (key, type, value) entries. */
+static int parse_kvs(eng_gguf *g, cur *cp, uint64_t nkv, name_refs *nr)
+{
+    int rc;
     for (uint64_t i = 0; i < nkv; i++) {
         uint32_t t;
-        if ((rc = rd_str(cp, &name_off[i], &name_len[i], ENG_GGUF_MAX_KEY, "metadata key"))) goto out;
-        if (name_len[i] == 0 || memchr(g->base + name_off[i], 0, name_len[i])) {
-            rc = fail(cp, LCX_ECORRUPT, "gguf: metadata key %llu is empty or holds NUL", (unsigned long long)i);
-            goto out;
-        }
-        arena += name_len[i] + 1;
+        if ((rc = rd_str(cp, &nr->off[i], &nr->len[i], ENG_GGUF_MAX_KEY, "metadata key"))) return rc;
+        if (nr->len[i] == 0 || memchr(g->base + nr->off[i], 0, nr->len[i]))
+            return fail(cp, LCX_ECORRUPT, "gguf: metadata key %llu is empty or holds NUL", (unsigned long long)i);
+        nr->arena += nr->len[i] + 1;
         char kbuf[96];
-        snprintf(kbuf, sizeof kbuf, "%.*s", (int)LCX_MIN(name_len[i], 80), (const char *)g->base + name_off[i]);
-        if ((rc = rd_u32(cp, &t, "metadata value type"))) goto out;
-        if (t >= ENG_GGUF_NTYPES) { rc = fail(cp, LCX_ECORRUPT, "gguf: key '%s': bad value type %u", kbuf, t); goto out; }
+        snprintf(kbuf, sizeof kbuf, "%.*s", (int)LCX_MIN(nr->len[i], 80), (const char *)g->base + nr->off[i]);
+        if ((rc = rd_u32(cp, &t, "metadata value type"))) return rc;
+        if (t >= ENG_GGUF_NTYPES) return fail(cp, LCX_ECORRUPT, "gguf: key '%s': bad value type %u", kbuf, t);
         g->kv[i].type = (int)t;
         g->n_kv = (int64_t)i + 1;
-        if ((rc = parse_value(g, cp, &g->kv[i], kbuf))) goto out;
-        if (name_len[i] == 17 && !memcmp(g->base + name_off[i], "general.alignment", 17)) {
-            uint32_t a;
-            if (t != ENG_GGUF_U32) { rc = fail(cp, LCX_ECORRUPT, "gguf: general.alignment must be u32"); goto out; }
-            memcpy(&a, g->base + g->kv[i].val_off, 4);
-            if (a == 0 || (a & (a - 1)) || a > (1u << 16)) {
-                rc = fail(cp, LCX_ECORRUPT, "gguf: general.alignment %u is not a power of two <= 65536", a);
-                goto out;
-            }
-            g->alignment = a;
-        }
+        if ((rc = parse_value(g, cp, &g->kv[i], kbuf))) return rc;
+        if (nr->len[i] == 17 && !memcmp(g->base + nr->off[i], "general.alignment", 17) &&
+            (rc = take_alignment(g, cp, &g->kv[i])))
+            return rc;
     }
-    for (uint64_t i = 0; i < nt; i++) {
-        eng_tensor *t = &g->tensors[i];
-        uint32_t nd, ty;
-        uint64_t off;
-        size_t k = nkv + i;
-        if ((rc = rd_str(cp, &name_off[k], &name_len[k], ENG_GGUF_MAX_KEY, "tensor name"))) goto out;
-        if (name_len[k] == 0 || memchr(g->base + name_off[k], 0, name_len[k])) {
-            rc = fail(cp, LCX_ECORRUPT, "gguf: tensor %llu name is empty or holds NUL", (unsigned long long)i);
-            goto out;
-        }
-        arena += name_len[k] + 1;
-        if ((rc = rd_u32(cp, &nd, "tensor n_dims"))) goto out;
-        if (nd < 1 || nd > ENG_GGUF_MAX_DIMS) {
-            rc = fail(cp, LCX_ECORRUPT, "gguf: tensor %llu has %u dims (1..4 allowed)", (unsigned long long)i, nd);
-            goto out;
-        }
-        t->n_dims = (int)nd;
-        for (int d = 0; d < 4; d++) t->ne[d] = 1;
-        for (uint32_t d = 0; d < nd; d++) {
-            uint64_t v;
-            if ((rc = rd_u64(cp, &v, "tensor dimension"))) goto out;
-            if (v == 0 || v > ((uint64_t)1 << 40)) {
-                rc = fail(cp, LCX_ECORRUPT, "gguf: tensor %llu dimension %u is %llu", (unsigned long long)i, d,
-                          (unsigned long long)v);
-                goto out;
-            }
-            t->ne[d] = (int64_t)v;
-        }
-        if ((rc = rd_u32(cp, &ty, "tensor type"))) goto out;
-        if (ty >= LCX_ARRAY_LEN(g_types) || !g_types[ty].blk) {
-            rc = fail(cp, LCX_ENOTSUP, "gguf: tensor %llu has unknown type %u", (unsigned long long)i, ty);
-            goto out;
-        }
-        t->type = (int)ty;
-        t->nbytes = eng_gguf_tensor_nbytes(t->type, t->n_dims, t->ne);
-        if (!t->nbytes) {
-            rc = fail(cp, LCX_ECORRUPT, "gguf: tensor %llu: shape [%lld,...] does not fit type %u (row not a multiple of %d, or too big)",
-                      (unsigned long long)i, (long long)t->ne[0], ty, g_types[ty].blk);
-            goto out;
-        }
-        if ((rc = rd_u64(cp, &off, "tensor offset"))) goto out;
-        if (off % g->alignment) {
-            rc = fail(cp, LCX_ECORRUPT, "gguf: tensor %llu offset %llu not aligned to %u", (unsigned long long)i,
-                      (unsigned long long)off, g->alignment);
-            goto out;
-        }
-        t->data = (const void *)(uintptr_t)off;   /* relative for now */
-        g->n_tensors = (int64_t)i + 1;
+    return 0;
+}
+
+/* One tensor info: name, dims, type, offset (kept relative to the data section in ->data). */
+static int parse_tensor_info(eng_gguf *g, cur *cp, uint64_t i, size_t k, name_refs *nr)
+{
+    eng_tensor *t = &g->tensors[i];
+    uint32_t nd, ty;
+    uint64_t off;
+    int rc;
+    if ((rc = rd_str(cp, &nr->off[k], &nr->len[k], ENG_GGUF_MAX_KEY, "tensor name"))) return rc;
+    if (nr->len[k] == 0 || memchr(g->base + nr->off[k], 0, nr->len[k]))
+        return fail(cp, LCX_ECORRUPT, "gguf: tensor %llu name is empty or holds NUL", (unsigned long long)i);
+    nr->arena += nr->len[k] + 1;
+    if ((rc = rd_u32(cp, &nd, "tensor n_dims"))) return rc;
+    if (nd < 1 || nd > ENG_GGUF_MAX_DIMS)
+        return fail(cp, LCX_ECORRUPT, "gguf: tensor %llu has %u dims (1..4 allowed)", (unsigned long long)i, nd);
+    t->n_dims = (int)nd;
+    for (int d = 0; d < 4; d++) t->ne[d] = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        uint64_t v;
+        if ((rc = rd_u64(cp, &v, "tensor dimension"))) return rc;
+        if (v == 0 || v > ((uint64_t)1 << 40))
+            return fail(cp, LCX_ECORRUPT, "gguf: tensor %llu dimension %u is %llu", (unsigned long long)i, d,
+                        (unsigned long long)v);
+        t->ne[d] = (int64_t)v;
     }
-    /* data section */
-    size_t doff = c.off;
+    if ((rc = rd_u32(cp, &ty, "tensor type"))) return rc;
+    if (ty >= LCX_ARRAY_LEN(g_types) || !g_types[ty].blk)
+        return fail(cp, LCX_ENOTSUP, "gguf: tensor %llu has unknown type %u", (unsigned long long)i, ty);
+    t->type = (int)ty;
+    t->nbytes = eng_gguf_tensor_nbytes(t->type, t->n_dims, t->ne);
+    if (!t->nbytes)
+        return fail(cp, LCX_ECORRUPT, "gguf: tensor %llu: shape [%lld,...] does not fit type %u (row not a multiple of %d, or too big)",
+                    (unsigned long long)i, (long long)t->ne[0], ty, g_types[ty].blk);
+    if ((rc = rd_u64(cp, &off, "tensor offset"))) return rc;
+    if (off % g->alignment)
+        return fail(cp, LCX_ECORRUPT, "gguf: tensor %llu offset %llu not aligned to %u", (unsigned long long)i,
+                    (unsigned long long)off, g->alignment);
+    t->data = (const void *)(uintptr_t)off;   /* relative for now */
+    g->n_tensors = (int64_t)i + 1;
+    return 0;
+}
+
+/* The data section starts at the next alignment boundary; every tensor must lie inside the
+ * file. Turns the relative offsets into pointers. */
+static int place_tensor_data(eng_gguf *g, cur *cp, uint64_t nt)
+{
+    size_t doff = cp->off;
     if (nt) {
-        doff = (c.off + g->alignment - 1) / g->alignment * g->alignment;
-        if (doff > g->size) { rc = fail(cp, LCX_ETRUNC, "gguf: file ends before the data section"); goto out; }
+        doff = (cp->off + g->alignment - 1) / g->alignment * g->alignment;
+        if (doff > g->size) return fail(cp, LCX_ETRUNC, "gguf: file ends before the data section");
     }
     g->data_off = doff;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         eng_tensor *t = &g->tensors[i];
         uint64_t off = (uint64_t)(uintptr_t)t->data;
         if (off > g->size - doff || t->nbytes > g->size - doff - off) {
-            c.off = doff;
-            rc = fail(cp, LCX_ETRUNC, "gguf: tensor %lld data [%llu, +%zu) runs past the end of the file",
-                      (long long)i, (unsigned long long)off, t->nbytes);
-            goto out;
+            cp->off = doff;
+            return fail(cp, LCX_ETRUNC, "gguf: tensor %lld data [%llu, +%zu) runs past the end of the file",
+                        (long long)i, (unsigned long long)off, t->nbytes);
         }
         t->data = g->base + doff + off;
     }
-    /* names arena + hashes */
-    g->names = malloc(arena ? arena : 1);
-    if (!g->names) { rc = fail(cp, LCX_ENOMEM, "gguf: out of memory"); goto out; }
-    {
-        char *p = g->names;
-        for (uint64_t k = 0; k < nkv + nt; k++) {
-            memcpy(p, g->base + name_off[k], name_len[k]);
-            p[name_len[k]] = 0;
-            if (k < nkv) {
-                g->kv[k].key = p;
-                if (hash_insert(g->kv_hash, g->kv_hash_n, p, (int64_t)k, kv_name, g)) {
-                    rc = fail(cp, LCX_ECORRUPT, "gguf: duplicate metadata key '%.80s'", p);
-                    goto out;
-                }
-            } else {
-                g->tensors[k - nkv].name = p;
-                if (hash_insert(g->t_hash, g->t_hash_n, p, (int64_t)(k - nkv), t_name, g)) {
-                    rc = fail(cp, LCX_ECORRUPT, "gguf: duplicate tensor name '%.80s'", p);
-                    goto out;
-                }
-            }
-            p += name_len[k] + 1;
+    return 0;
+}
+
+/* NUL-terminated copies of the names in one arena, entered into the hashes (duplicates are
+ * refused). */
+static int index_names(eng_gguf *g, cur *cp, uint64_t nkv, uint64_t nt, const name_refs *nr)
+{
+    g->names = malloc(nr->arena ? nr->arena : 1);
+    if (!g->names) return fail(cp, LCX_ENOMEM, "gguf: out of memory");
+    char *p = g->names;
+    for (uint64_t k = 0; k < nkv + nt; k++) {
+        memcpy(p, g->base + nr->off[k], nr->len[k]);
+        p[nr->len[k]] = 0;
+        if (k < nkv) {
+            g->kv[k].key = p;
+            if (hash_insert(g->kv_hash, g->kv_hash_n, p, (int64_t)k, kv_name, g))
+                return fail(cp, LCX_ECORRUPT, "gguf: duplicate metadata key '%.80s'", p);
+        } else {
+            g->tensors[k - nkv].name = p;
+            if (hash_insert(g->t_hash, g->t_hash_n, p, (int64_t)(k - nkv), t_name, g))
+                return fail(cp, LCX_ECORRUPT, "gguf: duplicate tensor name '%.80s'", p);
         }
+        p += nr->len[k] + 1;
     }
-    /* overlap check: sort by data pointer */
-    if (nt > 1) {
-        const eng_tensor **ord = malloc(nt * sizeof *ord);
-        if (!ord) { rc = fail(cp, LCX_ENOMEM, "gguf: out of memory"); goto out; }
-        for (uint64_t i = 0; i < nt; i++) ord[i] = &g->tensors[i];
-        qsort(ord, nt, sizeof *ord, cmp_off);
-        for (uint64_t i = 0; i + 1 < nt; i++) {
-            const uint8_t *a = ord[i]->data, *b = ord[i + 1]->data;
-            if (a + ord[i]->nbytes > b) {
-                rc = fail(cp, LCX_ECORRUPT, "gguf: tensors '%.80s' and '%.80s' overlap", ord[i]->name, ord[i + 1]->name);
-                free(ord);
-                goto out;
-            }
-        }
-        free(ord);
+    return 0;
+}
+
+/* No two tensors' data overlap (sorted by data pointer). */
+static int check_overlap(eng_gguf *g, cur *cp, uint64_t nt)
+{
+    if (nt < 2) return 0;
+    const eng_tensor **ord = malloc(nt * sizeof *ord);
+    if (!ord) return fail(cp, LCX_ENOMEM, "gguf: out of memory");
+    for (uint64_t i = 0; i < nt; i++) ord[i] = &g->tensors[i];
+    qsort(ord, nt, sizeof *ord, cmp_off);
+    int rc = 0;
+    for (uint64_t i = 0; i + 1 < nt && !rc; i++) {
+        const uint8_t *a = ord[i]->data, *b = ord[i + 1]->data;
+        if (a + ord[i]->nbytes > b)
+            rc = fail(cp, LCX_ECORRUPT, "gguf: tensors '%.80s' and '%.80s' overlap", ord[i]->name, ord[i + 1]->name);
     }
-    rc = 0;
-out:
-    free(name_off);
-    free(name_len);
+    free(ord);
+    return rc;
+}
+
+static int parse(eng_gguf *g, char *err, size_t errlen)
+{
+    cur c = {g->base, g->size, 0, err, errlen};
+    uint64_t nt = 0, nkv = 0;
+    int rc = parse_header(g, &c, &nt, &nkv);
+    if (rc) return rc;
+    /* names are copied into one arena once every key and tensor is read; their places in the
+     * file are kept until then (bounded by the file size) */
+    name_refs nr = {malloc((nkv + nt + 1) * sizeof(size_t)), malloc((nkv + nt + 1) * sizeof(uint64_t)), 0};
+    if (!nr.off || !nr.len) rc = fail(&c, LCX_ENOMEM, "gguf: out of memory");
+    g->alignment = 32;
+    if (!rc) rc = parse_kvs(g, &c, nkv, &nr);
+    for (uint64_t i = 0; !rc && i < nt; i++) rc = parse_tensor_info(g, &c, i, nkv + i, &nr);
+    if (!rc) rc = place_tensor_data(g, &c, nt);
+    if (!rc) rc = index_names(g, &c, nkv, nt, &nr);
+    if (!rc) rc = check_overlap(g, &c, nt);
+    free(nr.off);
+    free(nr.len);
     return rc;
 }
 

@@ -310,15 +310,12 @@ AI void load_xv_q8_0(const uint8_t *X, int64_t nb, int zoff, q80_xv *xv)
 /* Generation matvecs read VEC_S far-apart row streams at once: rows [0, nrows) are cut into
  * VEC_S contiguous ranges ("quarters" of q = nrows / VEC_S rows; the nrows % VEC_S rows
  * left over run alone at the end) and step i handles row i of every range, block
- * by block, with one accumulator per row. Why: from DRAM one sequential stream reached only
- * 83-86 % of a plain read loop; 4 far-apart streams with a software prefetch each keep more
- * misses in flight (round 5, in-process A/B over a whole Q8_0 token of Qwen2.5-0.5B shapes,
- * 525 MB in huge pages, thread CPU time: 1 stream 57-62 ms, 2 streams 52, 4 streams 43-47,
- * 8 streams 52; 4 streams without the software prefetch 55; real decode tokens, alternated
- * in one process: Q8_0 0.78-0.82x, Q4_K_M 0.80-0.85x the time). Not the same as the rejected
- * "2 interleaved rows" of round 4: those were adjacent rows (one stream, two pointers a row
- * apart). Every row still sums its blocks in order into its own accumulator with the same
- * float steps, so results are bit-identical to the one-row kernel (tested). */
+ * by block, with one accumulator per row. Why: from DRAM one sequential stream falls short
+ * of a plain read loop, and 4 far-apart streams with a software prefetch each keep more
+ * misses in flight (2, 8 or no prefetch were slower; adjacent rows are one stream, not
+ * several; figures in docs/benchmarks/engine.md "Kernel choices"). Every row still sums
+ * its blocks in order into its own accumulator with the same float steps, so results are
+ * bit-identical to the one-row kernel (tested). */
 #define VEC_S 4
 
 /* The first PF_DIST bytes of each of a call's streams (a call is one chunk of a threaded
@@ -341,8 +338,8 @@ AI void vec_prefetch_start(const uint8_t *W, size_t wrb, int64_t nrows)
  *   Q5_0: Σ (u - 16)*x = Σ lo*x - 16*Σ_{5th bit clear} x, per pair exactly in int16
  *     (|maddubs(lo, x)| <= 2*15*128, |16*pair| <= 16*2*128): the clear-bit mask (shuffle,
  *     and, cmpeq with 0) selects x, maddubs(16, .) scales. This drops the and-0x10/or that
- *     merged the 5th bit into u and the zero-point table load; ~8-10% faster in cache than
- *     the merged-u loop (interleaved in-process A/B, 2026-11-30). */
+ *     merged the 5th bit into u and the zero-point table load (faster in cache than the
+ *     merged-u loop: docs/benchmarks/engine.md "Kernel choices"). */
 AI __m256 q80fam_blk(eng_type wt, const uint8_t *blk, const uint8_t *xblk, const q80_xv *xb, __m256 acc)
 {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -575,9 +572,9 @@ static void q80fam_matmul(q80_unpack_fn ufn, q80_vec_fn vfn, size_t bs, const ui
             const uint8_t *Ws = W + s0 * bs, *Xs = X + s0 * sizeof(eng_block_q8_0);
             /* the Q5_0 matvec takes its zero point from the weights' bit mask, not xv.z */
             load_xv_q8_0(Xs, nb, bs == sizeof(eng_block_q5_0) ? 0 : zoff, xv);
-            /* VEC_S far-apart row streams (see VEC_S). Adjacent rows per pass (x block
-             * shared) looked better in cache, but from DRAM 4 adjacent rows streamed at 6.6
-             * GB/s and 1 row at 10.4 GB/s (145 MB lm_head, round 2). */
+            /* VEC_S far-apart row streams (see VEC_S): adjacent rows per pass share the x
+             * block but stream slower from DRAM than one row (docs/benchmarks/engine.md
+             * "Kernel choices"). */
             vec_prefetch_start(Ws + r0 * wrb, wrb, r1 - r0);
             vfn(Ws + r0 * wrb, wrb, r1 - r0, Xs, nb, xv, s0 > 0, y + r0);
         }
@@ -940,8 +937,8 @@ static void kq_matmul_pp(kq_rows_fn fn, size_t bs, const uint8_t *W, size_t wrb,
     __m256 acc[KQ_CHUNK];    /* acc[r - c0] lane t: row r, token t0 + t */
     const int64_t nb = n_in / ENG_QK_K;
     /* rows per chunk: ~384 KiB of weights (of the 512 KiB L2), re-read from L2 by every token
-     * tile. Measured (Q4_K/Q6_K 4864x896, pp512, interleaved A/B): 64 KiB 1.2x slower than
-     * 128 KiB, 256 KiB 0.78-0.85x of it, 448 KiB another 0.91-0.97x. */
+     * tile; smaller chunks were slower, larger ones no better (docs/benchmarks/engine.md
+     * "Kernel choices"). */
     int64_t chunk = (int64_t)((384 * 1024) / (wrb ? wrb : 1));
     chunk = chunk < 1 ? 1 : chunk > KQ_CHUNK ? KQ_CHUNK : chunk;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {

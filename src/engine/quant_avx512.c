@@ -3,13 +3,10 @@
  * F32 / F16 / BF16 weights with 512-bit FMAs (16 lanes).
  *
  * Everything else returns false and runs the AVX2 kernels, which are correct on these CPUs
- * too. Quantized weights have no AVX-512 kernel on purpose: measured on an AVX-512 VNNI Xeon
- * (2026-11-30, docs/benchmarks/avx512.md), the VNNI Q8_0/Q4_0/Q5_0 kernels this file used to
- * hold ran Qwen2.5-0.5B-shaped matmuls 1.3-2x slower than the AVX2 ones (one row stream in
- * generation, 1x8 prompt tiles), and tiny-qwen2-q8_0's logits came out 4e-3 from llama.cpp's
- * (tolerance 2e-3; the cause was not established before the kernels went), while the AVX2
- * kernels (4 row streams, llama.cpp's summation order) pass every golden there. The float
- * kernels won on that machine too (f16 pp512 1.31x, tg 1.14x) and stay. */
+ * too. Quantized weights have no AVX-512 kernel on purpose: on an AVX-512 VNNI Xeon, VNNI
+ * Q8_0/Q4_0/Q5_0 kernels (one row stream in generation, 1x8 prompt tiles) were slower than
+ * the AVX2 ones (4 row streams, llama.cpp's summation order) and missed a golden's
+ * tolerance, while the float kernels here were faster (docs/benchmarks/avx512.md). */
 #include <immintrin.h>
 
 #include "engine/quant.h"

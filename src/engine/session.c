@@ -216,6 +216,8 @@ static int sync_prefill(eng_session *s, const int32_t *ids, int n)
     }
     s->turn.n_prompt += n;
     s->turn.n_reused += k;
+    /* without eviction every logical token needs a cell: refuse before computing any */
+    if (!s->v3 && n > eng_kv_size(s->c)) return LCX_ELIMIT;
     int rc = L_reserve(s, n);
     if (rc < 0) return rc;
     const double t0 = lcx_now_ms();
@@ -251,7 +253,7 @@ static int generate(eng_session *s, int max_tokens, const eng_turn_opts *o, char
     int32_t *gen = malloc((size_t)max_tokens * sizeof *gen);
     if (!gen) { eng_sampler_free(own); return LCX_ENOMEM; }
     int ng = 0, rc = 0;
-    bool stop = false;
+    bool stop = false, lead = true;   /* lead: no piece with bytes was passed on yet */
     while (ng < max_tokens && !stop) {
         const float *lg = eng_logits(s->c, -1);
         if (!lg) { rc = LCX_ESTATE; break; }
@@ -261,11 +263,15 @@ static int generate(eng_session *s, int max_tokens, const eng_turn_opts *o, char
         gen[ng++] = t;
         if (o && o->on_token) {
             /* the piece of this token alone (a multi-byte character split over tokens
-             * arrives in parts; the caller joins bytes) */
+             * arrives in parts; the caller joins bytes). The pieces join to the reply's
+             * text: only the reply's first piece loses the dummy-prefix space, as
+             * eng_detokenize of the whole reply does. */
             char piece[256];
-            int pl = eng_detokenize(s->tok, &t, 1, piece, sizeof piece);
+            int pl = lead ? eng_detokenize(s->tok, &t, 1, piece, sizeof piece)
+                          : eng_token_to_piece(s->tok, t, piece, sizeof piece - 1);
             if (pl < 0 || pl >= (int)sizeof piece) pl = 0;
             piece[pl] = 0;
+            if (pl) lead = false;
             stop = o->on_token(o->ud, piece, t) != 0;
         }
         if ((rc = L_reserve(s, s->nL + 1)) < 0) break;

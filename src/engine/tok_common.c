@@ -171,6 +171,164 @@ static int piece_build(const eng_tokenizer *t, int32_t id, lcx_buf *b) {
     return 0;
 }
 
+/* The vocabulary's texts in one blob, with lengths, scores and types. */
+static int copy_vocab(eng_tokenizer *t, const eng_tok_spec *s, char *err, size_t errlen) {
+    const int32_t n = s->n_tokens;
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (s->token_lens[i] > ENG_TOK_MAX_TOKEN || (s->token_lens[i] && !s->tokens[i])) {
+            eng__tok_err(err, errlen, "tokenizer: token %d is %zu bytes (cap %d)", (int)i,
+                    s->token_lens[i], ENG_TOK_MAX_TOKEN);
+            return LCX_ELIMIT;
+        }
+        total += s->token_lens[i];
+    }
+    if (total > (1u << 30)) {       /* all token texts together: 1 GiB cap */
+        eng__tok_err(err, errlen, "tokenizer: vocabulary text of %zu bytes is too large", total);
+        return LCX_ELIMIT;
+    }
+    t->blob = malloc(total ? total : 1);
+    t->off = malloc(sizeof(uint32_t) * n);
+    t->len = malloc(sizeof(uint32_t) * n);
+    t->score = malloc(sizeof(float) * n);
+    t->type = malloc((size_t)n);
+    t->attr = calloc((size_t)n, 1);
+    t->eog = calloc((size_t)n, 1);
+    if (!t->blob || !t->off || !t->len || !t->score || !t->type || !t->attr || !t->eog) return LCX_ENOMEM;
+    size_t o = 0;
+    for (int32_t i = 0; i < n; i++) {
+        t->off[i] = (uint32_t)o;
+        t->len[i] = (uint32_t)s->token_lens[i];
+        if (s->token_lens[i]) memcpy(t->blob + o, s->tokens[i], s->token_lens[i]);
+        o += s->token_lens[i];
+        if (t->len[i] > t->max_len) t->max_len = t->len[i];
+        t->score[i] = s->scores ? s->scores[i] : 0.0f;
+        int ty = s->token_types ? s->token_types[i] : ENG_TOKT_NORMAL;
+        if (ty < 0 || ty > 6) ty = 0;       /* undefined: treated like normal text */
+        t->type[i] = (uint8_t)ty;
+    }
+    return 0;
+}
+
+/* BOS/EOS/UNK/SEP/PAD/EOT/EOM and the add_* flags: the spec's, else the per-kind defaults
+ * (llama.cpp's, so GGUF files without the keys behave the same). Picks the BPE
+ * pre-tokenizer. */
+static int resolve_specials(eng_tokenizer *t, const eng_tok_spec *s, char *err, size_t errlen) {
+    const int32_t n = t->n;
+    int32_t d_bos = -1, d_eos = -1, d_unk = -1, d_sep = -1, d_pad = -1;
+    bool d_add_bos = false, d_space = false;
+    int rc;
+    if (t->kind == ENG_TOK_SPM) { d_bos = 1; d_eos = 2; d_unk = 0; d_add_bos = true; d_space = true; }
+    else if (t->kind == ENG_TOK_WPM) { d_bos = 101; d_unk = 100; d_sep = 102; d_pad = 0; d_add_bos = true; }
+    else {
+        const char *pre = s->pre ? s->pre : "default";
+        t->pre = eng_bpe_pre_from_name(pre, strlen(pre));
+        if (t->pre < 0) {
+            eng__tok_err(err, errlen, "tokenizer: unknown pre-tokenizer '%s'", pre);
+            return LCX_ENOTSUP;
+        }
+        if (t->pre == ENG_PRE_LLAMA3 || t->pre == ENG_PRE_TEKKEN) { d_add_bos = true; t->ignore_merges = true; }
+    }
+    if ((rc = resolve_id(s->bos, d_bos, n, &t->bos, "BOS", err, errlen)) < 0) return rc;
+    if ((rc = resolve_id(s->eos, d_eos, n, &t->eos, "EOS", err, errlen)) < 0) return rc;
+    if ((rc = resolve_id(s->unk, d_unk, n, &t->unk, "UNK", err, errlen)) < 0) return rc;
+    if ((rc = resolve_id(s->sep, d_sep, n, &t->sep, "SEP", err, errlen)) < 0) return rc;
+    if ((rc = resolve_id(s->pad, d_pad, n, &t->pad, "PAD", err, errlen)) < 0) return rc;
+    if ((rc = resolve_id(s->eot, -1, n, &t->eot, "EOT", err, errlen)) < 0) return rc;
+    if ((rc = resolve_id(s->eom, -1, n, &t->eom, "EOM", err, errlen)) < 0) return rc;
+    t->add_bos = s->add_bos >= 0 ? s->add_bos != 0 : d_add_bos;
+    t->add_eos = s->add_eos >= 0 ? s->add_eos != 0 : false;
+    t->add_space_prefix = s->add_space_prefix >= 0 ? s->add_space_prefix != 0 : d_space;
+    return 0;
+}
+
+/* End-of-generation tokens found by text (models rarely declare EOT in metadata); like
+ * llama.cpp they are forced to control type so they never print and parse as specials. */
+static void mark_eog(eng_tokenizer *t) {
+    static const char *const eog_text[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                           "<|endoftext|>", "<|eom_id|>", "<EOT>"};
+    for (size_t k = 0; k < LCX_ARRAY_LEN(eog_text); k++) {
+        int32_t id = eng_tok_map_get(t, eog_text[k], strlen(eog_text[k]));
+        if (id < 0) continue;
+        t->eog[id] = 1;
+        t->type[id] = ENG_TOKT_CONTROL;
+        if (t->eot < 0 && k != 5) t->eot = id;
+        if (t->eom < 0 && k == 5) t->eom = id;
+    }
+    if (t->eos >= 0) t->eog[t->eos] = 1;
+    if (t->eot >= 0) t->eog[t->eot] = 1;
+    if (t->eom >= 0) t->eog[t->eom] = 1;
+}
+
+/* SPM: whether spaces are stored as U+2581 (llama2.c's tokenizer.bin, and a GGUF converted
+ * from it verbatim, store raw spaces: detect which so both encode the same), and the
+ * <0xNN> byte-fallback tokens. */
+static void spm_setup(eng_tokenizer *t) {
+    for (int i = 0; i < 256; i++) t->byte_tok[i] = -1;
+    if (t->kind != ENG_TOK_SPM) return;
+    size_t n_esc = 0, n_raw = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        const char *p = t->blob + t->off[i];
+        if (memmem(p, t->len[i], "\xE2\x96\x81", 3)) n_esc++;
+        else if (memchr(p, ' ', t->len[i])) n_raw++;
+    }
+    t->escape_ws = n_esc > 0 || n_raw == 0;
+    for (int b = 0; b < 256; b++) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        t->byte_tok[b] = eng_tok_map_get(t, hex, 6);
+    }
+}
+
+static bool is_special(const eng_tokenizer *t, int32_t i) {
+    return (t->type[i] == ENG_TOKT_CONTROL || t->type[i] == ENG_TOKT_USER_DEFINED || t->type[i] == ENG_TOKT_UNKNOWN) &&
+           t->len[i] > 0;
+}
+
+/* The special tokens, longest first so "<|im_start|>" wins over a shorter prefix token;
+ * Phi-3's strip whitespace to their right. */
+static int index_specials(eng_tokenizer *t, const eng_tok_spec *s) {
+    int32_t ns = 0;
+    for (int32_t i = 0; i < t->n; i++) ns += is_special(t, i);
+    t->special = malloc(sizeof(int32_t) * (ns ? ns : 1));
+    if (!t->special) return LCX_ENOMEM;
+    for (int32_t i = 0; i < t->n; i++)
+        if (is_special(t, i)) t->special[t->n_special++] = i;
+    qsort_r(t->special, (size_t)t->n_special, sizeof(int32_t), cmp_special, t);
+    /* Phi-3's HF added_tokens say rstrip; llama.cpp keys this on the model name, as GGUF
+     * has no per-token attributes. */
+    if (s->model_name && (icontains(s->model_name, "phi-3") || icontains(s->model_name, "phi3"))) {
+        for (int32_t k = 0; k < t->n_special; k++) t->attr[t->special[k]] |= ENG_TOKA_RSTRIP;
+        int32_t id = eng_tok_map_get(t, "</s>", 4);
+        if (id >= 0) t->attr[id] |= ENG_TOKA_RSTRIP;
+        static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+        for (size_t k = 0; k < 3; k++) {
+            id = eng_tok_map_get(t, keep[k], strlen(keep[k]));
+            if (id >= 0) t->attr[id] &= (uint8_t)~ENG_TOKA_RSTRIP;
+        }
+    }
+    return 0;
+}
+
+/* Every token's printable piece, in one blob. */
+static int build_pieces(eng_tokenizer *t) {
+    lcx_buf b = {0};
+    int rc;
+    t->poff = malloc(sizeof(uint32_t) * t->n);
+    t->plen = malloc(sizeof(uint32_t) * t->n);
+    if (!t->poff || !t->plen) return LCX_ENOMEM;
+    for (int32_t i = 0; i < t->n; i++) {
+        size_t before = b.len;
+        if ((rc = piece_build(t, i, &b)) < 0) { lcx_buf_free(&b); return rc; }
+        t->poff[i] = (uint32_t)before;
+        t->plen[i] = (uint32_t)(b.len - before);
+    }
+    if (!b.data && (rc = lcx_buf_append(&b, "", 0)) < 0) return rc;
+    t->pblob = b.data;
+    if (!t->pblob && !(t->pblob = malloc(1))) return LCX_ENOMEM;
+    return 0;
+}
+
 int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *err, size_t errlen) {
     if (!out) return LCX_EINVAL;
     *out = NULL;
@@ -188,160 +346,25 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
     }
     eng_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return LCX_ENOMEM;
-    int rc = LCX_ENOMEM;
-    int32_t n = s->n_tokens;
     t->kind = s->kind;
-    t->n = n;
-    size_t total = 0;
-    for (int32_t i = 0; i < n; i++) {
-        if (s->token_lens[i] > ENG_TOK_MAX_TOKEN || (s->token_lens[i] && !s->tokens[i])) {
-            eng__tok_err(err, errlen, "tokenizer: token %d is %zu bytes (cap %d)", (int)i,
-                    s->token_lens[i], ENG_TOK_MAX_TOKEN);
-            rc = LCX_ELIMIT;
-            goto fail;
-        }
-        total += s->token_lens[i];
+    t->n = s->n_tokens;
+    int rc = copy_vocab(t, s, err, errlen);
+    if (rc >= 0) rc = map_build(t);
+    if (rc >= 0) rc = resolve_specials(t, s, err, errlen);
+    if (rc >= 0) {
+        mark_eog(t);
+        spm_setup(t);
+        rc = index_specials(t, s);
     }
-    if (total > (1u << 30)) {       /* all token texts together: 1 GiB cap */
-        eng__tok_err(err, errlen, "tokenizer: vocabulary text of %zu bytes is too large", total);
-        rc = LCX_ELIMIT;
-        goto fail;
-    }
-    t->blob = malloc(total ? total : 1);
-    t->off = malloc(sizeof(uint32_t) * n);
-    t->len = malloc(sizeof(uint32_t) * n);
-    t->score = malloc(sizeof(float) * n);
-    t->type = malloc((size_t)n);
-    t->attr = calloc((size_t)n, 1);
-    t->eog = calloc((size_t)n, 1);
-    if (!t->blob || !t->off || !t->len || !t->score || !t->type || !t->attr || !t->eog) goto fail;
-    size_t o = 0;
-    for (int32_t i = 0; i < n; i++) {
-        t->off[i] = (uint32_t)o;
-        t->len[i] = (uint32_t)s->token_lens[i];
-        if (s->token_lens[i]) memcpy(t->blob + o, s->tokens[i], s->token_lens[i]);
-        o += s->token_lens[i];
-        if (t->len[i] > t->max_len) t->max_len = t->len[i];
-        t->score[i] = s->scores ? s->scores[i] : 0.0f;
-        int ty = s->token_types ? s->token_types[i] : ENG_TOKT_NORMAL;
-        if (ty < 0 || ty > 6) ty = 0;       /* undefined: treated like normal text */
-        t->type[i] = (uint8_t)ty;
-    }
-    if ((rc = map_build(t)) < 0) goto fail;
-
-    /* per-kind defaults (llama.cpp's, so GGUF files without the keys behave the same) */
-    int32_t d_bos = -1, d_eos = -1, d_unk = -1, d_sep = -1, d_pad = -1;
-    bool d_add_bos = false, d_space = false;
-    if (t->kind == ENG_TOK_SPM) { d_bos = 1; d_eos = 2; d_unk = 0; d_add_bos = true; d_space = true; }
-    else if (t->kind == ENG_TOK_WPM) { d_bos = 101; d_unk = 100; d_sep = 102; d_pad = 0; d_add_bos = true; }
-    else {
-        const char *pre = s->pre ? s->pre : "default";
-        t->pre = eng_bpe_pre_from_name(pre, strlen(pre));
-        if (t->pre < 0) {
-            eng__tok_err(err, errlen, "tokenizer: unknown pre-tokenizer '%s'", pre);
-            rc = LCX_ENOTSUP;
-            goto fail;
-        }
-        if (t->pre == ENG_PRE_LLAMA3 || t->pre == ENG_PRE_TEKKEN) { d_add_bos = true; t->ignore_merges = true; }
-    }
-    if ((rc = resolve_id(s->bos, d_bos, n, &t->bos, "BOS", err, errlen)) < 0) goto fail;
-    if ((rc = resolve_id(s->eos, d_eos, n, &t->eos, "EOS", err, errlen)) < 0) goto fail;
-    if ((rc = resolve_id(s->unk, d_unk, n, &t->unk, "UNK", err, errlen)) < 0) goto fail;
-    if ((rc = resolve_id(s->sep, d_sep, n, &t->sep, "SEP", err, errlen)) < 0) goto fail;
-    if ((rc = resolve_id(s->pad, d_pad, n, &t->pad, "PAD", err, errlen)) < 0) goto fail;
-    if ((rc = resolve_id(s->eot, -1, n, &t->eot, "EOT", err, errlen)) < 0) goto fail;
-    if ((rc = resolve_id(s->eom, -1, n, &t->eom, "EOM", err, errlen)) < 0) goto fail;
-    t->add_bos = s->add_bos >= 0 ? s->add_bos != 0 : d_add_bos;
-    t->add_eos = s->add_eos >= 0 ? s->add_eos != 0 : false;
-    t->add_space_prefix = s->add_space_prefix >= 0 ? s->add_space_prefix != 0 : d_space;
-
-    /* End-of-generation tokens found by text (models rarely declare EOT in metadata); like
-     * llama.cpp they are forced to control type so they never print and parse as specials. */
-    static const char *const eog_text[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                           "<|endoftext|>", "<|eom_id|>", "<EOT>"};
-    for (size_t k = 0; k < LCX_ARRAY_LEN(eog_text); k++) {
-        int32_t id = eng_tok_map_get(t, eog_text[k], strlen(eog_text[k]));
-        if (id < 0) continue;
-        t->eog[id] = 1;
-        t->type[id] = ENG_TOKT_CONTROL;
-        if (t->eot < 0 && k != 5) t->eot = id;
-        if (t->eom < 0 && k == 5) t->eom = id;
-    }
-    if (t->eos >= 0) t->eog[t->eos] = 1;
-    if (t->eot >= 0) t->eog[t->eot] = 1;
-    if (t->eom >= 0) t->eog[t->eom] = 1;
-
-    /* SPM vocabularies store ' ' as U+2581; llama2.c's tokenizer.bin (and a GGUF converted
-     * from it verbatim) stores raw spaces. Detect which so both encode the same. */
-    if (t->kind == ENG_TOK_SPM) {
-        size_t n_esc = 0, n_raw = 0;
-        for (int32_t i = 0; i < n; i++) {
-            const char *p = t->blob + t->off[i];
-            if (memmem(p, t->len[i], "\xE2\x96\x81", 3)) n_esc++;
-            else if (memchr(p, ' ', t->len[i])) n_raw++;
-        }
-        t->escape_ws = n_esc > 0 || n_raw == 0;
-    }
-
-    /* byte tokens for SPM fallback */
-    for (int i = 0; i < 256; i++) t->byte_tok[i] = -1;
-    if (t->kind == ENG_TOK_SPM) {
-        for (int b = 0; b < 256; b++) {
-            char hex[8];
-            snprintf(hex, sizeof hex, "<0x%02X>", b);
-            t->byte_tok[b] = eng_tok_map_get(t, hex, 6);
-        }
-    }
-
-    /* special tokens: longest first so "<|im_start|>" wins over a shorter prefix token */
-    int32_t ns = 0;
-    for (int32_t i = 0; i < n; i++)
-        if ((t->type[i] == ENG_TOKT_CONTROL || t->type[i] == ENG_TOKT_USER_DEFINED ||
-             t->type[i] == ENG_TOKT_UNKNOWN) && t->len[i] > 0) ns++;
-    t->special = malloc(sizeof(int32_t) * (ns ? ns : 1));
-    if (!t->special) { rc = LCX_ENOMEM; goto fail; }
-    for (int32_t i = 0; i < n; i++)
-        if ((t->type[i] == ENG_TOKT_CONTROL || t->type[i] == ENG_TOKT_USER_DEFINED ||
-             t->type[i] == ENG_TOKT_UNKNOWN) && t->len[i] > 0) t->special[t->n_special++] = i;
-    qsort_r(t->special, (size_t)t->n_special, sizeof(int32_t), cmp_special, t);
-
-    /* Phi-3 strips whitespace right of its special tokens (its HF added_tokens say rstrip);
-     * llama.cpp keys this on the model name, as GGUF has no per-token attributes. */
-    if (s->model_name && (icontains(s->model_name, "phi-3") || icontains(s->model_name, "phi3"))) {
-        for (int32_t k = 0; k < t->n_special; k++) t->attr[t->special[k]] |= ENG_TOKA_RSTRIP;
-        int32_t id = eng_tok_map_get(t, "</s>", 4);
-        if (id >= 0) t->attr[id] |= ENG_TOKA_RSTRIP;
-        static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
-        for (size_t k = 0; k < 3; k++) {
-            id = eng_tok_map_get(t, keep[k], strlen(keep[k]));
-            if (id >= 0) t->attr[id] &= (uint8_t)~ENG_TOKA_RSTRIP;
-        }
-    }
-
-    if (t->kind == ENG_TOK_BPE && (rc = eng_bpe_init(t, s, err, errlen)) < 0) goto fail;
-
-    /* printable pieces */
-    {
-        lcx_buf b = {0};
-        t->poff = malloc(sizeof(uint32_t) * n);
-        t->plen = malloc(sizeof(uint32_t) * n);
-        if (!t->poff || !t->plen) { rc = LCX_ENOMEM; goto fail; }
-        for (int32_t i = 0; i < n; i++) {
-            size_t before = b.len;
-            if ((rc = piece_build(t, i, &b)) < 0) { lcx_buf_free(&b); goto fail; }
-            t->poff[i] = (uint32_t)before;
-            t->plen[i] = (uint32_t)(b.len - before);
-        }
-        if (!b.data && (rc = lcx_buf_append(&b, "", 0)) < 0) goto fail;
-        t->pblob = b.data;
-        if (!t->pblob) { t->pblob = malloc(1); if (!t->pblob) { rc = LCX_ENOMEM; goto fail; } }
+    if (rc >= 0 && t->kind == ENG_TOK_BPE) rc = eng_bpe_init(t, s, err, errlen);
+    if (rc >= 0) rc = build_pieces(t);
+    if (rc < 0) {
+        if (rc == LCX_ENOMEM) eng__tok_err(err, errlen, "tokenizer: out of memory");
+        eng_tokenizer_free(t);
+        return rc;
     }
     *out = t;
     return 0;
-fail:
-    if (rc == LCX_ENOMEM) eng__tok_err(err, errlen, "tokenizer: out of memory");
-    eng_tokenizer_free(t);
-    return rc;
 }
 
 void eng_tokenizer_free(eng_tokenizer *t) {

@@ -13,6 +13,7 @@
 #include "engine/tokenizer.h"
 #include "longctx/triatt.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ struct eng_v3 {
     bool fast, adaptive;
     float *qbuf;               /* (n_ub, n_head*head_dim) */
     int32_t *out_cells, *ev_pos, *moved;   /* (n_ctx) each */
+    float *ev_score;                       /* (n_ctx): the evicted cells' scores, as ev_pos */
     int32_t *hist;             /* token id by position, -1 = never written */
     int hist_n, hist_cap;
     int32_t *dscratch;         /* detok: the span's known ids */
@@ -79,7 +81,7 @@ void eng__v3_free(eng_ctx *c)
     triatt_rescue_free(v->rs);
     triatt_free(v->tc);
     eng_tokenizer_free(v->tok);
-    free(v->qbuf); free(v->out_cells); free(v->ev_pos); free(v->moved); free(v->hist); free(v->dscratch);
+    free(v->qbuf); free(v->out_cells); free(v->ev_pos); free(v->ev_score); free(v->moved); free(v->hist); free(v->dscratch);
     free(v);
     c->v3 = NULL;
     c->qpre = NULL;
@@ -147,7 +149,8 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
     triatt_geometry g = {.n_layers = I->n_layer, .n_heads = I->n_head, .n_kv_heads = I->n_head_kv,
                          .head_dim = I->head_dim, .n_rot = I->n_rot,
                          .pairing = I->rope_type == ENG_ROPE_NEOX ? TRIATT_PAIR_HALF : TRIATT_PAIR_ADJACENT,
-                         .rope_theta = I->rope_freq_base, .scaling = TRIATT_SCALE_NONE, .scale_factor = 1};
+                         .rope_theta = I->rope_freq_base, .scaling = TRIATT_SCALE_NONE, .scale_factor = 1,
+                         .freq_divisors = c->m->rope_freqs};   /* the forward pass's divisors */
     if (I->rope_freq_scale != 1.0f) {
         g.scaling = TRIATT_SCALE_LINEAR;
         g.scale_factor = 1.0 / I->rope_freq_scale;
@@ -169,8 +172,9 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
     v->qbuf = malloc((size_t)c->n_ub * qd * sizeof(float));
     v->out_cells = malloc((size_t)c->n_ctx * sizeof(int32_t));
     v->ev_pos = malloc((size_t)c->n_ctx * sizeof(int32_t));
+    v->ev_score = malloc((size_t)c->n_ctx * sizeof(float));
     v->moved = malloc((size_t)c->n_ctx * sizeof(int32_t));
-    if (!v->qbuf || !v->out_cells || !v->ev_pos || !v->moved) {
+    if (!v->qbuf || !v->out_cells || !v->ev_pos || !v->ev_score || !v->moved) {
         c->v3 = v;
         eng__v3_free(c);
         return errf(err, errlen, LCX_ENOMEM, "%s", "triatt: out of memory");
@@ -304,8 +308,10 @@ int eng__v3_after_ubatch(eng_ctx *c, const int32_t *tok, int n)
     int ne = triatt_maybe_evict(v->tc, &v->keys, c->cell_pos, c->n_used, v->out_cells);
     if (ne < 0) return ne;
     if (ne == 0) return 0;
+    const float *sc = triatt_last_scores(v->tc);
     for (int i = 0; i < ne; i++) {
         v->ev_pos[i] = c->cell_pos[v->out_cells[i]];
+        v->ev_score[i] = sc ? sc[v->out_cells[i]] : NAN;
         c->cell_pos[v->out_cells[i]] = c->cell_tok[v->out_cells[i]] = -1;
     }
     const int nm = eng__kv_compact(c, v->moved);
@@ -316,7 +322,7 @@ int eng__v3_after_ubatch(eng_ctx *c, const int32_t *tok, int n)
         if (rc < 0) return rc;
     }
     /* spans never reach past the live end (after eng_kv_clear the history beyond it is stale) */
-    if (v->rs) (void)triatt_rescue_write_round(v->rs, v->ev_pos, NULL, ne, v->hist, LCX_MIN(v->hist_n, c->max_pos + 1), 0);
+    if (v->rs) (void)triatt_rescue_write_round(v->rs, v->ev_pos, v->ev_score, ne, v->hist, LCX_MIN(v->hist_n, c->max_pos + 1), 0);
     v->st.rounds++;
     v->st.cells_evicted += (uint64_t)ne;
     v->st.cells_moved += (uint64_t)nm;

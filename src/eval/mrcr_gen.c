@@ -398,29 +398,11 @@ static char *req_text(req_t q)
     return lcx_buf_steal(&b, NULL);
 }
 
-static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_rec *rec)
+/* Each turn's request: the needles one per equal slice of the conversation (jittered inside
+ * it), every other turn a distractor (same topic other format, same format other topic, a
+ * near-duplicate topic) or filler, never the needle's own request. */
+static void plan_turns(rng_t *r, req_t needle, int n_needles, size_t n_turns, req_t *plan, int *is_needle)
 {
-    long lo, hi;
-    lcx_mrcr_bin_range(bin, &lo, &hi);
-    /* total characters aimed for: inside the bin, away from its edges */
-    double target = (double)lo + (double)(hi - lo) * (0.12 + 0.76 * rng_u(r));
-    req_t needle = {(int)rng_n(r, N_FORMATS), (int)rng_n(r, N_FAMILIES), (int)rng_n(r, 3)};
-    /* turns: enough for needles + distractors; replies 300..3500 chars on average */
-    size_t min_turns = (size_t)(3 * n_needles + 6);
-    double avg = target / (double)min_turns;
-    if (avg > 3000) avg = 2000 + rng_u(r) * 1500;
-    size_t n_turns = (size_t)(target / avg);
-    if (n_turns < min_turns) n_turns = min_turns;
-    avg = target / (double)n_turns;
-
-    /* plan each turn: needle, distractor (3 kinds) or filler */
-    req_t *plan = calloc(n_turns, sizeof *plan);
-    size_t *budget = calloc(n_turns, sizeof *budget);
-    int *is_needle = calloc(n_turns, sizeof *is_needle);
-    char **replies = calloc(n_turns, sizeof *replies);
-    int rc = LCX_ENOMEM;
-    if (!plan || !budget || !is_needle || !replies) goto out;
-    /* needles: one per equal slice of the conversation, jittered inside it (spread) */
     for (int k = 0; k < n_needles; k++) {
         size_t s0 = n_turns * (size_t)k / (size_t)n_needles, s1 = n_turns * (size_t)(k + 1) / (size_t)n_needles;
         size_t t = s0 + rng_n(r, s1 - s0);
@@ -451,25 +433,28 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
         } while (q.fmt == needle.fmt && q.fam == needle.fam && q.var == needle.var);
         plan[t] = q;
     }
-    int desired = 1 + (int)rng_n(r, (size_t)n_needles);
+}
 
-    /* hash: 10 alphanumerics */
-    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    char hash[11];
+static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+/* 10 random alphanumerics */
+static void draw_hash(rng_t *r, char hash[11])
+{
     for (int i = 0; i < 10; i++) hash[i] = alnum[rng_n(r, sizeof alnum - 1)];
     hash[10] = 0;
+}
 
-    /* few-shot preamble: an example using the needle's own format and topic */
-    lcx_buf pre = {0};
+/* The few-shot preamble: an example using the needle's own format and topic. */
+static int build_preamble(lcx_mrcr_gen *g, rng_t *r, req_t needle, lcx_buf *pre)
+{
     req_t ex2 = {(int)rng_n(r, N_FORMATS), (int)rng_n(r, N_FAMILIES), (int)rng_n(r, 3)};
     char *ex_a = NULL, *ex_b = NULL, *rq0 = req_text(needle), *rq1 = req_text(ex2);
     char exhash[11];
-    for (int i = 0; i < 10; i++) exhash[i] = alnum[rng_n(r, sizeof alnum - 1)];
-    exhash[10] = 0;
-    rc = build_reply(g, r, formats[needle.fmt], req_topic(needle), 200, &ex_a);
+    draw_hash(r, exhash);
+    int rc = build_reply(g, r, formats[needle.fmt], req_topic(needle), 200, &ex_a);
     if (!rc) rc = build_reply(g, r, formats[ex2.fmt], req_topic(ex2), 200, &ex_b);
     if (!rc && rq0 && rq1)
-        rc = lcx_buf_printf(&pre,
+        rc = lcx_buf_printf(pre,
                             "Here are some examples of conversations succeeded by a follow-up question "
                             "answered correctly:\n\n======EXAMPLE======\nUser: %s\nAssistant: %s\n"
                             "User: %s\nAssistant: %s\nUser: Prepend %s to the 1st (1 indexed) %s about %s. "
@@ -479,28 +464,32 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
                             exhash, ex_a);
     else if (!rc) rc = LCX_ENOMEM;
     free(ex_a); free(ex_b); free(rq0); free(rq1);
-    if (rc) { lcx_buf_free(&pre); goto out; }
-    double overhead = (double)cp_len(pre.data, pre.len) + 200;
-    double per = (target - overhead) / (double)n_turns;
-    if (per < 120) per = 120;
+    if (rc) lcx_buf_free(pre);
+    return rc;
+}
 
-    size_t alloc = 0;
-    int seen = 0;
+/* The conversation: the preamble opens the first request; each reply gets about `per`
+ * characters; the desired-th needle's reply (prefixed with the hash) is the answer. Takes
+ * pre. */
+static int write_turns(lcx_mrcr_gen *g, rng_t *r, lcx_mrcr_rec *rec, size_t *alloc, const req_t *plan,
+                       const int *is_needle, size_t n_turns, double per, lcx_buf *pre, int desired, const char *hash)
+{
+    int rc = 0, seen = 0;
     for (size_t t = 0; !rc && t < n_turns; t++) {
         char *q = req_text(plan[t]);
         if (q && t == 0) {
-            lcx_buf m = pre;
-            pre = (lcx_buf){0};
+            lcx_buf m = *pre;
+            *pre = (lcx_buf){0};
             rc = lcx_buf_puts(&m, q);
             free(q);
             q = rc ? NULL : lcx_buf_steal(&m, NULL);
             lcx_buf_free(&m);
             if (rc) break;
         }
-        if ((rc = push_msg(rec, &alloc, "user", q))) break;
-        budget[t] = (size_t)(per * (0.6 + 0.8 * rng_u(r)));
+        if ((rc = push_msg(rec, alloc, "user", q))) break;
+        const size_t budget = (size_t)(per * (0.6 + 0.8 * rng_u(r)));
         char *rep = NULL;
-        rc = build_reply(g, r, formats[plan[t].fmt], req_topic(plan[t]), budget[t], &rep);
+        rc = build_reply(g, r, formats[plan[t].fmt], req_topic(plan[t]), budget, &rep);
         if (rc) break;
         if (is_needle[t] && ++seen == desired) {
             lcx_buf a = {0};
@@ -511,47 +500,79 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
             if (!rc && !rec->answer) rc = LCX_ENOMEM;
             rec->desired_msg_index = (long)rec->n_msgs - 1;   /* the user request just pushed */
         }
-        if (!rc) rc = push_msg(rec, &alloc, "assistant", rep);
+        if (!rc) rc = push_msg(rec, alloc, "assistant", rep);
         else free(rep);
     }
-    lcx_buf_free(&pre);
-    if (rc) goto out;
-    lcx_buf fq = {0};
+    lcx_buf_free(pre);
+    return rc;
+}
+
+/* The final question, in the exact wording or (varied) one of five rewordings. */
+static int final_question(const lcx_mrcr_gen *g, rng_t *r, req_t needle, int desired, int n_needles, const char *hash,
+                          lcx_buf *fq)
+{
     const char *F = formats[needle.fmt], *T = req_topic(needle);
     int style = g->varied ? (int)rng_n(r, 6) : 0;   /* drawn last: exact mode is unaffected */
     char word[32];
     snprintf(word, sizeof word, "%s", ord_full[desired - 1]);
     switch (style) {
     case 1: /* ordinal as a word */
-        rc = lcx_buf_printf(&fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
-                            hash, word, F, T);
-        break;
+        return lcx_buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+                              hash, word, F, T);
     case 2: /* a typo in the ordinal word: swap two inner letters */
         if (strlen(word) >= 5) { char c = word[1]; word[1] = word[2]; word[2] = c; }
-        rc = lcx_buf_printf(&fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
-                            hash, word, F, T);
-        break;
+        return lcx_buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+                              hash, word, F, T);
     case 3:
-        rc = lcx_buf_printf(&fq, "prepend %s to the %s (1-indexed) %s about %s, and nothing else.",
-                            hash, ordinal_words[desired - 1], F, T);
-        break;
+        return lcx_buf_printf(fq, "prepend %s to the %s (1-indexed) %s about %s, and nothing else.",
+                              hash, ordinal_words[desired - 1], F, T);
     case 4:
         if (desired == n_needles)
-            rc = lcx_buf_printf(&fq, "Prepend %s to the last %s about %s. Do not include any other text in your response.", hash, F, T);
-        else if (desired == n_needles - 1)
-            rc = lcx_buf_printf(&fq, "Prepend %s to the second to last %s about %s. Do not include any other text in your response.", hash, F, T);
-        else
-            rc = lcx_buf_printf(&fq, "Prepend %s to the %s (0 indexed) %s about %s. Do not include any other text in your response.",
-                                hash, zero_idx[desired - 1], F, T);
-        break;
+            return lcx_buf_printf(fq, "Prepend %s to the last %s about %s. Do not include any other text in your response.", hash, F, T);
+        if (desired == n_needles - 1)
+            return lcx_buf_printf(fq, "Prepend %s to the second to last %s about %s. Do not include any other text in your response.", hash, F, T);
+        return lcx_buf_printf(fq, "Prepend %s to the %s (0 indexed) %s about %s. Do not include any other text in your response.",
+                              hash, zero_idx[desired - 1], F, T);
     case 5:
-        rc = lcx_buf_printf(&fq, "Prepend %s to your reply from the %s time I asked for %s %s about %s.",
-                            hash, ordinal_words[desired - 1], strchr("aeiou", F[0]) ? "an" : "a", F, T);
-        break;
+        return lcx_buf_printf(fq, "Prepend %s to your reply from the %s time I asked for %s %s about %s.",
+                              hash, ordinal_words[desired - 1], strchr("aeiou", F[0]) ? "an" : "a", F, T);
     default:
-        rc = lcx_buf_printf(&fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
-                            hash, ordinal_words[desired - 1], F, T);
+        return lcx_buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+                              hash, ordinal_words[desired - 1], F, T);
     }
+}
+
+static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_rec *rec)
+{
+    long lo, hi;
+    lcx_mrcr_bin_range(bin, &lo, &hi);
+    /* total characters aimed for: inside the bin, away from its edges */
+    double target = (double)lo + (double)(hi - lo) * (0.12 + 0.76 * rng_u(r));
+    req_t needle = {(int)rng_n(r, N_FORMATS), (int)rng_n(r, N_FAMILIES), (int)rng_n(r, 3)};
+    /* turns: enough for needles + distractors; replies 300..3500 chars on average */
+    size_t min_turns = (size_t)(3 * n_needles + 6);
+    double avg = target / (double)min_turns;
+    if (avg > 3000) avg = 2000 + rng_u(r) * 1500;
+    size_t n_turns = (size_t)(target / avg);
+    if (n_turns < min_turns) n_turns = min_turns;
+
+    req_t *plan = calloc(n_turns, sizeof *plan);
+    int *is_needle = calloc(n_turns, sizeof *is_needle);
+    int rc = LCX_ENOMEM;
+    if (!plan || !is_needle) goto out;
+    plan_turns(r, needle, n_needles, n_turns, plan, is_needle);
+    const int desired = 1 + (int)rng_n(r, (size_t)n_needles);
+    char hash[11];
+    draw_hash(r, hash);
+    lcx_buf pre = {0};
+    if ((rc = build_preamble(g, r, needle, &pre))) goto out;
+    double overhead = (double)cp_len(pre.data, pre.len) + 200;
+    double per = (target - overhead) / (double)n_turns;
+    if (per < 120) per = 120;
+    size_t alloc = 0;
+    if ((rc = write_turns(g, r, rec, &alloc, plan, is_needle, n_turns, per, &pre, desired, hash))) goto out;
+    lcx_buf fq = {0};
+    rc = final_question(g, r, needle, desired, n_needles, hash, &fq);
     if (!rc) rc = push_msg(rec, &alloc, "user", lcx_buf_steal(&fq, NULL));
     lcx_buf_free(&fq);
     if (rc) goto out;
@@ -563,7 +584,7 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
     for (size_t i = 0; i < rec->n_msgs; i++) nc += (long)cp_len(rec->msgs[i].content, rec->msgs[i].len);
     rec->n_chars = nc;
 out:
-    free(plan); free(budget); free(is_needle); free(replies);
+    free(plan); free(is_needle);
     return rc;
 }
 

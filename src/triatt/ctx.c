@@ -183,5 +183,7 @@ void triatt_get_counters(const triatt_ctx *t, triatt_counters *out)
     if (t && out) *out = t->ctr;
 }
 
+const float *triatt_last_scores(const triatt_ctx *t) { return t && t->ctr.rounds ? t->scores : NULL; }
+
 triatt_calib *triatt_ctx_calib(triatt_ctx *t) { return t ? t->cal : NULL; }
 const triatt_config *triatt_ctx_config(const triatt_ctx *t) { return t ? &t->cfg : NULL; }

@@ -1,6 +1,7 @@
-/* Geometry: validation, ω per frequency (with linear / YaRN rope scaling), the per-round
- * trig sums, and the two float64 reference forms of the score (paper form and collapsed
- * form) that the SIMD kernels and the golden tests are checked against. */
+/* Geometry: validation, ω per frequency (with linear / YaRN rope scaling and per-frequency
+ * divisors), the per-round trig sums, and the two float64 reference forms of the score
+ * (paper form and collapsed form) that the SIMD kernels and the golden tests are checked
+ * against. */
 #include "triatt/internal.h"
 #include <math.h>
 
@@ -28,6 +29,8 @@ int triatt_geometry_check(const triatt_geometry *g)
         if (g->scaling == TRIATT_SCALE_YARN && g->yarn_orig_ctx < 1) return LCX_EINVAL;
     }
     if (g->attn_layers && triatt__n_attn_layers(g, g->attn_layers) == 0) return LCX_EINVAL;
+    for (int f = 0; g->freq_divisors && f < n_rot / 2; f++)
+        if (!(g->freq_divisors[f] > 0) || !isfinite(g->freq_divisors[f])) return LCX_EINVAL;
     return LCX_OK;
 }
 
@@ -65,6 +68,7 @@ int triatt_geometry_omega(const triatt_geometry *g, double *omega)
             double extrap = 1.0 - ramp;   /* weight of the unscaled frequency */
             w = (w / g->scale_factor) * (1.0 - extrap) + w * extrap;
         }
+        if (g->freq_divisors) w /= g->freq_divisors[f];
         omega[f] = w;
     }
     return LCX_OK;

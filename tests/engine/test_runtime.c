@@ -4,6 +4,7 @@
  * RoPE shift, ubatch splitting, batch vs token-by-token, thread-count invariance, context
  * full, and the sampler. */
 #include "testutil.h"
+#include "rand_model.h"
 #include "longctx/engine.h"
 #include "engine/gguf.h"
 #include "engine/quant.h"
@@ -17,7 +18,7 @@
 
 static char *g_dir;
 
-enum { E = 64, NH = 4, NKV = 2, FF = 96, NV = 128, NL = 2 };
+enum { E = TRM_E, NH = TRM_NH, NKV = TRM_NKV, FF = TRM_FF, NV = TRM_NV, NL = TRM_NL };
 
 typedef struct {
     const char *arch;
@@ -29,82 +30,12 @@ typedef struct {
     bool rope_freqs;         /* add rope_freqs.weight (Llama 3.1 style) */
 } mspec;
 
-static uint64_t g_rng;
-static float rnd(void)
-{
-    g_rng ^= g_rng >> 12; g_rng ^= g_rng << 25; g_rng ^= g_rng >> 27;
-    return (float)((g_rng * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
-}
-
-/* Writes a random F32 model; buffers are kept in a pool freed after the write. */
 static void write_model(const char *path, const mspec *s)
 {
-    g_rng = 88172645463325252ull;
-    float *pool[64];
-    int np = 0;
-    eng_gguf_writer *w = eng_gguf_writer_new(32);
-    char k[128];
-#define KEY(x) (snprintf(k, sizeof k, "%s." x, s->arch), k)
-    eng_gguf_w_str(w, "general.architecture", s->arch);
-    eng_gguf_w_u32(w, KEY("embedding_length"), E);
-    const int nl = s->n_layer ? s->n_layer : NL;
-    eng_gguf_w_u32(w, KEY("block_count"), nl);
-    eng_gguf_w_u32(w, KEY("feed_forward_length"), FF);
-    eng_gguf_w_u32(w, KEY("attention.head_count"), NH);
-    eng_gguf_w_u32(w, KEY("attention.head_count_kv"), NKV);
-    eng_gguf_w_u32(w, KEY("context_length"), 256);
-    eng_gguf_w_f32(w, KEY("rope.freq_base"), 10000.0f);
-    eng_gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
-    const int hd = s->hd ? s->hd : E / NH;
-    if (s->hd) {
-        eng_gguf_w_u32(w, KEY("attention.key_length"), hd);
-        eng_gguf_w_u32(w, KEY("attention.value_length"), hd);
-    }
-    if (s->rope_linear > 0) {
-        eng_gguf_w_str(w, KEY("rope.scaling.type"), "linear");
-        eng_gguf_w_f32(w, KEY("rope.scaling.factor"), s->rope_linear);
-    }
-#undef KEY
-#define T(nm, n0, n1, sc, one)                                                                \
-    do {                                                                                      \
-        if (s->name && !strcmp(s->name, nm)) break;                                           \
-        float *b = malloc(sizeof(float) * (n0) * (n1));                                       \
-        for (int i = 0; i < (n0) * (n1); i++) b[i] = (one ? 1.0f : 0.0f) + rnd() * (sc);      \
-        pool[np++] = b;                                                                       \
-        if ((n1) == 1) eng_gguf_w_tensor(w, nm, ENG_T_F32, 1, (int64_t[]){n0}, b);            \
-        else eng_gguf_w_tensor(w, nm, ENG_T_F32, 2, (int64_t[]){n0, n1}, b);                  \
-    } while (0)
-    T("token_embd.weight", E, NV, 1.0f, 0);
-    T("output_norm.weight", E, 1, 0.2f, 1);
-    if (s->rope_freqs) T("rope_freqs.weight", hd / 2, 1, 0.9f, 1);   /* divisors in (0.1, 1.9) */
-    for (int l = 0; l < nl; l++) {
-        char nm[64];
-#define N(x) (snprintf(nm, sizeof nm, "blk.%d." x, l), nm)
-        T(N("attn_norm.weight"), E, 1, 0.2f, 1);
-        T(N("attn_q.weight"), E, NH * hd + (s->bad_shape && l == 1), 0.25f, 0);
-        T(N("attn_k.weight"), E, NKV * hd, 0.25f, 0);
-        T(N("attn_v.weight"), E, NKV * hd, 0.25f, 0);
-        if (!strcmp(s->arch, "qwen2")) {
-            T(N("attn_q.bias"), NH * hd, 1, 0.3f, 0);
-            T(N("attn_k.bias"), NKV * hd, 1, 0.3f, 0);
-            T(N("attn_v.bias"), NKV * hd, 1, 0.3f, 0);
-        }
-        if (!strcmp(s->arch, "qwen3")) {
-            T(N("attn_q_norm.weight"), hd, 1, 0.3f, 1);
-            T(N("attn_k_norm.weight"), hd, 1, 0.3f, 1);
-        }
-        T(N("attn_output.weight"), NH * hd, E, 0.25f, 0);
-        T(N("ffn_norm.weight"), E, 1, 0.2f, 1);
-        T(N("ffn_gate.weight"), E, FF, 0.2f, 0);
-        T(N("ffn_up.weight"), E, FF, 0.2f, 0);
-        T(N("ffn_down.weight"), FF, E, 0.2f, 0);
-#undef N
-    }
-    T("output.weight", E, NV, 0.3f, 0);
-#undef T
-    assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL), 0);
-    eng_gguf_writer_free(w);
-    for (int i = 0; i < np; i++) free(pool[i]);
+    const trm_spec t = {.arch = s->arch, .omit = s->name, .hd = s->hd, .n_layer = s->n_layer, .ctx_train = 256,
+                        .rope_linear = s->rope_linear, .bad_shape = s->bad_shape, .rope_freqs = s->rope_freqs,
+                        .seed = 88172645463325252ull};
+    trm_write(path, &t);
 }
 
 static eng_model *load_ok(const char *path)

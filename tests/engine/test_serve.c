@@ -1,10 +1,14 @@
 /* longctx-engine serve (src/engine-server): the OpenAI-compatible server run in-process on
  * a free loopback port over a tiny random-weight model, driven with libcurl: /healthz,
  * /v1/models, chat completions (plain and streamed SSE, identical text under greedy), stop
- * strings, session reuse (the second turn prefills only its new tokens), OpenAI-shaped
- * errors (malformed JSON, bad sampling values, unknown model, context overflow), queue bound
- * (429), client disconnect, session bounds, V3 rounds in usage, and the binary with
- * --enable-longctx (sidecar up, dies, SIGTERM leaves none). */
+ * strings, session reuse (the second turn prefills only its new tokens), a different
+ * conversation under the same key (not taken for the held one), text content parts,
+ * OpenAI-shaped errors (malformed JSON, bad sampling values, unknown model, unsupported
+ * content parts, context overflow with how many tokens over), queue bound (429), client
+ * disconnect, session bounds, V3 rounds in usage, and the binary with --enable-longctx
+ * (sidecar up, dies, SIGTERM leaves none; a planted fact evicted in turn 1 comes back in
+ * turn 2 through Tier 2/3 against the real longctx-svc it started, and serving goes on
+ * after the sidecar is killed mid-run). */
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "eval/lcx_eval.h"
@@ -269,6 +273,134 @@ static void expect_error(const char *body, long status, const char *code)
     cJSON_Delete(j);
 }
 
+/* Text content parts are the joined string: the same prompt and the same greedy reply.
+ * Other part types are refused with an OpenAI-shaped 400. */
+static void test_content_parts(void **st)
+{
+    (void)st;
+    cJSON *a = post_chat("{\"temperature\":0,\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"the cat\\nsat on the mat\"}]}",
+                         NULL, 200);
+    cJSON *b = post_chat("{\"temperature\":0,\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":["
+                         "{\"type\":\"text\",\"text\":\"the cat\"},{\"type\":\"text\",\"text\":\"sat on the mat\"}]}]}",
+                         NULL, 200);
+    assert_int_equal(usage_of(a, "prompt_tokens"), usage_of(b, "prompt_tokens"));
+    assert_string_equal(content_of(a), content_of(b));
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    /* a single part in a system message */
+    cJSON *c = post_chat("{\"max_tokens\":2,\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"be brief\"}]},"
+                         "{\"role\":\"user\",\"content\":\"hi\"}]}", NULL, 200);
+    cJSON_Delete(c);
+    const char *bad[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://x/y.png\"}}]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"input_audio\"}]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"a\"}]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[\"a\"]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":7}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cJSON *j = post_chat(bad[i], NULL, 400);
+        const cJSON *e = cJSON_GetObjectItem(j, "error");
+        assert_string_equal(cJSON_GetObjectItem(e, "code")->valuestring, "invalid_messages");
+        assert_string_equal(cJSON_GetObjectItem(e, "type")->valuestring, "invalid_request_error");
+        if (i < 2) assert_non_null(strstr(cJSON_GetObjectItem(e, "message")->valuestring, i ? "input_audio" : "image_url"));
+        cJSON_Delete(j);
+    }
+}
+
+static double health(const char *k);
+
+/* A SentencePiece model (stories260K): the reply the server sends, plain and streamed, is
+ * the text ChatSession returns for the same greedy turn (the streamed pieces keep their
+ * spaces; only the reply's first piece drops the dummy-prefix space). */
+static void test_spm_reply_text(void **st)
+{
+    (void)st;
+    const char *path = tu_fixture("gguf/stories260K.gguf");
+    eng_model *m;
+    char err[256];
+    assert_int_equal(eng_model_load(path, &m, err, sizeof err), 0);
+    eng_session_params sp = eng_session_default_params();
+    sp.ctx.n_ctx = 512;
+    eng_session *ss;
+    assert_int_equal(eng_session_init(m, &sp, &ss, err, sizeof err), 0);
+    const eng_turn_opts to = {.max_tokens = 24};
+    char *want = NULL;
+    assert_true(eng_session_respond_ex(ss, "Once upon a time", &to, &want) > 0);
+    eng_session_free(ss);
+    assert_non_null(strchr(want, ' '));
+    eng_server_opts o = eng_server_defaults();
+    o.model = m;
+    o.session = sp;
+    assert_int_equal(eng_server_start(&o, &g_srv, err, sizeof err), 0);
+    const char *b = "{\"max_tokens\":24,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}]}";
+    cJSON *j = post_chat(b, NULL, 200);
+    assert_string_equal(content_of(j), want);
+    cJSON_Delete(j);
+    char *sb, *r;
+    assert_true(asprintf(&sb, "{\"stream\":true,%s", b + 1) > 0);
+    assert_int_equal(http("POST", "/v1/chat/completions", sb, NULL, &r), 200);
+    char *joined = calloc(1, strlen(r) + 1);
+    for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7)) continue;
+        cJSON *e = cJSON_Parse(line + 6);
+        const cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(e, "choices"), 0), "delta"), "content");
+        if (c) strcat(joined, c->valuestring);
+        cJSON_Delete(e);
+    }
+    assert_string_equal(joined, want);
+    free(joined);
+    free(r);
+    free(sb);
+    free(want);
+    eng_server_stop(g_srv);
+    g_srv = g_main;
+    eng_model_free(m);
+}
+
+/* One key, two conversations of the same length: the second is not taken for the first
+ * (its reply and prompt are those of a fresh session with the same messages). */
+static void test_same_key_other_conversation(void **st)
+{
+    (void)st;
+    const char *b1 = "{\"session_id\":\"conv\",\"temperature\":0,\"max_tokens\":6,\"messages\":[{\"role\":\"user\",\"content\":\"red green blue\"}]}";
+    cJSON *j1 = post_chat(b1, NULL, 200);
+    /* conversation B: three messages, as many as turn 2 of A would send */
+    const char *bb = "\"temperature\":0,\"max_tokens\":6,\"messages\":[{\"role\":\"user\",\"content\":\"one two three four\"},"
+                     "{\"role\":\"assistant\",\"content\":\"five six\"},{\"role\":\"user\",\"content\":\"seven\"}]}";
+    char *keyed, *fresh;
+    assert_true(asprintf(&keyed, "{\"session_id\":\"conv\",%s", bb) > 0);
+    assert_true(asprintf(&fresh, "{%s", bb) > 0);
+    const double resets0 = health("sessions_reset");
+    cJSON *jk = post_chat(keyed, NULL, 200), *jf = post_chat(fresh, NULL, 200);
+    assert_int_equal(usage_of(jk, "prompt_tokens"), usage_of(jf, "prompt_tokens"));
+    assert_string_equal(content_of(jk), content_of(jf));
+    assert_int_equal(usage_of(jk, "cached_tokens"), 0);
+    assert_true(health("sessions_reset") == resets0 + 1);
+    /* and B goes on as a held conversation: its next turn reuses B's prompt */
+    cJSON *req = cJSON_Parse(keyed);
+    cJSON *msgs = cJSON_GetObjectItem(req, "messages"), *a = cJSON_CreateObject(), *u = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "role", "assistant");
+    cJSON_AddStringToObject(a, "content", content_of(jk));
+    cJSON_AddItemToArray(msgs, a);
+    cJSON_AddStringToObject(u, "role", "user");
+    cJSON_AddStringToObject(u, "content", "eight");
+    cJSON_AddItemToArray(msgs, u);
+    char *b3 = cJSON_PrintUnformatted(req);
+    cJSON *j3 = post_chat(b3, NULL, 200);
+    assert_true(usage_of(j3, "cached_tokens") >= usage_of(jk, "prompt_tokens"));
+    cJSON_Delete(j3);
+    free(b3);
+    cJSON_Delete(req);
+    cJSON_Delete(jk);
+    cJSON_Delete(jf);
+    cJSON_Delete(j1);
+    free(keyed);
+    free(fresh);
+}
+
 static void test_errors(void **st)
 {
     (void)st;
@@ -288,6 +420,36 @@ static void test_errors(void **st)
     for (size_t i = 0; i < n / 4; i++) k += sprintf(big + k, "cat ");
     strcpy(big + k, "\"}]}");
     expect_error(big, 400, "context_length_exceeded");
+    free(big);
+    /* the message says how many tokens over: the prompt size a larger context reports,
+     * minus this one's 512 (a prompt a little over, so the larger context's prefill is
+     * cheap) */
+    big = malloc(4000);
+    k = sprintf(big, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 300; i++) k += sprintf(big + k, "cat ");
+    strcpy(big + k, "\"}]}");
+    eng_server_opts o = eng_server_defaults();
+    o.model = g_m;
+    o.session.ctx.n_ctx = 1024;
+    o.session.max_tokens = 1;
+    char err[256];
+    eng_server *wide;
+    assert_int_equal(eng_server_start(&o, &wide, err, sizeof err), 0);
+    g_srv = wide;
+    cJSON *w = post_chat(big, NULL, 200);
+    const int need = usage_of(w, "prompt_tokens");
+    cJSON_Delete(w);
+    eng_server_stop(wide);
+    g_srv = g_main;
+    assert_true(need > 512);
+    cJSON *e = post_chat(big, NULL, 400);
+    const char *msg = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "error"), "message")->valuestring;
+    char want[128];
+    snprintf(want, sizeof want, "resulted in %d tokens: %d over", need, need - 512);
+    if (!strstr(msg, want)) fprintf(stderr, "message: %s\nwant: %s\n", msg, want);
+    assert_non_null(strstr(msg, want));
+    assert_non_null(strstr(msg, "512"));
+    cJSON_Delete(e);
     free(big);
     /* the server still serves */
     cJSON *j = post_chat(HELLO, NULL, 200);
@@ -511,7 +673,7 @@ static void hold_token(void *ud)
 
 static size_t abort_after_first(char *d, size_t sz, size_t nm, void *ud)
 {
-    (void)d;
+    (void)d; (void)sz; (void)nm;
     int *n = ud;
     (*n)++;
     return 0;    /* curl aborts the transfer and closes */
@@ -642,6 +804,167 @@ static void test_cli_enable_longctx(void **st)
     assert_int_equal(errno, ESRCH);
 }
 
+/* ---- rescue through the server: the binary, --enable-longctx, V3 with a small budget ---- */
+
+typedef struct { int port; const char *body; long st; char *reply; } async_req;
+
+static void *post_async(void *arg)
+{
+    async_req *a = arg;
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", a->port);
+    tu_resp r;
+    tu_http("POST", url, a->body, strlen(a->body), NULL, &r);
+    a->st = r.status;
+    a->reply = r.body ? strdup(r.body) : NULL;
+    tu_resp_free(&r);
+    return NULL;
+}
+
+static cJSON *chat_at(int port, const char *body)
+{
+    async_req a = {port, body, 0, NULL};
+    post_async(&a);
+    if (a.st != 200) fprintf(stderr, "status %ld: %s\n", a.st, a.reply ? a.reply : "");
+    assert_int_equal(a.st, 200);
+    cJSON *j = cJSON_Parse(a.reply);
+    free(a.reply);
+    assert_non_null(j);
+    return j;
+}
+
+static const cJSON *longctx_of(const cJSON *j)
+{
+    const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "longctx");
+    assert_non_null(l);
+    return l;
+}
+static bool probe_of(const cJSON *j, const char *k)
+{
+    const cJSON *p = cJSON_GetObjectItem(longctx_of(j), "probe");
+    assert_non_null(p);
+    return cJSON_IsTrue(cJSON_GetObjectItem(p, k));
+}
+
+/* Turn 1 plants the fact in a long blob and V3 evicts it (it is in the conversation but
+ * not in the cache); turn 2 asks for it and Tier 3 against the longctx-svc the server
+ * started brings it back (the rescue message holds it: cache-level recall). Prepopulate is
+ * off, so what comes back came from the Tier-2 spans of the rounds. Then the sidecar is
+ * killed while a long turn runs: that turn and the next are served, /healthz says rescue
+ * is off. */
+static void test_cli_rescue_through_server(void **st)
+{
+    (void)st;
+    const char *eng = tu_bin("longctx-engine"), *svc = tu_bin("longctx-svc");
+    if (access(eng, X_OK) || access(svc, X_OK)) skip();
+    char model[4300], logp[4300], data[4300], env_svc[4400], port_s[16];
+    snprintf(model, sizeof model, "%s/tiny.gguf", g_dir);
+    snprintf(logp, sizeof logp, "%s/serve-rescue.log", g_dir);
+    snprintf(data, sizeof data, "%s/svc-rescue", g_dir);
+    snprintf(env_svc, sizeof env_svc, "LONGCTX_SVC=%s", svc);
+    const int port = tu_free_port();
+    snprintf(port_s, sizeof port_s, "%d", port);
+    char *argv[] = {(char *)eng, "serve", "-m", model, "--port", port_s, "-c", "1200", "-b", "64", "-n", "4",
+                    "--model-id", "tiny", "--enable-longctx", "--longctx-data-dir", data, "--prepopulate", "0",
+                    "--rescue", "two-turn", "--triatt-budget", "700", "--triatt-warmup", "128", "--triatt-window", "64",
+                    "--triatt-prefix", "16", NULL};
+    char *env[] = {env_svc, NULL};
+    pid_t pid = tu_spawn(argv, env, logp);
+    assert_true(pid > 0);
+    assert_true(tu_wait_http(port, "/healthz", 60000));
+    pid_t kids[8];
+    assert_int_equal(children(pid, kids, 8), 1);
+
+    cJSON *t1 = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(t1, "messages"), *u1 = cJSON_CreateObject();
+    cJSON_AddStringToObject(t1, "session_id", "rescue-e2e");
+    cJSON_AddNumberToObject(t1, "temperature", 0);
+    cJSON_AddStringToObject(t1, "longctx_probe", LCX_RAMP_FACT);
+    char *blob = lcx_ramp_blob(80, 0.5, 1), *m1;
+    assert_true(asprintf(&m1, "%s\n\n%s", blob, LCX_RAMP_TURN1_ASK) > 0);
+    cJSON_AddStringToObject(u1, "role", "user");
+    cJSON_AddStringToObject(u1, "content", m1);
+    cJSON_AddItemToArray(msgs, u1);
+    char *b1 = cJSON_PrintUnformatted(t1);
+    cJSON *r1 = chat_at(port, b1);
+    /* turn 1: rounds fired and took the fact's cells */
+    assert_true(cJSON_GetObjectItem(longctx_of(r1), "evict_rounds")->valuedouble > 0);
+    assert_true(probe_of(r1, "found"));
+    assert_false(probe_of(r1, "in_cache"));
+    assert_false(probe_of(r1, "recall"));
+
+    /* turn 2: the history as the client has it, then the question */
+    cJSON *a1 = cJSON_CreateObject(), *u2 = cJSON_CreateObject();
+    cJSON_AddStringToObject(a1, "role", "assistant");
+    cJSON_AddStringToObject(a1, "content", content_of(r1));
+    cJSON_AddItemToArray(msgs, a1);
+    cJSON_AddStringToObject(u2, "role", "user");
+    cJSON_AddStringToObject(u2, "content", LCX_RAMP_QUESTION);
+    cJSON_AddItemToArray(msgs, u2);
+    char *b2 = cJSON_PrintUnformatted(t1);
+    cJSON *r2 = chat_at(port, b2);
+    const cJSON *l2 = longctx_of(r2);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(l2, "rescue_ran")));
+    assert_true(cJSON_GetObjectItem(l2, "rescue_chunks")->valuedouble > 0);
+    assert_true(probe_of(r2, "in_rescue"));
+    assert_true(probe_of(r2, "recall"));
+    assert_true(usage_of(r2, "cached_tokens") > usage_of(r1, "prompt_tokens") / 2);   /* turn 1 reused */
+
+    /* the sidecar is killed while a long turn of another session runs */
+    char *blob3 = lcx_ramp_blob(80, 0.3, 2), *b3;
+    cJSON *t3 = cJSON_CreateObject(), *m3 = cJSON_AddArrayToObject(t3, "messages"), *u3 = cJSON_CreateObject();
+    cJSON_AddStringToObject(t3, "session_id", "after-kill");
+    cJSON_AddStringToObject(u3, "role", "user");
+    cJSON_AddStringToObject(u3, "content", blob3);
+    cJSON_AddItemToArray(m3, u3);
+    b3 = cJSON_PrintUnformatted(t3);
+    async_req a = {port, b3, 0, NULL};
+    pthread_t th;
+    pthread_create(&th, NULL, post_async, &a);
+    usleep(20 * 1000);
+    kill(kids[0], SIGKILL);
+    pthread_join(th, NULL);
+    if (a.st != 200) fprintf(stderr, "status %ld: %s\n", a.st, a.reply ? a.reply : "");
+    assert_int_equal(a.st, 200);
+    free(a.reply);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+    bool off = false;
+    for (int i = 0; i < 200 && !off; i++) {
+        tu_resp r;
+        tu_http("GET", url, NULL, 0, NULL, &r);
+        off = r.body && strstr(r.body, "\"rescue\":false") && strstr(r.body, "\"rescue_lost\":1");
+        tu_resp_free(&r);
+        if (!off) usleep(50000);
+    }
+    assert_true(off);
+    /* the rescued session goes on without the service: Tier 3 fails, the turn does not */
+    cJSON *a2 = cJSON_CreateObject(), *u4 = cJSON_CreateObject();
+    cJSON_AddStringToObject(a2, "role", "assistant");
+    cJSON_AddStringToObject(a2, "content", content_of(r2));
+    cJSON_AddItemToArray(msgs, a2);
+    cJSON_AddStringToObject(u4, "role", "user");
+    cJSON_AddStringToObject(u4, "content", "And the project name?");
+    cJSON_AddItemToArray(msgs, u4);
+    char *b4 = cJSON_PrintUnformatted(t1);
+    cJSON *r4 = chat_at(port, b4);
+    assert_true(usage_of(r4, "completion_tokens") >= 1);
+    assert_int_equal(cJSON_GetObjectItem(longctx_of(r4), "rescue_chunks")->valueint, 0);
+    int ws = tu_kill_wait(pid, SIGTERM, 20000);
+    assert_true(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    cJSON_Delete(r4);
+    free(b4);
+    free(b3);
+    cJSON_Delete(t3);
+    free(blob3);
+    cJSON_Delete(r2);
+    free(b2);
+    cJSON_Delete(r1);
+    free(b1);
+    free(m1);
+    free(blob);
+    cJSON_Delete(t1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -649,6 +972,9 @@ int main(void)
         cmocka_unit_test(test_chat_plain_and_stream),
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_sessions),
+        cmocka_unit_test(test_spm_reply_text),
+        cmocka_unit_test(test_content_parts),
+        cmocka_unit_test(test_same_key_other_conversation),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_completions),
         cmocka_unit_test(test_session_limits),
@@ -656,6 +982,7 @@ int main(void)
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_disconnect),
         cmocka_unit_test(test_cli_enable_longctx),
+        cmocka_unit_test(test_cli_rescue_through_server),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,7 @@
  *  - flag / environment resolution (flags beat env, invalid values refused). */
 #define _GNU_SOURCE
 #include "testutil.h"
+#include "rand_model.h"
 #include "longctx/engine.h"
 #include "triatt/rescue_split.h"
 #include "longctx/triatt.h"
@@ -29,7 +30,7 @@
 
 static char *g_dir;
 
-enum { E = 64, NH = 4, NKV = 2, FF = 96, NV = 128, NL = 2 };
+enum { E = TRM_E, NH = TRM_NH, NKV = TRM_NKV, FF = TRM_FF, NV = TRM_NV, NL = TRM_NL };
 
 typedef struct {
     const char *arch;
@@ -38,76 +39,12 @@ typedef struct {
     int ctx_train;
 } mspec;
 
-static uint64_t g_rng;
-static float rnd(void)
-{
-    g_rng ^= g_rng >> 12; g_rng ^= g_rng << 25; g_rng ^= g_rng >> 27;
-    return (float)((g_rng * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
-}
-
+/* sharp attention (large q/k) so that which cells are visible shows in the logits */
 static void write_model(const char *path, const mspec *s)
 {
-    g_rng = 0x9E3779B97F4A7C15ull;
-    float *pool[64];
-    int np = 0;
-    eng_gguf_writer *w = eng_gguf_writer_new(32);
-    char k[128];
-#define KEY(x) (snprintf(k, sizeof k, "%s." x, s->arch), k)
-    eng_gguf_w_str(w, "general.architecture", s->arch);
-    eng_gguf_w_u32(w, KEY("embedding_length"), E);
-    eng_gguf_w_u32(w, KEY("block_count"), NL);
-    eng_gguf_w_u32(w, KEY("feed_forward_length"), FF);
-    eng_gguf_w_u32(w, KEY("attention.head_count"), NH);
-    eng_gguf_w_u32(w, KEY("attention.head_count_kv"), NKV);
-    eng_gguf_w_u32(w, KEY("context_length"), s->ctx_train ? s->ctx_train : 1024);
-    eng_gguf_w_f32(w, KEY("rope.freq_base"), 10000.0f);
-    eng_gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
-    const int hd = s->hd ? s->hd : E / NH;
-    if (s->hd) {
-        eng_gguf_w_u32(w, KEY("attention.key_length"), hd);
-        eng_gguf_w_u32(w, KEY("attention.value_length"), hd);
-    }
-    if (s->n_rot) eng_gguf_w_u32(w, KEY("rope.dimension_count"), s->n_rot);
-#undef KEY
-#define T(nm, n0, n1, sc, one)                                                                \
-    do {                                                                                      \
-        float *b = malloc(sizeof(float) * (n0) * (n1));                                       \
-        for (int i = 0; i < (n0) * (n1); i++) b[i] = (one ? 1.0f : 0.0f) + rnd() * (sc);      \
-        pool[np++] = b;                                                                       \
-        if ((n1) == 1) eng_gguf_w_tensor(w, nm, ENG_T_F32, 1, (int64_t[]){n0}, b);            \
-        else eng_gguf_w_tensor(w, nm, ENG_T_F32, 2, (int64_t[]){n0, n1}, b);                  \
-    } while (0)
-    T("token_embd.weight", E, NV, 1.0f, 0);
-    T("output_norm.weight", E, 1, 0.2f, 1);
-    for (int l = 0; l < NL; l++) {
-        char nm[64];
-#define N(x) (snprintf(nm, sizeof nm, "blk.%d." x, l), nm)
-        T(N("attn_norm.weight"), E, 1, 0.2f, 1);
-        /* sharp attention (large q/k) so that which cells are visible shows in the logits */
-        T(N("attn_q.weight"), E, NH * hd, 0.6f, 0);
-        T(N("attn_k.weight"), E, NKV * hd, 0.6f, 0);
-        T(N("attn_v.weight"), E, NKV * hd, 0.4f, 0);
-        if (!strcmp(s->arch, "qwen2")) {
-            T(N("attn_q.bias"), NH * hd, 1, 0.3f, 0);
-            T(N("attn_k.bias"), NKV * hd, 1, 0.3f, 0);
-            T(N("attn_v.bias"), NKV * hd, 1, 0.3f, 0);
-        }
-        if (!strcmp(s->arch, "qwen3")) {
-            T(N("attn_q_norm.weight"), hd, 1, 0.3f, 1);
-            T(N("attn_k_norm.weight"), hd, 1, 0.3f, 1);
-        }
-        T(N("attn_output.weight"), NH * hd, E, 0.25f, 0);
-        T(N("ffn_norm.weight"), E, 1, 0.2f, 1);
-        T(N("ffn_gate.weight"), E, FF, 0.2f, 0);
-        T(N("ffn_up.weight"), E, FF, 0.2f, 0);
-        T(N("ffn_down.weight"), FF, E, 0.2f, 0);
-#undef N
-    }
-    T("output.weight", E, NV, 0.3f, 0);
-#undef T
-    assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL), 0);
-    eng_gguf_writer_free(w);
-    for (int i = 0; i < np; i++) free(pool[i]);
+    const trm_spec t = {.arch = s->arch, .hd = s->hd, .n_rot = s->n_rot, .ctx_train = s->ctx_train ? s->ctx_train : 1024,
+                        .qk_std = 0.6f, .v_std = 0.4f, .seed = 0x9E3779B97F4A7C15ull};
+    trm_write(path, &t);
 }
 
 static eng_model *model_for(const mspec *s, const char *fname, char *path, size_t n)
@@ -148,8 +85,8 @@ static void attach_ok(eng_ctx *c, const triatt_config *cfg, const char *sid)
 
 static void gen_tokens(int32_t *t, int n, uint64_t seed)
 {
-    g_rng = seed;
-    for (int i = 0; i < n; i++) t[i] = (int32_t)((rnd() + 1.0f) * 0.5f * (NV - 1));
+    uint64_t r = seed;
+    for (int i = 0; i < n; i++) t[i] = (int32_t)((trm_rnd(&r) + 1.0f) * 0.5f * (NV - 1));
 }
 
 /* ---- the per-round log lines ------------------------------------------------------- */
@@ -582,6 +519,7 @@ static void test_tier2_posts_decoded_text(void **st)
     assert_int_equal((int)s.rounds, n_rounds);
     assert_int_equal(s.spans_dropped, 0);
     assert_true(s.spans_sent > 0 && s.spans_sent == s.spans_queued);
+    int n_chunks = 0, n_scored = 0;
     pthread_mutex_lock(&h.mu);
     assert_int_equal(h.n, n_rounds);   /* one POST per round */
     for (int r = 0; r < h.n; r++) {
@@ -593,6 +531,11 @@ static void test_tier2_posts_decoded_text(void **st)
         const cJSON *ch;
         cJSON_ArrayForEach(ch, cJSON_GetObjectItem(j, "chunks"))
         {
+            /* the round's V3 score of the span's evicted cells (their mean), not a placeholder */
+            const cJSON *sc = cJSON_GetObjectItem(ch, "score");
+            assert_true(cJSON_IsNumber(sc) && isfinite(sc->valuedouble));
+            n_scored += sc->valuedouble != 0;
+            n_chunks++;
             const cJSON *tr = cJSON_GetObjectItem(ch, "token_range");
             lcx_buf_printf(&b, "%d-%d:%s\n", cJSON_GetArrayItem(tr, 0)->valueint, cJSON_GetArrayItem(tr, 1)->valueint,
                            cJSON_GetObjectItem(ch, "text")->valuestring);
@@ -603,6 +546,7 @@ static void test_tier2_posts_decoded_text(void **st)
         cJSON_Delete(j);
     }
     pthread_mutex_unlock(&h.mu);
+    assert_true(n_chunks > 0 && n_scored == n_chunks);
     for (int r = 0; r < n_rounds; r++) free(expect[r]);
     mh_stop(&h);
     eng_ctx_free(c);

@@ -78,6 +78,15 @@ try {
   await assert.rejects(client.chat.completions.create({ ...req, model: 'gpt-9' }),
     (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found');
 
+  // content as an array of text parts is the joined string; an image part is refused
+  const userText = req.messages[req.messages.length - 1].content;
+  const parts = await client.chat.completions.create({ ...req, messages: [{ role: 'user',
+    content: [{ type: 'text', text: userText }] }] });
+  assert.equal(parts.choices[0].message.content, full);
+  await assert.rejects(client.chat.completions.create({ ...req, messages: [{ role: 'user',
+    content: [{ type: 'image_url', image_url: { url: 'http://127.0.0.1/x.png' } }] }] }),
+    (e) => e instanceof OpenAI.BadRequestError && e.code === 'invalid_messages');
+
   // Mode A: longctx-svc's proxy in front of the engine, streamed through
   const sPort = await freePort();
   svc = spawn(path.join(binDir, 'longctx-svc'), ['serve', '--host', '127.0.0.1', '--port', String(sPort),
@@ -93,7 +102,7 @@ try {
   }
   assert.ok(pchunks >= 2, 'the proxy delivered the stream as several events');
   assert.ok(ptext.length > 0);
-  console.log('openai client: engine serve plain/stream/stop/session/errors + Mode A proxy OK');
+  console.log('openai client: engine serve plain/stream/stop/session/errors/content parts + Mode A proxy OK');
   ok = true;
 } catch (e) {
   console.error('FAIL', e);

@@ -738,6 +738,18 @@ static void test_geometry_scaling(void **st)
         assert_true(fabs(yarn[f] - want) < 1e-15);
     }
     assert_true(yarn[0] == base[0] && fabs(yarn[63] - base[63] / 4) < 1e-18);
+    /* llama3's per-frequency divisors (rope_freqs), on top of the linear factor */
+    float div[64];
+    for (int f = 0; f < 64; f++) div[f] = f < 20 ? 1.0f : f < 40 ? 1.0f + (f - 20) * 0.35f : 8.0f;
+    double withdiv[64];
+    g.scaling = TRIATT_SCALE_LINEAR;
+    g.freq_divisors = div;
+    assert_int_equal(triatt_geometry_omega(&g, withdiv), 0);
+    for (int f = 0; f < 64; f++) assert_true(fabs(withdiv[f] - pow(1e6, -2.0 * f / 128) / 4 / div[f]) < 1e-15);
+    div[7] = 0;
+    assert_int_equal(triatt_geometry_check(&g), LCX_EINVAL);
+    g.freq_divisors = NULL;
+    g.scaling = TRIATT_SCALE_YARN;
     g.scale_factor = 0;
     assert_int_equal(triatt_geometry_check(&g), LCX_EINVAL);
     triatt_geometry bad = {.n_layers = 2, .n_heads = 6, .n_kv_heads = 4, .head_dim = 64, .rope_theta = 1e4};

@@ -50,8 +50,9 @@ static void usage(FILE *f)
             "  tokenize -m M.gguf -p TEXT [--no-bos] [--special]\n"
             "  perplexity -m M.gguf -f TEXT [-c CTX] [-b 512] [--chunks N] [--ppl-first N] [--json] [-t N]\n"
             "  convert-llama2c CHECKPOINT.bin TOKENIZER.bin OUT.gguf\n"
-            "  serve -m M.gguf [--host H] [--port 8080] [-t N] [-c CTX] [-n MAX_TOKENS] [--model-id NAME]\n"
-            "        [--max-queue N] [--max-sessions N] [--idle-s S] [triatt flags] [--enable-longctx]\n"
+            "  serve -m M.gguf [--host H] [--port 8080] [-t N] [-c CTX] [-b UBATCH] [-n MAX_TOKENS] [--model-id NAME]\n"
+            "        [--max-queue N] [--max-sessions N] [--idle-s S] [triatt flags] [--rescue single-turn|two-turn]\n"
+            "        [--prepopulate 0|1] [--enable-longctx [--longctx-data-dir DIR] | --longctx-endpoint URL]\n"
             "TriAttention (run, bench, perplexity; env VLLM_TRIATT_*, TRIATT_*, LONGCTX_ENDPOINT):\n%s",
             eng_triatt_flags_help());
 }

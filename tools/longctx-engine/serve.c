@@ -1,9 +1,10 @@
 /* longctx-engine serve: the OpenAI-compatible server (lcx_engine_server), with
  * --enable-longctx starting longctx-svc beside it (lcx_sidecar) for Tier 2/3.
  *
- *   longctx-engine serve -m M.gguf [--host 127.0.0.1] [--port 8080] [-t N] [-c CTX]
+ *   longctx-engine serve -m M.gguf [--host 127.0.0.1] [--port 8080] [-t N] [-c CTX] [-b UBATCH]
  *       [-n MAX_TOKENS] [--model-id NAME] [--max-queue N] [--max-sessions N] [--idle-s S]
- *       [triatt flags] [--enable-longctx | --longctx-endpoint URL]
+ *       [triatt flags] [--rescue single-turn|two-turn] [--prepopulate 0|1]
+ *       [--enable-longctx [--longctx-data-dir DIR] | --longctx-endpoint URL]
  *
  * Prints "listening on http://HOST:PORT" on stderr once it serves; SIGTERM/SIGINT stop the
  * server and the sidecar. */
@@ -45,8 +46,9 @@ int cmd_serve(int argc, char **argv)
     eng_server_opts o = eng_server_defaults();
     o.port = 8080;
     const char *model = NULL;
-    int threads = 1, n_ctx = 0, max_tokens = 256;
+    int threads = 1, n_ctx = 0, n_ubatch = 0, max_tokens = 256, prepop = 1;
     bool longctx = false;
+    const char *data_dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!v) goto needv; model = v; i++; }
@@ -59,6 +61,15 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--max-queue")) { if (int_arg(a, v, 0, 4096, &o.max_queue)) return 2; i++; }
         else if (!strcmp(a, "--max-sessions")) { if (int_arg(a, v, 1, 4096, &o.max_sessions)) return 2; i++; }
         else if (!strcmp(a, "--idle-s")) { if (int_arg(a, v, 1, 1 << 30, &o.idle_s)) return 2; i++; }
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) { if (int_arg(a, v, 1, 8192, &n_ubatch)) return 2; i++; }
+        else if (!strcmp(a, "--prepopulate")) { if (int_arg(a, v, 0, 1, &prepop)) return 2; i++; }
+        else if (!strcmp(a, "--rescue")) {
+            if (v && !strcmp(v, "single-turn")) o.session.rescue = ENG_RESCUE_SINGLE_TURN;
+            else if (v && !strcmp(v, "two-turn")) o.session.rescue = ENG_RESCUE_TWO_TURN;
+            else { fprintf(stderr, "longctx-engine serve: --rescue single-turn|two-turn\n"); return 2; }
+            i++;
+        }
+        else if (!strcmp(a, "--longctx-data-dir")) { if (!v) goto needv; data_dir = v; i++; }
         else if (!strcmp(a, "--enable-longctx")) longctx = true;
         else { fprintf(stderr, "longctx-engine serve: unknown argument %s\n", a); return 2; }
         continue;
@@ -67,6 +78,10 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     if (!model) { fprintf(stderr, "longctx-engine serve: -m MODEL.gguf is required\n"); return 2; }
+    if (data_dir && !longctx) {
+        fprintf(stderr, "longctx-engine serve: --longctx-data-dir needs --enable-longctx\n");
+        return 2;
+    }
     if (longctx && tc.endpoint[0]) {
         fprintf(stderr, "longctx-engine serve: --enable-longctx and --longctx-endpoint exclude each other\n");
         return 2;
@@ -84,6 +99,7 @@ int cmd_serve(int argc, char **argv)
     lcx_sidecar *sc = NULL;
     if (longctx) {
         lcx_sidecar_opts so = lcx_sidecar_defaults();
+        so.data_dir = data_dir;
         if ((rc = lcx_sidecar_spawn(&so, &sc, err, sizeof err)) < 0) {
             fprintf(stderr, "longctx-engine serve: --enable-longctx: %s\n", err);
             eng_model_free(m);
@@ -95,6 +111,8 @@ int cmd_serve(int argc, char **argv)
     o.model = m;
     o.session.ctx.n_threads = threads;
     if (n_ctx) o.session.ctx.n_ctx = n_ctx;
+    if (n_ubatch) o.session.ctx.n_ubatch = n_ubatch;
+    o.session.prepopulate = prepop;
     o.session.max_tokens = max_tokens;
     o.session.triatt = tc.enabled ? &tc : NULL;
     o.rescue = tc.enabled && tc.endpoint[0];

@@ -193,124 +193,89 @@ static int acc_push(binacc_t *a, double score, double ms, int hit)
     return 0;
 }
 
-static int cmd_mrcr(int argc, char **argv)
+typedef struct {
+    const char *file, *responses, *upstream, *model;
+    int recipe, json, top_k, offset;
+    long budget;
+} mrcr_args;
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_mrcr_args(int argc, char **argv, mrcr_args *o)
 {
-    const char *file = NULL, *responses = NULL, *upstream = NULL, *model = "default";
-    int recipe = LCX_MRCR_RECIPE_SELECTOR, json = 0, top_k = 8, offset = 0;
-    long budget = 8192;
+    *o = (mrcr_args){.model = "default", .recipe = LCX_MRCR_RECIPE_SELECTOR, .top_k = 8, .budget = 8192};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (a[0] != '-') { file = a; continue; }
+        if (!strcmp(a, "--json")) { o->json = 1; continue; }
+        if (a[0] != '-') { o->file = a; continue; }
         if (!v) { fprintf(stderr, "longctx eval mrcr: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--recipe")) {
-            if (!strcmp(v, "selector")) recipe = LCX_MRCR_RECIPE_SELECTOR;
-            else if (!strcmp(v, "plain")) recipe = LCX_MRCR_RECIPE_PLAIN;
-            else if (!strcmp(v, "multiq")) recipe = LCX_MRCR_RECIPE_MULTIQ;
+            if (!strcmp(v, "selector")) o->recipe = LCX_MRCR_RECIPE_SELECTOR;
+            else if (!strcmp(v, "plain")) o->recipe = LCX_MRCR_RECIPE_PLAIN;
+            else if (!strcmp(v, "multiq")) o->recipe = LCX_MRCR_RECIPE_MULTIQ;
             else { fprintf(stderr, "longctx eval mrcr: unknown recipe %s\n", v); return 2; }
-        } else if (!strcmp(a, "--responses")) responses = v;
-        else if (!strcmp(a, "--upstream")) upstream = v;
-        else if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--budget")) budget = atol(v);
-        else if (!strcmp(a, "--top-k")) top_k = atoi(v);
-        else if (!strcmp(a, "--ordinal-offset")) offset = atoi(v);
+        } else if (!strcmp(a, "--responses")) o->responses = v;
+        else if (!strcmp(a, "--upstream")) o->upstream = v;
+        else if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--budget")) o->budget = atol(v);
+        else if (!strcmp(a, "--top-k")) o->top_k = atoi(v);
+        else if (!strcmp(a, "--ordinal-offset")) o->offset = atoi(v);
         else { fprintf(stderr, "longctx eval mrcr: unknown flag %s\n", a); return 2; }
         i++;
     }
-    if (!file || top_k < 1 || top_k > LCX_TOP_K_MAX || budget < 256) { usage(stderr); return 2; }
-    FILE *in = fopen(file, "rb");
-    if (!in) { fprintf(stderr, "longctx eval mrcr: cannot open %s\n", file); return 1; }
-    FILE *ro = NULL;
-    if (responses && !(ro = fopen(responses, "wb"))) {
-        fprintf(stderr, "longctx eval mrcr: cannot write %s\n", responses);
-        fclose(in);
-        return 1;
-    }
-    lcx_embedder *emb = NULL;
-    int rc = lcx_embedder_hash_new(0, &emb);
-    if (rc) { fprintf(stderr, "longctx eval mrcr: embedder: %s\n", lcx_strerror(rc)); fclose(in); if (ro) fclose(ro); return 1; }
-    if (upstream) curl_global_init(CURL_GLOBAL_DEFAULT);
-    lcx_mrcr_eval_opts eo = {.recipe = recipe, .top_k = top_k, .emb = emb, .ordinal_offset = offset};
-    binacc_t acc[LCX_MRCR_BIN_OTHER + 1] = {0};
-    lcx_buf lb = {0};
-    long lineno = 0, index = 0;
-    int status = 0, got;
-    while ((got = lcx_mrcr_next_line(in, &lb)) > 0) {
-        lineno++;
-        const char *line = lb.data;
-        size_t len = lb.len;
-        if (!len) continue;
-        lcx_mrcr_rec rec;
-        char err[256] = "";
-        rc = lcx_mrcr_parse_line(line, len, &rec, err, sizeof err);
-        if (rc) { fprintf(stderr, "longctx eval mrcr: %s:%ld: %s\n", file, lineno, err); status = 1; break; }
-        lcx_mrcr_outcome oc;
-        char *up_resp = NULL;
-        double up_ms = 0;
-        if (upstream) {
-            double t0 = lcx_now_ms();
-            /* the whole conversation, compacted to the budget, through the model */
-            cJSON *msgs = cJSON_CreateArray();
-            for (size_t i = 0; msgs && i < rec.n_msgs; i++) {
-                cJSON *m = cJSON_CreateObject();
-                cJSON_AddStringToObject(m, "role", rec.msgs[i].role);
-                cJSON_AddStringToObject(m, "content", rec.msgs[i].content);
-                cJSON_AddItemToArray(msgs, m);
-            }
-            lcx_compact_opts co = lcx_compact_defaults();
-            co.budget_tokens = (size_t)budget;
-            co.top_k = top_k;
-            co.use_selector = recipe == LCX_MRCR_RECIPE_SELECTOR;
-            char uerr[512] = "";
-            rc = msgs ? lcx_compact_messages(msgs, emb, &co, NULL) : LCX_ENOMEM;
-            if (!rc) rc = chat_upstream(upstream, model, msgs, 600000, &up_resp, uerr, sizeof uerr);
-            cJSON_Delete(msgs);
-            up_ms = lcx_now_ms() - t0;   /* compaction + model round trip count in latency */
-            if (rc) {
-                fprintf(stderr, "longctx eval mrcr: record %ld: upstream: %s %s\n", index, lcx_strerror(rc), uerr);
-                up_resp = strdup("");   /* graded 0, counted: never dropped */
-                rc = 0;
-            }
-        }
-        rc = up_resp ? lcx_mrcr_eval_with_response(&rec, &eo, up_resp, &oc) : lcx_mrcr_eval_one(&rec, &eo, &oc);
-        free(up_resp);
-        if (rc) {
-            fprintf(stderr, "longctx eval mrcr: record %ld: %s\n", index, lcx_strerror(rc));
-            lcx_mrcr_rec_free(&rec);
-            status = 1;
-            break;
-        }
-        oc.ms += up_ms;
-        int bin = lcx_mrcr_bin_of(rec.n_chars);
-        acc_push(&acc[bin], oc.score, oc.ms, oc.target_hit);
-        acc[bin].fail_closed += oc.fail_closed;
-        if (ro) {
-            lcx_buf b = {0};
-            lcx_buf_printf(&b, "{\"index\": %ld, \"response\": ", index);
-            lcx_buf_json_str(&b, oc.response, strlen(oc.response));
-            lcx_buf_puts(&b, ", \"score\": ");
-            lcx_buf_printf(&b, "%.17g", oc.score);
-            lcx_buf_puts(&b, ", \"retrieved_msg_indices\": [");
-            for (int i = 0; i < oc.n_retrieved; i++) lcx_buf_printf(&b, i ? ", %ld" : "%ld", oc.retrieved[i]);
-            lcx_buf_puts(&b, "]}\n");
-            if (!b.data || fwrite(b.data, 1, b.len, ro) != b.len) status = 1;
-            lcx_buf_free(&b);
-        }
-        lcx_mrcr_outcome_free(&oc);
-        lcx_mrcr_rec_free(&rec);
-        index++;
-    }
-    if (got < 0) {
-        fprintf(stderr, "longctx eval mrcr: %s:%ld: %s\n", file, lineno + 1,
-                got == LCX_ELIMIT ? "record longer than the 64 MiB cap" : lcx_strerror(got));
-        status = 1;
-    }
-    lcx_buf_free(&lb);
-    fclose(in);
-    if (ro && fclose(ro)) status = 1;
+    if (!o->file || o->top_k < 1 || o->top_k > LCX_TOP_K_MAX || o->budget < 256) { usage(stderr); return 2; }
+    return -1;
+}
 
-    /* report: one row per bin with records, "other" included so nothing is dropped */
+/* The whole conversation, compacted to the budget, through the upstream model. A failure is
+ * reported and graded as an empty reply (counted, never dropped). *ms: compaction + round
+ * trip. */
+static char *upstream_response(const mrcr_args *o, const lcx_mrcr_rec *rec, lcx_embedder *emb, long index, double *ms)
+{
+    const double t0 = lcx_now_ms();
+    char *resp = NULL;
+    cJSON *msgs = cJSON_CreateArray();
+    for (size_t i = 0; msgs && i < rec->n_msgs; i++) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", rec->msgs[i].role);
+        cJSON_AddStringToObject(m, "content", rec->msgs[i].content);
+        cJSON_AddItemToArray(msgs, m);
+    }
+    lcx_compact_opts co = lcx_compact_defaults();
+    co.budget_tokens = (size_t)o->budget;
+    co.top_k = o->top_k;
+    co.use_selector = o->recipe == LCX_MRCR_RECIPE_SELECTOR;
+    char uerr[512] = "";
+    int rc = msgs ? lcx_compact_messages(msgs, emb, &co, NULL) : LCX_ENOMEM;
+    if (!rc) rc = chat_upstream(o->upstream, o->model, msgs, 600000, &resp, uerr, sizeof uerr);
+    cJSON_Delete(msgs);
+    *ms = lcx_now_ms() - t0;
+    if (rc) {
+        fprintf(stderr, "longctx eval mrcr: record %ld: upstream: %s %s\n", index, lcx_strerror(rc), uerr);
+        resp = strdup("");
+    }
+    return resp;
+}
+
+/* One line of --responses: index, response, score, retrieved message indices. */
+static int write_response_line(FILE *ro, long index, const lcx_mrcr_outcome *oc)
+{
+    lcx_buf b = {0};
+    lcx_buf_printf(&b, "{\"index\": %ld, \"response\": ", index);
+    lcx_buf_json_str(&b, oc->response, strlen(oc->response));
+    lcx_buf_puts(&b, ", \"score\": ");
+    lcx_buf_printf(&b, "%.17g", oc->score);
+    lcx_buf_puts(&b, ", \"retrieved_msg_indices\": [");
+    for (int i = 0; i < oc->n_retrieved; i++) lcx_buf_printf(&b, i ? ", %ld" : "%ld", oc->retrieved[i]);
+    lcx_buf_puts(&b, "]}\n");
+    const int bad = !b.data || fwrite(b.data, 1, b.len, ro) != b.len;
+    lcx_buf_free(&b);
+    return bad;
+}
+
+/* One row per bin with records, "other" included so nothing is dropped; frees the bins. */
+static void print_report(binacc_t *acc, int json)
+{
     if (json) printf("[");
     else
         printf("%-6s %6s %8s %8s %10s %9s %9s %6s\n", "bin", "n", "mean", "ci95", "recall@k", "p50_ms",
@@ -335,8 +300,69 @@ static int cmd_mrcr(int argc, char **argv)
         free(a->score); free(a->ms); free(a->hit);
     }
     if (json) printf("]\n");
+}
+
+static int cmd_mrcr(int argc, char **argv)
+{
+    mrcr_args o;
+    int rc = parse_mrcr_args(argc, argv, &o);
+    if (rc >= 0) return rc;
+    const char *file = o.file;
+    FILE *in = fopen(file, "rb");
+    if (!in) { fprintf(stderr, "longctx eval mrcr: cannot open %s\n", file); return 1; }
+    FILE *ro = NULL;
+    if (o.responses && !(ro = fopen(o.responses, "wb"))) {
+        fprintf(stderr, "longctx eval mrcr: cannot write %s\n", o.responses);
+        fclose(in);
+        return 1;
+    }
+    lcx_embedder *emb = NULL;
+    rc = lcx_embedder_hash_new(0, &emb);
+    if (rc) { fprintf(stderr, "longctx eval mrcr: embedder: %s\n", lcx_strerror(rc)); fclose(in); if (ro) fclose(ro); return 1; }
+    if (o.upstream) curl_global_init(CURL_GLOBAL_DEFAULT);
+    lcx_mrcr_eval_opts eo = {.recipe = o.recipe, .top_k = o.top_k, .emb = emb, .ordinal_offset = o.offset};
+    binacc_t acc[LCX_MRCR_BIN_OTHER + 1] = {0};
+    lcx_buf lb = {0};
+    long lineno = 0, index = 0;
+    int status = 0, got;
+    while ((got = lcx_mrcr_next_line(in, &lb)) > 0) {
+        lineno++;
+        if (!lb.len) continue;
+        lcx_mrcr_rec rec;
+        char err[256] = "";
+        rc = lcx_mrcr_parse_line(lb.data, lb.len, &rec, err, sizeof err);
+        if (rc) { fprintf(stderr, "longctx eval mrcr: %s:%ld: %s\n", file, lineno, err); status = 1; break; }
+        lcx_mrcr_outcome oc;
+        double up_ms = 0;
+        char *up_resp = o.upstream ? upstream_response(&o, &rec, emb, index, &up_ms) : NULL;
+        rc = up_resp ? lcx_mrcr_eval_with_response(&rec, &eo, up_resp, &oc) : lcx_mrcr_eval_one(&rec, &eo, &oc);
+        free(up_resp);
+        if (rc) {
+            fprintf(stderr, "longctx eval mrcr: record %ld: %s\n", index, lcx_strerror(rc));
+            lcx_mrcr_rec_free(&rec);
+            status = 1;
+            break;
+        }
+        oc.ms += up_ms;   /* compaction + model round trip count in latency */
+        int bin = lcx_mrcr_bin_of(rec.n_chars);
+        acc_push(&acc[bin], oc.score, oc.ms, oc.target_hit);
+        acc[bin].fail_closed += oc.fail_closed;
+        if (ro && write_response_line(ro, index, &oc)) status = 1;
+        lcx_mrcr_outcome_free(&oc);
+        lcx_mrcr_rec_free(&rec);
+        index++;
+    }
+    if (got < 0) {
+        fprintf(stderr, "longctx eval mrcr: %s:%ld: %s\n", file, lineno + 1,
+                got == LCX_ELIMIT ? "record longer than the 64 MiB cap" : lcx_strerror(got));
+        status = 1;
+    }
+    lcx_buf_free(&lb);
+    fclose(in);
+    if (ro && fclose(ro)) status = 1;
+    print_report(acc, o.json);
     lcx_embedder_free(emb);
-    if (upstream) curl_global_cleanup();
+    if (o.upstream) curl_global_cleanup();
     return status;
 }
 
