@@ -19,6 +19,7 @@ status=0
 echo "== Release build =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLCX_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
+bash scripts/check-symbols.sh build || status=1   # internal symbols are lcx__/triatt__/eng__
 echo "== npm clients for the client tests (tests/js) =="
 (cd tests/js && npm ci --no-audit --no-fund --loglevel=error) || status=1
 echo "== Release tests =="

@@ -92,11 +92,11 @@ static char *load_corpus(size_t *len)
         char p[8192], *data;
         size_t l;
         snprintf(p, sizeof p, "%s/%s", root, names[i]);
-        if (lcx_read_file(p, 0, &data, &l) == 0) {
+        if (lcx__read_file(p, 0, &data, &l) == 0) {
             for (size_t k = 0; k < l; k++)
                 if (data[k] == '\n') data[k] = ' ';
-            lcx_buf_append(&b, data, l);
-            lcx_buf_append(&b, " ", 1);
+            lcx__buf_append(&b, data, l);
+            lcx__buf_append(&b, " ", 1);
             free(data);
         }
         free(names[i]);
@@ -127,10 +127,10 @@ static int reopen_child(const char *dir)
 {
     lcx_embedder *emb;
     lcx_embedder_hash_new(0, &emb);
-    double t0 = lcx_now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
+    double t0 = lcx__now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
     lcx_store *s;
     int rc = lcx_store_open(dir, emb, NULL, &s);
-    double t1 = lcx_now_ms(), c1 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
+    double t1 = lcx__now_ms(), c1 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
     if (rc) {
         fprintf(stderr, "open: %s\n", lcx_strerror(rc));
         return 1;
@@ -138,9 +138,9 @@ static int reopen_child(const char *dir)
     lcx_search_opts o = lcx_search_defaults();
     lcx_hit h[8];
     const char *q = "what did the founders learn about startups and investors";
-    double t2 = lcx_now_ms();
+    double t2 = lcx__now_ms();
     lcx_store_search(s, q, strlen(q), &o, h, 8);
-    double t3 = lcx_now_ms();
+    double t3 = lcx__now_ms();
     printf("%.3f %.3f %ld %u %.3f\n", t1 - t0, t3 - t2, rss_kb(), lcx_store_count(s), c1 - c0);
     fflush(stdout);
     if (getenv("LCX_BENCH_NOSNAP")) _exit(0);   /* keep the directory as it is (no close-time snapshot) */
@@ -186,9 +186,9 @@ static void search_bench(lcx_store *s, const char *c, size_t clen, uint32_t n_sp
         const char *p = span;
         for (int k = 0; k < 20 && *p; k++) { p = strchr(p + 1, ' '); if (!p) { p = span; break; } }
         int ql = snprintf(q, sizeof q, "what about ref %u and %.60s", id * 7919u + 13u, p);
-        double t0 = lcx_now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);   /* includes scan helper threads */
+        double t0 = lcx__now_ms(), c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);   /* includes scan helper threads */
         int n = lcx_store_search(s, q, (size_t)ql, &o, h, 8);
-        lat[i] = lcx_now_ms() - t0;
+        lat[i] = lcx__now_ms() - t0;
         clat[i] = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
         if (n > 0 && h[0].id == id) hits_ok++;
     }
@@ -263,7 +263,7 @@ static int code_bench(const char *root, double max_mb, const char *glob)
         line[strcspn(line, "\n")] = 0;
         char *d;
         size_t l;
-        if (lcx_read_file(line, 1 << 20, &d, &l)) continue;
+        if (lcx__read_file(line, 1 << 20, &d, &l)) continue;
         if (used + l > cap) l = cap - used;
         memcpy(all + used, d, l);
         used += l;
@@ -296,7 +296,7 @@ static int code_bench(const char *root, double max_mb, const char *glob)
     if (!dir || lcx_store_open(dir, emb, NULL, &s)) return 1;
     enum { CB = 500 };
     lcx_chunk *c = malloc(sizeof *c * CB);
-    double c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), t0 = lcx_now_ms();
+    double c0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), t0 = lcx__now_ms();
     for (size_t base = 0; base < nch; base += CB) {
         size_t m = nch - base < CB ? nch - base : CB;
         for (size_t j = 0; j < m; j++) {
@@ -307,7 +307,7 @@ static int code_bench(const char *root, double max_mb, const char *glob)
         }
         if (lcx_store_append(s, c, (int)m, NULL)) { fprintf(stderr, "append failed\n"); return 1; }
     }
-    double c1 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), t1 = lcx_now_ms();
+    double c1 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), t1 = lcx__now_ms();
     printf("code ingest (lcx_store_append, batches of %d): %.1f MB/s wall, %.1f MB per CPU-s, %.1f us/chunk CPU\n", CB,
            used / 1e6 / ((t1 - t0) / 1e3), used / 1e6 / ((c1 - c0) / 1e3), (c1 - c0) * 1e3 / nch);
     lcx_store_close(s);
@@ -403,7 +403,7 @@ int main(int argc, char **argv)
     char *corpus = load_corpus(&clen);
     lcx_embedder *emb;
     lcx_embedder_hash_new(0, &emb);
-    printf("machine: %ld CPUs online, AVX-512 %s\n", sysconf(_SC_NPROCESSORS_ONLN), lcx_cpu_has_avx512() ? "yes" : "no");
+    printf("machine: %ld CPUs online, AVX-512 %s\n", sysconf(_SC_NPROCESSORS_ONLN), lcx__cpu_has_avx512() ? "yes" : "no");
 
     /* prepare all span texts first (not timed) */
     enum { B = 1000 };
@@ -429,7 +429,7 @@ int main(int argc, char **argv)
     /* component throughput: tokenize+embed only */
     if (!ingest_only) {
         float *v = malloc(256 * 4 * 64);
-        double t0 = lcx_now_ms();
+        double t0 = lcx__now_ms();
         uint32_t m = N < 20000 ? N / 64 * 64 : 19968;   /* whole batches of 64 within N */
         for (uint32_t i = 0; i < m; i += 64) {
             const char *tx[64];
@@ -437,7 +437,7 @@ int main(int argc, char **argv)
             for (int j = 0; j < 64; j++) { tx[j] = texts + (size_t)(i + j) * 1400; ln[j] = lens[i + j]; }
             lcx_embed(emb, tx, ln, 64, v);
         }
-        double dt = lcx_now_ms() - t0;
+        double dt = lcx__now_ms() - t0;
         printf("hash embed (1 thread): %.0f spans/s, %.1f MB/s\n", m / (dt / 1000), bytes / (double)N * m / (dt / 1000) / 1e6);
         free(v);
     }
@@ -461,9 +461,9 @@ int main(int argc, char **argv)
             c[j].tok_end = c[j].tok_start + 255;
             c[j].layer = 0;
         }
-        double t0 = lcx_now_ms();
+        double t0 = lcx__now_ms();
         if (lcx_store_append(s, c, (int)m, NULL)) { fprintf(stderr, "append failed\n"); return 1; }
-        t_ingest += lcx_now_ms() - t0;
+        t_ingest += lcx__now_ms() - t0;
         if (base + m == 20000 && !ingest_only) {
             t20 = t_ingest;
             double cs = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), ss = sys_ms();

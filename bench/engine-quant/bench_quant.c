@@ -1,4 +1,4 @@
-/* bench_engine_quant: single-thread eng_matmul throughput per weight type on the matrix
+/* bench_engine_quant: single-thread eng__matmul throughput per weight type on the matrix
  * shapes of Qwen2.5-0.5B, for n_tok = 1 (generation, memory bound: GB/s of weights) and
  * n_tok = 512 (prompt processing: GFLOP/s, 2 flops per multiply-add), medians of --reps.
  * Then a per-model estimate: the matmul time of one Qwen2.5-0.5B token (tg) and of a
@@ -36,7 +36,7 @@ static float nrand(void)
 static bool g_cpu_time = false;
 static double now_ms(void)
 {
-    if (!g_cpu_time) return lcx_now_ms();
+    if (!g_cpu_time) return lcx__now_ms();
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
@@ -65,8 +65,8 @@ static const shape k_shapes[] = {
 static double bench_one(eng_isa isa, eng_type wt, const shape *s, int64_t n_tok, int reps, double *gflops,
                         double *gbs)
 {
-    const eng_type vt = eng_vec_dot_type(wt);
-    const size_t wrb = eng_row_bytes(wt, s->n_in), xrb = eng_row_bytes(vt, s->n_in);
+    const eng_type vt = eng__vec_dot_type(wt);
+    const size_t wrb = eng__row_bytes(wt, s->n_in), xrb = eng__row_bytes(vt, s->n_in);
     uint8_t *W = malloc(wrb * s->n_out), *X = malloc(xrb * n_tok);
     float *f = malloc(sizeof(float) * s->n_in), *y = malloc(sizeof(float) * s->n_out * n_tok);
     if (!W || !X || !f || !y) {
@@ -76,16 +76,16 @@ static double bench_one(eng_isa isa, eng_type wt, const shape *s, int64_t n_tok,
     for (int64_t r = 0; r < s->n_out; r++) {
         if (r < 64) for (int64_t i = 0; i < s->n_in; i++) f[i] = nrand() * 0.03f;
         else for (int64_t i = 0; i < s->n_in; i++) f[i] = f[(i * 7 + r) % s->n_in]; /* cheap variety */
-        eng_quantize_row(wt, f, W + r * wrb, s->n_in);
+        eng__quantize_row(wt, f, W + r * wrb, s->n_in);
     }
     for (int64_t t = 0; t < n_tok; t++) {
         for (int64_t i = 0; i < s->n_in; i++) f[i] = nrand();
-        eng_quantize_row(vt, f, X + t * xrb, s->n_in);
+        eng__quantize_row(vt, f, X + t * xrb, s->n_in);
     }
     double *ms = malloc(sizeof(double) * reps);
     for (int k = -1; k < reps; k++) {
         double t0 = now_ms();
-        eng_matmul_isa_ws(isa, wt, W, wrb, s->n_in, 0, s->n_out, X, xrb, n_tok, y, s->n_out, g_ws, ENG_MATMUL_WS_BYTES);
+        eng__matmul_isa_ws(isa, wt, W, wrb, s->n_in, 0, s->n_out, X, xrb, n_tok, y, s->n_out, g_ws, ENG_MATMUL_WS_BYTES);
         double dt = now_ms() - t0;
         if (k >= 0) ms[k] = dt;
     }
@@ -104,12 +104,12 @@ static double bench_one(eng_isa isa, eng_type wt, const shape *s, int64_t n_tok,
 static double bench_quantize(eng_type vt, int64_t n, int64_t n_tok)
 {
     float *x = malloc(sizeof(float) * n * n_tok);
-    uint8_t *q = malloc(eng_row_bytes(vt, n) * n_tok);
+    uint8_t *q = malloc(eng__row_bytes(vt, n) * n_tok);
     for (int64_t i = 0; i < n * n_tok; i++) x[i] = nrand();
     double best = 1e30;
     for (int k = 0; k < 5; k++) {
         double t0 = now_ms();
-        for (int64_t t = 0; t < n_tok; t++) eng_quantize_row(vt, x + t * n, q + t * eng_row_bytes(vt, n), n);
+        for (int64_t t = 0; t < n_tok; t++) eng__quantize_row(vt, x + t * n, q + t * eng__row_bytes(vt, n), n);
         double dt = now_ms() - t0;
         if (dt < best) best = dt;
     }
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
     int reps = 5;
     bool vocab_pp = true;
     int only_shape = -1;
-    eng_isa isa = eng_isa_best();
+    eng_isa isa = eng__isa_best();
     const char *types = "q8_0,q4_0,q5_0,q4_K,q5_K,q6_K,f16,bf16,f32";
     g_ws = malloc(ENG_MATMUL_WS_BYTES);
     if (!g_ws) {
@@ -145,9 +145,9 @@ int main(int argc, char **argv)
         }
     }
     if (reps < 1) reps = 1;
-    const lcx_cpu_features *c = lcx_cpu();
+    const lcx_cpu_features *c = lcx__cpu();
     printf("engine-quant bench: 1 thread, kernels %s (cpu: avx2=%d fma=%d f16c=%d avx512f=%d avx512vnni=%d), median of %d, %s time\n",
-           eng_isa_name(isa), c->avx2, c->fma, c->f16c, c->avx512f, c->avx512vnni, reps,
+           eng__isa_name(isa), c->avx2, c->fma, c->f16c, c->avx512f, c->avx512vnni, reps,
            g_cpu_time ? "thread cpu" : "wall");
     printf("quantize activations: q8_0 896x512 %.2f ms, q8_K 4864x512 %.2f ms, f16 896x512 %.2f ms\n",
            bench_quantize(ENG_T_Q8_0, 896, 512), bench_quantize(ENG_T_Q8_K, 4864, 512),
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
         eng_type wt = ENG_T_F32;
         bool found = false;
         for (int t = 0; t < 40; t++)
-            if (eng_type_supported(t) && !strcmp(eng_type_name((eng_type)t), tok)) {
+            if (eng__type_supported(t) && !strcmp(eng__type_name((eng_type)t), tok)) {
                 wt = (eng_type)t;
                 found = true;
             }
@@ -176,7 +176,7 @@ int main(int argc, char **argv)
                 complete = false;
                 continue;
             }
-            if (s->n_in % eng_type_block_elems(wt)) {
+            if (s->n_in % eng__type_block_elems(wt)) {
                 printf("%-6s %-22s %10s\n", tok, s->name, "n/a (row not a multiple of the block)");
                 complete = false;
                 continue;

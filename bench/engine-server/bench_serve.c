@@ -37,7 +37,7 @@ typedef struct { double t0, first, last; int n; } clock_marks;
 
 static void mark(clock_marks *k)
 {
-    const double t = lcx_now_ms() - k->t0;
+    const double t = lcx__now_ms() - k->t0;
     if (k->n++ == 0) k->first = t;
     k->last = t;
 }
@@ -140,7 +140,7 @@ int main(int argc, char **argv)
     if (!model) {
         snprintf(tmp, sizeof tmp, "/tmp/bench_serve_%d.gguf", (int)getpid());
         lcx_ramp_shape sh;
-        if (lcx_ramp_model_shape("tiny", &sh) < 0 || lcx_ramp_write_model(tmp, &sh, 7) < 0) return 1;
+        if (lcx__ramp_model_shape("tiny", &sh) < 0 || lcx__ramp_write_model(tmp, &sh, 7) < 0) return 1;
         model = tmp;
     }
     eng_model *m;
@@ -205,7 +205,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < reps; r++)
         for (int a = 0; a < n_arms; a++) {
             const double c0 = cpu_ms(), s0 = a == A_PROXY ? pid_cpu_ms(lcx_sidecar_pid(sc)) : 0;
-            clock_marks k = {lcx_now_ms(), 0, 0, 0};
+            clock_marks k = {lcx__now_ms(), 0, 0, 0};
             int rc = 0;
             if (a == A_BENCH) rc = run_bench(bc, prompt, np, n, nv, &k);
             else if (a == A_DIRECT) {

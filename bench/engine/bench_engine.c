@@ -68,11 +68,11 @@ static int fill(void *ctx, int64_t ti, void *dst, size_t nbytes)
     float *row = malloc(t->n_in * sizeof(float));
     if (!row) return LCX_ENOMEM;
     uint64_t s = t->seed * 0x9E3779B97F4A7C15ull + 1;
-    size_t rb = eng_row_bytes((eng_type)t->type, t->n_in);
+    size_t rb = eng__row_bytes((eng_type)t->type, t->n_in);
     for (int64_t r = 0; r < t->n_out; r++) {
         if (t->std == 0) for (int64_t i = 0; i < t->n_in; i++) row[i] = 1.0f;
         else fill_normal(row, t->n_in, &s, t->std);
-        eng_quantize_row((eng_type)t->type, row, (uint8_t *)dst + r * rb, t->n_in);
+        eng__quantize_row((eng_type)t->type, row, (uint8_t *)dst + r * rb, t->n_in);
     }
     free(row);
     (void)nbytes;
@@ -83,26 +83,26 @@ static bool more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i -
 
 static int write_model(const char *path, bool q4km)
 {
-    eng_gguf_writer *w = eng_gguf_writer_new(32);
+    eng_gguf_writer *w = eng__gguf_writer_new(32);
     if (!w) return LCX_ENOMEM;
     tspec *ts = calloc(16 * g_n_layer + 8, sizeof *ts);
     int nt = 0;
-    eng_gguf_w_str(w, "general.architecture", "qwen2");
-    eng_gguf_w_str(w, "general.name", q4km ? "qwen2.5-0.5b-shape-random-q4_k_m" : "qwen2.5-0.5b-shape-random-q8_0");
-    eng_gguf_w_u32(w, "general.file_type", q4km ? 15 : 7);
-    eng_gguf_w_u32(w, "qwen2.context_length", 32768);
-    eng_gguf_w_u32(w, "qwen2.embedding_length", N_EMBD);
-    eng_gguf_w_u32(w, "qwen2.block_count", g_n_layer);
-    eng_gguf_w_u32(w, "qwen2.feed_forward_length", N_FF);
-    eng_gguf_w_u32(w, "qwen2.attention.head_count", N_HEAD);
-    eng_gguf_w_u32(w, "qwen2.attention.head_count_kv", N_KV);
-    eng_gguf_w_f32(w, "qwen2.rope.freq_base", 1000000.0f);
-    eng_gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
+    eng__gguf_w_str(w, "general.architecture", "qwen2");
+    eng__gguf_w_str(w, "general.name", q4km ? "qwen2.5-0.5b-shape-random-q4_k_m" : "qwen2.5-0.5b-shape-random-q8_0");
+    eng__gguf_w_u32(w, "general.file_type", q4km ? 15 : 7);
+    eng__gguf_w_u32(w, "qwen2.context_length", 32768);
+    eng__gguf_w_u32(w, "qwen2.embedding_length", N_EMBD);
+    eng__gguf_w_u32(w, "qwen2.block_count", g_n_layer);
+    eng__gguf_w_u32(w, "qwen2.feed_forward_length", N_FF);
+    eng__gguf_w_u32(w, "qwen2.attention.head_count", N_HEAD);
+    eng__gguf_w_u32(w, "qwen2.attention.head_count_kv", N_KV);
+    eng__gguf_w_f32(w, "qwen2.rope.freq_base", 1000000.0f);
+    eng__gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
 #define ADD(name, nin, nout, ty, sd)                                                                    \
     do {                                                                                                \
         ts[nt] = (tspec){nin, nout, ty, (uint64_t)nt + 1, sd};                                          \
-        if ((nout) == 1) eng_gguf_w_tensor(w, name, ty, 1, (int64_t[]){nin}, NULL);                     \
-        else eng_gguf_w_tensor(w, name, ty, 2, (int64_t[]){nin, nout}, NULL);                           \
+        if ((nout) == 1) eng__gguf_w_tensor(w, name, ty, 1, (int64_t[]){nin}, NULL);                     \
+        else eng__gguf_w_tensor(w, name, ty, 2, (int64_t[]){nin, nout}, NULL);                           \
         nt++;                                                                                           \
     } while (0)
     const int Q8 = ENG_T_Q8_0;
@@ -131,8 +131,8 @@ static int write_model(const char *path, bool q4km)
     }
 #undef ADD
     genctx g = {ts, nt};
-    int rc = eng_gguf_writer_write(w, path, fill, &g);
-    eng_gguf_writer_free(w);
+    int rc = eng__gguf_writer_write(w, path, fill, &g);
+    eng__gguf_writer_free(w);
     free(ts);
     return rc;
 }
@@ -215,17 +215,17 @@ static int prefill_mode(eng_model *m, const char *ty, const int *sizes, int nsz,
             for (int r = 0; r < reps; r++) {
                 eng_triatt_detach(c);
                 eng_kv_clear(c);
-                double t0 = lcx_now_ms(), c0 = cpu_ms();
+                double t0 = lcx__now_ms(), c0 = cpu_ms();
                 if (!skip_off) eng_decode(c, toks, NULL, n, false);
-                off[r] = skip_off ? NAN : n * 1000.0 / (lcx_now_ms() - t0);
+                off[r] = skip_off ? NAN : n * 1000.0 / (lcx__now_ms() - t0);
                 coff[r] = skip_off ? NAN : n * 1000.0 / ((cpu_ms() - c0) / threads[ti]);
                 eng_kv_clear(c);
                 char err[256];
                 if (eng_triatt_attach(c, &tc, NULL, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
-                t0 = lcx_now_ms();
+                t0 = lcx__now_ms();
                 c0 = cpu_ms();
                 eng_decode(c, toks, NULL, n, false);
-                const double ms = lcx_now_ms() - t0;
+                const double ms = lcx__now_ms() - t0;
                 on[r] = n * 1000.0 / ms;
                 con[r] = n * 1000.0 / ((cpu_ms() - c0) / threads[ti]);
                 eng_triatt_stats st;
@@ -284,10 +284,10 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     if (reps < 1 || reps > 50 || pp < 1 || tg < 1 || g_n_layer < 1 || g_n_layer > N_LAYER_FULL) return 2;
-    lcx_mkdirs(dir);
-    const lcx_cpu_features *f = lcx_cpu();
+    lcx__mkdirs(dir);
+    const lcx_cpu_features *f = lcx__cpu();
     printf("# longctx-engine bench: Qwen2.5-0.5B-shaped random weights; cpu: avx2=%d fma=%d f16c=%d avx512f=%d avx512vnni=%d; kernels: %s\n",
-           f->avx2, f->fma, f->f16c, f->avx512f, f->avx512vnni, eng_isa_name(eng_isa_best()));
+           f->avx2, f->fma, f->f16c, f->avx512f, f->avx512vnni, eng__isa_name(eng__isa_best()));
     printf("# load average at start: %.2f; blocks: %d of %d\n", loadavg(), g_n_layer, N_LAYER_FULL);
     if (!nsz)
         printf("| file | threads | pp%d tok/s (median) | tg%d tok/s (median) | pp%d cpu-normalized | tg%d cpu-normalized | runs pp | runs tg |\n|---|---|---|---|---|---|---|---|\n", pp, tg, pp, tg);
@@ -330,15 +330,15 @@ int main(int argc, char **argv)
             eng_decode(c, toks, NULL, 8, false);   /* warm-up: page in, start threads */
             for (int r = 0; r < reps; r++) {
                 eng_kv_clear(c);
-                double t0 = lcx_now_ms(), c0 = cpu_ms();
+                double t0 = lcx__now_ms(), c0 = cpu_ms();
                 eng_decode(c, toks, NULL, pp, false);
-                rpp[r] = pp * 1000.0 / (lcx_now_ms() - t0);
+                rpp[r] = pp * 1000.0 / (lcx__now_ms() - t0);
                 cpp[r] = pp * 1000.0 / ((cpu_ms() - c0) / threads[ti]);
                 eng_kv_clear(c);
-                t0 = lcx_now_ms();
+                t0 = lcx__now_ms();
                 c0 = cpu_ms();
                 for (int i = 0; i < tg; i++) eng_decode(c, &toks[i], NULL, 1, false);
-                rtg[r] = tg * 1000.0 / (lcx_now_ms() - t0);
+                rtg[r] = tg * 1000.0 / (lcx__now_ms() - t0);
                 ctg[r] = tg * 1000.0 / ((cpu_ms() - c0) / threads[ti]);
             }
             char spp[512] = "", stg[512] = "";

@@ -31,11 +31,11 @@ int main(int argc, char **argv)
     }
     lcx_mrcr_gen *g;
     lcx_embedder *emb;
-    if (lcx_mrcr_gen_open(hay, &g) || lcx_embedder_hash_new(0, &emb)) {
+    if (lcx__mrcr_gen_open(hay, &g) || lcx_embedder_hash_new(0, &emb)) {
         fprintf(stderr, "bench_mrcr: cannot open haystack %s\n", hay);
         return 1;
     }
-    lcx_mrcr_gen_set_varied(g, varied);
+    lcx__mrcr_gen_set_varied(g, varied);
     int rl[3], nr = 0;
     if (strstr(recipes, "selector")) rl[nr++] = LCX_MRCR_RECIPE_SELECTOR;
     if (strstr(recipes, "plain")) rl[nr++] = LCX_MRCR_RECIPE_PLAIN;
@@ -49,26 +49,26 @@ int main(int argc, char **argv)
     double *sc = malloc((size_t)n * sizeof *sc), *ms = malloc((size_t)n * sizeof *ms);
     double *pm = malloc((size_t)n * sizeof *pm);
     for (char *s = NULL, *t = strtok_r(tmp, ",", &s); t; t = strtok_r(NULL, ",", &s)) {
-        int bin = lcx_mrcr_bin_parse(t);
+        int bin = lcx__mrcr_bin_parse(t);
         if (bin < 0) continue;
         /* records are generated once per bin and shared by the recipes */
         lcx_mrcr_rec *recs = calloc((size_t)n, sizeof *recs);
         double chars = 0;
         for (long i = 0; i < n; i++) {
-            if (lcx_mrcr_gen_record(g, seed, needles, bin, i, &recs[i])) { fprintf(stderr, "gen failed\n"); return 1; }
+            if (lcx__mrcr_gen_record(g, seed, needles, bin, i, &recs[i])) { fprintf(stderr, "gen failed\n"); return 1; }
             chars += (double)recs[i].n_chars;
             /* JSONL round trip cost: what `longctx eval mrcr` pays per record */
             char *buf = NULL;
             size_t bl = 0;
             FILE *f = open_memstream(&buf, &bl);
-            lcx_mrcr_write_line(f, &recs[i]);
+            lcx__mrcr_write_line(f, &recs[i]);
             fclose(f);
-            double t0 = lcx_now_ms();
+            double t0 = lcx__now_ms();
             lcx_mrcr_rec p;
             char err[128];
-            lcx_mrcr_parse_line(buf, bl - 1, &p, err, sizeof err);
-            pm[i] = lcx_now_ms() - t0;
-            lcx_mrcr_rec_free(&p);
+            lcx__mrcr_parse_line(buf, bl - 1, &p, err, sizeof err);
+            pm[i] = lcx__now_ms() - t0;
+            lcx__mrcr_rec_free(&p);
             free(buf);
         }
         for (int r = 0; r < nr; r++) {
@@ -77,26 +77,26 @@ int main(int argc, char **argv)
             long failc = 0;
             for (long i = 0; i < n; i++) {
                 lcx_mrcr_outcome oc;
-                if (lcx_mrcr_eval_one(&recs[i], &o, &oc)) { fprintf(stderr, "eval failed\n"); return 1; }
+                if (lcx__mrcr_eval_one(&recs[i], &o, &oc)) { fprintf(stderr, "eval failed\n"); return 1; }
                 sc[i] = oc.score;
                 ms[i] = oc.ms;
                 hits += oc.target_hit;
                 failc += oc.fail_closed;
-                lcx_mrcr_outcome_free(&oc);
+                lcx__mrcr_outcome_free(&oc);
             }
             double mean, ci;
-            lcx_eval_mean_ci(sc, (size_t)n, &mean, &ci);
+            lcx__eval_mean_ci(sc, (size_t)n, &mean, &ci);
             printf("%-9s %-6s %5ld %8.4f %8.4f %9.4f %9.2f %9.2f %6ld %9.2f %9.0f\n", rn[rl[r]], t, n, mean, ci,
-                   hits / (double)n, lcx_eval_percentile(ms, (size_t)n, 0.5),
-                   lcx_eval_percentile(ms, (size_t)n, 0.95), failc, lcx_eval_percentile(pm, (size_t)n, 0.5),
+                   hits / (double)n, lcx__eval_percentile(ms, (size_t)n, 0.5),
+                   lcx__eval_percentile(ms, (size_t)n, 0.95), failc, lcx__eval_percentile(pm, (size_t)n, 0.5),
                    chars / (double)n);
             fflush(stdout);
         }
-        for (long i = 0; i < n; i++) lcx_mrcr_rec_free(&recs[i]);
+        for (long i = 0; i < n; i++) lcx__mrcr_rec_free(&recs[i]);
         free(recs);
     }
     free(sc); free(ms); free(pm);
     lcx_embedder_free(emb);
-    lcx_mrcr_gen_close(g);
+    lcx__mrcr_gen_close(g);
     return 0;
 }

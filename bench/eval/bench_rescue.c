@@ -57,11 +57,11 @@ int main(int argc, char **argv)
     char path[512];
     if (!model) {
         lcx_ramp_shape sh;
-        if (lcx_ramp_model_shape(shape, &sh) < 0) { fprintf(stderr, "unknown shape %s\n", shape); return 2; }
+        if (lcx__ramp_model_shape(shape, &sh) < 0) { fprintf(stderr, "unknown shape %s\n", shape); return 2; }
         mkdir("/tmp/longctx-bench", 0700);
         snprintf(path, sizeof path, "/tmp/longctx-bench/ramp-%s.gguf", shape);
         struct stat stt;
-        if (stat(path, &stt) != 0 && lcx_ramp_write_model(path, &sh, 1) < 0) { fprintf(stderr, "cannot write %s\n", path); return 1; }
+        if (stat(path, &stt) != 0 && lcx__ramp_write_model(path, &sh, 1) < 0) { fprintf(stderr, "cannot write %s\n", path); return 1; }
         model = path;
     }
     char tmpd[] = "/tmp/longctx-bench-svc-XXXXXX";
@@ -80,10 +80,10 @@ int main(int argc, char **argv)
            "rt_p95_ms", "xpref_p50_ms", "xpref_p95_ms", "sum_p50", "sum_p95", "v3_t_med", "lc_t_med", "recall");
     for (int mi = 0; mi < 2; mi++) {
         const int mode = mi == 0 ? LCX_RAMP_TWO_TURN : LCX_RAMP_SINGLE_TURN;
-        if (strcmp(modes, "both") && strcmp(modes, lcx_ramp_rescue_name(mode))) continue;
+        if (strcmp(modes, "both") && strcmp(modes, lcx__ramp_rescue_name(mode))) continue;
         for (int si = 0; si < nsz; si++) {
             lcx_ramp_opts o;
-            lcx_ramp_defaults(&o);
+            lcx__ramp_defaults(&o);
             o.model_path = model;
             o.sizes[0] = sizes[si];
             o.n_sizes = 1;
@@ -94,7 +94,7 @@ int main(int argc, char **argv)
             o.n_threads = threads;
             lcx_ramp_cell *c = NULL;
             int n = 0;
-            if (lcx_ramp_run(&o, &c, &n, err, sizeof err) < 0) { fprintf(stderr, "ramp: %s\n", err); continue; }
+            if (lcx__ramp_run(&o, &c, &n, err, sizeof err) < 0) { fprintf(stderr, "ramp: %s\n", err); continue; }
             double rt[4096], xp[4096], sum[4096], tv3[4096], tlc[4096];
             int k = 0, nv3 = 0, rec = 0;
             for (int i = 0; i < n && k < 4096; i++) {
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
                 k++;
             }
             printf("%-7d %-11s %5d %10.2f %10.2f %12.1f %12.1f %10.1f %10.1f %9.3f %9.3f %6d/%d\n", sizes[si],
-                   lcx_ramp_rescue_name(mode), k, pct(rt, k, 50), pct(rt, k, 95), pct(xp, k, 50), pct(xp, k, 95),
+                   lcx__ramp_rescue_name(mode), k, pct(rt, k, 50), pct(rt, k, 95), pct(xp, k, 50), pct(xp, k, 95),
                    pct(sum, k, 50), pct(sum, k, 95), pct(tv3, nv3, 50), pct(tlc, k, 50), rec, k);
             fflush(stdout);
             free(c);

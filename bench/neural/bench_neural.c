@@ -73,18 +73,18 @@ static float *rnd(size_t n, float scale, float base)
 
 static int write_model(const char *path, bool rerank)
 {
-    eng_gguf_writer *w = eng_gguf_writer_new(32);
-    eng_gguf_w_str(w, "general.architecture", "bert");
-    eng_gguf_w_str(w, "general.name", rerank ? "minilm-shaped-rerank" : "minilm-shaped");
-    eng_gguf_w_u32(w, "bert.block_count", NL);
-    eng_gguf_w_u32(w, "bert.context_length", NCTX);
-    eng_gguf_w_u32(w, "bert.embedding_length", ND);
-    eng_gguf_w_u32(w, "bert.feed_forward_length", NF);
-    eng_gguf_w_u32(w, "bert.attention.head_count", NH);
-    eng_gguf_w_f32(w, "bert.attention.layer_norm_epsilon", 1e-12f);
-    eng_gguf_w_u32(w, "bert.pooling_type", rerank ? 4 : 1);
-    eng_gguf_w_u32(w, "tokenizer.ggml.token_type_count", 2);
-    eng_gguf_w_str(w, "tokenizer.ggml.model", "bert");
+    eng_gguf_writer *w = eng__gguf_writer_new(32);
+    eng__gguf_w_str(w, "general.architecture", "bert");
+    eng__gguf_w_str(w, "general.name", rerank ? "minilm-shaped-rerank" : "minilm-shaped");
+    eng__gguf_w_u32(w, "bert.block_count", NL);
+    eng__gguf_w_u32(w, "bert.context_length", NCTX);
+    eng__gguf_w_u32(w, "bert.embedding_length", ND);
+    eng__gguf_w_u32(w, "bert.feed_forward_length", NF);
+    eng__gguf_w_u32(w, "bert.attention.head_count", NH);
+    eng__gguf_w_f32(w, "bert.attention.layer_norm_epsilon", 1e-12f);
+    eng__gguf_w_u32(w, "bert.pooling_type", rerank ? 4 : 1);
+    eng__gguf_w_u32(w, "tokenizer.ggml.token_type_count", 2);
+    eng__gguf_w_str(w, "tokenizer.ggml.model", "bert");
     char **toks = malloc(NV * sizeof *toks);
     size_t *lens = malloc(NV * sizeof *lens);
     const char *sp[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
@@ -94,15 +94,15 @@ static int write_model(const char *path, bool rerank)
         else snprintf(toks[i], 32, "\xE2\x96\x81w%d", i);
         lens[i] = strlen(toks[i]);
     }
-    eng_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, lens, NV);
-    eng_gguf_w_u32(w, "tokenizer.ggml.cls_token_id", 2);
-    eng_gguf_w_u32(w, "tokenizer.ggml.seperator_token_id", 3);
-    eng_gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 1);
-    eng_gguf_w_u32(w, "tokenizer.ggml.padding_token_id", 0);
+    eng__gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, lens, NV);
+    eng__gguf_w_u32(w, "tokenizer.ggml.cls_token_id", 2);
+    eng__gguf_w_u32(w, "tokenizer.ggml.seperator_token_id", 3);
+    eng__gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 1);
+    eng__gguf_w_u32(w, "tokenizer.ggml.padding_token_id", 0);
     float *keep[256];
     int nk = 0;
-#define T2(name, a, b, sc, base) (keep[nk] = rnd((size_t)(a) * (b), sc, base), eng_gguf_w_tensor(w, name, ENG_T_F32, 2, (int64_t[]){a, b}, keep[nk++]))
-#define T1(name, a, sc, base) (keep[nk] = rnd((size_t)(a), sc, base), eng_gguf_w_tensor(w, name, ENG_T_F32, 1, (int64_t[]){a}, keep[nk++]))
+#define T2(name, a, b, sc, base) (keep[nk] = rnd((size_t)(a) * (b), sc, base), eng__gguf_w_tensor(w, name, ENG_T_F32, 2, (int64_t[]){a, b}, keep[nk++]))
+#define T1(name, a, sc, base) (keep[nk] = rnd((size_t)(a), sc, base), eng__gguf_w_tensor(w, name, ENG_T_F32, 1, (int64_t[]){a}, keep[nk++]))
     T2("token_embd.weight", ND, NV, 0.1f, 0);
     T2("token_types.weight", ND, 2, 0.1f, 0);
     T2("position_embd.weight", ND, NCTX, 0.1f, 0);
@@ -131,8 +131,8 @@ static int write_model(const char *path, bool rerank)
         T2("cls.output.weight", ND, 1, sd, 0);
         T1("cls.output.bias", 1, 0.1f, 0);
     }
-    int rc = eng_gguf_writer_write(w, path, NULL, NULL);
-    eng_gguf_writer_free(w);
+    int rc = eng__gguf_writer_write(w, path, NULL, NULL);
+    eng__gguf_writer_free(w);
     for (int i = 0; i < nk; i++) free(keep[i]);
     for (int i = 0; i < NV; i++) free(toks[i]);
     free(toks);
@@ -167,7 +167,7 @@ static void *peak_thread(void *arg) { *(double *)arg = fma_peak_once(0.3); retur
 typedef struct {
     lcx_nn_wtype wt;
     int threads;
-    bool eng;          /* the engine's eng_matmul row kernels instead of the packed GEMM */
+    bool eng;          /* the engine's eng__matmul row kernels instead of the packed GEMM */
     lcx_nn_model *m;
     double ms[2][64], mm_ms[2][64], cpu[2][64];
 } cfg;
@@ -188,10 +188,10 @@ static double time_forward(lcx_nn_model *m, int B, int L, double *mm_ms, float *
     make_batch(B, L, ids, mask);
     lcx_nn_batch b = {B, L, ids, NULL, mask};
     m->prof_mm_ns = 0;
-    uint64_t t0 = lcx_now_ns();
+    uint64_t t0 = lcx__now_ns();
     double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
     lcx_nn_forward(m, &b, out, NULL, NULL);
-    double ms = (double)(lcx_now_ns() - t0) / 1e6;
+    double ms = (double)(lcx__now_ns() - t0) / 1e6;
     if (cpu) *cpu = (cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3;
     *mm_ms = (double)m->prof_mm_ns / 1e6;
     free(ids);
@@ -352,7 +352,7 @@ int main(int argc, char **argv)
     printf("(GFLOP = lcx_nn_flops: 2 x multiply-adds of every matmul incl. QK^T and PV, the whole forward timed;\n"
            " GF/cpu-s = GFLOP per CPU-second of the process (all threads); %%peak = that / the measured 1-thread FMA peak\n"
            " per CPU-second; vs numpy = numpy's wall time / ours; cpu vs np = numpy's CPU time / ours, same threads;\n"
-           " f32e = f32 weights on the engine's eng_matmul row kernels instead of the packed GEMM)\n");
+           " f32e = f32 weights on the engine's eng__matmul row kernels instead of the packed GEMM)\n");
 
     /* ---- query latency: 16-token query + search 20k chunks */
     {
@@ -377,10 +377,10 @@ int main(int argc, char **argv)
                 uint8_t mask[16];
                 make_batch(1, 16, ids, mask);
                 lcx_nn_batch b = {1, 16, ids, NULL, mask};
-                uint64_t t0 = lcx_now_ns();
+                uint64_t t0 = lcx__now_ns();
                 double c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
                 lcx_nn_forward(cs[c].m, &b, out, NULL, NULL);
-                uint64_t t1 = lcx_now_ns();
+                uint64_t t1 = lcx__now_ns();
                 double c1 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
                 lcx__quant_query_i8(out, ND, qi);
                 lcx__dot_u8_rows(qi, rows, NCH, ND, sc);
@@ -391,7 +391,7 @@ int main(int argc, char **argv)
                         while (j > 0 && sc[best[j - 1]] < sc[i]) best[j] = best[j - 1], j--;
                         best[j] = i;
                     }
-                uint64_t t2 = lcx_now_ns();
+                uint64_t t2 = lcx__now_ns();
                 double c2 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
                 emb[k] = (double)(t1 - t0) / 1e6, se[k] = (double)(t2 - t1) / 1e6, tot[k] = (double)(t2 - t0) / 1e6;
                 ecpu[k] = (c1 - c0) * 1e3, tcpu[k] = (c2 - c0) * 1e3;
@@ -428,10 +428,10 @@ int main(int argc, char **argv)
                 make_batch(16, 128, ids, mask);
                 for (int i = 0; i < 16 * 128; i++) ty[i] = i % 128 > 17;   /* 16-token query side */
                 lcx_nn_batch b = {16, 128, ids, ty, mask};
-                uint64_t t0 = lcx_now_ns();
+                uint64_t t0 = lcx__now_ns();
                 double c0 = cpu_s(CLOCK_PROCESS_CPUTIME_ID);
                 lcx_nn_forward(rm, &b, NULL, NULL, s);
-                v[k] = (double)(lcx_now_ns() - t0) / 1e6;
+                v[k] = (double)(lcx__now_ns() - t0) / 1e6;
                 vc[k] = (cpu_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3;
             }
             printf("rerank 16 x 128 tokens (%s, %d thread%s, %d runs): p50 %.1f ms, p95 %.1f ms; CPU (all threads) p50 %.1f ms, "

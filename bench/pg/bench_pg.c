@@ -76,17 +76,17 @@ static char *turn_body(const char *sid, long long *pos, size_t *len)
     lcx_buf b = {0};
     static char text[65536];
     pthread_mutex_lock(&gen_mu);
-    lcx_buf_printf(&b, "{\"session_id\":\"%s\",\"chunks\":[", sid);
+    lcx__buf_printf(&b, "{\"session_id\":\"%s\",\"chunks\":[", sid);
     for (int i = 0; i < spans; i++) {
         span_text(text, words);
-        lcx_buf_printf(&b, "%s{\"text\":\"%s\",\"token_range\":[%lld,%lld],\"layer\":0,\"score\":0.5}", i ? "," : "", text,
+        lcx__buf_printf(&b, "%s{\"text\":\"%s\",\"token_range\":[%lld,%lld],\"layer\":0,\"score\":0.5}", i ? "," : "", text,
                        *pos, *pos + 255);
         *pos += 256;
     }
-    lcx_buf_puts(&b, "]}");
+    lcx__buf_puts(&b, "]}");
     pthread_mutex_unlock(&gen_mu);
     *len = b.len;
-    return lcx_buf_steal(&b, len);
+    return lcx__buf_steal(&b, len);
 }
 
 static int cmp_d(const void *a, const void *b)

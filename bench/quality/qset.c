@@ -232,7 +232,7 @@ static int lang_of(const char *p)
 static srclist *g_list;
 static size_t g_root_len;
 /* A file below a directory the scope walker skips (dist/, build/, node_modules/, dot
- * directories: lcx_walk_skip_dir) would be copied but never indexed, so its questions
+ * directories: lcx__walk_skip_dir) would be copied but never indexed, so its questions
  * would have no right chunk: such files are not picked. */
 static int under_skipped_dir(const char *p)
 {
@@ -246,7 +246,7 @@ static int under_skipped_dir(const char *p)
         if (n < sizeof comp) {
             memcpy(comp, s, n);
             comp[n] = 0;
-            if (lcx_walk_skip_dir(comp)) return 1;
+            if (lcx__walk_skip_dir(comp)) return 1;
         }
         s = e;
     }

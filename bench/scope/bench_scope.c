@@ -48,8 +48,8 @@ static void wr(const char *dir, const char *rel, const char *text)
     snprintf(d, sizeof d, "%s", p);
     char *s = strrchr(d, '/');
     *s = 0;
-    lcx_mkdirs(d);
-    lcx_write_file_atomic(p, text, strlen(text));
+    lcx__mkdirs(d);
+    lcx__write_file_atomic(p, text, strlen(text));
 }
 
 static void rmrf(const char *p)
@@ -69,24 +69,24 @@ static char *make_project(void)
     char name[64];
     for (int f = 0; f < 14; f++) {
         b.len = 0;
-        lcx_buf_printf(&b, "/* module %d */\n#include <stdio.h>\n", f);
+        lcx__buf_printf(&b, "/* module %d */\n#include <stdio.h>\n", f);
         for (int i = 0; i < 12; i++)
-            lcx_buf_printf(&b, "int mod%d_func%d(int x)\n{\n    int y = x * %d;\n    if (y > %d) return y - 1;\n"
+            lcx__buf_printf(&b, "int mod%d_func%d(int x)\n{\n    int y = x * %d;\n    if (y > %d) return y - 1;\n"
                                "    printf(\"value %%d\\n\", y);\n    return y + %d;\n}\n\n", f, i, i + f, i * 7, f);
         snprintf(name, sizeof name, "src/mod%02d.c", f);
         wr(d, name, b.data);
     }
     for (int f = 0; f < 3; f++) {
         b.len = 0;
-        lcx_buf_printf(&b, "class Service%d:\n", f);
-        for (int i = 0; i < 20; i++) lcx_buf_printf(&b, "    def handle_%d(self, req):\n        return req.get('k%d')\n\n", i, i);
+        lcx__buf_printf(&b, "class Service%d:\n", f);
+        for (int i = 0; i < 20; i++) lcx__buf_printf(&b, "    def handle_%d(self, req):\n        return req.get('k%d')\n\n", i, i);
         snprintf(name, sizeof name, "tools/svc%d.py", f);
         wr(d, name, b.data);
     }
     wr(d, "README.md", "# Bench project\n\nModules compute values.\n\nSee src/.\n");
     wr(d, "config.json", "{\"workers\": 4, \"port\": 8080}\n");
     wr(d, "Makefile", "all:\n\tcc -o app src/*.c\n");
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     return d;
 }
 
@@ -97,7 +97,7 @@ static lcx_scopes *open_mgr(lcx_embedder *e, const char *data, bool watch)
     o.watch = watch;
     lcx_scopes *m = NULL;
     if (lcx_scopes_open(&o, e, &m) < 0) { fprintf(stderr, "open failed\n"); exit(1); }
-    if (getenv("LCX_BENCH_SERIAL")) lcx_scopes__set_serial(m, true);   /* A/B of the small cases */
+    if (getenv("LCX_BENCH_SERIAL")) lcx__scopes_set_serial(m, true);   /* A/B of the small cases */
     return m;
 }
 
@@ -144,12 +144,12 @@ static int side_cb(const char *rel, const struct stat *st, void *ud)
     snprintf(p, sizeof p, "%s/%s", a->root, rel);
     char *t;
     size_t n;
-    if (lcx_scope_read_file(p, 5u << 20, &t, &n) < 0) return 0;
+    if (lcx__scope_read_file(p, 5u << 20, &t, &n) < 0) return 0;
     lcx_span *sp;
     int ns;
-    if (lcx_chunk_text(t, n, lcx_file_type_of(rel), &sp, &ns) == 0) { a->chunks += (uint64_t)ns; free(sp); }
+    if (lcx__chunk_text(t, n, lcx__file_type_of(rel), &sp, &ns) == 0) { a->chunks += (uint64_t)ns; free(sp); }
     lcx_symbol *sy;
-    int k = lcx_symbols_extract(rel, t, n, &sy);
+    int k = lcx__symbols_extract(rel, t, n, &sy);
     if (k > 0) { a->syms += (uint64_t)k; free(sy); }
     a->bytes += n;
     free(t);
@@ -161,12 +161,12 @@ static size_t sink(char *p, size_t s, size_t n, void *u) { (void)p; (void)u; ret
 /* --child-reload DATA PREFILL QUERY FD: timed from main() (after exec and dynamic loading) */
 static int child_reload(char **argv)
 {
-    double t0 = lcx_now_ms(), c0 = cpu_s();
+    double t0 = lcx__now_ms(), c0 = cpu_s();
     lcx_embedder *e;
     lcx_embedder_hash_new(0, &e);
     lcx_scopes *m = open_mgr(e, argv[2], false);
     int n = first_retrieve(m, argv[3], argv[4]);
-    double ms[2] = {lcx_now_ms() - t0, (cpu_s() - c0) * 1000};
+    double ms[2] = {lcx__now_ms() - t0, (cpu_s() - c0) * 1000};
     if (n <= 0) ms[0] = -1;
     int fd = atoi(argv[5]);
     if (write(fd, ms, sizeof ms) != sizeof ms) return 1;
@@ -202,12 +202,12 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs; r++) {
         char tmpl[] = "/tmp/lcxbenchdata.XXXXXX";
         char *data = mkdtemp(tmpl);
-        double t0 = lcx_now_ms(), c0 = cpu_s();
+        double t0 = lcx__now_ms(), c0 = cpu_s();
         lcx_embedder *e;
         lcx_embedder_hash_new(0, &e);
         lcx_scopes *m = open_mgr(e, data, false);
         int n = first_retrieve(m, prefill, query);
-        t[r] = lcx_now_ms() - t0;
+        t[r] = lcx__now_ms() - t0;
         tc[r] = (cpu_s() - c0) * 1000;
         if (n <= 0) fprintf(stderr, "cold: no hits (%d)\n", n);
         lcx_scopes_close(m);
@@ -266,9 +266,9 @@ int main(int argc, char **argv)
         const char *qs[] = {"where is mod3_func7 computed", "printf value", "Service1.handle_4", "workers port config",
                             "return y minus one"};
         for (int i = 0; i < n; i++) {
-            double t0 = lcx_now_ms();
+            double t0 = lcx__now_ms();
             first_retrieve(m, prefill, qs[i % 5]);
-            w[i] = lcx_now_ms() - t0;
+            w[i] = lcx__now_ms() - t0;
         }
         double p50 = pct(w, n, 0.5), p95 = pct(w, n, 0.95), p99 = pct(w, n, 0.99);
         printf("warm lcx_code_retrieve in process: p50 %.3f ms, p95 %.3f ms, p99 %.3f ms\n", p50, p95, p99);
@@ -316,9 +316,9 @@ int main(int argc, char **argv)
             int n = 1000;
             double *w = calloc((size_t)n, sizeof *w);
             for (int i = 0; i < n; i++) {
-                double t0 = lcx_now_ms();
+                double t0 = lcx__now_ms();
                 curl_easy_perform(c);
-                w[i] = lcx_now_ms() - t0;
+                w[i] = lcx__now_ms() - t0;
             }
             printf("warm POST /retrieve over loopback HTTP (keep-alive, JSON form, top_k 8): p50 %.3f ms, p95 %.3f ms, "
                    "p99 %.3f ms  (goal p95 <= 2 ms)\n", pct(w, n, 0.5), pct(w, n, 0.95), pct(w, n, 0.99));
@@ -348,9 +348,9 @@ int main(int argc, char **argv)
             sideacc a = {.root = trees[i]};
             lcx_walk_opts wo = {.max_file_bytes = 5u << 20, .recursive = true};
             lcx_walk_stats ws = {0};
-            double c0 = cpu_s(), t0 = lcx_now_ms();
-            lcx_walk(trees[i], "", &wo, side_cb, NULL, &a, &ws);
-            double ms = lcx_now_ms() - t0, cs = cpu_s() - c0;
+            double c0 = cpu_s(), t0 = lcx__now_ms();
+            lcx__walk(trees[i], "", &wo, side_cb, NULL, &a, &ws);
+            double ms = lcx__now_ms() - t0, cs = cpu_s() - c0;
             printf("scope layer only (walk+read+chunk+symbols) %s: %.1f MB in %.2f s = %.1f MB/s (%.1f MB per CPU-second)\n",
                    trees[i], a.bytes / 1e6, ms / 1000, a.bytes / 1e6 / (ms / 1000), a.bytes / 1e6 / cs);
         }
@@ -367,14 +367,14 @@ int main(int argc, char **argv)
                 lcx_embedder *e;
                 lcx_embedder_hash_new(0, &e);
                 lcx_scopes *m = open_mgr(e, td, false);
-                lcx_scopes__set_serial(m, v == 1);
-                lcx_scopes__set_fly(m, v == 2 ? 2 : 0);   /* 0 = the default (3 in flight) */
-                if (getenv("LCX_BENCH_BATCH")) lcx_scopes__set_batch(m, (uint32_t)atoi(getenv("LCX_BENCH_BATCH")), 3000);
-                double c0 = cpu_s(), t0 = lcx_now_ms();
+                lcx__scopes_set_serial(m, v == 1);
+                lcx__scopes_set_fly(m, v == 2 ? 2 : 0);   /* 0 = the default (3 in flight) */
+                if (getenv("LCX_BENCH_BATCH")) lcx__scopes_set_batch(m, (uint32_t)atoi(getenv("LCX_BENCH_BATCH")), 3000);
+                double c0 = cpu_s(), t0 = lcx__now_ms();
                 int rc = lcx_scopes_index(m, trees[i], NULL, NULL, &inf, NULL);
-                double c1 = cpu_s(), t1 = lcx_now_ms();
+                double c1 = cpu_s(), t1 = lcx__now_ms();
                 lcx_scopes_close(m);
-                cw[v][r] = lcx_now_ms() - t1;
+                cw[v][r] = lcx__now_ms() - t1;
                 cc[v][r] = cpu_s() - c1;
                 bw[v][r] = t1 - t0;
                 bc[v][r] = c1 - c0;
@@ -404,14 +404,14 @@ int main(int argc, char **argv)
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {
-            double r0 = lcx_now_ms();
+            double r0 = lcx__now_ms();
             lcx_embedder *e2;
             lcx_embedder_hash_new(0, &e2);
             lcx_scopes *m2 = open_mgr(e2, keep, false);
             lcx_scope_info i2;
             lcx_scopes_index(m2, trees[i], NULL, NULL, &i2, NULL);
             printf("  reload %s in a fresh process + refresh: %.0f ms (%u files re-read)\n", trees[i],
-                   lcx_now_ms() - r0, i2.files_read_last);
+                   lcx__now_ms() - r0, i2.files_read_last);
             fflush(stdout);
             _exit(0);
         }

@@ -1,7 +1,7 @@
 /* In-process A/B of the /evict/write body parse (the server's per-span HTTP/JSON cost
  * without the store): the general path (whole-body UTF-8 check, NUL scan, cJSON tree,
  * per-chunk field lookups, strlen + UTF-8 check of each text, cJSON_Delete) against the
- * fast path lcx_svc_write_parse_fast, on the bench_svc body (256 spans of 256 words).
+ * fast path lcx__svc_write_parse_fast, on the bench_svc body (256 spans of 256 words).
  * CPU time of this thread, median of 15 rounds.
  *
  * Then the core alone on that workload (fast parse + lcx_store_append, --store spans).
@@ -46,7 +46,7 @@ static int cmp_d(const void *a, const void *b)
 /* the general path's work, as in write_parse_cjson (errors impossible here) */
 static int parse_cjson(const char *b, size_t n, double *sink)
 {
-    if (!lcx_utf8_valid(b, n) || memchr(b, 0, n)) return -1;
+    if (!lcx__utf8_valid(b, n) || memchr(b, 0, n)) return -1;
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(b, n, &end, 0);
     if (!j) return -1;
@@ -56,7 +56,7 @@ static int parse_cjson(const char *b, size_t n, double *sink)
     cJSON_ArrayForEach(c, chunks) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
         size_t tl = strlen(t->valuestring);
-        if (!lcx_utf8_valid(t->valuestring, tl)) return -1;
+        if (!lcx__utf8_valid(t->valuestring, tl)) return -1;
         const cJSON *l = cJSON_GetObjectItemCaseSensitive(c, "layer"), *s = cJSON_GetObjectItemCaseSensitive(c, "score");
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "round"), *tr = cJSON_GetObjectItemCaseSensitive(c, "token_range");
         const cJSON *tk = cJSON_GetObjectItemCaseSensitive(c, "tokens");
@@ -92,11 +92,11 @@ int main(int argc, char **argv)
         int m = parse_cjson(body, o, &sink);
         double t1 = cpu_us();
         lcx_svc_wbatch w;
-        int rc = lcx_svc_write_parse_fast(body, o, NULL, 100000, 1u << 20, &w);
+        int rc = lcx__svc_write_parse_fast(body, o, NULL, 100000, 1u << 20, &w);
         double t2 = cpu_us();
         if (m != batch || rc != 0 || w.m != batch) { fprintf(stderr, "parse failed (%d, %d)\n", m, rc); return 1; }
         sink += w.cs[batch - 1].tok_end;
-        lcx_svc_wbatch_free(&w);
+        lcx__svc_wbatch_free(&w);
         ta[r] = t1 - t0;
         tb[r] = t2 - t1;
     }
@@ -123,14 +123,14 @@ int main(int argc, char **argv)
             clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
             double c0 = t.tv_sec * 1e6 + t.tv_nsec / 1e3;
             lcx_svc_wbatch w;
-            if (lcx_svc_write_parse_fast(body, o, NULL, 100000, 1u << 20, &w)) return 1;
+            if (lcx__svc_write_parse_fast(body, o, NULL, 100000, 1u << 20, &w)) return 1;
             clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
             double c1 = t.tv_sec * 1e6 + t.tv_nsec / 1e3;
             if (lcx_store_append(st, w.cs, w.m, NULL)) { fprintf(stderr, "append failed\n"); return 1; }
             clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
             c_parse += c1 - c0;
             c_app += t.tv_sec * 1e6 + t.tv_nsec / 1e3 - c1;
-            lcx_svc_wbatch_free(&w);
+            lcx__svc_wbatch_free(&w);
         }
         printf("in-process, same workload, %d spans in batches of %d (process CPU):\n", n_store, batch);
         printf("  fast parse %.2f us/span + lcx_store_append %.2f us/span = %.2f us/span\n", c_parse / n_store,

@@ -169,7 +169,7 @@ int main(int argc, char **argv)
                 kf16h = {.ud = &srch, .get16 = get_f16}, kqh = {.ud = &srch, .get_q8 = get_q8};
     double *t = malloc(reps * sizeof(double)), *tc = malloc(reps * sizeof(double));
     printf("bench_triatt: %d cells, 28 layers x 4 KV heads x head_dim 128, AVX-512 %s\n", N,
-           lcx_cpu_has_avx512() ? "yes" : "no");
+           lcx__cpu_has_avx512() ? "yes" : "no");
     print_thp(b16 + bq8);
     triatt_keys kl2 = {.ud = &src, .get16 = get_f16_l2}, kq = {.ud = &src, .get_q8 = get_q8},
                 kql2 = {.ud = &src, .get_q8 = get_q8_l2};
@@ -190,9 +190,9 @@ int main(int argc, char **argv)
         for (int r = 0; r < reps; r++)
             for (int v = 0; v < NV; v++) {
                 triatt__scorer_set_streams(sco, v % 2 ? 1 : 4);
-                double t0 = lcx_now_ms(), c0 = cpu_ms();
+                double t0 = lcx__now_ms(), c0 = cpu_ms();
                 triatt_score(sco, cal, kv[v / 2], pos, N, N - 1, N - 128, v == 0 ? sc : sc2);
-                tv[v * reps + r] = lcx_now_ms() - t0;
+                tv[v * reps + r] = lcx__now_ms() - t0;
                 cv[v * reps + r] = cpu_ms() - c0;
             }
         triatt__scorer_set_streams(sco, 4);
@@ -220,17 +220,17 @@ int main(int argc, char **argv)
         }
         if (quick) { triatt_scorer_free(sco); break; }
         triatt_fast_reserve(sco, N);
-        double t0 = lcx_now_ms(), ce = cpu_ms();
+        double t0 = lcx__now_ms(), ce = cpu_ms();
         triatt_fast_set_cells(sco, cal, &kf32, pos, 0, N);
-        double enter = lcx_now_ms() - t0;
+        double enter = lcx__now_ms() - t0;
         ce = cpu_ms() - ce;
         int freps = reps * 5;
         double *tf = malloc(freps * sizeof(double)), *tfc = malloc(freps * sizeof(double));
         for (int r = 0; r < freps; r++) {
-            t0 = lcx_now_ms();
+            t0 = lcx__now_ms();
             double c0 = cpu_ms();
             triatt_fast_score(sco, cal, pos, N, N - 1 + r, N - 128, sc2);
-            tf[r] = lcx_now_ms() - t0;
+            tf[r] = lcx__now_ms() - t0;
             tfc[r] = cpu_ms() - c0;
         }
         snprintf(name, sizeof name, "fast path, %d thread%s", nt, nt > 1 ? "s" : "");
@@ -254,9 +254,9 @@ int main(int argc, char **argv)
                                .n_segments = 8, .version = TRIATT_V3, .direction = TRIATT_KEEP_HIGH};
     int32_t *out = malloc(N * sizeof(int32_t));
     for (int r = 0; r < reps; r++) {
-        double t0 = lcx_now_ms(), c0 = cpu_ms();
+        double t0 = lcx__now_ms(), c0 = cpu_ms();
         triatt_select(&sp, pos, sc, N, N - sp.budget, out);
-        t[r] = lcx_now_ms() - t0;
+        t[r] = lcx__now_ms() - t0;
         tc[r] = cpu_ms() - c0;
     }
     report("select V3 (90% budget)", t, tc, reps);

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     eng_model *m = NULL;
     eng_tokenizer *tk = NULL;
     if (eng_model_load(argv[1], &m, err, sizeof err) < 0 ||
-        eng_tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err) < 0) {
+        eng__tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err) < 0) {
         fprintf(stderr, "needle-eval: %s\n", err);
         return 1;
     }
@@ -62,7 +62,7 @@ int main(int argc, char **argv)
         const char *p = jp->valuestring;
         size_t pl = strlen(p);
         int32_t *ids = malloc((pl + 16) * sizeof *ids);
-        int n = ids ? eng_tokenize(tk, p, pl, true, false, ids, (int)pl + 16) : -1;
+        int n = ids ? eng__tokenize(tk, p, pl, true, false, ids, (int)pl + 16) : -1;
         eng_ctx_params cp = eng_ctx_default_params();
         cp.n_ctx = n + max_gen + 8;
         cp.n_threads = threads;
@@ -75,12 +75,12 @@ int main(int argc, char **argv)
         int ng = 0;
         while (rc >= 0 && ng < max_gen && ng < 64) {
             int32_t t = argmax(eng_logits(c, -1), nv);
-            if (eng_token_is_eog(tk, t)) break;
+            if (eng__token_is_eog(tk, t)) break;
             gen[ng++] = t;
             rc = eng_decode(c, &t, NULL, 1, false);
         }
         char reply[512] = "";
-        if (rc >= 0) eng_detokenize(tk, gen, ng, reply, sizeof reply);
+        if (rc >= 0) eng__detokenize(tk, gen, ng, reply, sizeof reply);
         const bool ok = rc >= 0 && !strcmp(reply, ja->valuestring);
         n_ok += ok;
         n_all++;
@@ -100,7 +100,7 @@ int main(int argc, char **argv)
            n_all ? (double)n_ok / n_all : 0.0);
     free(line);
     fclose(f);
-    eng_tokenizer_free(tk);
+    eng__tokenizer_free(tk);
     eng_model_free(m);
     return 0;
 }

@@ -1,6 +1,6 @@
 /* Dense kernels: scalar references, AVX2+FMA versions, and the dispatcher.
  * The build baseline is x86-64-v3, so AVX2 is always available here; AVX-512
- * versions live in dot_avx512.c and run only when lcx_cpu_has_avx512(). */
+ * versions live in dot_avx512.c and run only when lcx__cpu_has_avx512(). */
 #include "embed/embed.h"
 #include "embed/dot_quarters.h"
 #include "util/util.h"
@@ -33,7 +33,7 @@ float lcx__dot_f32_avx2(const float *a, const float *b, size_t n)
 
 float lcx_dot_f32(const float *a, const float *b, size_t n)
 {
-    if (lcx_cpu_has_avx512()) return lcx__dot_f32_avx512(a, b, n);
+    if (lcx__cpu_has_avx512()) return lcx__dot_f32_avx512(a, b, n);
     return lcx__dot_f32_avx2(a, b, n);
 }
 
@@ -198,6 +198,6 @@ float lcx__dot_f32_u8(const float *q, const uint8_t *row, size_t dim) { return l
 
 void lcx__dot_u8_rows(const int8_t *q, const uint8_t *rows, size_t n_rows, size_t dim, int32_t *out)
 {
-    if (lcx_cpu_has_avx512()) lcx__dot_u8_rows_avx512(q, rows, n_rows, dim, out);
+    if (lcx__cpu_has_avx512()) lcx__dot_u8_rows_avx512(q, rows, n_rows, dim, out);
     else lcx__dot_u8_rows_avx2(q, rows, n_rows, dim, out);
 }

@@ -1,5 +1,5 @@
 /* AVX-512 dense kernels. Compiled with AVX-512 flags (file name *_avx512.c) and called only
- * through the dispatch in dot.c when lcx_cpu_has_avx512(); never call them directly. */
+ * through the dispatch in dot.c when lcx__cpu_has_avx512(); never call them directly. */
 #include "embed/embed.h"
 #include "embed/dot_quarters.h"
 #include <immintrin.h>

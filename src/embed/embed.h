@@ -49,7 +49,7 @@ float lcx__dot_f32_u8(const float *q, const uint8_t *row, size_t dim);
 
 /* ---- token-level feed of the hash embedder, so that a caller that also needs the
  * tokens (BM25) tokenizes each text once (hfeat.h, lcx__hfeat_token_inl). h =
- * lcx_hash64(tok, n, 0). The caller skips
+ * lcx__hash64(tok, n, 0). The caller skips
  * stopword WORD tokens (as the embedder does). */
 typedef struct {
     float *acc;          /* (dim) accumulator, zeroed by the caller */

@@ -215,7 +215,7 @@ static inline float lcx__hfeat_w(int kind)
 static inline uint64_t lcx__hfeat_fh(uint64_t h) { return hf_mix64(h ^ SEED_WORD); }
 
 /* hot: called for every non-stopword token of every embedded text. The token hash h is
- * shared with BM25 (lcx_hash64(tok, n, 0)); words, numbers, identifiers and parts share
+ * shared with BM25 (lcx__hash64(tok, n, 0)); words, numbers, identifiers and parts share
  * one feature space (so the query word "parse" meets the part "parse" of parseHeader),
  * only their weights differ. */
 static inline __attribute__((always_inline)) void lcx__hfeat_token_rd(lcx__hfeat *c, const char *t, size_t n, int kind,

@@ -67,7 +67,7 @@ static double now_s(void)
 
 static uint64_t msg_hash(uint64_t prev, const char *role, const char *content, size_t content_len)
 {
-    return lcx_hash64(content, content_len, lcx_hash64(role, strlen(role) + 1, prev));
+    return lcx__hash64(content, content_len, lcx__hash64(role, strlen(role) + 1, prev));
 }
 
 static int hist_push(slot *sl, uint64_t h)
@@ -685,12 +685,12 @@ static const char *content_text(cJSON *m, int i, char *why, size_t n)
             snprintf(why, n, "messages[%d].content[%d].text must be a string", i, k);
             goto bad;
         }
-        if ((k && lcx_buf_append(&b, "\n", 1) < 0) || lcx_buf_append(&b, text->valuestring, strlen(text->valuestring)) < 0)
+        if ((k && lcx__buf_append(&b, "\n", 1) < 0) || lcx__buf_append(&b, text->valuestring, strlen(text->valuestring)) < 0)
             goto oom;
         k++;
     }
     cJSON *joined = cJSON_CreateString(b.data ? b.data : "");
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     if (!joined || !cJSON_ReplaceItemInObjectCaseSensitive(m, "content", joined)) {
         cJSON_Delete(joined);
         snprintf(why, n, "out of memory");
@@ -700,7 +700,7 @@ static const char *content_text(cJSON *m, int i, char *why, size_t n)
 oom:
     snprintf(why, n, "out of memory");
 bad:
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     return NULL;
 }
 

@@ -12,7 +12,7 @@ static bool has(const char *s, size_t n, const char *needle) {
     return s && memmem(s, n, needle, strlen(needle)) != NULL;
 }
 
-eng_chat_tmpl eng_chat_detect(const char *tmpl, size_t len, bool *fell_back) {
+eng_chat_tmpl eng__chat_detect(const char *tmpl, size_t len, bool *fell_back) {
     eng_chat_tmpl k = ENG_CHAT_CHATML;
     bool fb = false;
     if (has(tmpl, len, "<|im_start|>")) k = ENG_CHAT_CHATML;
@@ -23,7 +23,7 @@ eng_chat_tmpl eng_chat_detect(const char *tmpl, size_t len, bool *fell_back) {
     return k;
 }
 
-const char *eng_chat_tmpl_name(eng_chat_tmpl k) {
+const char *eng__chat_tmpl_name(eng_chat_tmpl k) {
     switch (k) {
     case ENG_CHAT_CHATML: return "chatml";
     case ENG_CHAT_LLAMA3: return "llama3";
@@ -32,16 +32,16 @@ const char *eng_chat_tmpl_name(eng_chat_tmpl k) {
     return "unknown";
 }
 
-int eng_chat_tmpl_from_name(const char *name) {
+int eng__chat_tmpl_from_name(const char *name) {
     if (!name) return LCX_EINVAL;
     for (int k = ENG_CHAT_CHATML; k <= ENG_CHAT_MISTRAL; k++)
-        if (!strcmp(name, eng_chat_tmpl_name((eng_chat_tmpl)k))) return k;
+        if (!strcmp(name, eng__chat_tmpl_name((eng_chat_tmpl)k))) return k;
     return LCX_ENOTFOUND;
 }
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-int eng_chat_format(eng_chat_tmpl k, const char *eos_text, const eng_chat_msg *m, int n,
+int eng__chat_format(eng_chat_tmpl k, const char *eos_text, const eng_chat_msg *m, int n,
                     bool add_assistant_prompt, char **out) {
     if (!out || n < 0 || (!m && n)) return LCX_EINVAL;
     *out = NULL;
@@ -52,8 +52,8 @@ int eng_chat_format(eng_chat_tmpl k, const char *eos_text, const eng_chat_msg *m
     lcx_buf b = {.cap = ENG_CHAT_MAX_OUT};
     int rc = 0;
     const char *pending_sys = NULL;    /* Mistral: system text waiting for the next user turn */
-#define P(s) do { if ((rc = lcx_buf_puts(&b, (s))) < 0) goto fail; } while (0)
-#define A(s, l) do { if ((rc = lcx_buf_append(&b, (s), (l))) < 0) goto fail; } while (0)
+#define P(s) do { if ((rc = lcx__buf_puts(&b, (s))) < 0) goto fail; } while (0)
+#define A(s, l) do { if ((rc = lcx__buf_append(&b, (s), (l))) < 0) goto fail; } while (0)
     for (int i = 0; i < n; i++) {
         const char *role = m[i].role, *c = m[i].content;
         switch (k) {
@@ -89,29 +89,29 @@ int eng_chat_format(eng_chat_tmpl k, const char *eos_text, const eng_chat_msg *m
     }
 #undef P
 #undef A
-    if (!b.data && (rc = lcx_buf_append(&b, "", 0)) < 0) goto fail;
+    if (!b.data && (rc = lcx__buf_append(&b, "", 0)) < 0) goto fail;
     size_t len = b.len;
-    *out = lcx_buf_steal(&b, NULL);
+    *out = lcx__buf_steal(&b, NULL);
     if (!*out) return LCX_ENOMEM;
     return (int)len;
 fail:
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     return rc;
 }
 
-int eng_chat_apply(const eng_gguf *g, const eng_chat_msg *m, int n, bool add_assistant_prompt,
+int eng__chat_apply(const eng_gguf *g, const eng_chat_msg *m, int n, bool add_assistant_prompt,
                    char **out, bool *fell_back) {
     if (!g || !out) return LCX_EINVAL;
     size_t tl = 0;
-    const char *tmpl = eng_gguf_get_str(g, "tokenizer.chat_template", &tl);
-    eng_chat_tmpl k = eng_chat_detect(tmpl, tmpl ? tl : 0, fell_back);
+    const char *tmpl = eng__gguf_get_str(g, "tokenizer.chat_template", &tl);
+    eng_chat_tmpl k = eng__chat_detect(tmpl, tmpl ? tl : 0, fell_back);
     char eos[ENG_TOK_MAX_TOKEN + 1];
     const char *eos_text = NULL;
     uint32_t eid;
-    if (k == ENG_CHAT_MISTRAL && eng_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &eid) == 0) {
+    if (k == ENG_CHAT_MISTRAL && eng__gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &eid) == 0) {
         size_t l;
-        const char *s = eng_gguf_get_arr_str(g, "tokenizer.ggml.tokens", eid, &l);
+        const char *s = eng__gguf_get_arr_str(g, "tokenizer.ggml.tokens", eid, &l);
         if (s && l <= ENG_TOK_MAX_TOKEN) { memcpy(eos, s, l); eos[l] = 0; eos_text = eos; }
     }
-    return eng_chat_format(k, eos_text, m, n, add_assistant_prompt, out);
+    return eng__chat_format(k, eos_text, m, n, add_assistant_prompt, out);
 }

@@ -77,7 +77,7 @@ static int read_checkpoint(const char *ck, size_t ckn, l2c_model *m, char *err, 
                          "convert: checkpoint is %zu bytes, its header implies %llu", ckn,
                          (unsigned long long)(sizeof h + (uint64_t)total * 4));
     *m = (l2c_model){dim, hidden, nl, nh, nkv, vocab, seq, hs, kvd, .wcls = NULL};
-    /* float32 data may be unaligned after a 28-byte header in the read buffer: lcx_read_file
+    /* float32 data may be unaligned after a 28-byte header in the read buffer: lcx__read_file
      * returns malloc'd memory, so +28 is 4-byte aligned, which is all F32 needs. */
     const float *p = (const float *)(ck + sizeof h);
     m->emb = p; p += n_emb;
@@ -154,36 +154,36 @@ static int read_vocab(const char *tk, size_t tkn, int vocab, l2c_vocab *v, char 
 /* The GGUF: llama metadata as llama.cpp's converter writes it, the vocabulary, the tensors. */
 static int write_gguf(const l2c_model *m, const l2c_vocab *v, const char *out_path, char *err, size_t errlen)
 {
-    eng_gguf_writer *w = eng_gguf_writer_new(32);
+    eng_gguf_writer *w = eng__gguf_writer_new(32);
     if (!w) return eng__errf(err, errlen, LCX_ENOMEM, "convert: out of memory");
     const int dim = m->dim, hidden = m->hidden, vocab = m->vocab;
     const int64_t kvd = m->kvd;
-    eng_gguf_w_str(w, "general.architecture", "llama");
-    eng_gguf_w_str(w, "general.name", "llama");
-    eng_gguf_w_u32(w, "general.file_type", 0);
-    eng_gguf_w_u32(w, "llama.context_length", (uint32_t)m->seq);
-    eng_gguf_w_u32(w, "llama.embedding_length", (uint32_t)dim);
-    eng_gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)hidden);
-    eng_gguf_w_u32(w, "llama.attention.head_count", (uint32_t)m->nh);
-    eng_gguf_w_u32(w, "llama.attention.head_count_kv", (uint32_t)m->nkv);
-    eng_gguf_w_u32(w, "llama.block_count", (uint32_t)m->nl);
-    eng_gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)m->hs);
-    eng_gguf_w_f32(w, "llama.rope.freq_base", 10000.0f);
-    eng_gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    eng_gguf_w_u32(w, "llama.vocab_size", (uint32_t)vocab);
-    eng_gguf_w_str(w, "tokenizer.ggml.model", "llama");
-    eng_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->toks, v->lens, (uint64_t)vocab);
-    eng_gguf_w_arr(w, "tokenizer.ggml.scores", ENG_GGUF_F32, v->scores, (uint64_t)vocab);
-    eng_gguf_w_arr(w, "tokenizer.ggml.token_type", ENG_GGUF_I32, v->types, (uint64_t)vocab);
-    eng_gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    eng_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    eng_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    eng_gguf_w_tensor(w, "token_embd.weight", ENG_T_F32, 2, (int64_t[]){dim, vocab}, m->emb);
-    eng_gguf_w_tensor(w, "output_norm.weight", ENG_T_F32, 1, (int64_t[]){dim}, m->rms_final);
-    if (m->wcls) eng_gguf_w_tensor(w, "output.weight", ENG_T_F32, 2, (int64_t[]){dim, vocab}, m->wcls);
+    eng__gguf_w_str(w, "general.architecture", "llama");
+    eng__gguf_w_str(w, "general.name", "llama");
+    eng__gguf_w_u32(w, "general.file_type", 0);
+    eng__gguf_w_u32(w, "llama.context_length", (uint32_t)m->seq);
+    eng__gguf_w_u32(w, "llama.embedding_length", (uint32_t)dim);
+    eng__gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)hidden);
+    eng__gguf_w_u32(w, "llama.attention.head_count", (uint32_t)m->nh);
+    eng__gguf_w_u32(w, "llama.attention.head_count_kv", (uint32_t)m->nkv);
+    eng__gguf_w_u32(w, "llama.block_count", (uint32_t)m->nl);
+    eng__gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)m->hs);
+    eng__gguf_w_f32(w, "llama.rope.freq_base", 10000.0f);
+    eng__gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    eng__gguf_w_u32(w, "llama.vocab_size", (uint32_t)vocab);
+    eng__gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    eng__gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->toks, v->lens, (uint64_t)vocab);
+    eng__gguf_w_arr(w, "tokenizer.ggml.scores", ENG_GGUF_F32, v->scores, (uint64_t)vocab);
+    eng__gguf_w_arr(w, "tokenizer.ggml.token_type", ENG_GGUF_I32, v->types, (uint64_t)vocab);
+    eng__gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    eng__gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    eng__gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    eng__gguf_w_tensor(w, "token_embd.weight", ENG_T_F32, 2, (int64_t[]){dim, vocab}, m->emb);
+    eng__gguf_w_tensor(w, "output_norm.weight", ENG_T_F32, 1, (int64_t[]){dim}, m->rms_final);
+    if (m->wcls) eng__gguf_w_tensor(w, "output.weight", ENG_T_F32, 2, (int64_t[]){dim, vocab}, m->wcls);
     for (int l = 0; l < m->nl; l++) {
         char nm[64];
-#define T(name, nd, ne, ptr) (snprintf(nm, sizeof nm, "blk.%d." name, l), eng_gguf_w_tensor(w, nm, ENG_T_F32, nd, ne, ptr))
+#define T(name, nd, ne, ptr) (snprintf(nm, sizeof nm, "blk.%d." name, l), eng__gguf_w_tensor(w, nm, ENG_T_F32, nd, ne, ptr))
         T("attn_norm.weight", 1, ((int64_t[]){dim}), m->rms_att + (size_t)l * dim);
         T("attn_q.weight", 2, ((int64_t[]){dim, dim}), m->wq + (size_t)l * dim * dim);
         T("attn_k.weight", 2, ((int64_t[]){dim, kvd}), m->wk + (size_t)l * kvd * dim);
@@ -195,9 +195,9 @@ static int write_gguf(const l2c_model *m, const l2c_vocab *v, const char *out_pa
         T("ffn_up.weight", 2, ((int64_t[]){dim, hidden}), m->w3 + (size_t)l * hidden * dim);
 #undef T
     }
-    int rc = eng_gguf_writer_write(w, out_path, NULL, NULL);
+    int rc = eng__gguf_writer_write(w, out_path, NULL, NULL);
     if (rc) eng__errf(err, errlen, rc, "convert: writing %s failed: %s", out_path, lcx_strerror(rc));
-    eng_gguf_writer_free(w);
+    eng__gguf_writer_free(w);
     return rc;
 }
 
@@ -206,9 +206,9 @@ int eng_convert_llama2c(const char *ckpt_path, const char *tok_path, const char 
 {
     char *ck = NULL, *tk = NULL;
     size_t ckn = 0, tkn = 0;
-    int rc = lcx_read_file(ckpt_path, MAX_CKPT, &ck, &ckn);
+    int rc = lcx__read_file(ckpt_path, MAX_CKPT, &ck, &ckn);
     if (rc) return eng__errf(err, errlen, rc, "convert: cannot read %s: %s", ckpt_path, lcx_strerror(rc));
-    rc = lcx_read_file(tok_path, MAX_TOKFILE, &tk, &tkn);
+    rc = lcx__read_file(tok_path, MAX_TOKFILE, &tk, &tkn);
     if (rc) {
         free(ck);
         return eng__errf(err, errlen, rc, "convert: cannot read %s: %s", tok_path, lcx_strerror(rc));

@@ -6,7 +6,7 @@
  * max and sums in double; activations are converted to each weight's vec_dot type before a
  * matmul (quant.h). The KV cache is F32.
  *
- * Threading: each parallel section is one eng_pool_run. Matmuls split output rows on a
+ * Threading: each parallel section is one eng__pool_run. Matmuls split output rows on a
  * guided schedule (several matrices that share an input run in one section: q/k/v,
  * gate/up); attention splits (token, KV head) pairs; the per-token stages between matmuls
  * (residual + norm, bias/RoPE/KV store) split token blocks. Nothing is allocated per token: all scratch is sized at init by
@@ -41,14 +41,14 @@ eng_ctx_params eng_ctx_default_params(void)
 static float *kv_alloc(size_t n)
 {
     size_t bytes = n * sizeof(float);
-    return bytes >= LCX_HUGE_MIN ? lcx_alloc_huge(bytes) : malloc(bytes);
+    return bytes >= LCX_HUGE_MIN ? lcx__alloc_huge(bytes) : malloc(bytes);
 }
 
 void eng_ctx_free(eng_ctx *c)
 {
     if (!c) return;
     eng__v3_free(c);
-    eng_pool_free(c->pool);
+    eng__pool_free(c->pool);
     free(c->kc); free(c->vc); free(c->cell_pos); free(c->cell_tok);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att);
     free(c->gate); free(c->up); free(c->act[0]); free(c->act[1]); free(c->mm_ws);
@@ -63,7 +63,7 @@ static size_t max_act_row(const eng_model *m, int64_t n)
 {
     /* bytes of an activation row of n elements in the largest vec-dot format we may need */
     size_t b = n * sizeof(float);
-    if (n % ENG_QK_K == 0) b = LCX_MAX(b, eng_row_bytes(ENG_T_Q8_K, n));
+    if (n % ENG_QK_K == 0) b = LCX_MAX(b, eng__row_bytes(ENG_T_Q8_K, n));
     (void)m;
     return b;
 }
@@ -120,7 +120,7 @@ int eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out)
         return LCX_ENOMEM;
     }
     for (int i = 0; i < c->n_ctx; i++) c->cell_pos[i] = c->cell_tok[i] = -1;
-    int rc = eng_pool_init(c->nth, &c->pool);
+    int rc = eng__pool_init(c->nth, &c->pool);
     if (rc) { eng_ctx_free(c); return rc; }
     *out = c;
     return 0;
@@ -336,7 +336,7 @@ static void mm_task(void *arg, long chunk, int ith)
     mm_sec *s = arg;
     const mm_job *j = &s->j[s->ch[chunk].job];
     void *ws = s->ws ? s->ws + (size_t)ith * ENG_MATMUL_WS_BYTES : NULL;
-    eng_matmul_ws(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, s->ch[chunk].r0, s->ch[chunk].r1, j->X, j->xrb,
+    eng__matmul_ws(j->w->type, j->w->data, j->w->row_bytes, j->w->n_in, s->ch[chunk].r0, s->ch[chunk].r1, j->X, j->xrb,
                   s->n_tok, j->y, j->ldy, ws, ws ? ENG_MATMUL_WS_BYTES : 0);
 }
 
@@ -386,10 +386,10 @@ static void qz_task(void *arg, long chunk, int ith)
 {
     qz_task_arg *q = arg;
     eng_type vt = q->c->act_type[q->slot];
-    size_t rb = eng_row_bytes(vt, q->n_in);
+    size_t rb = eng__row_bytes(vt, q->n_in);
     const long a = chunk * QZ_ROWS, b = LCX_MIN(a + QZ_ROWS, (long)q->n_tok);
     for (long t = a; t < b; t++)
-        eng_quantize_row(vt, q->x + (size_t)t * q->n_in, q->c->act[q->slot] + rb * t, q->n_in);
+        eng__quantize_row(vt, q->x + (size_t)t * q->n_in, q->c->act[q->slot] + rb * t, q->n_in);
     (void)ith;
 }
 
@@ -397,7 +397,7 @@ static void qz_task(void *arg, long chunk, int ith)
  * the conversion when the same input was already converted (q/k/v share one input). */
 static const void *act_for(eng_ctx *c, const float *x, int n_in, int n_tok, eng_type vt, size_t *xrb)
 {
-    *xrb = eng_row_bytes(vt, n_in);
+    *xrb = eng__row_bytes(vt, n_in);
     if (vt == ENG_T_F32) return x;
     for (int i = 0; i < 2; i++)
         if (c->act_src[i] == x && c->act_type[i] == vt && c->act_rows[i] == n_tok) return c->act[i];
@@ -407,7 +407,7 @@ static const void *act_for(eng_ctx *c, const float *x, int n_in, int n_tok, eng_
     c->act_src[slot] = x;
     c->act_rows[slot] = n_tok;
     qz_task_arg a = {c, x, n_in, n_tok, slot};
-    eng_pool_run(c->pool, qz_task, &a, (n_tok + QZ_ROWS - 1) / QZ_ROWS);
+    eng__pool_run(c->pool, qz_task, &a, (n_tok + QZ_ROWS - 1) / QZ_ROWS);
     return c->act[slot];
 }
 
@@ -422,11 +422,11 @@ static void matmul_multi(eng_ctx *c, const float *x, int n_in, int n_tok, const 
     s.ws = n_tok > 1 ? c->mm_ws : NULL;
     for (int k = 0; k < nj; k++) {
         size_t xrb;
-        const void *X = act_for(c, x, n_in, n_tok, eng_vec_dot_type(w[k]->type), &xrb);
+        const void *X = act_for(c, x, n_in, n_tok, eng__vec_dot_type(w[k]->type), &xrb);
         s.j[k] = (mm_job){w[k], X, xrb, y[k], w[k]->n_out};
     }
     mm_plan(&s, c->nth);
-    eng_pool_run(c->pool, mm_task, &s, s.n_chunks);
+    eng__pool_run(c->pool, mm_task, &s, s.n_chunks);
 }
 
 /* ---------------------------------------------------------------- attention section */
@@ -556,7 +556,7 @@ static void swiglu_task(void *arg, long chunk, int ith)
 /* The per-token work between matmuls (residual adds, RMSNorms, biases, RoPE, K/V stores) is
  * split by token blocks like everything else, so a second thread is not left spinning
  * through it during prompt processing. For one token it is a single chunk, which
- * eng_pool_run runs inline (no hand-off). */
+ * eng__pool_run runs inline (no hand-off). */
 typedef enum { TOK_ATTN_IN, TOK_QKV_POST, TOK_FFN_IN } tok_stage;
 typedef struct {
     eng_ctx *c;
@@ -617,7 +617,7 @@ static void tok_run(eng_ctx *c, const eng_layer *L, int il, int n, tok_stage st,
     if (st == TOK_QKV_POST && c->q_hook)      /* the hook is called from one thread, in order */
         for (long ch = 0; ch < nch; ch++) tok_task(&s, ch, 0);
     else
-        eng_pool_run(c->pool, tok_task, &s, nch);
+        eng__pool_run(c->pool, tok_task, &s, nch);
 }
 
 /* ---------------------------------------------------------------- one ubatch */
@@ -644,7 +644,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
 
     for (int t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes;
-        eng_dequant_row(m->tok_embd.type, row, c->x + (size_t)t * E, E);
+        eng__dequant_row(m->tok_embd.type, row, c->x + (size_t)t * E, E);
         rope_cache(c->rope_cs + (size_t)t * I->n_rot, c->ub_pos[t], I->n_rot, I->rope_freq_base,
                    I->rope_freq_scale, m->rope_freqs);
     }
@@ -670,7 +670,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
         tok_run(c, L, il, n, TOK_QKV_POST, false);
         if (c->qpre) eng__v3_observe(c, il, n);
         att_sec as = {c, il, n};
-        eng_pool_run(c->pool, att_task, &as, (long)n * nkv);
+        eng__pool_run(c->pool, att_task, &as, (long)n * nkv);
         act_invalidate(c);
         {
             const eng_wmat *w[1] = {&L->wo};
@@ -685,7 +685,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
             matmul_multi(c, c->xn, E, n, w, y, 2);
         }
         swiglu_arg sa = {c->gate, c->up, (size_t)n * F};
-        eng_pool_run(c->pool, swiglu_task, &sa, ((long)n * F + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK);
+        eng__pool_run(c->pool, swiglu_task, &sa, ((long)n * F + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK);
         act_invalidate(c);
         {
             const eng_wmat *w[1] = {&L->wd};

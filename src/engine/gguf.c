@@ -53,7 +53,7 @@ static const struct { int16_t blk; int16_t bytes; } g_types[] = {
     [30] = {1, 2},     /* BF16 */
 };
 
-size_t eng_gguf_tensor_nbytes(int type, int n_dims, const int64_t *ne)
+size_t eng__gguf_tensor_nbytes(int type, int n_dims, const int64_t *ne)
 {
     if (type < 0 || type >= (int)LCX_ARRAY_LEN(g_types) || !g_types[type].blk) return 0;
     if (n_dims < 1 || n_dims > ENG_GGUF_MAX_DIMS) return 0;
@@ -70,7 +70,7 @@ size_t eng_gguf_tensor_nbytes(int type, int n_dims, const int64_t *ne)
     return (size_t)n;
 }
 
-size_t eng_gguf_type_size(int t)
+size_t eng__gguf_type_size(int t)
 {
     switch (t) {
     case ENG_GGUF_U8: case ENG_GGUF_I8: case ENG_GGUF_BOOL: return 1;
@@ -205,7 +205,7 @@ static int64_t hash_find(const int64_t *tab, size_t tn, const char *name,
 static const char *kv_name(const eng_gguf *g, int64_t i) { return g->kv[i].key; }
 static const char *t_name(const eng_gguf *g, int64_t i) { return g->tensors[i].name; }
 
-void eng_gguf_close(eng_gguf *g)
+void eng__gguf_close(eng_gguf *g)
 {
     if (!g) return;
     if (g->kv)
@@ -258,7 +258,7 @@ static int parse_value(eng_gguf *g, cur *c, kv_entry *e, const char *key)
             }
             return 0;
         }
-        size_t es = eng_gguf_type_size((int)et);
+        size_t es = eng__gguf_type_size((int)et);
         if (n > (c->size - c->off) / es)
             return fail(c, LCX_ETRUNC, "gguf: key '%s': array of %llu elements runs past the end",
                         key, (unsigned long long)n);
@@ -270,7 +270,7 @@ static int parse_value(eng_gguf *g, cur *c, kv_entry *e, const char *key)
         c->off += n * es;
         return 0;
     }
-    size_t es = eng_gguf_type_size(e->type);
+    size_t es = eng__gguf_type_size(e->type);
     if ((rc = need(c, es, "scalar value"))) return rc;
     e->val_off = c->off;
     if (e->type == ENG_GGUF_BOOL && c->p[c->off] > 1)
@@ -396,7 +396,7 @@ static int parse_tensor_info(eng_gguf *g, cur *cp, uint64_t i, size_t k, name_re
     if (ty >= LCX_ARRAY_LEN(g_types) || !g_types[ty].blk)
         return fail(cp, LCX_ENOTSUP, "gguf: tensor %llu has unknown type %u", (unsigned long long)i, ty);
     t->type = (int)ty;
-    t->nbytes = eng_gguf_tensor_nbytes(t->type, t->n_dims, t->ne);
+    t->nbytes = eng__gguf_tensor_nbytes(t->type, t->n_dims, t->ne);
     if (!t->nbytes)
         return fail(cp, LCX_ECORRUPT, "gguf: tensor %llu: shape [%lld,...] does not fit type %u (row not a multiple of %d, or too big)",
                     (unsigned long long)i, (long long)t->ne[0], ty, g_types[ty].blk);
@@ -495,7 +495,7 @@ static int parse(eng_gguf *g, char *err, size_t errlen)
     return rc;
 }
 
-int eng_gguf_open_mem(const void *buf, size_t len, eng_gguf **out, char *err, size_t errlen)
+int eng__gguf_open_mem(const void *buf, size_t len, eng_gguf **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (err && errlen) err[0] = 0;
@@ -504,12 +504,12 @@ int eng_gguf_open_mem(const void *buf, size_t len, eng_gguf **out, char *err, si
     g->base = buf;
     g->size = len;
     int rc = parse(g, err, errlen);
-    if (rc) { eng_gguf_close(g); return rc; }
+    if (rc) { eng__gguf_close(g); return rc; }
     *out = g;
     return 0;
 }
 
-int eng_gguf_open(const char *path, eng_gguf **out, char *err, size_t errlen)
+int eng__gguf_open(const char *path, eng_gguf **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (err && errlen) err[0] = 0;
@@ -542,23 +542,23 @@ int eng_gguf_open(const char *path, eng_gguf **out, char *err, size_t errlen)
     g->size = sz;
     g->map = m;
     int rc = parse(g, err, errlen);
-    if (rc) { eng_gguf_close(g); return rc; }
+    if (rc) { eng__gguf_close(g); return rc; }
     *out = g;
     return 0;
 }
 
-uint32_t eng_gguf_version(const eng_gguf *g) { return g->version; }
-uint32_t eng_gguf_alignment(const eng_gguf *g) { return g->alignment; }
-int64_t eng_gguf_n_kv(const eng_gguf *g) { return g->n_kv; }
-const char *eng_gguf_key_at(const eng_gguf *g, int64_t k)
+uint32_t eng__gguf_version(const eng_gguf *g) { return g->version; }
+uint32_t eng__gguf_alignment(const eng_gguf *g) { return g->alignment; }
+int64_t eng__gguf_n_kv(const eng_gguf *g) { return g->n_kv; }
+const char *eng__gguf_key_at(const eng_gguf *g, int64_t k)
 {
     return (k >= 0 && k < g->n_kv) ? g->kv[k].key : NULL;
 }
-int64_t eng_gguf_find_key(const eng_gguf *g, const char *key)
+int64_t eng__gguf_find_key(const eng_gguf *g, const char *key)
 {
     return hash_find(g->kv_hash, g->kv_hash_n, key, kv_name, g);
 }
-int eng_gguf_key_type(const eng_gguf *g, int64_t k)
+int eng__gguf_key_type(const eng_gguf *g, int64_t k)
 {
     return (k >= 0 && k < g->n_kv) ? g->kv[k].type : -1;
 }
@@ -566,7 +566,7 @@ int eng_gguf_key_type(const eng_gguf *g, int64_t k)
 /* Reads any integer/bool scalar as int64/uint64; returns 0 ok, 1 when signed negative. */
 static int get_int(const eng_gguf *g, const char *key, int64_t *sv, uint64_t *uv, bool *neg)
 {
-    int64_t k = eng_gguf_find_key(g, key);
+    int64_t k = eng__gguf_find_key(g, key);
     if (k < 0) return LCX_ENOTFOUND;
     const kv_entry *e = &g->kv[k];
     const uint8_t *p = g->base + e->val_off;
@@ -586,7 +586,7 @@ static int get_int(const eng_gguf *g, const char *key, int64_t *sv, uint64_t *uv
     return 0;
 }
 
-int eng_gguf_get_u32(const eng_gguf *g, const char *key, uint32_t *out)
+int eng__gguf_get_u32(const eng_gguf *g, const char *key, uint32_t *out)
 {
     int64_t s; uint64_t u; bool neg;
     int rc = get_int(g, key, &s, &u, &neg);
@@ -595,7 +595,7 @@ int eng_gguf_get_u32(const eng_gguf *g, const char *key, uint32_t *out)
     *out = (uint32_t)u;
     return 0;
 }
-int eng_gguf_get_u64(const eng_gguf *g, const char *key, uint64_t *out)
+int eng__gguf_get_u64(const eng_gguf *g, const char *key, uint64_t *out)
 {
     int64_t s; uint64_t u; bool neg;
     int rc = get_int(g, key, &s, &u, &neg);
@@ -604,21 +604,21 @@ int eng_gguf_get_u64(const eng_gguf *g, const char *key, uint64_t *out)
     *out = u;
     return 0;
 }
-int eng_gguf_get_i32(const eng_gguf *g, const char *key, int32_t *out)
+int eng__gguf_get_i32(const eng_gguf *g, const char *key, int32_t *out)
 {
     int64_t s; uint64_t u; bool neg;
     int rc = get_int(g, key, &s, &u, &neg);
     if (rc) return rc;
     /* A u32 0xFFFFFFFF is the converters' "none" (-1): accept it as -1. */
-    int64_t k = eng_gguf_find_key(g, key);
+    int64_t k = eng__gguf_find_key(g, key);
     if (g->kv[k].type == ENG_GGUF_U32 && u == 0xFFFFFFFFull) { *out = -1; return 0; }
     if (neg ? s < INT32_MIN : u > INT32_MAX) return LCX_EINVAL;
     *out = (int32_t)s;
     return 0;
 }
-int eng_gguf_get_f32(const eng_gguf *g, const char *key, float *out)
+int eng__gguf_get_f32(const eng_gguf *g, const char *key, float *out)
 {
-    int64_t k = eng_gguf_find_key(g, key);
+    int64_t k = eng__gguf_find_key(g, key);
     if (k < 0) return LCX_ENOTFOUND;
     const kv_entry *e = &g->kv[k];
     const uint8_t *p = g->base + e->val_off;
@@ -630,7 +630,7 @@ int eng_gguf_get_f32(const eng_gguf *g, const char *key, float *out)
     *out = neg ? (float)s : (float)u;
     return 0;
 }
-int eng_gguf_get_bool(const eng_gguf *g, const char *key, bool *out)
+int eng__gguf_get_bool(const eng_gguf *g, const char *key, bool *out)
 {
     int64_t s; uint64_t u; bool neg;
     int rc = get_int(g, key, &s, &u, &neg);
@@ -639,19 +639,19 @@ int eng_gguf_get_bool(const eng_gguf *g, const char *key, bool *out)
     *out = u != 0;
     return 0;
 }
-const char *eng_gguf_get_str(const eng_gguf *g, const char *key, size_t *len)
+const char *eng__gguf_get_str(const eng_gguf *g, const char *key, size_t *len)
 {
-    int64_t k = eng_gguf_find_key(g, key);
+    int64_t k = eng__gguf_find_key(g, key);
     if (k < 0 || g->kv[k].type != ENG_GGUF_STRING) return NULL;
     uint64_t n;
     memcpy(&n, g->base + g->kv[k].val_off, 8);
     if (len) *len = (size_t)n;
     return (const char *)g->base + g->kv[k].val_off + 8;
 }
-int eng_gguf_get_arr(const eng_gguf *g, const char *key, int *elem_type, uint64_t *n,
+int eng__gguf_get_arr(const eng_gguf *g, const char *key, int *elem_type, uint64_t *n,
                      const void **data)
 {
-    int64_t k = eng_gguf_find_key(g, key);
+    int64_t k = eng__gguf_find_key(g, key);
     if (k < 0) return LCX_ENOTFOUND;
     const kv_entry *e = &g->kv[k];
     if (e->type != ENG_GGUF_ARRAY) return LCX_EINVAL;
@@ -660,9 +660,9 @@ int eng_gguf_get_arr(const eng_gguf *g, const char *key, int *elem_type, uint64_
     if (data) *data = e->elem_type == ENG_GGUF_STRING ? NULL : g->base + e->val_off;
     return 0;
 }
-const char *eng_gguf_get_arr_str(const eng_gguf *g, const char *key, uint64_t i, size_t *len)
+const char *eng__gguf_get_arr_str(const eng_gguf *g, const char *key, uint64_t i, size_t *len)
 {
-    int64_t k = eng_gguf_find_key(g, key);
+    int64_t k = eng__gguf_find_key(g, key);
     if (k < 0) return NULL;
     const kv_entry *e = &g->kv[k];
     if (e->type != ENG_GGUF_ARRAY || e->elem_type != ENG_GGUF_STRING || i >= e->n) return NULL;
@@ -671,13 +671,13 @@ const char *eng_gguf_get_arr_str(const eng_gguf *g, const char *key, uint64_t i,
     if (len) *len = (size_t)n;
     return (const char *)g->base + e->str_offs[i];
 }
-const eng_tensor *eng_gguf_tensor(const eng_gguf *g, const char *name)
+const eng_tensor *eng__gguf_tensor(const eng_gguf *g, const char *name)
 {
     int64_t i = hash_find(g->t_hash, g->t_hash_n, name, t_name, g);
     return i < 0 ? NULL : &g->tensors[i];
 }
-int64_t eng_gguf_n_tensors(const eng_gguf *g) { return g->n_tensors; }
-const eng_tensor *eng_gguf_tensor_at(const eng_gguf *g, int64_t i)
+int64_t eng__gguf_n_tensors(const eng_gguf *g) { return g->n_tensors; }
+const eng_tensor *eng__gguf_tensor_at(const eng_gguf *g, int64_t i)
 {
     return (i >= 0 && i < g->n_tensors) ? &g->tensors[i] : NULL;
 }
@@ -701,27 +701,27 @@ struct eng_gguf_writer {
     int err;              /* first error (sticky) */
 };
 
-eng_gguf_writer *eng_gguf_writer_new(uint32_t alignment)
+eng_gguf_writer *eng__gguf_writer_new(uint32_t alignment)
 {
     if (alignment == 0) alignment = 32;
     if (alignment & (alignment - 1)) return NULL;
     eng_gguf_writer *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->alignment = alignment;
-    if (alignment != 32) eng_gguf_w_u32(w, "general.alignment", alignment);
+    if (alignment != 32) eng__gguf_w_u32(w, "general.alignment", alignment);
     return w;
 }
-void eng_gguf_writer_free(eng_gguf_writer *w)
+void eng__gguf_writer_free(eng_gguf_writer *w)
 {
     if (!w) return;
-    lcx_buf_free(&w->kv);
+    lcx__buf_free(&w->kv);
     for (int64_t i = 0; i < w->nt; i++) free(w->t[i].name);
     free(w->t);
     free(w);
 }
 static int w_bytes(eng_gguf_writer *w, const void *p, size_t n)
 {
-    int rc = lcx_buf_append(&w->kv, p, n);
+    int rc = lcx__buf_append(&w->kv, p, n);
     if (rc && !w->err) w->err = rc;
     return rc;
 }
@@ -739,39 +739,39 @@ static int w_head(eng_gguf_writer *w, const char *key, uint32_t type)
     if (!rc) w->n_kv++;
     return rc;
 }
-int eng_gguf_w_u32(eng_gguf_writer *w, const char *key, uint32_t v)
+int eng__gguf_w_u32(eng_gguf_writer *w, const char *key, uint32_t v)
 {
     int rc = w_head(w, key, ENG_GGUF_U32);
     return rc ? rc : w_bytes(w, &v, 4);
 }
-int eng_gguf_w_i32(eng_gguf_writer *w, const char *key, int32_t v)
+int eng__gguf_w_i32(eng_gguf_writer *w, const char *key, int32_t v)
 {
     int rc = w_head(w, key, ENG_GGUF_I32);
     return rc ? rc : w_bytes(w, &v, 4);
 }
-int eng_gguf_w_f32(eng_gguf_writer *w, const char *key, float v)
+int eng__gguf_w_f32(eng_gguf_writer *w, const char *key, float v)
 {
     int rc = w_head(w, key, ENG_GGUF_F32);
     return rc ? rc : w_bytes(w, &v, 4);
 }
-int eng_gguf_w_bool(eng_gguf_writer *w, const char *key, bool v)
+int eng__gguf_w_bool(eng_gguf_writer *w, const char *key, bool v)
 {
     uint8_t b = v;
     int rc = w_head(w, key, ENG_GGUF_BOOL);
     return rc ? rc : w_bytes(w, &b, 1);
 }
-int eng_gguf_w_strn(eng_gguf_writer *w, const char *key, const char *s, size_t n)
+int eng__gguf_w_strn(eng_gguf_writer *w, const char *key, const char *s, size_t n)
 {
     int rc = w_head(w, key, ENG_GGUF_STRING);
     return rc ? rc : w_strv(w, s, n);
 }
-int eng_gguf_w_str(eng_gguf_writer *w, const char *key, const char *s)
+int eng__gguf_w_str(eng_gguf_writer *w, const char *key, const char *s)
 {
-    return eng_gguf_w_strn(w, key, s, strlen(s));
+    return eng__gguf_w_strn(w, key, s, strlen(s));
 }
-int eng_gguf_w_arr(eng_gguf_writer *w, const char *key, int elem_type, const void *data, uint64_t n)
+int eng__gguf_w_arr(eng_gguf_writer *w, const char *key, int elem_type, const void *data, uint64_t n)
 {
-    size_t es = eng_gguf_type_size(elem_type);
+    size_t es = eng__gguf_type_size(elem_type);
     if (!es) return LCX_EINVAL;
     uint32_t et = (uint32_t)elem_type;
     int rc = w_head(w, key, ENG_GGUF_ARRAY);
@@ -780,7 +780,7 @@ int eng_gguf_w_arr(eng_gguf_writer *w, const char *key, int elem_type, const voi
     if (!rc) rc = w_bytes(w, data, es * n);
     return rc;
 }
-int eng_gguf_w_arr_str(eng_gguf_writer *w, const char *key, const char *const *strs,
+int eng__gguf_w_arr_str(eng_gguf_writer *w, const char *key, const char *const *strs,
                        const size_t *lens, uint64_t n)
 {
     uint32_t et = ENG_GGUF_STRING;
@@ -790,14 +790,14 @@ int eng_gguf_w_arr_str(eng_gguf_writer *w, const char *key, const char *const *s
     for (uint64_t i = 0; !rc && i < n; i++) rc = w_strv(w, strs[i], lens ? lens[i] : strlen(strs[i]));
     return rc;
 }
-int eng_gguf_w_tensor(eng_gguf_writer *w, const char *name, int type, int n_dims,
+int eng__gguf_w_tensor(eng_gguf_writer *w, const char *name, int type, int n_dims,
                       const int64_t *ne, const void *data)
 {
     if (w->err) return w->err;
     int64_t e4[4] = {1, 1, 1, 1};
     if (n_dims < 1 || n_dims > 4) return LCX_EINVAL;
     for (int i = 0; i < n_dims; i++) e4[i] = ne[i];
-    size_t nb = eng_gguf_tensor_nbytes(type, n_dims, e4);
+    size_t nb = eng__gguf_tensor_nbytes(type, n_dims, e4);
     if (!nb) return LCX_EINVAL;
     if (w->nt == w->tcap) {
         int64_t nc = w->tcap ? w->tcap * 2 : 64;
@@ -823,7 +823,7 @@ static int fwrite_all(FILE *f, const void *p, size_t n)
     return fwrite(p, 1, n, f) == n ? 0 : LCX_EIO;
 }
 
-int eng_gguf_writer_write(eng_gguf_writer *w, const char *path, eng_gguf_fill_fn fill, void *ctx)
+int eng__gguf_writer_write(eng_gguf_writer *w, const char *path, eng_gguf_fill_fn fill, void *ctx)
 {
     if (w->err) return w->err;
     size_t plen = strlen(path);

@@ -36,7 +36,7 @@ static int get_u32_key(loader *L, const char *suffix, uint32_t *out, bool requir
 {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
-    int rc = eng_gguf_get_u32(L->m->g, key, out);
+    int rc = eng__gguf_get_u32(L->m->g, key, out);
     if (rc == LCX_ENOTFOUND && !required) { *out = def; return 0; }
     if (rc) return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: metadata %s %s", key,
                         rc == LCX_ENOTFOUND ? "is missing" : "is not an unsigned integer");
@@ -46,7 +46,7 @@ static int get_f32_key(loader *L, const char *suffix, float *out, float def)
 {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
-    int rc = eng_gguf_get_f32(L->m->g, key, out);
+    int rc = eng__gguf_get_f32(L->m->g, key, out);
     if (rc == LCX_ENOTFOUND) { *out = def; return 0; }
     if (rc || !isfinite(*out)) return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: metadata %s is not a number", key);
     return 0;
@@ -56,27 +56,27 @@ static int get_f32_key(loader *L, const char *suffix, float *out, float def)
 static int get_mat(loader *L, const char *name, int64_t n_in, int64_t n_out, bool required, eng_wmat *w)
 {
     memset(w, 0, sizeof *w);
-    const eng_tensor *t = eng_gguf_tensor(L->m->g, name);
+    const eng_tensor *t = eng__gguf_tensor(L->m->g, name);
     if (!t) {
         if (!required) return 0;
         return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s is missing", name);
     }
-    if (!eng_type_supported(t->type) || eng_type_internal(t->type) || t->type == ENG_T_Q8_K)
+    if (!eng__type_supported(t->type) || eng__type_internal(t->type) || t->type == ENG_T_Q8_K)
         return eng__errf(L->err, L->errlen, LCX_ENOTSUP, "model: tensor %s has unsupported type %d (%s)", name,
-                    t->type, eng_type_name((eng_type)t->type));
+                    t->type, eng__type_name((eng_type)t->type));
     if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
         return eng__errf(L->err, L->errlen, LCX_ECORRUPT,
                     "model: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
                     (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
                     (long long)n_in, (long long)n_out);
-    if (n_in % eng_type_block_elems((eng_type)t->type))
+    if (n_in % eng__type_block_elems((eng_type)t->type))
         return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s row %lld not a multiple of its block", name,
                     (long long)n_in);
     w->data = t->data;
     w->type = (eng_type)t->type;
     w->n_in = n_in;
     w->n_out = n_out;
-    w->row_bytes = eng_row_bytes(w->type, n_in);
+    w->row_bytes = eng__row_bytes(w->type, n_in);
     L->m->info.weight_bytes += t->nbytes;
     return 0;
 }
@@ -85,20 +85,20 @@ static int get_mat(loader *L, const char *name, int64_t n_in, int64_t n_out, boo
 static int get_vec(loader *L, const char *name, int64_t n, bool required, float **out)
 {
     *out = NULL;
-    const eng_tensor *t = eng_gguf_tensor(L->m->g, name);
+    const eng_tensor *t = eng__gguf_tensor(L->m->g, name);
     if (!t) {
         if (!required) return 0;
         return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s is missing", name);
     }
-    if (!eng_type_supported(t->type) || eng_type_internal(t->type) || t->type == ENG_T_Q8_K)
+    if (!eng__type_supported(t->type) || eng__type_internal(t->type) || t->type == ENG_T_Q8_K)
         return eng__errf(L->err, L->errlen, LCX_ENOTSUP, "model: tensor %s has unsupported type %d", name, t->type);
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1 ||
-        n % eng_type_block_elems((eng_type)t->type))
+        n % eng__type_block_elems((eng_type)t->type))
         return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor %s has %lld x %lld elements, expected %lld",
                     name, (long long)t->ne[0], (long long)t->ne[1], (long long)n);
     float *v = malloc((size_t)n * sizeof(float));
     if (!v) return eng__errf(L->err, L->errlen, LCX_ENOMEM, "model: out of memory");
-    eng_dequant_row((eng_type)t->type, t->data, v, n);
+    eng__dequant_row((eng_type)t->type, t->data, v, n);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(v[i])) {
             free(v);
@@ -123,7 +123,7 @@ void eng_model_free(eng_model *m)
     free(m->out_norm);
     free(m->rope_freqs);
     if (m->wcopy) munmap(m->wcopy, m->wcopy_len);
-    eng_gguf_close(m->g);
+    eng__gguf_close(m->g);
     free(m);
 }
 
@@ -135,7 +135,7 @@ static int load(loader *L)
     eng_model *m = L->m;
     eng_model_info *I = &m->info;
     size_t alen;
-    const char *a = eng_gguf_get_str(m->g, "general.architecture", &alen);
+    const char *a = eng__gguf_get_str(m->g, "general.architecture", &alen);
     if (!a) return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: general.architecture is missing");
     if (alen >= sizeof m->arch_name) alen = sizeof m->arch_name - 1;
     memcpy(m->arch_name, a, alen);
@@ -194,7 +194,7 @@ static int load(loader *L)
         char key[128];
         snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
         size_t tl;
-        const char *st = eng_gguf_get_str(m->g, key, &tl);
+        const char *st = eng__gguf_get_str(m->g, key, &tl);
         float factor = 0;
         if ((rc = get_f32_key(L, "rope.scaling.factor", &factor, 0))) return rc;
         if (st && !(tl == 4 && !memcmp(st, "none", 4))) {
@@ -210,10 +210,10 @@ static int load(loader *L)
         if (lin > 0) I->rope_freq_scale = 1.0f / lin;
     }
     int32_t ft = -1;
-    if (eng_gguf_get_i32(m->g, "general.file_type", &ft) != 0) ft = -1;
+    if (eng__gguf_get_i32(m->g, "general.file_type", &ft) != 0) ft = -1;
     I->file_type = ft;
 
-    const eng_tensor *te = eng_gguf_tensor(m->g, "token_embd.weight");
+    const eng_tensor *te = eng__gguf_tensor(m->g, "token_embd.weight");
     if (!te) return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: tensor token_embd.weight is missing");
     if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
         return eng__errf(L->err, L->errlen, LCX_ECORRUPT, "model: vocabulary size %lld out of range", (long long)te->ne[1]);
@@ -295,7 +295,7 @@ static void relayout_q5_0(eng_wmat *w, void *ud)
     uint8_t *d = (uint8_t *)(uintptr_t)w->data;
     for (int64_t r = 0; r < w->n_out; r++) {
         uint8_t *row = d + (size_t)r * w->row_bytes;
-        eng_q5_0x4_from_q5_0(row, row, w->n_in);
+        eng__q5_0x4_from_q5_0(row, row, w->n_in);
     }
     w->type = ENG_T_Q5_0X4;
 }
@@ -382,7 +382,7 @@ int eng_model_load(const char *path, eng_model **out, char *err, size_t errlen)
     if (err && errlen) err[0] = 0;
     eng_model *m = calloc(1, sizeof *m);
     if (!m) return eng__errf(err, errlen, LCX_ENOMEM, "model: out of memory");
-    int rc = eng_gguf_open(path, &m->g, err, errlen);
+    int rc = eng__gguf_open(path, &m->g, err, errlen);
     if (rc) { free(m); return rc; }
     loader L = {m, err, errlen, NULL};
     rc = load(&L);

@@ -1,6 +1,6 @@
 /* Engine tensor types: type table, conversions, scalar dequantisation / quantisation, the
  * scalar integer dot products (the reference every SIMD kernel is tested against) and the
- * run-time dispatch of eng_matmul.
+ * run-time dispatch of eng__matmul.
  *
  * Block formats and arithmetic follow ggml (llama.cpp c392e50, Feb 2025); see quant.h and
  * docs/engine-quant.md. The reference dot products sum each block's integer products
@@ -58,28 +58,28 @@ static const type_info *tinfo(int t)
     return NULL;
 }
 
-bool eng_type_supported(int t) { return tinfo(t) != NULL; }
-bool eng_type_internal(int t) { return t == ENG_T_Q5_0X4; }
+bool eng__type_supported(int t) { return tinfo(t) != NULL; }
+bool eng__type_internal(int t) { return t == ENG_T_Q5_0X4; }
 
-int64_t eng_type_block_elems(eng_type t)
+int64_t eng__type_block_elems(eng_type t)
 {
     const type_info *ti = tinfo(t);
     return ti ? ti->blck : 0;
 }
 
-size_t eng_type_block_bytes(eng_type t)
+size_t eng__type_block_bytes(eng_type t)
 {
     const type_info *ti = tinfo(t);
     return ti ? ti->bytes : 0;
 }
 
-const char *eng_type_name(eng_type t)
+const char *eng__type_name(eng_type t)
 {
     const type_info *ti = tinfo(t);
     return ti ? ti->name : "?";
 }
 
-size_t eng_row_bytes(eng_type t, int64_t n)
+size_t eng__row_bytes(eng_type t, int64_t n)
 {
     const type_info *ti = tinfo(t);
     if (!ti || n < 0) return 0;
@@ -87,7 +87,7 @@ size_t eng_row_bytes(eng_type t, int64_t n)
     return (size_t)(n / ti->blck) * ti->bytes;
 }
 
-eng_type eng_vec_dot_type(eng_type w)
+eng_type eng__vec_dot_type(eng_type w)
 {
     const type_info *ti = tinfo(w);
     return ti ? ti->vdt : ENG_T_F32;
@@ -95,10 +95,10 @@ eng_type eng_vec_dot_type(eng_type w)
 
 /* ------------------------------------------------------------------ conversions */
 
-float eng_fp16_to_fp32(uint16_t h) { return _cvtsh_ss(h); }
-uint16_t eng_fp32_to_fp16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+float eng__fp16_to_fp32(uint16_t h) { return _cvtsh_ss(h); }
+uint16_t eng__fp32_to_fp16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 
-float eng_bf16_to_fp32(uint16_t h)
+float eng__bf16_to_fp32(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -106,7 +106,7 @@ float eng_bf16_to_fp32(uint16_t h)
     return f;
 }
 
-uint16_t eng_fp32_to_bf16(float f)
+uint16_t eng__fp32_to_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -114,7 +114,7 @@ uint16_t eng_fp32_to_bf16(float f)
     return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }
 
-#define FP16(h) eng_fp16_to_fp32(h)
+#define FP16(h) eng__fp16_to_fp32(h)
 
 /* ggml's nearest_int: round half to even through the float mantissa (|f| < 2^22). */
 static inline int nearest_int(float f)
@@ -175,7 +175,7 @@ static void q5_0x4_block(const eng_block_q5_0x4 *g, int k, eng_block_q5_0 *b)
     memcpy(b->qh, &qh, 4);
 }
 
-void eng_q5_0x4_from_q5_0(const void *src, void *dst, int64_t n)
+void eng__q5_0x4_from_q5_0(const void *src, void *dst, int64_t n)
 {
     assert(n % (4 * ENG_QK5_0) == 0);
     const eng_block_q5_0 *s = src;
@@ -241,7 +241,7 @@ static void q6_K_ints(const eng_block_q6_K *b, int8_t *q)
 
 /* ------------------------------------------------------------------ dequantisation */
 
-void eng_dequant_row(eng_type t, const void *src, float *dst, int64_t n)
+void eng__dequant_row(eng_type t, const void *src, float *dst, int64_t n)
 {
     switch (t) {
     case ENG_T_F32:
@@ -254,7 +254,7 @@ void eng_dequant_row(eng_type t, const void *src, float *dst, int64_t n)
     }
     case ENG_T_BF16: {
         const uint16_t *s = src;
-        for (int64_t i = 0; i < n; i++) dst[i] = eng_bf16_to_fp32(s[i]);
+        for (int64_t i = 0; i < n; i++) dst[i] = eng__bf16_to_fp32(s[i]);
         return;
     }
     case ENG_T_Q4_0: {
@@ -282,7 +282,7 @@ void eng_dequant_row(eng_type t, const void *src, float *dst, int64_t n)
         for (int64_t i = 0; i < n / 32; i++, dst += 32) {
             eng_block_q5_0 b;
             q5_0x4_block(&g[i / 4], (int)(i % 4), &b);
-            eng_dequant_row(ENG_T_Q5_0, &b, dst, 32);
+            eng__dequant_row(ENG_T_Q5_0, &b, dst, 32);
         }
         return;
     }
@@ -335,7 +335,7 @@ void eng_dequant_row(eng_type t, const void *src, float *dst, int64_t n)
         return;
     }
     }
-    assert(!"eng_dequant_row: unsupported type");
+    assert(!"eng__dequant_row: unsupported type");
 }
 
 /* ------------------------------------------------------------------ quantisation */
@@ -349,7 +349,7 @@ static void quantize_q8_0(const float *x, eng_block_q8_0 *y, int64_t n)
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127.f;
         const float id = amax != 0.f ? 127.f / amax : 0.f;
-        y[i].d = eng_fp32_to_fp16(d);
+        y[i].d = eng__fp32_to_fp16(d);
         for (int j = 0; j < 32; j++) y[i].qs[j] = (int8_t)nearbyintf(x[j] * id);
     }
 }
@@ -404,7 +404,7 @@ static void quantize_q4_0(const float *x, eng_block_q4_0 *y, int64_t n)
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         const float d = signed_absmax(x, 32) / -8;
         const float id = d != 0.f ? 1.0f / d : 0.0f;
-        y[i].d = eng_fp32_to_fp16(d);
+        y[i].d = eng__fp32_to_fp16(d);
         for (int j = 0; j < 16; j++) {
             int a = (int8_t)(x[j] * id + 8.5f), b = (int8_t)(x[16 + j] * id + 8.5f);
             a = a < 15 ? a : 15;
@@ -420,7 +420,7 @@ static void quantize_q5_0(const float *x, eng_block_q5_0 *y, int64_t n)
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         const float d = signed_absmax(x, 32) / -16;
         const float id = d != 0.f ? 1.0f / d : 0.0f;
-        y[i].d = eng_fp32_to_fp16(d);
+        y[i].d = eng__fp32_to_fp16(d);
         uint32_t qh = 0;
         for (int j = 0; j < 16; j++) {
             int a = (int8_t)(x[j] * id + 16.5f), b = (int8_t)(x[16 + j] * id + 16.5f);
@@ -470,8 +470,8 @@ static void quantize_k_affine(const float *x, int nmax, uint16_t *pd, uint16_t *
             scales[j - 0] |= (uint8_t)((lm >> 4) << 6);
         }
     }
-    *pd = eng_fp32_to_fp16(max_sc / 63.f);
-    *pdmin = eng_fp32_to_fp16(max_mn / 63.f);
+    *pd = eng__fp32_to_fp16(max_sc / 63.f);
+    *pdmin = eng__fp32_to_fp16(max_mn / 63.f);
     const float d = FP16(*pd), dmin = FP16(*pdmin);
     for (int j = 0; j < 8; j++) {
         uint8_t s, m;
@@ -529,7 +529,7 @@ static void quantize_q6_K(const float *x, eng_block_q6_K *y, int64_t n)
         memset(&y[i], 0, sizeof y[i]);
         if (amax_sc == 0.f) continue;
         const float iscale = -128.f / max_sc;
-        y[i].d = eng_fp32_to_fp16(1.f / iscale);
+        y[i].d = eng__fp32_to_fp16(1.f / iscale);
         for (int j = 0; j < 16; j++) {
             int s = nearest_int(iscale * sc[j]);
             y[i].scales[j] = (int8_t)(s < 127 ? s : 127);
@@ -558,7 +558,7 @@ static void quantize_q6_K(const float *x, eng_block_q6_K *y, int64_t n)
     }
 }
 
-void eng_quantize_row(eng_type vt, const float *x, void *dst, int64_t n)
+void eng__quantize_row(eng_type vt, const float *x, void *dst, int64_t n)
 {
     switch (vt) {
     case ENG_T_F32: memcpy(dst, x, (size_t)n * 4); return;
@@ -567,35 +567,35 @@ void eng_quantize_row(eng_type vt, const float *x, void *dst, int64_t n)
         int64_t i = 0;
         for (; i + 8 <= n; i += 8)
             _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-        for (; i < n; i++) d[i] = eng_fp32_to_fp16(x[i]);
+        for (; i < n; i++) d[i] = eng__fp32_to_fp16(x[i]);
         return;
     }
     case ENG_T_BF16: {
         uint16_t *d = dst;
-        for (int64_t i = 0; i < n; i++) d[i] = eng_fp32_to_bf16(x[i]);
+        for (int64_t i = 0; i < n; i++) d[i] = eng__fp32_to_bf16(x[i]);
         return;
     }
     case ENG_T_Q8_0:
-        if (lcx_cpu()->avx2) eng_quantize_row_q8_0_avx2(x, dst, n);
+        if (lcx__cpu()->avx2) eng__quantize_row_q8_0_avx2(x, dst, n);
         else quantize_q8_0(x, dst, n);
         return;
     case ENG_T_Q8_K:
-        if (lcx_cpu()->avx2) eng_quantize_row_q8_K_avx2(x, dst, n);
+        if (lcx__cpu()->avx2) eng__quantize_row_q8_K_avx2(x, dst, n);
         else quantize_q8_K(x, dst, n);
         return;
     case ENG_T_Q4_0: quantize_q4_0(x, dst, n); return;
     case ENG_T_Q5_0: quantize_q5_0(x, dst, n); return;
-    case ENG_T_Q5_0X4: quantize_q5_0(x, dst, n); eng_q5_0x4_from_q5_0(dst, dst, n); return;
+    case ENG_T_Q5_0X4: quantize_q5_0(x, dst, n); eng__q5_0x4_from_q5_0(dst, dst, n); return;
     case ENG_T_Q4_K: quantize_q4_K(x, dst, n); return;
     case ENG_T_Q5_K: quantize_q5_K(x, dst, n); return;
     case ENG_T_Q6_K: quantize_q6_K(x, dst, n); return;
     }
-    assert(!"eng_quantize_row: unsupported type");
+    assert(!"eng__quantize_row: unsupported type");
 }
 
 /* Scalar activation quantizers, exported for the tests that check the AVX2 ones. */
-void eng_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n) { quantize_q8_0(x, dst, n); }
-void eng_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n) { quantize_q8_K(x, dst, n); }
+void eng__quantize_row_q8_0_ref(const float *x, void *dst, int64_t n) { quantize_q8_0(x, dst, n); }
+void eng__quantize_row_q8_K_ref(const float *x, void *dst, int64_t n) { quantize_q8_K(x, dst, n); }
 
 /* ------------------------------------------------------------------ scalar dot products */
 
@@ -606,7 +606,7 @@ static int32_t idot(const int8_t *a, const int8_t *b, int n)
     return s;
 }
 
-float eng_vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x)
+float eng__vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x)
 {
     switch (wt) {
     case ENG_T_F32: {
@@ -624,7 +624,7 @@ float eng_vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x)
     case ENG_T_BF16: {
         const uint16_t *a = w, *b = x;
         double s = 0;
-        for (int64_t i = 0; i < n; i++) s += (double)eng_bf16_to_fp32(a[i]) * eng_bf16_to_fp32(b[i]);
+        for (int64_t i = 0; i < n; i++) s += (double)eng__bf16_to_fp32(a[i]) * eng__bf16_to_fp32(b[i]);
         return (float)s;
     }
     case ENG_T_Q4_0:
@@ -703,30 +703,30 @@ float eng_vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x)
     }
     case ENG_T_Q8_K: break;
     }
-    assert(!"eng_vec_dot_ref: unsupported weight type");
+    assert(!"eng__vec_dot_ref: unsupported weight type");
     return 0.f;
 }
 
 /* ------------------------------------------------------------------ dispatch */
 
-bool eng_isa_available(eng_isa isa)
+bool eng__isa_available(eng_isa isa)
 {
     switch (isa) {
     case ENG_ISA_SCALAR: return true;
-    case ENG_ISA_AVX2: return lcx_cpu()->avx2 && lcx_cpu()->fma && lcx_cpu()->f16c;
-    case ENG_ISA_AVX512: return lcx_cpu_has_avx512() && eng_isa_available(ENG_ISA_AVX2);
+    case ENG_ISA_AVX2: return lcx__cpu()->avx2 && lcx__cpu()->fma && lcx__cpu()->f16c;
+    case ENG_ISA_AVX512: return lcx__cpu_has_avx512() && eng__isa_available(ENG_ISA_AVX2);
     }
     return false;
 }
 
-eng_isa eng_isa_best(void)
+eng_isa eng__isa_best(void)
 {
-    if (eng_isa_available(ENG_ISA_AVX512)) return ENG_ISA_AVX512;
-    if (eng_isa_available(ENG_ISA_AVX2)) return ENG_ISA_AVX2;
+    if (eng__isa_available(ENG_ISA_AVX512)) return ENG_ISA_AVX512;
+    if (eng__isa_available(ENG_ISA_AVX2)) return ENG_ISA_AVX2;
     return ENG_ISA_SCALAR;
 }
 
-const char *eng_isa_name(eng_isa isa)
+const char *eng__isa_name(eng_isa isa)
 {
     switch (isa) {
     case ENG_ISA_SCALAR: return "scalar";
@@ -741,44 +741,44 @@ static void matmul_ref(eng_type wt, const void *W, size_t wrb, int64_t n_in, int
 {
     for (int64_t t = 0; t < n_tok; t++)
         for (int64_t r = r0; r < r1; r++)
-            y[t * ldy + r] = eng_vec_dot_ref(wt, n_in, (const char *)W + r * wrb, (const char *)X + t * xrb);
+            y[t * ldy + r] = eng__vec_dot_ref(wt, n_in, (const char *)W + r * wrb, (const char *)X + t * xrb);
 }
 
-void eng_matmul_isa_ws(eng_isa isa, eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0,
+void eng__matmul_isa_ws(eng_isa isa, eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0,
                        int64_t r1, const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy, void *ws,
                        size_t ws_bytes)
 {
     if (r1 <= r0 || n_tok <= 0) return;
-    if (isa >= ENG_ISA_AVX512 && eng_isa_available(ENG_ISA_AVX512) &&
-        eng_matmul_avx512(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy))
+    if (isa >= ENG_ISA_AVX512 && eng__isa_available(ENG_ISA_AVX512) &&
+        eng__matmul_avx512(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy))
         return;
-    if (isa >= ENG_ISA_AVX2 && eng_isa_available(ENG_ISA_AVX2) &&
-        eng_matmul_avx2(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, ws, ws_bytes))
+    if (isa >= ENG_ISA_AVX2 && eng__isa_available(ENG_ISA_AVX2) &&
+        eng__matmul_avx2(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, ws, ws_bytes))
         return;
     matmul_ref(wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy);
 }
 
-void eng_matmul_isa(eng_isa isa, eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0,
+void eng__matmul_isa(eng_isa isa, eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0,
                     int64_t r1, const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
-    eng_matmul_isa_ws(isa, wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, NULL, 0);
+    eng__matmul_isa_ws(isa, wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, NULL, 0);
 }
 
-void eng_matmul_ws(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1, const void *X,
+void eng__matmul_ws(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1, const void *X,
                    size_t xrb, int64_t n_tok, float *y, int64_t ldy, void *ws, size_t ws_bytes)
 {
-    eng_matmul_isa_ws(eng_isa_best(), wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, ws, ws_bytes);
+    eng__matmul_isa_ws(eng__isa_best(), wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, ws, ws_bytes);
 }
 
-void eng_matmul(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
+void eng__matmul(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
                 const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
-    eng_matmul_isa_ws(eng_isa_best(), wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, NULL, 0);
+    eng__matmul_isa_ws(eng__isa_best(), wt, W, wrb, n_in, r0, r1, X, xrb, n_tok, y, ldy, NULL, 0);
 }
 
-float eng_vec_dot(eng_type wt, int64_t n, const void *w, const void *x)
+float eng__vec_dot(eng_type wt, int64_t n, const void *w, const void *x)
 {
     float y = 0.f;
-    eng_matmul(wt, w, 0, n, 0, 1, x, 0, 1, &y, 1);
+    eng__matmul(wt, w, 0, n, 0, 1, x, 0, 1, &y, 1);
     return y;
 }

@@ -1,11 +1,11 @@
 /* Engine tensor types: GGUF/ggml block layouts, dequantisation, activation quantisation and
  * the integer dot-product / matmul kernels (scalar reference, AVX2; AVX-512 for float weights).
  *
- *   // W: n_out rows of n_in weights in type wt (each row eng_row_bytes(wt, n_in) bytes)
- *   eng_type vt = eng_vec_dot_type(wt);
- *   size_t xrb = eng_row_bytes(vt, n_in);
- *   for (t = 0; t < n_tok; t++) eng_quantize_row(vt, x + t*n_in, xq + t*xrb, n_in);
- *   eng_matmul(wt, W, eng_row_bytes(wt, n_in), n_in, r0, r1, xq, xrb, n_tok, y, n_out);
+ *   // W: n_out rows of n_in weights in type wt (each row eng__row_bytes(wt, n_in) bytes)
+ *   eng_type vt = eng__vec_dot_type(wt);
+ *   size_t xrb = eng__row_bytes(vt, n_in);
+ *   for (t = 0; t < n_tok; t++) eng__quantize_row(vt, x + t*n_in, xq + t*xrb, n_in);
+ *   eng__matmul(wt, W, eng__row_bytes(wt, n_in), n_in, r0, r1, xq, xrb, n_tok, y, n_out);
  *
  * Arithmetic follows llama.cpp (x86, early 2025) so logits agree with its reference outputs:
  * activations for Q4_0/Q5_0/Q8_0 weights are quantized to Q8_0 (blocks of 32, round half to
@@ -16,10 +16,10 @@
  *
  * Ownership: no function allocates or keeps pointers; all buffers belong to the caller.
  * Failure: these are kernels on already validated data. Callers (the GGUF reader) must
- * check eng_type_supported() and that n is a multiple of eng_type_block_elems() before
+ * check eng__type_supported() and that n is a multiple of eng__type_block_elems() before
  * calling; on violation the functions assert (debug) and otherwise touch nothing beyond
  * floor(n / block) blocks. Thread-safety: every function is reentrant; there is no mutable
- * global state (CPU features come from lcx_cpu(), detected once). */
+ * global state (CPU features come from lcx__cpu(), detected once). */
 #ifndef ENG_QUANT_H
 #define ENG_QUANT_H
 
@@ -39,8 +39,8 @@ typedef enum {
     ENG_T_Q6_K = 14,
     ENG_T_Q8_K = 15,
     ENG_T_BF16 = 30,
-    /* internal, never read from a file (eng_type_internal): Q5_0 re-laid by groups of 4
-     * blocks at model load (eng_q5_0x4_from_q5_0) for a cheaper generation kernel */
+    /* internal, never read from a file (eng__type_internal): Q5_0 re-laid by groups of 4
+     * blocks at model load (eng__q5_0x4_from_q5_0) for a cheaper generation kernel */
     ENG_T_Q5_0X4 = 1006
 } eng_type;
 
@@ -85,91 +85,91 @@ typedef struct {                                                                
 } eng_block_q8_K;
 
 /* ---- type info */
-bool        eng_type_supported(int t);          /* one of the eng_type values above */
-bool        eng_type_internal(int t);           /* a type files must not carry (ENG_T_Q5_0X4) */
-int64_t     eng_type_block_elems(eng_type t);   /* elements per block (1 for F32/F16/BF16); 0 if unsupported */
-size_t      eng_type_block_bytes(eng_type t);   /* bytes per block; 0 if unsupported */
-const char *eng_type_name(eng_type t);          /* "q4_K", ...; "?" if unsupported */
+bool        eng__type_supported(int t);          /* one of the eng_type values above */
+bool        eng__type_internal(int t);           /* a type files must not carry (ENG_T_Q5_0X4) */
+int64_t     eng__type_block_elems(eng_type t);   /* elements per block (1 for F32/F16/BF16); 0 if unsupported */
+size_t      eng__type_block_bytes(eng_type t);   /* bytes per block; 0 if unsupported */
+const char *eng__type_name(eng_type t);          /* "q4_K", ...; "?" if unsupported */
 /* Bytes of a row of n elements (n must be a multiple of the block size). */
-size_t      eng_row_bytes(eng_type t, int64_t n);
+size_t      eng__row_bytes(eng_type t, int64_t n);
 /* Weight row type -> the activation row type the kernels expect (llama.cpp vec_dot_type):
  * F32->F32, F16->F16, BF16->BF16, Q4_0/Q5_0/Q8_0->Q8_0, Q4_K/Q5_K/Q6_K->Q8_K. */
-eng_type    eng_vec_dot_type(eng_type w);
+eng_type    eng__vec_dot_type(eng_type w);
 
 /* ---- scalar conversions (round to nearest even; F16C hardware on the x86-64-v3 baseline) */
-float    eng_fp16_to_fp32(uint16_t h);
-uint16_t eng_fp32_to_fp16(float f);
-float    eng_bf16_to_fp32(uint16_t h);
-uint16_t eng_fp32_to_bf16(float f);             /* as ggml: RNE, NaN kept quiet */
+float    eng__fp16_to_fp32(uint16_t h);
+uint16_t eng__fp32_to_fp16(float f);
+float    eng__bf16_to_fp32(uint16_t h);
+uint16_t eng__fp32_to_bf16(float f);             /* as ggml: RNE, NaN kept quiet */
 
 /* ---- rows */
 /* dst[0..n) = src row of type t, dequantized. */
-void eng_dequant_row(eng_type t, const void *src, float *dst, int64_t n);
+void eng__dequant_row(eng_type t, const void *src, float *dst, int64_t n);
 /* Quantize/convert n floats into a row of type vt (any supported type, incl. F32 copy,
  * F16/BF16 conversion). Q8_0 and Q8_K match llama.cpp's activation quantizers exactly;
  * Q4_0/Q5_0 match ggml's reference weight quantizers; Q4_K/Q5_K/Q6_K are simpler
  * (min-max / max-abs per sub-block) than llama-quantize's search, so not bit-identical. */
-void eng_quantize_row(eng_type vt, const float *x, void *dst, int64_t n);
+void eng__quantize_row(eng_type vt, const float *x, void *dst, int64_t n);
 
 /* Re-lays a Q5_0 row of n elements (n a multiple of 128) as Q5_0X4; src == dst allowed
  * (each 88-byte group is read before it is written). Same values, same dot products (bit
  * for bit: the kernels take the same integer and float steps as for Q5_0). */
-void eng_q5_0x4_from_q5_0(const void *src, void *dst, int64_t n);
+void eng__q5_0x4_from_q5_0(const void *src, void *dst, int64_t n);
 
 /* ---- kernels */
-/* One dot product: W row (type wt) . X row (type eng_vec_dot_type(wt)), n elements. */
-float eng_vec_dot(eng_type wt, int64_t n, const void *w, const void *x);
+/* One dot product: W row (type wt) . X row (type eng__vec_dot_type(wt)), n elements. */
+float eng__vec_dot(eng_type wt, int64_t n, const void *w, const void *x);
 
 /* y[t*ldy + r] = dot(W row r, X row t) for r in [r0,r1), t in [0,n_tok).
  * W row r starts at (char*)W + r*w_row_bytes; X row t at (char*)X + t*x_row_bytes and is
- * already in eng_vec_dot_type(wt). Single-threaded; the caller splits [r0,r1) across
+ * already in eng__vec_dot_type(wt). Single-threaded; the caller splits [r0,r1) across
  * threads. Hot: tiles several weight rows x several tokens so each loaded weight block is
  * reused (prompt processing) and streams weights once for n_tok = 1 (generation). */
-void eng_matmul(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0, int64_t r1,
+void eng__matmul(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0, int64_t r1,
                 const void *X, size_t x_row_bytes, int64_t n_tok, float *y, int64_t ldy);
 
-/* As eng_matmul, with a caller-owned workspace for the prompt kernels (n_tok > 1): given
+/* As eng__matmul, with a caller-owned workspace for the prompt kernels (n_tok > 1): given
  * ws_bytes >= ENG_MATMUL_WS_BYTES (any alignment), the AVX2 Q4_0/Q5_0/Q8_0 prompt kernels
  * unpack the weights of larger row chunks into it (measured 5-20% faster per matrix than
  * with their 34 KiB stack buffer). ws = NULL / smaller: the stack buffer, same results
  * (bit-identical). The workspace is scratch only (no state kept between calls); one per
  * concurrent caller. Generation (n_tok = 1) and the other kernels ignore it. */
 #define ENG_MATMUL_WS_BYTES ((size_t)448 * 1024 + 32)
-void eng_matmul_ws(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0, int64_t r1,
+void eng__matmul_ws(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0, int64_t r1,
                    const void *X, size_t x_row_bytes, int64_t n_tok, float *y, int64_t ldy, void *ws, size_t ws_bytes);
 
-/* ---- explicit kernel selection (tests, benchmarks). eng_matmul/eng_vec_dot use
- * eng_isa_best(). */
+/* ---- explicit kernel selection (tests, benchmarks). eng__matmul/eng__vec_dot use
+ * eng__isa_best(). */
 typedef enum { ENG_ISA_SCALAR = 0, ENG_ISA_AVX2 = 1, ENG_ISA_AVX512 = 2 } eng_isa;
-bool        eng_isa_available(eng_isa isa);     /* CPU (and OS) can run it */
-eng_isa     eng_isa_best(void);
-const char *eng_isa_name(eng_isa isa);
-/* As eng_matmul with a given kernel set; an unavailable isa falls back to the best one
+bool        eng__isa_available(eng_isa isa);     /* CPU (and OS) can run it */
+eng_isa     eng__isa_best(void);
+const char *eng__isa_name(eng_isa isa);
+/* As eng__matmul with a given kernel set; an unavailable isa falls back to the best one
  * available below it. */
-void eng_matmul_isa(eng_isa isa, eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in,
+void eng__matmul_isa(eng_isa isa, eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in,
                     int64_t r0, int64_t r1, const void *X, size_t x_row_bytes, int64_t n_tok,
                     float *y, int64_t ldy);
-/* eng_matmul_isa with a workspace (see eng_matmul_ws). */
-void eng_matmul_isa_ws(eng_isa isa, eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in,
+/* eng__matmul_isa with a workspace (see eng__matmul_ws). */
+void eng__matmul_isa_ws(eng_isa isa, eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in,
                        int64_t r0, int64_t r1, const void *X, size_t x_row_bytes, int64_t n_tok,
                        float *y, int64_t ldy, void *ws, size_t ws_bytes);
 
 /* ---- internal: per-ISA kernel sets (quant_avx2.c, quant_avx512.c). Each returns false
  * when it has no kernel for wt (the caller then falls back to the next ISA down). Only
- * call the AVX-512 one when lcx_cpu_has_avx512(). */
-bool eng_matmul_avx2(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0,
+ * call the AVX-512 one when lcx__cpu_has_avx512(). */
+bool eng__matmul_avx2(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0,
                      int64_t r1, const void *X, size_t x_row_bytes, int64_t n_tok, float *y,
                      int64_t ldy, void *ws, size_t ws_bytes);
-bool eng_matmul_avx512(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0,
+bool eng__matmul_avx512(eng_type wt, const void *W, size_t w_row_bytes, int64_t n_in, int64_t r0,
                        int64_t r1, const void *X, size_t x_row_bytes, int64_t n_tok, float *y,
                        int64_t ldy);
 /* Scalar reference (quant.c). */
-float eng_vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x);
+float eng__vec_dot_ref(eng_type wt, int64_t n, const void *w, const void *x);
 /* AVX2 activation quantizers (same results as the scalar ones, checked by tests). */
-void eng_quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n);
-void eng_quantize_row_q8_K_avx2(const float *x, void *dst, int64_t n);
+void eng__quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n);
+void eng__quantize_row_q8_K_avx2(const float *x, void *dst, int64_t n);
 /* Scalar reference quantizers (quant.c), for the tests that compare the AVX2 ones. */
-void eng_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
-void eng_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n);
+void eng__quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
+void eng__quantize_row_q8_K_ref(const float *x, void *dst, int64_t n);
 
 #endif

@@ -1,7 +1,7 @@
 /* AVX2 matmul kernels (x86-64-v3 baseline: AVX2 + FMA + F16C) and the AVX2 activation
  * quantizers.
  *
- * Structure: eng_matmul_avx2 walks the output in tiles of R weight rows x T tokens. Inside a
+ * Structure: eng__matmul_avx2 walks the output in tiles of R weight rows x T tokens. Inside a
  * tile each weight block is loaded and unpacked once and reused for all T activation rows,
  * each activation block once for all R weight rows.
  *   prompts (n_tok > 1): Q8_0 family and K-quants 1 row x 8 tokens, floats 2 rows x 4
@@ -1005,11 +1005,11 @@ AI void fl_tile(eng_type wt, const int R, const int T, const uint8_t *W, size_t 
                     a = ((const float *)(W + r * wrb))[j];
                     b = ((const float *)(X + t * xrb))[j];
                 } else if (wt == ENG_T_F16) {
-                    a = eng_fp16_to_fp32(((const uint16_t *)(W + r * wrb))[j]);
-                    b = eng_fp16_to_fp32(((const uint16_t *)(X + t * xrb))[j]);
+                    a = eng__fp16_to_fp32(((const uint16_t *)(W + r * wrb))[j]);
+                    b = eng__fp16_to_fp32(((const uint16_t *)(X + t * xrb))[j]);
                 } else {
-                    a = eng_bf16_to_fp32(((const uint16_t *)(W + r * wrb))[j]);
-                    b = eng_bf16_to_fp32(((const uint16_t *)(X + t * xrb))[j]);
+                    a = eng__bf16_to_fp32(((const uint16_t *)(W + r * wrb))[j]);
+                    b = eng__bf16_to_fp32(((const uint16_t *)(X + t * xrb))[j]);
                 }
                 s += a * b;
             }
@@ -1062,7 +1062,7 @@ DEF_TILE_FN(tile_bf16, C_BF16)
 typedef void (*tile_fn)(int R, int T, const uint8_t *W, size_t wrb, const uint8_t *X, size_t xrb, int64_t n,
                         float *y, int64_t ldy, int64_t ys);
 
-bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
+bool eng__matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
                      const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy, void *ws, size_t ws_bytes)
 {
     tile_fn fn;
@@ -1112,7 +1112,7 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
      * so share both ways). */
     if (wt == ENG_T_Q4_K || wt == ENG_T_Q5_K || wt == ENG_T_Q6_K) {
         kq_matmul_pp(wt == ENG_T_Q4_K ? kq_rows_q4_K : wt == ENG_T_Q5_K ? kq_rows_q5_K : kq_rows_q6_K,
-                     eng_type_block_bytes(wt), w8, wrb, n_in, r0, r1, x8, xrb, n_tok, y, ldy);
+                     eng__type_block_bytes(wt), w8, wrb, n_in, r0, r1, x8, xrb, n_tok, y, ldy);
         return true;
     }
     const int TT = 4, RR = 2;
@@ -1133,7 +1133,7 @@ bool eng_matmul_avx2(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64
 
 /* Q8_0 activation quantizer, as ggml's AVX2 quantize_row_q8_0 (bit-identical to the
  * scalar one in quant.c: max|x|, d = amax/127 -> fp16, q = round_half_even(x*127/amax)). */
-void eng_quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n)
+void eng__quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n)
 {
     eng_block_q8_0 *y = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -1164,7 +1164,7 @@ void eng_quantize_row_q8_0_avx2(const float *x, void *dst, int64_t n)
 /* Q8_K activation quantizer, bit-identical to quantize_row_q8_K_ref (quant.c): the signed
  * value of largest magnitude (first on ties) found from a vector max|x| plus a scan, then
  * q = min(127, round_half_even(-127/max * x)) in 8-lane steps; bsums scalar. */
-void eng_quantize_row_q8_K_avx2(const float *x, void *dst, int64_t n)
+void eng__quantize_row_q8_K_avx2(const float *x, void *dst, int64_t n)
 {
     eng_block_q8_K *y = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -1180,7 +1180,7 @@ void eng_quantize_row_q8_K_avx2(const float *x, void *dst, int64_t n)
                 memset(&y[i], 0, sizeof y[i]);
                 continue;
             }
-            eng_quantize_row_q8_K_ref(x, &y[i], ENG_QK_K);
+            eng__quantize_row_q8_K_ref(x, &y[i], ENG_QK_K);
             continue;
         }
         float max = 0.f;

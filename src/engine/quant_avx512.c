@@ -1,5 +1,5 @@
 /* AVX-512 matmul kernels, compiled with the AVX-512 flags (see CMakeLists.txt) and
- * reached only through eng_matmul_isa's run-time dispatch when lcx_cpu_has_avx512():
+ * reached only through eng__matmul_isa's run-time dispatch when lcx__cpu_has_avx512():
  * F32 / F16 / BF16 weights with 512-bit FMAs (16 lanes).
  *
  * Everything else returns false and runs the AVX2 kernels, which are correct on these CPUs
@@ -26,8 +26,8 @@ AI __m512 fl_load16(eng_type wt, const uint8_t *row, int64_t k)
 AI float fl_elem(eng_type wt, const uint8_t *row, int64_t j)
 {
     if (wt == ENG_T_F32) return ((const float *)row)[j];
-    if (wt == ENG_T_F16) return eng_fp16_to_fp32(((const uint16_t *)row)[j]);
-    return eng_bf16_to_fp32(((const uint16_t *)row)[j]);
+    if (wt == ENG_T_F16) return eng__fp16_to_fp32(((const uint16_t *)row)[j]);
+    return eng__bf16_to_fp32(((const uint16_t *)row)[j]);
 }
 
 /* hot: R rows x T tokens of F32/F16/BF16 (activations in the same type). */
@@ -108,7 +108,7 @@ static void fl_matmul(fl_fn fn, const uint8_t *W, size_t wrb, int64_t n_in, int6
     }
 }
 
-bool eng_matmul_avx512(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
+bool eng__matmul_avx512(eng_type wt, const void *W, size_t wrb, int64_t n_in, int64_t r0, int64_t r1,
                        const void *X, size_t xrb, int64_t n_tok, float *y, int64_t ldy)
 {
     switch (wt) {

@@ -73,7 +73,7 @@ void eng_session_free(eng_session *s)
 {
     if (!s) return;
     eng_ctx_free(s->c);
-    eng_tokenizer_free(s->tok);
+    eng__tokenizer_free(s->tok);
     eng_sampler_free(s->smp);
     for (int i = 0; i < s->n_msgs; i++) { free(s->msgs[i].role); free(s->msgs[i].content); }
     free(s->msgs);
@@ -137,7 +137,7 @@ int eng_session_init(const eng_model *m, const eng_session_params *p, eng_sessio
     if (sid) snprintf(s->sid, sizeof s->sid, "%s", sid);
     else snprintf(s->sid, sizeof s->sid, "sess-%ld-%lu", (long)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
     char terr[256] = "";
-    int rc = eng_tokenizer_from_gguf(eng_model_gguf(m), &s->tok, terr, sizeof terr);
+    int rc = eng__tokenizer_from_gguf(eng_model_gguf(m), &s->tok, terr, sizeof terr);
     if (rc < 0) { eng_session_free(s); return errf(err, errlen, rc, "tokenizer", terr); }
     if ((rc = eng_ctx_init(m, &s->p.ctx, &s->c)) < 0) {
         eng_session_free(s);
@@ -183,7 +183,7 @@ static int tokenize(const eng_session *s, const char *text, bool add_special, in
     int cap = (int)len + 16;
     int32_t *v = malloc((size_t)cap * sizeof *v);
     if (!v) return LCX_ENOMEM;
-    int n = eng_tokenize(s->tok, text, len, add_special, true, v, cap);
+    int n = eng__tokenize(s->tok, text, len, add_special, true, v, cap);
     if (n < 0) { free(v); return n; }
     *ids = v;
     return n;
@@ -220,7 +220,7 @@ static int sync_prefill(eng_session *s, const int32_t *ids, int n)
     if (!s->v3 && n > eng_kv_size(s->c)) return LCX_ELIMIT;
     int rc = L_reserve(s, n);
     if (rc < 0) return rc;
-    const double t0 = lcx_now_ms();
+    const double t0 = lcx__now_ms();
     const int total = n - k, ub = s->p.ctx.n_ubatch > 0 ? s->p.ctx.n_ubatch : 512;
     int32_t *pos = malloc((size_t)LCX_MIN(total, ub) * sizeof *pos);
     if (!pos) return LCX_ENOMEM;
@@ -235,7 +235,7 @@ static int sync_prefill(eng_session *s, const int32_t *ids, int n)
         if (s->p.on_prefill) s->p.on_prefill(s->p.on_prefill_ud, i0 + nb - k, total);
     }
     free(pos);
-    s->turn.prefill_ms += lcx_now_ms() - t0;
+    s->turn.prefill_ms += lcx__now_ms() - t0;
     return rc;
 }
 
@@ -243,7 +243,7 @@ static int sync_prefill(eng_session *s, const int32_t *ids, int n)
  * at end-of-generation (not decoded, not in L), max_tokens, or a full cache. */
 static int generate(eng_session *s, int max_tokens, const eng_turn_opts *o, char **out)
 {
-    const double t0 = lcx_now_ms();
+    const double t0 = lcx__now_ms();
     eng_sampler *smp = s->smp, *own = NULL;
     if (o && o->sampler) {
         if (!(own = eng_sampler_init(o->sampler))) return LCX_ENOMEM;
@@ -259,16 +259,16 @@ static int generate(eng_session *s, int max_tokens, const eng_turn_opts *o, char
         if (!lg) { rc = LCX_ESTATE; break; }
         int32_t t = eng_sample(smp, lg, nv);
         if (t < 0) { rc = t; break; }
-        if (eng_token_is_eog(s->tok, t)) break;
+        if (eng__token_is_eog(s->tok, t)) break;
         gen[ng++] = t;
         if (o && o->on_token) {
             /* the piece of this token alone (a multi-byte character split over tokens
              * arrives in parts; the caller joins bytes). The pieces join to the reply's
              * text: only the reply's first piece loses the dummy-prefix space, as
-             * eng_detokenize of the whole reply does. */
+             * eng__detokenize of the whole reply does. */
             char piece[256];
-            int pl = lead ? eng_detokenize(s->tok, &t, 1, piece, sizeof piece)
-                          : eng_token_to_piece(s->tok, t, piece, sizeof piece - 1);
+            int pl = lead ? eng__detokenize(s->tok, &t, 1, piece, sizeof piece)
+                          : eng__token_to_piece(s->tok, t, piece, sizeof piece - 1);
             if (pl < 0 || pl >= (int)sizeof piece) pl = 0;
             piece[pl] = 0;
             if (pl) lead = false;
@@ -282,13 +282,13 @@ static int generate(eng_session *s, int max_tokens, const eng_turn_opts *o, char
         s->L[s->nL++] = t;
     }
     s->turn.n_generated = ng;
-    s->turn.gen_ms += lcx_now_ms() - t0;
+    s->turn.gen_ms += lcx__now_ms() - t0;
     if (rc >= 0 && out) {
-        int len = eng_detokenize(s->tok, gen, ng, NULL, 0);
+        int len = eng__detokenize(s->tok, gen, ng, NULL, 0);
         char *txt = len >= 0 ? malloc((size_t)len + 1) : NULL;
         if (!txt) rc = len < 0 ? len : LCX_ENOMEM;
         else {
-            eng_detokenize(s->tok, gen, ng, txt, (size_t)len + 1);
+            eng__detokenize(s->tok, gen, ng, txt, (size_t)len + 1);
             *out = txt;
         }
     }
@@ -304,11 +304,11 @@ int eng_session_rehydrate(eng_session *s, const char *question, char **text)
     if (!s || !question || !text) return LCX_EINVAL;
     *text = NULL;
     if (!s->rescue_on) return LCX_ESTATE;
-    const double t0 = lcx_now_ms();
+    const double t0 = lcx__now_ms();
     /* writes still queued would race the query: wait for their acks, bounded */
     s->turn.flush_rc = eng_triatt_flush(s->c, s->p.flush_timeout_ms);
     int rc = triatt_rescue_rehydrate(eng_triatt_rescue(s->c), question, text);
-    s->turn.rescue_ms += lcx_now_ms() - t0;
+    s->turn.rescue_ms += lcx__now_ms() - t0;
     s->turn.rescue_ran = true;
     s->turn.rescue_rc = rc;
     s->st.rescues_run++;
@@ -363,7 +363,7 @@ static int render(eng_session *s, bool add_assistant, char **out)
     eng_chat_msg *cm = malloc((size_t)(s->n_msgs ? s->n_msgs : 1) * sizeof *cm);
     if (!cm) return LCX_ENOMEM;
     for (int i = 0; i < s->n_msgs; i++) cm[i] = (eng_chat_msg){s->msgs[i].role, s->msgs[i].content};
-    int rc = eng_chat_apply(eng_model_gguf(s->m), cm, s->n_msgs, add_assistant, out, NULL);
+    int rc = eng__chat_apply(eng_model_gguf(s->m), cm, s->n_msgs, add_assistant, out, NULL);
     free(cm);
     return rc;
 }
@@ -509,16 +509,16 @@ static int pieces(const eng_session *s, char **txt, size_t **off)
     char tmp[512];
     for (int i = 0; i < s->nL; i++) {
         o[i] = b.len;
-        int l = eng_token_to_piece(s->tok, s->L[i], tmp, sizeof tmp);
-        if (l < 0 || (size_t)l > sizeof tmp || lcx_buf_append(&b, tmp, (size_t)l) < 0) {
-            lcx_buf_free(&b);
+        int l = eng__token_to_piece(s->tok, s->L[i], tmp, sizeof tmp);
+        if (l < 0 || (size_t)l > sizeof tmp || lcx__buf_append(&b, tmp, (size_t)l) < 0) {
+            lcx__buf_free(&b);
             free(o);
             return l < 0 ? l : LCX_ENOMEM;
         }
     }
     o[s->nL] = b.len;
-    if (lcx_buf_append(&b, "", 0) < 0) { free(o); return LCX_ENOMEM; }
-    *txt = lcx_buf_steal(&b, NULL);
+    if (lcx__buf_append(&b, "", 0) < 0) { free(o); return LCX_ENOMEM; }
+    *txt = lcx__buf_steal(&b, NULL);
     *off = o;
     return *txt ? 0 : LCX_ENOMEM;
 }

@@ -81,7 +81,7 @@ static void *worker(void *a)
     }
 }
 
-int eng_pool_init(int n, eng_pool **out)
+int eng__pool_init(int n, eng_pool **out)
 {
     *out = NULL;
     if (n < 1 || n > 512) return LCX_EINVAL;
@@ -95,13 +95,13 @@ int eng_pool_init(int n, eng_pool **out)
     if (!p->th) { free(p); return LCX_ENOMEM; }
     for (int i = 1; i < n; i++) {
         warg *a = malloc(sizeof *a);
-        if (!a) { p->n = i; eng_pool_free(p); return LCX_ENOMEM; }
+        if (!a) { p->n = i; eng__pool_free(p); return LCX_ENOMEM; }
         a->p = p;
         a->ith = i;
         if (pthread_create(&p->th[i], NULL, worker, a) != 0) {
             free(a);
             p->n = i;
-            eng_pool_free(p);
+            eng__pool_free(p);
             return LCX_ENOMEM;
         }
     }
@@ -109,7 +109,7 @@ int eng_pool_init(int n, eng_pool **out)
     return 0;
 }
 
-void eng_pool_free(eng_pool *p)
+void eng__pool_free(eng_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -123,9 +123,9 @@ void eng_pool_free(eng_pool *p)
     free(p);
 }
 
-int eng_pool_size(const eng_pool *p) { return p ? p->n : 1; }
+int eng__pool_size(const eng_pool *p) { return p ? p->n : 1; }
 
-void eng_pool_run(eng_pool *p, eng_chunk_fn fn, void *arg, long n_chunks)
+void eng__pool_run(eng_pool *p, eng_chunk_fn fn, void *arg, long n_chunks)
 {
     if (n_chunks <= 0) return;
     if (!p || p->n == 1 || n_chunks == 1) {

@@ -20,14 +20,14 @@
 /* ---- GPT-2 bytes_to_unicode ----------------------------------------------------------
  * Printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the other 68
  * bytes (0x00..0x20, 0x7F..0xA0, 0xAD) map in order to U+0100..U+0143. */
-uint32_t eng_bpe_byte_to_cp(uint8_t b) {
+uint32_t eng__bpe_byte_to_cp(uint8_t b) {
     if (b <= 0x20) return 256u + b;
     if (b >= 0x7F && b <= 0xA0) return 256u + 33u + (b - 0x7Fu);
     if (b == 0xAD) return 256u + 67u;
     return b;
 }
 
-int eng_bpe_cp_to_byte(uint32_t cp) {
+int eng__bpe_cp_to_byte(uint32_t cp) {
     if (cp < 256) {
         if (cp <= 0x20 || (cp >= 0x7F && cp <= 0xA0) || cp == 0xAD) return -1;
         return (int)cp;
@@ -68,7 +68,7 @@ static const struct {
     {"minerva-7b", ENG_PRE_STARCODER},
 };
 
-int eng_bpe_pre_from_name(const char *name, size_t len) {
+int eng__bpe_pre_from_name(const char *name, size_t len) {
     for (size_t i = 0; i < LCX_ARRAY_LEN(pre_names); i++)
         if (strlen(pre_names[i].name) == len && memcmp(pre_names[i].name, name, len) == 0)
             return pre_names[i].pre;
@@ -139,12 +139,12 @@ static const eng_tok_merge *merge_get(const eng_tokenizer *t, int32_t l, int32_t
     }
 }
 
-int eng_bpe_init(eng_tokenizer *t, const eng_tok_spec *s, char *err, size_t errlen) {
+int eng__bpe_init(eng_tokenizer *t, const eng_tok_spec *s, char *err, size_t errlen) {
     int rc;
     for (int b = 0; b < 256; b++) {
         char u[4];
-        int l = eng_utf8_encode(eng_bpe_byte_to_cp((uint8_t)b), u);
-        t->byte_tok[b] = eng_tok_map_get(t, u, (size_t)l);
+        int l = eng__utf8_encode(eng__bpe_byte_to_cp((uint8_t)b), u);
+        t->byte_tok[b] = eng__tok_map_get(t, u, (size_t)l);
     }
     if (s->n_merges < 0 || (s->n_merges && (!s->merges || !s->merge_lens))) return LCX_EINVAL;
     uint32_t cap = 16;
@@ -163,11 +163,11 @@ int eng_bpe_init(eng_tokenizer *t, const eng_tok_spec *s, char *err, size_t errl
         const char *sp = ml > 1 ? memchr(m + 1, ' ', ml - 1) : NULL;
         if (!sp) continue;
         size_t ll = (size_t)(sp - m), rl = ml - ll - 1;
-        int32_t li = eng_tok_map_get(t, m, ll), ri = eng_tok_map_get(t, sp + 1, rl);
+        int32_t li = eng__tok_map_get(t, m, ll), ri = eng__tok_map_get(t, sp + 1, rl);
         if (li < 0 || ri < 0) continue;
         memcpy(tmp, m, ll);
         memcpy(tmp + ll, sp + 1, rl);
-        int32_t res = eng_tok_map_get(t, tmp, ll + rl);
+        int32_t res = eng__tok_map_get(t, tmp, ll + rl);
         uint64_t k = merge_key(li, ri);
         for (uint32_t i = merge_hash(k) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
             eng_tok_merge *e = &t->merges[i];
@@ -180,7 +180,7 @@ int eng_bpe_init(eng_tokenizer *t, const eng_tok_spec *s, char *err, size_t errl
     return 0;
 }
 
-void eng_bpe_free(eng_tokenizer *t) {
+void eng__bpe_free(eng_tokenizer *t) {
     for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
     t->n_re = 0;
     free(t->merges);
@@ -315,7 +315,7 @@ static int pretokenize(const eng_tokenizer *t, const char *text, size_t len, spa
     return rc;
 }
 
-int eng_bpe_split(const eng_tokenizer *t, const char *text, size_t len, size_t **spans, size_t *n) {
+int eng__bpe_split(const eng_tokenizer *t, const char *text, size_t len, size_t **spans, size_t *n) {
     span_vec a = {0};
     *spans = NULL;
     *n = 0;
@@ -331,7 +331,7 @@ int eng_bpe_split(const eng_tokenizer *t, const char *text, size_t len, size_t *
     return 0;
 }
 
-int eng_bpe_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok_out *o) {
+int eng__bpe_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok_out *o) {
     span_vec a = {0};
     bsym *s = NULL;
     char *mapped = NULL;
@@ -351,8 +351,8 @@ int eng_bpe_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok
         if (t->ignore_merges) {
             /* Llama-3: a pre-token that is itself a vocabulary entry is taken whole */
             size_t ml = 0;
-            for (size_t i = 0; i < wl; i++) ml += (size_t)eng_utf8_encode(eng_bpe_byte_to_cp(word[i]), mapped + ml);
-            int32_t id = eng_tok_map_get(t, mapped, ml);
+            for (size_t i = 0; i < wl; i++) ml += (size_t)eng__utf8_encode(eng__bpe_byte_to_cp(word[i]), mapped + ml);
+            int32_t id = eng__tok_map_get(t, mapped, ml);
             if (id >= 0) { eng_tok_push(o, id); continue; }
         }
         int ns = (int)wl;

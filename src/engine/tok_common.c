@@ -20,7 +20,7 @@ void eng__tok_err(char *err, size_t errlen, const char *fmt, ...) {
 
 /* ---- UTF-8 ------------------------------------------------------------------------ */
 
-uint32_t eng_utf8_decode(const unsigned char *s, size_t n, int *adv) {
+uint32_t eng__utf8_decode(const unsigned char *s, size_t n, int *adv) {
     unsigned char c = s[0];
     *adv = 1;
     if (c < 0x80) return c;
@@ -38,7 +38,7 @@ uint32_t eng_utf8_decode(const unsigned char *s, size_t n, int *adv) {
     return cp;
 }
 
-int eng_utf8_encode(uint32_t cp, char *o) {
+int eng__utf8_encode(uint32_t cp, char *o) {
     if (cp < 0x80) { o[0] = (char)cp; return 1; }
     if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
     if (cp < 0x10000) {
@@ -54,9 +54,9 @@ int eng_utf8_encode(uint32_t cp, char *o) {
 
 #define MAP_SEED 0x746f6b656e697a65ull
 
-int32_t eng_tok_map_get(const eng_tokenizer *t, const char *s, size_t n) {
+int32_t eng__tok_map_get(const eng_tokenizer *t, const char *s, size_t n) {
     if (!t->map.slots) return -1;
-    uint64_t h = lcx_hash64(s, n, MAP_SEED);
+    uint64_t h = lcx__hash64(s, n, MAP_SEED);
     for (uint32_t i = (uint32_t)h & t->map.mask;; i = (i + 1) & t->map.mask) {
         uint32_t v = t->map.slots[i];
         if (!v) return -1;
@@ -77,7 +77,7 @@ static int map_build(eng_tokenizer *t) {
         const char *s = t->blob + t->off[id];
         size_t n = t->len[id];
         if (!n) continue;
-        uint64_t h = lcx_hash64(s, n, MAP_SEED);
+        uint64_t h = lcx__hash64(s, n, MAP_SEED);
         for (uint32_t i = (uint32_t)h & t->map.mask;; i = (i + 1) & t->map.mask) {
             uint32_t v = t->map.slots[i];
             if (!v) { t->map.slots[i] = (uint32_t)id + 1; break; }
@@ -93,7 +93,7 @@ static int map_build(eng_tokenizer *t) {
 
 /* ---- construction ----------------------------------------------------------------- */
 
-void eng_tok_spec_init(eng_tok_spec *s) {
+void eng__tok_spec_init(eng_tok_spec *s) {
     memset(s, 0, sizeof *s);
     s->kind = ENG_TOK_SPM;
     s->bos = s->eos = s->unk = s->sep = s->pad = s->eot = s->eom = ENG_TOKEN_DEFAULT;
@@ -130,13 +130,13 @@ static bool icontains(const char *hay, const char *needle) {
     return false;
 }
 
-/* Printable piece of one token (see eng_token_to_piece); appends to b. */
+/* Printable piece of one token (see eng__token_to_piece); appends to b. */
 static int piece_build(const eng_tokenizer *t, int32_t id, lcx_buf *b) {
     const char *s = t->blob + t->off[id];
     size_t n = t->len[id];
     int ty = t->type[id];
     if (ty == ENG_TOKT_CONTROL || ty == ENG_TOKT_UNKNOWN) return 0;
-    if (ty == ENG_TOKT_USER_DEFINED) return lcx_buf_append(b, s, n);
+    if (ty == ENG_TOKT_USER_DEFINED) return lcx__buf_append(b, s, n);
     if (t->kind == ENG_TOK_SPM && ty == ENG_TOKT_BYTE) {
         unsigned v;
         char tmp[8];
@@ -144,18 +144,18 @@ static int piece_build(const eng_tokenizer *t, int32_t id, lcx_buf *b) {
             memcpy(tmp, s + 3, 2); tmp[2] = 0;
             char *end;
             v = (unsigned)strtoul(tmp, &end, 16);
-            if (end == tmp + 2) { char c = (char)v; return lcx_buf_append(b, &c, 1); }
+            if (end == tmp + 2) { char c = (char)v; return lcx__buf_append(b, &c, 1); }
         }
-        return lcx_buf_append(b, s, n);
+        return lcx__buf_append(b, s, n);
     }
     if (t->kind == ENG_TOK_BPE) {
         for (size_t i = 0; i < n;) {
             int adv;
-            uint32_t cp = eng_utf8_decode((const unsigned char *)s + i, n - i, &adv);
-            int byte = eng_bpe_cp_to_byte(cp);
+            uint32_t cp = eng__utf8_decode((const unsigned char *)s + i, n - i, &adv);
+            int byte = eng__bpe_cp_to_byte(cp);
             int rc;
-            if (byte >= 0) { char c = (char)byte; rc = lcx_buf_append(b, &c, 1); }
-            else rc = lcx_buf_append(b, s + i, (size_t)adv);   /* not byte-mapped: keep */
+            if (byte >= 0) { char c = (char)byte; rc = lcx__buf_append(b, &c, 1); }
+            else rc = lcx__buf_append(b, s + i, (size_t)adv);   /* not byte-mapped: keep */
             if (rc < 0) return rc;
             i += (size_t)adv;
         }
@@ -164,8 +164,8 @@ static int piece_build(const eng_tokenizer *t, int32_t id, lcx_buf *b) {
     /* SPM / WPM normal: U+2581 -> ' ' */
     for (size_t i = 0; i < n;) {
         int rc;
-        if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) { rc = lcx_buf_append(b, " ", 1); i += 3; }
-        else { rc = lcx_buf_append(b, s + i, 1); i++; }
+        if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) { rc = lcx__buf_append(b, " ", 1); i += 3; }
+        else { rc = lcx__buf_append(b, s + i, 1); i++; }
         if (rc < 0) return rc;
     }
     return 0;
@@ -222,7 +222,7 @@ static int resolve_specials(eng_tokenizer *t, const eng_tok_spec *s, char *err, 
     else if (t->kind == ENG_TOK_WPM) { d_bos = 101; d_unk = 100; d_sep = 102; d_pad = 0; d_add_bos = true; }
     else {
         const char *pre = s->pre ? s->pre : "default";
-        t->pre = eng_bpe_pre_from_name(pre, strlen(pre));
+        t->pre = eng__bpe_pre_from_name(pre, strlen(pre));
         if (t->pre < 0) {
             eng__tok_err(err, errlen, "tokenizer: unknown pre-tokenizer '%s'", pre);
             return LCX_ENOTSUP;
@@ -248,7 +248,7 @@ static void mark_eog(eng_tokenizer *t) {
     static const char *const eog_text[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
                                            "<|endoftext|>", "<|eom_id|>", "<EOT>"};
     for (size_t k = 0; k < LCX_ARRAY_LEN(eog_text); k++) {
-        int32_t id = eng_tok_map_get(t, eog_text[k], strlen(eog_text[k]));
+        int32_t id = eng__tok_map_get(t, eog_text[k], strlen(eog_text[k]));
         if (id < 0) continue;
         t->eog[id] = 1;
         t->type[id] = ENG_TOKT_CONTROL;
@@ -276,7 +276,7 @@ static void spm_setup(eng_tokenizer *t) {
     for (int b = 0; b < 256; b++) {
         char hex[8];
         snprintf(hex, sizeof hex, "<0x%02X>", b);
-        t->byte_tok[b] = eng_tok_map_get(t, hex, 6);
+        t->byte_tok[b] = eng__tok_map_get(t, hex, 6);
     }
 }
 
@@ -299,11 +299,11 @@ static int index_specials(eng_tokenizer *t, const eng_tok_spec *s) {
      * has no per-token attributes. */
     if (s->model_name && (icontains(s->model_name, "phi-3") || icontains(s->model_name, "phi3"))) {
         for (int32_t k = 0; k < t->n_special; k++) t->attr[t->special[k]] |= ENG_TOKA_RSTRIP;
-        int32_t id = eng_tok_map_get(t, "</s>", 4);
+        int32_t id = eng__tok_map_get(t, "</s>", 4);
         if (id >= 0) t->attr[id] |= ENG_TOKA_RSTRIP;
         static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
         for (size_t k = 0; k < 3; k++) {
-            id = eng_tok_map_get(t, keep[k], strlen(keep[k]));
+            id = eng__tok_map_get(t, keep[k], strlen(keep[k]));
             if (id >= 0) t->attr[id] &= (uint8_t)~ENG_TOKA_RSTRIP;
         }
     }
@@ -319,17 +319,17 @@ static int build_pieces(eng_tokenizer *t) {
     if (!t->poff || !t->plen) return LCX_ENOMEM;
     for (int32_t i = 0; i < t->n; i++) {
         size_t before = b.len;
-        if ((rc = piece_build(t, i, &b)) < 0) { lcx_buf_free(&b); return rc; }
+        if ((rc = piece_build(t, i, &b)) < 0) { lcx__buf_free(&b); return rc; }
         t->poff[i] = (uint32_t)before;
         t->plen[i] = (uint32_t)(b.len - before);
     }
-    if (!b.data && (rc = lcx_buf_append(&b, "", 0)) < 0) return rc;
+    if (!b.data && (rc = lcx__buf_append(&b, "", 0)) < 0) return rc;
     t->pblob = b.data;
     if (!t->pblob && !(t->pblob = malloc(1))) return LCX_ENOMEM;
     return 0;
 }
 
-int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *err, size_t errlen) {
+int eng__tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *err, size_t errlen) {
     if (!out) return LCX_EINVAL;
     *out = NULL;
     if (!s || s->n_tokens <= 0 || !s->tokens || !s->token_lens) {
@@ -356,20 +356,20 @@ int eng_tokenizer_from_spec(const eng_tok_spec *s, eng_tokenizer **out, char *er
         spm_setup(t);
         rc = index_specials(t, s);
     }
-    if (rc >= 0 && t->kind == ENG_TOK_BPE) rc = eng_bpe_init(t, s, err, errlen);
+    if (rc >= 0 && t->kind == ENG_TOK_BPE) rc = eng__bpe_init(t, s, err, errlen);
     if (rc >= 0) rc = build_pieces(t);
     if (rc < 0) {
         if (rc == LCX_ENOMEM) eng__tok_err(err, errlen, "tokenizer: out of memory");
-        eng_tokenizer_free(t);
+        eng__tokenizer_free(t);
         return rc;
     }
     *out = t;
     return 0;
 }
 
-void eng_tokenizer_free(eng_tokenizer *t) {
+void eng__tokenizer_free(eng_tokenizer *t) {
     if (!t) return;
-    if (t->kind == ENG_TOK_BPE) eng_bpe_free(t);
+    if (t->kind == ENG_TOK_BPE) eng__bpe_free(t);
     free(t->blob); free(t->off); free(t->len); free(t->score); free(t->type); free(t->attr);
     free(t->eog); free(t->map.slots); free(t->pblob); free(t->poff); free(t->plen);
     free(t->special);
@@ -381,12 +381,12 @@ void eng_tokenizer_free(eng_tokenizer *t) {
 /* Rewrites vocab.txt entries into the representation llama.cpp's converter stores in GGUF
  * (word-initial pieces "\u2581word", continuation pieces bare), so both paths share one
  * WordPiece implementation and give identical ids. */
-int eng_tokenizer_from_vocab_txt(const char *path, eng_tokenizer **out, char *err, size_t errlen) {
+int eng__tokenizer_from_vocab_txt(const char *path, eng_tokenizer **out, char *err, size_t errlen) {
     if (!out) return LCX_EINVAL;
     *out = NULL;
     char *data = NULL;
     size_t dlen = 0;
-    int rc = lcx_read_file(path, 64u << 20, &data, &dlen);
+    int rc = lcx__read_file(path, 64u << 20, &data, &dlen);
     if (rc < 0) { eng__tok_err(err, errlen, "vocab.txt: cannot read %s (%s)", path, lcx_strerror(rc)); return rc; }
     int32_t n = 0;
     for (size_t i = 0; i < dlen; i++) if (data[i] == '\n') n++;
@@ -423,7 +423,7 @@ int eng_tokenizer_from_vocab_txt(const char *path, eng_tokenizer **out, char *er
         if (is_ctl == 3) sep = i;
     }
     eng_tok_spec s;
-    eng_tok_spec_init(&s);
+    eng__tok_spec_init(&s);
     s.kind = ENG_TOK_WPM;
     s.n_tokens = n;
     s.tokens = (const char *const *)toks;
@@ -431,7 +431,7 @@ int eng_tokenizer_from_vocab_txt(const char *path, eng_tokenizer **out, char *er
     s.token_types = types;
     s.bos = bos; s.unk = unk; s.sep = sep; s.pad = pad;
     s.eos = ENG_TOKEN_NONE;
-    rc = eng_tokenizer_from_spec(&s, out, err, errlen);
+    rc = eng__tokenizer_from_spec(&s, out, err, errlen);
 done:
     if (rc == LCX_ENOMEM) eng__tok_err(err, errlen, "vocab.txt: out of memory");
     if (toks) for (int32_t i = 0; i < n; i++) free(toks[i]);
@@ -441,35 +441,35 @@ done:
 
 /* ---- getters ------------------------------------------------------------------------ */
 
-int32_t eng_tokenizer_n_vocab(const eng_tokenizer *t) { return t ? t->n : 0; }
-eng_tok_kind eng_tokenizer_kind(const eng_tokenizer *t) { return t->kind; }
-bool eng_tokenizer_adds_space_prefix(const eng_tokenizer *t) { return t->add_space_prefix; }
-int32_t eng_token_bos(const eng_tokenizer *t) { return t->bos; }
-int32_t eng_token_eos(const eng_tokenizer *t) { return t->eos; }
-int32_t eng_token_unk(const eng_tokenizer *t) { return t->unk; }
-int32_t eng_token_sep(const eng_tokenizer *t) { return t->sep; }
-int32_t eng_token_pad(const eng_tokenizer *t) { return t->pad; }
-int32_t eng_token_eot(const eng_tokenizer *t) { return t->eot; }
-bool eng_tokenizer_add_bos(const eng_tokenizer *t) { return t->add_bos; }
-bool eng_tokenizer_add_eos(const eng_tokenizer *t) { return t->add_eos; }
-bool eng_token_is_eog(const eng_tokenizer *t, int32_t id) {
+int32_t eng__tokenizer_n_vocab(const eng_tokenizer *t) { return t ? t->n : 0; }
+eng_tok_kind eng__tokenizer_kind(const eng_tokenizer *t) { return t->kind; }
+bool eng__tokenizer_adds_space_prefix(const eng_tokenizer *t) { return t->add_space_prefix; }
+int32_t eng__token_bos(const eng_tokenizer *t) { return t->bos; }
+int32_t eng__token_eos(const eng_tokenizer *t) { return t->eos; }
+int32_t eng__token_unk(const eng_tokenizer *t) { return t->unk; }
+int32_t eng__token_sep(const eng_tokenizer *t) { return t->sep; }
+int32_t eng__token_pad(const eng_tokenizer *t) { return t->pad; }
+int32_t eng__token_eot(const eng_tokenizer *t) { return t->eot; }
+bool eng__tokenizer_add_bos(const eng_tokenizer *t) { return t->add_bos; }
+bool eng__tokenizer_add_eos(const eng_tokenizer *t) { return t->add_eos; }
+bool eng__token_is_eog(const eng_tokenizer *t, int32_t id) {
     return t && id >= 0 && id < t->n && t->eog[id];
 }
 
-const char *eng_token_text(const eng_tokenizer *t, int32_t id, size_t *len) {
+const char *eng__token_text(const eng_tokenizer *t, int32_t id, size_t *len) {
     if (!t || id < 0 || id >= t->n) return NULL;
     if (len) *len = t->len[id];
     return t->blob + t->off[id];
 }
 
-int eng_token_type(const eng_tokenizer *t, int32_t id) {
+int eng__token_type(const eng_tokenizer *t, int32_t id) {
     if (!t || id < 0 || id >= t->n) return LCX_EINVAL;
     return t->type[id];
 }
 
-int32_t eng_token_lookup(const eng_tokenizer *t, const char *text, size_t len) {
+int32_t eng__token_lookup(const eng_tokenizer *t, const char *text, size_t len) {
     if (!t || (!text && len)) return ENG_TOKEN_NONE;
-    return eng_tok_map_get(t, text, len);
+    return eng__tok_map_get(t, text, len);
 }
 
 /* ---- special-token partition ------------------------------------------------------- */
@@ -542,7 +542,7 @@ out:
     return rc;
 }
 
-int eng_tokenize(const eng_tokenizer *t, const char *text, size_t len, bool add_special,
+int eng__tokenize(const eng_tokenizer *t, const char *text, size_t len, bool add_special,
                  bool parse_special, int32_t *out, int max) {
     if (!t || (!text && len) || max < 0 || (!out && max > 0)) return LCX_EINVAL;
     if (len > ENG_TOK_MAX_INPUT) return LCX_ELIMIT;
@@ -562,10 +562,10 @@ int eng_tokenize(const eng_tokenizer *t, const char *text, size_t len, bool add_
         if (f->tok >= 0) { eng_tok_push(&o, f->tok); prev_special = true; continue; }
         switch (t->kind) {
         case ENG_TOK_SPM:
-            rc = eng_spm_encode(t, text + f->off, f->len, t->add_space_prefix && prev_special, &o);
+            rc = eng__spm_encode(t, text + f->off, f->len, t->add_space_prefix && prev_special, &o);
             break;
-        case ENG_TOK_BPE: rc = eng_bpe_encode(t, text + f->off, f->len, &o); break;
-        case ENG_TOK_WPM: rc = eng_wpm_encode(t, text + f->off, f->len, &o); break;
+        case ENG_TOK_BPE: rc = eng__bpe_encode(t, text + f->off, f->len, &o); break;
+        case ENG_TOK_WPM: rc = eng__wpm_encode(t, text + f->off, f->len, &o); break;
         }
         if (rc < 0) goto done;
         prev_special = false;
@@ -583,7 +583,7 @@ done:
 
 /* ---- pieces and detokenization ---------------------------------------------------- */
 
-size_t eng_utf8_stream_cut(const char *buf, size_t n) {
+size_t eng__utf8_stream_cut(const char *buf, size_t n) {
     if (!buf || !n) return 0;
     /* look back at most 3 bytes for the lead byte of the last sequence */
     size_t i = n, back = 0;
@@ -603,14 +603,14 @@ size_t eng_utf8_stream_cut(const char *buf, size_t n) {
     return i - 1;
 }
 
-int eng_token_to_piece(const eng_tokenizer *t, int32_t id, char *buf, size_t n) {
+int eng__token_to_piece(const eng_tokenizer *t, int32_t id, char *buf, size_t n) {
     if (!t || id < 0 || id >= t->n || (!buf && n)) return LCX_EINVAL;
     size_t l = t->plen[id];
     if (n) memcpy(buf, t->pblob + t->poff[id], l < n ? l : n);
     return (int)l;
 }
 
-int eng_detokenize(const eng_tokenizer *t, const int32_t *ids, int n, char *buf, size_t cap) {
+int eng__detokenize(const eng_tokenizer *t, const int32_t *ids, int n, char *buf, size_t cap) {
     if (!t || n < 0 || (!ids && n) || (!buf && cap)) return LCX_EINVAL;
     size_t total = 0;
     /* SPM's dummy prefix (and WordPiece's word-initial marker) puts a space in front of the

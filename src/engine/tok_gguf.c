@@ -12,11 +12,11 @@
 static int get_id(const eng_gguf *g, const char *key, int32_t *out, char *err, size_t errlen) {
     uint32_t v;
     int32_t sv;
-    int rc = eng_gguf_get_u32(g, key, &v);
+    int rc = eng__gguf_get_u32(g, key, &v);
     if (rc == LCX_ENOTFOUND) { *out = ENG_TOKEN_DEFAULT; return 0; }
     /* converters write "none" as 0xFFFFFFFF (u32) or -1 (i32) */
     if (rc == 0 && v == UINT32_MAX) { *out = ENG_TOKEN_NONE; return 0; }
-    if (rc < 0 && eng_gguf_get_i32(g, key, &sv) == 0 && sv == -1) { *out = ENG_TOKEN_NONE; return 0; }
+    if (rc < 0 && eng__gguf_get_i32(g, key, &sv) == 0 && sv == -1) { *out = ENG_TOKEN_NONE; return 0; }
     if (rc < 0 || v > INT32_MAX) {
         eng__tok_err(err, errlen, "tokenizer: %s is not a valid token id", key);
         return LCX_ECORRUPT;
@@ -27,7 +27,7 @@ static int get_id(const eng_gguf *g, const char *key, int32_t *out, char *err, s
 
 static int get_flag(const eng_gguf *g, const char *key, int *out, char *err, size_t errlen) {
     bool v;
-    int rc = eng_gguf_get_bool(g, key, &v);
+    int rc = eng__gguf_get_bool(g, key, &v);
     if (rc == LCX_ENOTFOUND) { *out = -1; return 0; }
     if (rc < 0) { eng__tok_err(err, errlen, "tokenizer: %s is not a bool", key); return LCX_ECORRUPT; }
     *out = v ? 1 : 0;
@@ -42,12 +42,12 @@ static char *dupn(const char *s, size_t n) {
     return d;
 }
 
-int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, size_t errlen) {
+int eng__tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, size_t errlen) {
     if (!out) return LCX_EINVAL;
     *out = NULL;
     if (!g) return LCX_EINVAL;
     eng_tok_spec s;
-    eng_tok_spec_init(&s);
+    eng__tok_spec_init(&s);
     int rc;
     char *pre = NULL, *name = NULL;
     const char **toks = NULL, **merges = NULL;
@@ -56,7 +56,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     int32_t *types = NULL;
 
     size_t ml;
-    const char *model = eng_gguf_get_str(g, "tokenizer.ggml.model", &ml);
+    const char *model = eng__gguf_get_str(g, "tokenizer.ggml.model", &ml);
     if (!model) { eng__tok_err(err, errlen, "tokenizer: no tokenizer.ggml.model in the GGUF"); return LCX_ENOTFOUND; }
     if (ml == 5 && !memcmp(model, "llama", 5)) s.kind = ENG_TOK_SPM;
     else if (ml == 4 && !memcmp(model, "gpt2", 4)) s.kind = ENG_TOK_BPE;
@@ -67,9 +67,9 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
         return LCX_ENOTSUP;
     }
     size_t pl, nl;
-    const char *p = eng_gguf_get_str(g, "tokenizer.ggml.pre", &pl);
+    const char *p = eng__gguf_get_str(g, "tokenizer.ggml.pre", &pl);
     if (p && !(pl = pl > 256 ? 256 : pl, pre = dupn(p, pl))) return LCX_ENOMEM;
-    const char *nm = eng_gguf_get_str(g, "general.name", &nl);
+    const char *nm = eng__gguf_get_str(g, "general.name", &nl);
     rc = LCX_ENOMEM;
     if (nm && !(nl = nl > 256 ? 256 : nl, name = dupn(nm, nl))) goto out;
     s.pre = pre;
@@ -78,7 +78,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     int et;
     uint64_t n;
     const void *data;
-    if (eng_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data) < 0 || et != ENG_GGUF_STRING) {
+    if (eng__gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data) < 0 || et != ENG_GGUF_STRING) {
         eng__tok_err(err, errlen, "tokenizer: tokenizer.ggml.tokens missing or not a string array");
         rc = LCX_ENOTFOUND;
         goto out;
@@ -94,14 +94,14 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     tlens = malloc(sizeof(size_t) * n);
     if (!toks || !tlens) goto out;
     for (uint64_t i = 0; i < n; i++) {
-        toks[i] = eng_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &tlens[i]);
+        toks[i] = eng__gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &tlens[i]);
         if (!toks[i]) { eng__tok_err(err, errlen, "tokenizer: token %llu unreadable", (unsigned long long)i); rc = LCX_ECORRUPT; goto out; }
     }
     s.tokens = toks;
     s.token_lens = tlens;
 
     uint64_t m;
-    if (eng_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &m, &data) == 0) {
+    if (eng__gguf_get_arr(g, "tokenizer.ggml.scores", &et, &m, &data) == 0) {
         if (et != ENG_GGUF_F32 || m != n) {
             eng__tok_err(err, errlen, "tokenizer: tokenizer.ggml.scores must be %llu f32 values", (unsigned long long)n);
             rc = LCX_ECORRUPT;
@@ -112,7 +112,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
         memcpy(scores, data, sizeof(float) * n);    /* possibly unaligned in the mapping */
         s.scores = scores;
     }
-    if (eng_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &m, &data) == 0) {
+    if (eng__gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &m, &data) == 0) {
         if ((et != ENG_GGUF_I32 && et != ENG_GGUF_U32) || m != n) {
             eng__tok_err(err, errlen, "tokenizer: tokenizer.ggml.token_type must be %llu int32 values", (unsigned long long)n);
             rc = LCX_ECORRUPT;
@@ -124,7 +124,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
         s.token_types = types;
     }
     if (s.kind == ENG_TOK_BPE) {
-        if (eng_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &m, &data) < 0 || et != ENG_GGUF_STRING) {
+        if (eng__gguf_get_arr(g, "tokenizer.ggml.merges", &et, &m, &data) < 0 || et != ENG_GGUF_STRING) {
             eng__tok_err(err, errlen, "tokenizer: gpt2 tokenizer without tokenizer.ggml.merges");
             rc = LCX_ENOTFOUND;
             goto out;
@@ -135,7 +135,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
         mlens = malloc(sizeof(size_t) * (m ? m : 1));
         if (!merges || !mlens) goto out;
         for (uint64_t i = 0; i < m; i++) {
-            merges[i] = eng_gguf_get_arr_str(g, "tokenizer.ggml.merges", i, &mlens[i]);
+            merges[i] = eng__gguf_get_arr_str(g, "tokenizer.ggml.merges", i, &mlens[i]);
             if (!merges[i]) { rc = LCX_ECORRUPT; eng__tok_err(err, errlen, "tokenizer: merge %llu unreadable", (unsigned long long)i); goto out; }
         }
         s.n_merges = (int32_t)m;
@@ -156,7 +156,7 @@ int eng_tokenizer_from_gguf(const eng_gguf *g, eng_tokenizer **out, char *err, s
     if ((rc = get_flag(g, "tokenizer.ggml.add_eos_token", &s.add_eos, err, errlen)) < 0) goto out;
     if ((rc = get_flag(g, "tokenizer.ggml.add_space_prefix", &s.add_space_prefix, err, errlen)) < 0) goto out;
 
-    rc = eng_tokenizer_from_spec(&s, out, err, errlen);
+    rc = eng__tokenizer_from_spec(&s, out, err, errlen);
 out:
     if (rc == LCX_ENOMEM) eng__tok_err(err, errlen, "tokenizer: out of memory");
     free(pre); free(name); free(toks); free(tlens); free(merges); free(mlens); free(scores); free(types);

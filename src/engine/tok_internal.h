@@ -86,32 +86,32 @@ static inline void eng_tok_push(eng_tok_out *o, int32_t id) {
     o->n++;
 }
 
-int32_t eng_tok_map_get(const eng_tokenizer *t, const char *s, size_t n);
+int32_t eng__tok_map_get(const eng_tokenizer *t, const char *s, size_t n);
 
 /* Unicode helpers (tok_common.c). */
 /* Decodes one code point at s[0..n) (n >= 1); invalid sequences give 0xFFFD and *adv = 1. */
-uint32_t eng_utf8_decode(const unsigned char *s, size_t n, int *adv);
-int      eng_utf8_encode(uint32_t cp, char *out);     /* 1..4 bytes */
+uint32_t eng__utf8_decode(const unsigned char *s, size_t n, int *adv);
+int      eng__utf8_encode(uint32_t cp, char *out);     /* 1..4 bytes */
 /* Byte length of the UTF-8 sequence started by lead byte c (1 for invalid leads). */
 static inline int eng_utf8_len(unsigned char c) {
     return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
 }
 
 /* Model passes: encode one raw-text fragment. Return 0 or LCX_ENOMEM. */
-int eng_spm_encode(const eng_tokenizer *t, const char *text, size_t len, bool prefix_space,
+int eng__spm_encode(const eng_tokenizer *t, const char *text, size_t len, bool prefix_space,
                    eng_tok_out *o);
-int eng_bpe_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok_out *o);
-int eng_wpm_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok_out *o);
+int eng__bpe_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok_out *o);
+int eng__wpm_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok_out *o);
 
 /* BPE setup (tok_bpe.c): regexes for t->pre, merges, byte map. */
-int  eng_bpe_init(eng_tokenizer *t, const eng_tok_spec *s, char *err, size_t errlen);
-void eng_bpe_free(eng_tokenizer *t);
-int  eng_bpe_pre_from_name(const char *name, size_t len);   /* -1 unknown */
+int  eng__bpe_init(eng_tokenizer *t, const eng_tok_spec *s, char *err, size_t errlen);
+void eng__bpe_free(eng_tokenizer *t);
+int  eng__bpe_pre_from_name(const char *name, size_t len);   /* -1 unknown */
 /* Test hook: pre-tokenizer chunks of text as (offset, length) pairs in *spans (malloc'd,
  * 2 * *n entries). LCX_EINVAL for a non-BPE tokenizer. */
-int  eng_bpe_split(const eng_tokenizer *t, const char *text, size_t len, size_t **spans, size_t *n);
+int  eng__bpe_split(const eng_tokenizer *t, const char *text, size_t len, size_t **spans, size_t *n);
 /* GPT-2 byte <-> unicode map. */
-uint32_t eng_bpe_byte_to_cp(uint8_t b);
-int      eng_bpe_cp_to_byte(uint32_t cp);                   /* -1 when not a mapped char */
+uint32_t eng__bpe_byte_to_cp(uint8_t b);
+int      eng__bpe_cp_to_byte(uint32_t cp);                   /* -1 when not a mapped char */
 
 #endif

@@ -78,12 +78,12 @@ static bigram heap_pop(heap *h) {
 static int try_pair(const eng_tokenizer *t, const char *buf, const sym *s, int l, int r, heap *h) {
     if (l < 0 || r < 0) return 0;
     uint32_t size = s[l].n + s[r].n;
-    int32_t id = eng_tok_map_get(t, buf + s[l].start, size);
+    int32_t id = eng__tok_map_get(t, buf + s[l].start, size);
     if (id < 0) return 0;
     return heap_push(h, (bigram){bg_key(t->score[id], l), r, size});
 }
 
-int eng_spm_encode(const eng_tokenizer *t, const char *text, size_t len, bool prefix_space,
+int eng__spm_encode(const eng_tokenizer *t, const char *text, size_t len, bool prefix_space,
                    eng_tok_out *o) {
     /* escaped copy: ' ' -> U+2581 (3 bytes) unless the vocabulary keeps raw spaces */
     size_t cap = (len + 1) * 3;
@@ -136,7 +136,7 @@ int eng_spm_encode(const eng_tokenizer *t, const char *text, size_t len, bool pr
         if ((rc = try_pair(t, buf, s, left, L->next, &h)) < 0) goto out;
     }
     for (int i = 0; i != -1; i = s[i].next) {
-        int32_t id = eng_tok_map_get(t, buf + s[i].start, s[i].n);
+        int32_t id = eng__tok_map_get(t, buf + s[i].start, s[i].n);
         if (id >= 0) { eng_tok_push(o, id); continue; }
         for (uint32_t j = 0; j < s[i].n; j++) {
             int32_t bid = t->byte_tok[(unsigned char)buf[s[i].start + j]];

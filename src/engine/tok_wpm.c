@@ -88,7 +88,7 @@ static void wordpiece(const eng_tokenizer *t, const char *w, size_t wl, size_t n
         }
         int32_t found = -1;
         while (end > start) {
-            found = start == 0 ? eng_tok_map_get(t, w, end + 3) : eng_tok_map_get(t, word + start, end - start);
+            found = start == 0 ? eng__tok_map_get(t, w, end + 3) : eng__tok_map_get(t, word + start, end - start);
             if (found >= 0) break;
             end--;
             while (end > start && (word[end] & 0xC0) == 0x80) end--;
@@ -101,14 +101,14 @@ static void wordpiece(const eng_tokenizer *t, const char *w, size_t wl, size_t n
     for (int i = 0; i < nid; i++) eng_tok_push(o, ids[i]);
 }
 
-int eng_wpm_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok_out *o) {
+int eng__wpm_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok_out *o) {
     cpvec cps = {0};
     int rc = LCX_ENOMEM;
     char *wbuf = NULL;
     /* normalise into code points; ' ' separates words, 0x1 marks a forced split */
     for (size_t i = 0; i < len;) {
         int adv;
-        uint32_t c = eng_utf8_decode((const unsigned char *)text + i, len - i, &adv);
+        uint32_t c = eng__utf8_decode((const unsigned char *)text + i, len - i, &adv);
         i += (size_t)adv;
         if (c == 0 || c == 0xFFFD || is_control(c)) continue;
         if (is_ws(c)) { if ((rc = cp_push(&cps, ' ')) < 0) goto out; continue; }
@@ -142,12 +142,12 @@ int eng_wpm_encode(const eng_tokenizer *t, const char *text, size_t len, eng_tok
             if (wl) wordpiece(t, wbuf, wl, nch, o);
             wl = nch = 0;
             if (!p) continue;
-            wl = (size_t)eng_utf8_encode(c, wbuf + 3);
+            wl = (size_t)eng__utf8_encode(c, wbuf + 3);
             wordpiece(t, wbuf, wl, 1, o);
             wl = 0;
             continue;
         }
-        wl += (size_t)eng_utf8_encode(c, wbuf + 3 + wl);
+        wl += (size_t)eng__utf8_encode(c, wbuf + 3 + wl);
         nch++;
     }
     rc = 0;

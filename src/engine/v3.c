@@ -65,7 +65,7 @@ static int v3_detok(void *ud, const int32_t *tokens, int n, char *out, size_t ca
         if (cap) out[0] = 0;
         return 0;
     }
-    return eng_detokenize(v->tok, v->dscratch, k, out, cap);
+    return eng__detokenize(v->tok, v->dscratch, k, out, cap);
 }
 
 static void v3_log_tramp(void *ud, const char *line)
@@ -80,7 +80,7 @@ void eng__v3_free(eng_ctx *c)
     if (!v) return;
     triatt_rescue_free(v->rs);
     triatt_free(v->tc);
-    eng_tokenizer_free(v->tok);
+    eng__tokenizer_free(v->tok);
     free(v->qbuf); free(v->out_cells); free(v->ev_pos); free(v->ev_score); free(v->moved); free(v->hist); free(v->dscratch);
     free(v);
     c->v3 = NULL;
@@ -188,7 +188,7 @@ int eng_triatt_attach(eng_ctx *c, const triatt_config *cfg_in, const char *sessi
         }
     if (cfg.endpoint[0]) {
         char terr[256] = "";
-        rc = eng_tokenizer_from_gguf(c->m->g, &v->tok, terr, sizeof terr);
+        rc = eng__tokenizer_from_gguf(c->m->g, &v->tok, terr, sizeof terr);
         if (rc < 0) {
             eng__v3_free(c);
             return errf(err, errlen, rc, "triatt: the rescue bridge needs the model's tokenizer: %s", terr);
@@ -279,7 +279,7 @@ void eng__v3_observe(eng_ctx *c, int il, int n)
 int eng__v3_after_ubatch(eng_ctx *c, const int32_t *tok, int n)
 {
     eng_v3 *v = c->v3;
-    const double t0 = lcx_now_ms();
+    const double t0 = lcx__now_ms();
     for (int t = 0; t < n; t++)
         if (hist_put(v, c->ub_pos[t], tok[t]) < 0) return LCX_ENOMEM;
     triatt_calib *cal = triatt_ctx_calib(v->tc);
@@ -302,7 +302,7 @@ int eng__v3_after_ubatch(eng_ctx *c, const int32_t *tok, int n)
         rc = feed_cells(c, c->ub_cell, n);
         if (rc < 0) return rc;
     }
-    const double t1 = lcx_now_ms();
+    const double t1 = lcx__now_ms();
     v->st.total_feed_ms += t1 - t0;
     if (c->hi != c->n_used) v->st.cells_moved += (uint64_t)eng__kv_compact(c, v->moved);
     int ne = triatt_maybe_evict(v->tc, &v->keys, c->cell_pos, c->n_used, v->out_cells);
@@ -327,7 +327,7 @@ int eng__v3_after_ubatch(eng_ctx *c, const int32_t *tok, int n)
     v->st.cells_evicted += (uint64_t)ne;
     v->st.cells_moved += (uint64_t)nm;
     v->st.last_round_evicted = ne;
-    v->st.last_round_ms = lcx_now_ms() - t1;
+    v->st.last_round_ms = lcx__now_ms() - t1;
     v->st.total_round_ms += v->st.last_round_ms;
     return 0;
 }

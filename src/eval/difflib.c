@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int lcx_utf8_to_cp(const char *s, size_t n, uint32_t **out, size_t *ncp)
+int lcx__utf8_to_cp(const char *s, size_t n, uint32_t **out, size_t *ncp)
 {
     if (!out || !ncp || (!s && n)) return LCX_EINVAL;
     uint32_t *v = malloc((n ? n : 1) * sizeof *v);
@@ -123,7 +123,7 @@ static match_t find_longest_match(sm_t *m, size_t alo, size_t ahi, size_t blo, s
     return (match_t){besti, bestj, bestsize};
 }
 
-int lcx_seqmatch_ratio_cp(const uint32_t *a, size_t la, const uint32_t *b, size_t lb, double *out)
+int lcx__seqmatch_ratio_cp(const uint32_t *a, size_t la, const uint32_t *b, size_t lb, double *out)
 {
     if (!out || (!a && la) || (!b && lb)) return LCX_EINVAL;
     if (la + lb == 0) { *out = 1.0; return LCX_OK; }
@@ -206,25 +206,25 @@ done:
     return rc;
 }
 
-int lcx_seqmatch_ratio(const char *a, size_t na, const char *b, size_t nb, double *out)
+int lcx__seqmatch_ratio(const char *a, size_t na, const char *b, size_t nb, double *out)
 {
     if (!out || (!a && na) || (!b && nb)) return LCX_EINVAL;
     uint32_t *ca = NULL, *cb = NULL;
     size_t la = 0, lb = 0;
-    int rc = lcx_utf8_to_cp(a, na, &ca, &la);
-    if (rc == 0) rc = lcx_utf8_to_cp(b, nb, &cb, &lb);
-    if (rc == 0) rc = lcx_seqmatch_ratio_cp(ca, la, cb, lb, out);
+    int rc = lcx__utf8_to_cp(a, na, &ca, &la);
+    if (rc == 0) rc = lcx__utf8_to_cp(b, nb, &cb, &lb);
+    if (rc == 0) rc = lcx__seqmatch_ratio_cp(ca, la, cb, lb, out);
     free(ca);
     free(cb);
     return rc;
 }
 
-int lcx_mrcr_grade(const char *response, const char *answer, const char *hash, double *out)
+int lcx__mrcr_grade(const char *response, const char *answer, const char *hash, double *out)
 {
     if (!response || !answer || !hash || !out) return LCX_EINVAL;
     size_t hl = strlen(hash);
     if (strncmp(response, hash, hl) != 0) { *out = 0.0; return LCX_OK; }
     const char *r = response + hl;
     const char *a = strncmp(answer, hash, hl) == 0 ? answer + hl : answer;
-    return lcx_seqmatch_ratio(r, strlen(r), a, strlen(a), out);
+    return lcx__seqmatch_ratio(r, strlen(r), a, strlen(a), out);
 }

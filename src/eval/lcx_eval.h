@@ -1,13 +1,13 @@
 /* lcx_eval — evaluation library (internal to longctx; used by `longctx eval`, tests, benches).
  *
  *   double r;
- *   lcx_seqmatch_ratio("abcd", 4, "bcde", 4, &r);          // r == 0.75, as Python's difflib
- *   lcx_mrcr_grade(response, answer, "aB3dE5gH7j", &r);     // openai/mrcr grade
+ *   lcx__seqmatch_ratio("abcd", 4, "bcde", 4, &r);          // r == 0.75, as Python's difflib
+ *   lcx__mrcr_grade(response, answer, "aB3dE5gH7j", &r);     // openai/mrcr grade
  *
  *   lcx_mrcr_set set = {0};
- *   lcx_mrcr_read_jsonl("/tmp/mrcr.jsonl", &set);           // records, validated
- *   int bin = lcx_mrcr_bin_of(set.recs[0].n_chars);         // 0..7, or LCX_MRCR_BIN_OTHER
- *   lcx_mrcr_set_free(&set);
+ *   lcx__mrcr_read_jsonl("/tmp/mrcr.jsonl", &set);           // records, validated
+ *   int bin = lcx__mrcr_bin_of(set.recs[0].n_chars);         // 0..7, or LCX_MRCR_BIN_OTHER
+ *   lcx__mrcr_set_free(&set);
  *
  * Ownership: every out-pointer filled by an lcx_mrcr_* reader/generator belongs to the caller
  * and is released by the matching *_free. Strings are UTF-8, NUL-terminated.
@@ -31,18 +31,18 @@
  * a and b are UTF-8; each byte of an ill-formed sequence becomes one code point U+DC80+byte
  * (like Python's surrogateescape), so invalid input still grades deterministically.
  * Returns 0 and *out in [0,1]; LCX_ENOMEM; LCX_EINVAL on NULL arguments. */
-int lcx_seqmatch_ratio(const char *a, size_t na, const char *b, size_t nb, double *out);
+int lcx__seqmatch_ratio(const char *a, size_t na, const char *b, size_t nb, double *out);
 
 /* Same over code-point arrays. */
-int lcx_seqmatch_ratio_cp(const uint32_t *a, size_t la, const uint32_t *b, size_t lb, double *out);
+int lcx__seqmatch_ratio_cp(const uint32_t *a, size_t la, const uint32_t *b, size_t lb, double *out);
 
 /* Decodes UTF-8 into code points (rule above). *out is malloc'd (free it); *n its length. */
-int lcx_utf8_to_cp(const char *s, size_t n, uint32_t **out, size_t *ncp);
+int lcx__utf8_to_cp(const char *s, size_t n, uint32_t **out, size_t *ncp);
 
 /* The openai/mrcr grade: 0 unless `response` starts with `hash`; otherwise the hash is
  * removed from the front of both response and answer (answer only when it starts with it)
- * and the result is lcx_seqmatch_ratio(response', answer'). */
-int lcx_mrcr_grade(const char *response, const char *answer, const char *hash, double *out);
+ * and the result is lcx__seqmatch_ratio(response', answer'). */
+int lcx__mrcr_grade(const char *response, const char *answer, const char *hash, double *out);
 
 /* ---------------------------------------------------------------- records (mrcr_io.c) */
 
@@ -76,22 +76,22 @@ typedef struct {
 } lcx_mrcr_set;
 
 /* Parses one JSONL line (`prompt` may be a JSON string holding the list, as in openai/mrcr,
- * or the list itself). Fills *rec (caller frees with lcx_mrcr_rec_free). LCX_EINVAL with a
+ * or the list itself). Fills *rec (caller frees with lcx__mrcr_rec_free). LCX_EINVAL with a
  * reason in err (if err_len > 0) on any missing/mistyped field. */
-int lcx_mrcr_parse_line(const char *line, size_t len, lcx_mrcr_rec *rec, char *err, size_t err_len);
+int lcx__mrcr_parse_line(const char *line, size_t len, lcx_mrcr_rec *rec, char *err, size_t err_len);
 /* Reads a whole JSONL file; blank lines are skipped; a bad line fails the whole read with
  * its line number in err. */
-int lcx_mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t err_len);
+int lcx__mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t err_len);
 /* Reads the next line of f into line (cap LCX_MRCR_MAX_LINE; newline stripped).
  * Returns 1 with a line, 0 at EOF, LCX_ELIMIT for an over-long line (consumed, so the caller
  * may report and stop), LCX_EIO / LCX_ENOMEM. */
-int lcx_mrcr_next_line(FILE *f, lcx_buf *line);
+int lcx__mrcr_next_line(FILE *f, lcx_buf *line);
 /* Appends a record as one JSONL line (prompt written as a JSON string, as openai/mrcr). */
-int lcx_mrcr_write_line(FILE *f, const lcx_mrcr_rec *rec);
-void lcx_mrcr_rec_free(lcx_mrcr_rec *rec);
-void lcx_mrcr_set_free(lcx_mrcr_set *set);
+int lcx__mrcr_write_line(FILE *f, const lcx_mrcr_rec *rec);
+void lcx__mrcr_rec_free(lcx_mrcr_rec *rec);
+void lcx__mrcr_set_free(lcx_mrcr_set *set);
 /* Takes ownership of *rec's contents (rec is zeroed). */
-int lcx_mrcr_set_push(lcx_mrcr_set *set, lcx_mrcr_rec *rec);
+int lcx__mrcr_set_push(lcx_mrcr_set *set, lcx_mrcr_rec *rec);
 
 /* Bins by n_chars (characters), the reference harness's rule:
  * 8K=[16K,32K) 16K=[32K,64K) 32K=[64K,128K) 64K=[128K,256K) 128K=[256K,512K)
@@ -99,13 +99,13 @@ int lcx_mrcr_set_push(lcx_mrcr_set *set, lcx_mrcr_rec *rec);
  * bins: 2**14 .. 2**22 plus the 1M bin up to 5*2**20). Anything else: LCX_MRCR_BIN_OTHER. */
 #define LCX_MRCR_NBINS 8
 #define LCX_MRCR_BIN_OTHER 8
-int lcx_mrcr_bin_of(long n_chars);
+int lcx__mrcr_bin_of(long n_chars);
 /* "8k" .. "1m", "other". */
-const char *lcx_mrcr_bin_name(int bin);
+const char *lcx__mrcr_bin_name(int bin);
 /* Parses "8k" / "1m" / "128K" into a bin index; LCX_EINVAL otherwise. */
-int lcx_mrcr_bin_parse(const char *s);
+int lcx__mrcr_bin_parse(const char *s);
 /* [lo, hi) characters of a bin. */
-void lcx_mrcr_bin_range(int bin, long *lo, long *hi);
+void lcx__mrcr_bin_range(int bin, long *lo, long *hi);
 
 /* ---------------------------------------------------------------- generator (mrcr_gen.c) */
 
@@ -118,16 +118,16 @@ typedef struct {
 
 /* Opaque generator: loads the haystack once, then makes records. */
 typedef struct lcx_mrcr_gen lcx_mrcr_gen;
-int  lcx_mrcr_gen_open(const char *haystack_dir, lcx_mrcr_gen **out);
-void lcx_mrcr_gen_close(lcx_mrcr_gen *g);
+int  lcx__mrcr_gen_open(const char *haystack_dir, lcx_mrcr_gen **out);
+void lcx__mrcr_gen_close(lcx_mrcr_gen *g);
 /* Final-question style: 0 (default) = exactly the SPEC §6 template; 1 = varied phrasings
  * (ordinal words, a one-swap typo in the word, "(1-indexed)", "last"/"second to last"/
  * "(0 indexed)", "the Nth time I asked for a F about T") — to stress the Selector's parser.
  * Deterministic either way. */
-void lcx_mrcr_gen_set_varied(lcx_mrcr_gen *g, int varied);
+void lcx__mrcr_gen_set_varied(lcx_mrcr_gen *g, int varied);
 /* Record `index` of the stream (seed, n_needles, bin): deterministic in all four.
  * Same arguments → identical record, independent of what was generated before. */
-int  lcx_mrcr_gen_record(lcx_mrcr_gen *g, uint64_t seed, int n_needles, int bin, long index,
+int  lcx__mrcr_gen_record(lcx_mrcr_gen *g, uint64_t seed, int n_needles, int bin, long index,
                          lcx_mrcr_rec *rec);
 
 /* ---------------------------------------------------------------- stats (mrcr_stats.c) */
@@ -136,9 +136,9 @@ typedef struct {
     double mean, ci95;        /* ci95: half-width, 1.96 * sample sd / sqrt(n) (0 when n < 2) */
     double p50, p95;          /* nearest-rank percentiles of the latency array */
 } lcx_eval_stats;
-void lcx_eval_mean_ci(const double *x, size_t n, double *mean, double *ci95);
+void lcx__eval_mean_ci(const double *x, size_t n, double *mean, double *ci95);
 /* Nearest-rank percentile (q in [0,1]); x is copied, not modified. 0 when n == 0. */
-double lcx_eval_percentile(const double *x, size_t n, double q);
+double lcx__eval_percentile(const double *x, size_t n, double q);
 
 /* ---------------------------------------------------------------- runner (mrcr_eval.c) */
 
@@ -172,13 +172,13 @@ typedef struct {
 /* Runs one record through the recipe (and the upstream when set) and grades it.
  * Without an upstream the response is a deterministic copy: the Selector's pick, or the
  * top-1 retrieved reply for plain/multiq, prefixed with the record's hash. */
-int  lcx_mrcr_eval_one(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, lcx_mrcr_outcome *out);
-void lcx_mrcr_outcome_free(lcx_mrcr_outcome *out);
+int  lcx__mrcr_eval_one(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, lcx_mrcr_outcome *out);
+void lcx__mrcr_outcome_free(lcx_mrcr_outcome *out);
 
 /* Same, when the caller has already obtained the response (e.g. from an upstream model):
  * grades `response` and fills out (retrieved/recall from the recipe as above). response is
  * copied. */
-int  lcx_mrcr_eval_with_response(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o,
+int  lcx__mrcr_eval_with_response(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o,
                                  const char *response, lcx_mrcr_outcome *out);
 
 /* ---------------------------------------------------------------- NIAH strict (niah.c) */
@@ -190,8 +190,8 @@ enum { LCX_NIAH_PASS = 1, LCX_NIAH_PARTIAL_WORD = 2, LCX_NIAH_PARTIAL_NUMBER = 3
  * every number token present but not all words; FAIL otherwise. When generated starts with
  * prompt (an echo), that prefix is ignored. Returns the grade, or LCX_EINVAL/LCX_ELIMIT
  * (answer ≥ 512 bytes). */
-int lcx_niah_grade(const char *generated, const char *prompt, const char *answer);
-const char *lcx_niah_grade_name(int grade);
+int lcx__niah_grade(const char *generated, const char *prompt, const char *answer);
+const char *lcx__niah_grade_name(int grade);
 
 /* ---------------------------------------------------------------- rescue ramp (ramp.c)
  * SPEC §6: per context size, three arms — baseline (one turn, no eviction), v3 (V3 with
@@ -213,8 +213,8 @@ typedef struct {
     int wtype;                 /* matrices: eng_type (F32 = 0, Q8_0 = 8) */
 } lcx_ramp_shape;
 /* "tiny" (2 layers, 64 wide, F32) or "qwen2.5-0.5b" (24 layers, 896, 14/2 heads, Q8_0). */
-int lcx_ramp_model_shape(const char *name, lcx_ramp_shape *out);
-int lcx_ramp_write_model(const char *path, const lcx_ramp_shape *sh, uint64_t seed);
+int lcx__ramp_model_shape(const char *name, lcx_ramp_shape *out);
+int lcx__ramp_write_model(const char *path, const lcx_ramp_shape *sh, uint64_t seed);
 
 enum { LCX_RAMP_BASELINE = 0, LCX_RAMP_V3 = 1, LCX_RAMP_V3_LONGCTX = 2, LCX_RAMP_NARMS = 3 };
 enum { LCX_RAMP_SINGLE_TURN = 0, LCX_RAMP_TWO_TURN = 1 };
@@ -227,7 +227,7 @@ typedef struct {
     double t1_s, t2_s, total_s;   /* turn times (t2 = 0 for one turn); total incl. setup */
     double evicted_pct;           /* cells evicted / tokens of the conversation, % */
     int rounds;
-    int answer;                   /* lcx_niah_grade of the answering turn's reply */
+    int answer;                   /* lcx__niah_grade of the answering turn's reply */
     bool cache_recall;            /* the fact's tokens all survive, or it was rescued */
     bool fact_in_cache, fact_in_rescue;
     int n_tokens;                 /* logical tokens at the end */
@@ -255,18 +255,18 @@ typedef struct {
     void (*on_cell)(void *ud, const lcx_ramp_cell *c, int i, int n);   /* progress */
     void *ud;
 } lcx_ramp_opts;
-void lcx_ramp_defaults(lcx_ramp_opts *o);
+void lcx__ramp_defaults(lcx_ramp_opts *o);
 /* Runs every (size, arm, depth, seed) cell; *cells malloc'd (free()). err explains a
  * refusal (model, sizes too small for the budget, missing endpoint). */
-int lcx_ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, char *err, size_t err_len);
+int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, char *err, size_t err_len);
 /* The blob + question of one cell (the user message of a single-turn run), malloc'd;
  * exposed for tests. n_fill: filler sentences, fact after round(depth·n_fill) ± seed jitter. */
-char *lcx_ramp_blob(int n_fill, double depth, int seed);
-const char *lcx_ramp_arm_name(int arm);
-const char *lcx_ramp_rescue_name(int rescue);
+char *lcx__ramp_blob(int n_fill, double depth, int seed);
+const char *lcx__ramp_arm_name(int arm);
+const char *lcx__ramp_rescue_name(int rescue);
 /* Output: the per-cell table + per-(size, arm) summary; the issue's JSON; an SVG chart. */
-void  lcx_ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n);
-char *lcx_ramp_json(const char *model, const lcx_ramp_cell *c, int n);
-char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n);
+void  lcx__ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n);
+char *lcx__ramp_json(const char *model, const lcx_ramp_cell *c, int n);
+char *lcx__ramp_svg(const char *model, const lcx_ramp_cell *c, int n);
 
 #endif

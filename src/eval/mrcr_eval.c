@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lcx_mrcr_outcome_free(lcx_mrcr_outcome *o)
+void lcx__mrcr_outcome_free(lcx_mrcr_outcome *o)
 {
     if (!o) return;
     free(o->response);
@@ -42,7 +42,7 @@ static int run(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, const char 
 {
     memset(out, 0, sizeof *out);
     if (!rec || !o || rec->n_msgs < 1) return LCX_EINVAL;
-    double t0 = lcx_now_ms();
+    double t0 = lcx__now_ms();
     int top_k = o->top_k > 0 ? (o->top_k > LCX_TOP_K_MAX ? LCX_TOP_K_MAX : o->top_k) : 8;
     lcx_msg *v = malloc(rec->n_msgs * sizeof *v);
     if (!v) return LCX_ENOMEM;
@@ -105,23 +105,23 @@ static int run(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, const char 
     if (!resp) { rc = LCX_ENOMEM; goto done; }
     for (int i = 0; i < out->n_retrieved && i < top_k; i++)
         if (out->retrieved[i] == rec->desired_msg_index + 1) out->target_hit = 1;
-    rc = lcx_mrcr_grade(resp, rec->answer, rec->hash, &out->score);
+    rc = lcx__mrcr_grade(resp, rec->answer, rec->hash, &out->score);
     if (rc) goto done;
     out->response = resp;
     resp = NULL;
-    out->ms = lcx_now_ms() - t0;
+    out->ms = lcx__now_ms() - t0;
 done:
     free(resp);
     free(v);
     return rc;
 }
 
-int lcx_mrcr_eval_one(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, lcx_mrcr_outcome *out)
+int lcx__mrcr_eval_one(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, lcx_mrcr_outcome *out)
 {
     return run(rec, o, NULL, out);
 }
 
-int lcx_mrcr_eval_with_response(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o,
+int lcx__mrcr_eval_with_response(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o,
                                 const char *response, lcx_mrcr_outcome *out)
 {
     if (!response) return LCX_EINVAL;

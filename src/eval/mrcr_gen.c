@@ -32,7 +32,7 @@ struct lcx_mrcr_gen {
     int varied;        /* final-question style: 0 = SPEC template, 1 = varied phrasings */
 };
 
-void lcx_mrcr_gen_set_varied(lcx_mrcr_gen *g, int varied)
+void lcx__mrcr_gen_set_varied(lcx_mrcr_gen *g, int varied)
 {
     if (g) g->varied = varied;
 }
@@ -116,7 +116,7 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void lcx_mrcr_gen_close(lcx_mrcr_gen *g)
+void lcx__mrcr_gen_close(lcx_mrcr_gen *g)
 {
     if (!g) return;
     free(g->text);
@@ -124,7 +124,7 @@ void lcx_mrcr_gen_close(lcx_mrcr_gen *g)
     free(g);
 }
 
-int lcx_mrcr_gen_open(const char *dir, lcx_mrcr_gen **out)
+int lcx__mrcr_gen_open(const char *dir, lcx_mrcr_gen **out)
 {
     if (!dir || !out) return LCX_EINVAL;
     *out = NULL;
@@ -154,21 +154,21 @@ int lcx_mrcr_gen_open(const char *dir, lcx_mrcr_gen **out)
         char path[4096], *data = NULL;
         size_t len = 0;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        rc = lcx_read_file(path, (size_t)64 << 20, &data, &len);
+        rc = lcx__read_file(path, (size_t)64 << 20, &data, &len);
         if (rc) break;
-        if (!lcx_utf8_valid(data, len)) { free(data); continue; }  /* skip, never half-use */
+        if (!lcx__utf8_valid(data, len)) { free(data); continue; }  /* skip, never half-use */
         /* normalise whitespace to single spaces; split sentences after . ? ! */
         size_t sent_start = all.len;
         int space = 1;
         for (size_t k = 0; !rc && k < len; k++) {
             char c = data[k];
             if (isspace((unsigned char)c)) {
-                if (!space) rc = lcx_buf_append(&all, " ", 1);
+                if (!space) rc = lcx__buf_append(&all, " ", 1);
                 space = 1;
                 continue;
             }
             space = 0;
-            rc = lcx_buf_append(&all, &c, 1);
+            rc = lcx__buf_append(&all, &c, 1);
             if (!rc && (c == '.' || c == '?' || c == '!') && k + 1 < len &&
                 (isspace((unsigned char)data[k + 1]) || isupper((unsigned char)data[k + 1]))) {
                 /* sentence end: keep sentences of 40..400 bytes, drop the rest */
@@ -176,7 +176,7 @@ int lcx_mrcr_gen_open(const char *dir, lcx_mrcr_gen **out)
                 if (sl < 40 || sl > 400 || !isupper((unsigned char)all.data[sent_start])) {
                     all.len = sent_start;
                 } else {
-                    rc = lcx_buf_append(&all, "\0", 1);
+                    rc = lcx__buf_append(&all, "\0", 1);
                     sent_start = all.len;
                 }
                 space = 1;
@@ -193,7 +193,7 @@ int lcx_mrcr_gen_open(const char *dir, lcx_mrcr_gen **out)
     if (!rc) {
         size_t cnt = 0;
         for (size_t k = 0; k < all.len; k++) cnt += all.data[k] == 0;
-        g->text = lcx_buf_steal(&all, NULL);
+        g->text = lcx__buf_steal(&all, NULL);
         g->sent = malloc(cnt * sizeof *g->sent);
         if (!g->sent) rc = LCX_ENOMEM;
         else {
@@ -202,8 +202,8 @@ int lcx_mrcr_gen_open(const char *dir, lcx_mrcr_gen **out)
             g->n_sent = cnt;
         }
     }
-    lcx_buf_free(&all);
-    if (rc) { lcx_mrcr_gen_close(g); return rc; }
+    lcx__buf_free(&all);
+    if (rc) { lcx__mrcr_gen_close(g); return rc; }
     *out = g;
     return LCX_OK;
 }
@@ -222,7 +222,7 @@ static int put_topic_line(lcx_buf *b, rng_t *r, const char *topic)
     char tmp[256];
     snprintf(tmp, sizeof tmp, topic_lines[rng_n(r, LCX_ARRAY_LEN(topic_lines))], topic);
     tmp[0] = (char)toupper((unsigned char)tmp[0]);
-    return lcx_buf_puts(b, tmp);
+    return lcx__buf_puts(b, tmp);
 }
 
 static int title_case(lcx_buf *b, const char *s)
@@ -231,7 +231,7 @@ static int title_case(lcx_buf *b, const char *s)
     for (; *s && !rc; s++) {
         char c = up ? (char)toupper((unsigned char)*s) : *s;
         up = *s == ' ' || *s == '-';
-        rc = lcx_buf_append(b, &c, 1);
+        rc = lcx__buf_append(b, &c, 1);
     }
     return rc;
 }
@@ -240,16 +240,16 @@ static int title_case(lcx_buf *b, const char *s)
 static int build_verse(lcx_mrcr_gen *g, rng_t *r, lcx_buf *b, const char *fmt, const char *topic,
                        size_t budget)
 {
-    int rc = lcx_buf_puts(b, "**");
+    int rc = lcx__buf_puts(b, "**");
     if (!rc) rc = title_case(b, rng_n(r, 2) ? topic : "A song of small things");
-    if (!rc) rc = lcx_buf_puts(b, "**\n\n");
+    if (!rc) rc = lcx__buf_puts(b, "**\n\n");
     size_t si = rng_n(r, g->n_sent), wi = 0, line = 0;
     int stanza = 0;
     int song = !strcmp(fmt, "song");
     size_t per_stanza = !strcmp(fmt, "haiku") ? 3 : !strcmp(fmt, "limerick") ? 5 : 4;
     while (!rc && cp_len(b->data, b->len) < budget) {
         if (line % per_stanza == 0 && song) {
-            rc = lcx_buf_printf(b, stanza % 2 ? "Chorus:\n" : "Verse %d:\n", stanza / 2 + 1);
+            rc = lcx__buf_printf(b, stanza % 2 ? "Chorus:\n" : "Verse %d:\n", stanza / 2 + 1);
             if (rc) break;
         }
         if (rng_n(r, 7) == 0) {
@@ -264,18 +264,18 @@ static int build_verse(lcx_mrcr_gen *g, rng_t *r, lcx_buf *b, const char *fmt, c
                 if (!s[k]) { si = (si + 1) % g->n_sent; wi = 0; w--; continue; }
                 size_t e = k;
                 while (s[e] && s[e] != ' ') e++;
-                if (w) rc = lcx_buf_append(b, " ", 1);
+                if (w) rc = lcx__buf_append(b, " ", 1);
                 if (!rc) {
                     char first = (char)(w == 0 ? toupper((unsigned char)s[k]) : s[k]);
-                    rc = lcx_buf_append(b, &first, 1);
-                    if (!rc && e > k + 1) rc = lcx_buf_append(b, s + k + 1, e - k - 1);
+                    rc = lcx__buf_append(b, &first, 1);
+                    if (!rc && e > k + 1) rc = lcx__buf_append(b, s + k + 1, e - k - 1);
                 }
                 wi++;
             }
         }
-        if (!rc) rc = lcx_buf_puts(b, "\n");
+        if (!rc) rc = lcx__buf_puts(b, "\n");
         line++;
-        if (!rc && line % per_stanza == 0) { rc = lcx_buf_puts(b, "\n"); stanza++; }
+        if (!rc && line % per_stanza == 0) { rc = lcx__buf_puts(b, "\n"); stanza++; }
     }
     return rc;
 }
@@ -314,29 +314,29 @@ static int build_prose(lcx_mrcr_gen *g, rng_t *r, lcx_buf *b, const char *fmt, c
     int rc = 0;
     if (!strcmp(fmt, "news article") || !strcmp(fmt, "blog post") || !strcmp(fmt, "essay") ||
         !strcmp(fmt, "travel guide")) {
-        rc = lcx_buf_puts(b, "# ");
+        rc = lcx__buf_puts(b, "# ");
         if (!rc) rc = title_case(b, topic);
-        if (!rc) rc = lcx_buf_puts(b, rng_n(r, 2) ? ": A Closer Look\n\n" : "\n\n");
+        if (!rc) rc = lcx__buf_puts(b, rng_n(r, 2) ? ": A Closer Look\n\n" : "\n\n");
     }
-    if (!rc) rc = lcx_buf_puts(b, opening(fmt, r));
+    if (!rc) rc = lcx__buf_puts(b, opening(fmt, r));
     size_t si = rng_n(r, g->n_sent);
     int dialogue = !strcmp(fmt, "dialogue") || !strcmp(fmt, "podcast script");
     int turn = 0;
     while (!rc && cp_len(b->data, b->len) < budget) {
         size_t ns = 2 + rng_n(r, 4);
-        if (dialogue) rc = lcx_buf_puts(b, turn++ % 2 ? "B: " : "A: ");
+        if (dialogue) rc = lcx__buf_puts(b, turn++ % 2 ? "B: " : "A: ");
         for (size_t s = 0; !rc && s < ns; s++) {
-            if (s) rc = lcx_buf_append(b, " ", 1);
+            if (s) rc = lcx__buf_append(b, " ", 1);
             if (!rc && rng_n(r, 6) == 0) rc = put_topic_line(b, r, topic);
             else if (!rc) {
-                rc = lcx_buf_puts(b, g->sent[si]);
+                rc = lcx__buf_puts(b, g->sent[si]);
                 si = (si + 1 + rng_n(r, 3)) % g->n_sent;
             }
         }
-        if (!rc) rc = lcx_buf_puts(b, "\n\n");
+        if (!rc) rc = lcx__buf_puts(b, "\n\n");
     }
     while (b->len && b->data[b->len - 1] == '\n') b->data[--b->len] = 0;
-    if (!rc) rc = lcx_buf_puts(b, closing(fmt));
+    if (!rc) rc = lcx__buf_puts(b, closing(fmt));
     return rc;
 }
 
@@ -354,10 +354,10 @@ static int build_reply(lcx_mrcr_gen *g, rng_t *r, const char *fmt, const char *t
                            : build_prose(g, r, &b, fmt, topic, budget);
     if (!rc) {
         while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == ' ')) b.data[--b.len] = 0;
-        *out = lcx_buf_steal(&b, NULL);
+        *out = lcx__buf_steal(&b, NULL);
         if (!*out) rc = LCX_ENOMEM;
     }
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     return rc;
 }
 
@@ -391,11 +391,11 @@ static char *req_text(req_t q)
     lcx_buf b = {0};
     const char *f = formats[q.fmt];
     int vowel = strchr("aeiou", f[0]) != NULL;
-    if (lcx_buf_printf(&b, "write %s %s about %s", vowel ? "an" : "a", f, req_topic(q))) {
-        lcx_buf_free(&b);
+    if (lcx__buf_printf(&b, "write %s %s about %s", vowel ? "an" : "a", f, req_topic(q))) {
+        lcx__buf_free(&b);
         return NULL;
     }
-    return lcx_buf_steal(&b, NULL);
+    return lcx__buf_steal(&b, NULL);
 }
 
 /* Each turn's request: the needles one per equal slice of the conversation (jittered inside
@@ -454,7 +454,7 @@ static int build_preamble(lcx_mrcr_gen *g, rng_t *r, req_t needle, lcx_buf *pre)
     int rc = build_reply(g, r, formats[needle.fmt], req_topic(needle), 200, &ex_a);
     if (!rc) rc = build_reply(g, r, formats[ex2.fmt], req_topic(ex2), 200, &ex_b);
     if (!rc && rq0 && rq1)
-        rc = lcx_buf_printf(pre,
+        rc = lcx__buf_printf(pre,
                             "Here are some examples of conversations succeeded by a follow-up question "
                             "answered correctly:\n\n======EXAMPLE======\nUser: %s\nAssistant: %s\n"
                             "User: %s\nAssistant: %s\nUser: Prepend %s to the 1st (1 indexed) %s about %s. "
@@ -464,7 +464,7 @@ static int build_preamble(lcx_mrcr_gen *g, rng_t *r, req_t needle, lcx_buf *pre)
                             exhash, ex_a);
     else if (!rc) rc = LCX_ENOMEM;
     free(ex_a); free(ex_b); free(rq0); free(rq1);
-    if (rc) lcx_buf_free(pre);
+    if (rc) lcx__buf_free(pre);
     return rc;
 }
 
@@ -480,10 +480,10 @@ static int write_turns(lcx_mrcr_gen *g, rng_t *r, lcx_mrcr_rec *rec, size_t *all
         if (q && t == 0) {
             lcx_buf m = *pre;
             *pre = (lcx_buf){0};
-            rc = lcx_buf_puts(&m, q);
+            rc = lcx__buf_puts(&m, q);
             free(q);
-            q = rc ? NULL : lcx_buf_steal(&m, NULL);
-            lcx_buf_free(&m);
+            q = rc ? NULL : lcx__buf_steal(&m, NULL);
+            lcx__buf_free(&m);
             if (rc) break;
         }
         if ((rc = push_msg(rec, alloc, "user", q))) break;
@@ -493,17 +493,17 @@ static int write_turns(lcx_mrcr_gen *g, rng_t *r, lcx_mrcr_rec *rec, size_t *all
         if (rc) break;
         if (is_needle[t] && ++seen == desired) {
             lcx_buf a = {0};
-            rc = lcx_buf_puts(&a, hash);
-            if (!rc) rc = lcx_buf_puts(&a, rep);
-            rec->answer = lcx_buf_steal(&a, NULL);
-            lcx_buf_free(&a);
+            rc = lcx__buf_puts(&a, hash);
+            if (!rc) rc = lcx__buf_puts(&a, rep);
+            rec->answer = lcx__buf_steal(&a, NULL);
+            lcx__buf_free(&a);
             if (!rc && !rec->answer) rc = LCX_ENOMEM;
             rec->desired_msg_index = (long)rec->n_msgs - 1;   /* the user request just pushed */
         }
         if (!rc) rc = push_msg(rec, alloc, "assistant", rep);
         else free(rep);
     }
-    lcx_buf_free(pre);
+    lcx__buf_free(pre);
     return rc;
 }
 
@@ -517,27 +517,27 @@ static int final_question(const lcx_mrcr_gen *g, rng_t *r, req_t needle, int des
     snprintf(word, sizeof word, "%s", ord_full[desired - 1]);
     switch (style) {
     case 1: /* ordinal as a word */
-        return lcx_buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+        return lcx__buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
                               hash, word, F, T);
     case 2: /* a typo in the ordinal word: swap two inner letters */
         if (strlen(word) >= 5) { char c = word[1]; word[1] = word[2]; word[2] = c; }
-        return lcx_buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+        return lcx__buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
                               hash, word, F, T);
     case 3:
-        return lcx_buf_printf(fq, "prepend %s to the %s (1-indexed) %s about %s, and nothing else.",
+        return lcx__buf_printf(fq, "prepend %s to the %s (1-indexed) %s about %s, and nothing else.",
                               hash, ordinal_words[desired - 1], F, T);
     case 4:
         if (desired == n_needles)
-            return lcx_buf_printf(fq, "Prepend %s to the last %s about %s. Do not include any other text in your response.", hash, F, T);
+            return lcx__buf_printf(fq, "Prepend %s to the last %s about %s. Do not include any other text in your response.", hash, F, T);
         if (desired == n_needles - 1)
-            return lcx_buf_printf(fq, "Prepend %s to the second to last %s about %s. Do not include any other text in your response.", hash, F, T);
-        return lcx_buf_printf(fq, "Prepend %s to the %s (0 indexed) %s about %s. Do not include any other text in your response.",
+            return lcx__buf_printf(fq, "Prepend %s to the second to last %s about %s. Do not include any other text in your response.", hash, F, T);
+        return lcx__buf_printf(fq, "Prepend %s to the %s (0 indexed) %s about %s. Do not include any other text in your response.",
                               hash, zero_idx[desired - 1], F, T);
     case 5:
-        return lcx_buf_printf(fq, "Prepend %s to your reply from the %s time I asked for %s %s about %s.",
+        return lcx__buf_printf(fq, "Prepend %s to your reply from the %s time I asked for %s %s about %s.",
                               hash, ordinal_words[desired - 1], strchr("aeiou", F[0]) ? "an" : "a", F, T);
     default:
-        return lcx_buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
+        return lcx__buf_printf(fq, "Prepend %s to the %s (1 indexed) %s about %s. Do not include any other text in your response.",
                               hash, ordinal_words[desired - 1], F, T);
     }
 }
@@ -545,7 +545,7 @@ static int final_question(const lcx_mrcr_gen *g, rng_t *r, req_t needle, int des
 static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_rec *rec)
 {
     long lo, hi;
-    lcx_mrcr_bin_range(bin, &lo, &hi);
+    lcx__mrcr_bin_range(bin, &lo, &hi);
     /* total characters aimed for: inside the bin, away from its edges */
     double target = (double)lo + (double)(hi - lo) * (0.12 + 0.76 * rng_u(r));
     req_t needle = {(int)rng_n(r, N_FORMATS), (int)rng_n(r, N_FAMILIES), (int)rng_n(r, 3)};
@@ -573,8 +573,8 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
     if ((rc = write_turns(g, r, rec, &alloc, plan, is_needle, n_turns, per, &pre, desired, hash))) goto out;
     lcx_buf fq = {0};
     rc = final_question(g, r, needle, desired, n_needles, hash, &fq);
-    if (!rc) rc = push_msg(rec, &alloc, "user", lcx_buf_steal(&fq, NULL));
-    lcx_buf_free(&fq);
+    if (!rc) rc = push_msg(rec, &alloc, "user", lcx__buf_steal(&fq, NULL));
+    lcx__buf_free(&fq);
     if (rc) goto out;
     rec->hash = strdup(hash);
     if (!rec->hash) { rc = LCX_ENOMEM; goto out; }
@@ -588,7 +588,7 @@ out:
     return rc;
 }
 
-int lcx_mrcr_gen_record(lcx_mrcr_gen *g, uint64_t seed, int n_needles, int bin, long index,
+int lcx__mrcr_gen_record(lcx_mrcr_gen *g, uint64_t seed, int n_needles, int bin, long index,
                         lcx_mrcr_rec *rec)
 {
     if (!g || !rec || n_needles < 1 || n_needles > 12 || bin < 0 || bin >= LCX_MRCR_NBINS || index < 0)
@@ -603,9 +603,9 @@ int lcx_mrcr_gen_record(lcx_mrcr_gen *g, uint64_t seed, int n_needles, int bin, 
         rng_next(&r);
         memset(rec, 0, sizeof *rec);
         int rc = gen_once(g, &r, n_needles, bin, rec);
-        if (rc) { lcx_mrcr_rec_free(rec); return rc; }
-        if (lcx_mrcr_bin_of(rec->n_chars) == bin) return LCX_OK;
-        lcx_mrcr_rec_free(rec);
+        if (rc) { lcx__mrcr_rec_free(rec); return rc; }
+        if (lcx__mrcr_bin_of(rec->n_chars) == bin) return LCX_OK;
+        lcx__mrcr_rec_free(rec);
     }
     return LCX_ELIMIT;
 }

@@ -17,7 +17,7 @@ static void set_err(char *err, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
-void lcx_mrcr_rec_free(lcx_mrcr_rec *r)
+void lcx__mrcr_rec_free(lcx_mrcr_rec *r)
 {
     if (!r) return;
     for (size_t i = 0; i < r->n_msgs; i++) { free(r->msgs[i].role); free(r->msgs[i].content); }
@@ -27,15 +27,15 @@ void lcx_mrcr_rec_free(lcx_mrcr_rec *r)
     memset(r, 0, sizeof *r);
 }
 
-void lcx_mrcr_set_free(lcx_mrcr_set *s)
+void lcx__mrcr_set_free(lcx_mrcr_set *s)
 {
     if (!s) return;
-    for (size_t i = 0; i < s->n; i++) lcx_mrcr_rec_free(&s->recs[i]);
+    for (size_t i = 0; i < s->n; i++) lcx__mrcr_rec_free(&s->recs[i]);
     free(s->recs);
     memset(s, 0, sizeof *s);
 }
 
-int lcx_mrcr_set_push(lcx_mrcr_set *s, lcx_mrcr_rec *r)
+int lcx__mrcr_set_push(lcx_mrcr_set *s, lcx_mrcr_rec *r)
 {
     if (s->n >= LCX_MRCR_MAX_RECORDS) return LCX_ELIMIT;
     if (s->n == s->alloc) {
@@ -72,7 +72,7 @@ static int get_str(const cJSON *o, const char *k, char **v, char *err, size_t el
     return *v ? LCX_OK : LCX_ENOMEM;
 }
 
-int lcx_mrcr_parse_line(const char *line, size_t len, lcx_mrcr_rec *rec, char *err, size_t el)
+int lcx__mrcr_parse_line(const char *line, size_t len, lcx_mrcr_rec *rec, char *err, size_t el)
 {
     if (!line || !rec) return LCX_EINVAL;
     memset(rec, 0, sizeof *rec);
@@ -130,11 +130,11 @@ int lcx_mrcr_parse_line(const char *line, size_t len, lcx_mrcr_rec *rec, char *e
 fail:
     cJSON_Delete(plist);
     cJSON_Delete(o);
-    lcx_mrcr_rec_free(rec);
+    lcx__mrcr_rec_free(rec);
     return rc;
 }
 
-int lcx_mrcr_next_line(FILE *f, lcx_buf *line)
+int lcx__mrcr_next_line(FILE *f, lcx_buf *line)
 {
     if (!f || !line) return LCX_EINVAL;
     line->len = 0;
@@ -148,7 +148,7 @@ int lcx_mrcr_next_line(FILE *f, lcx_buf *line)
         if (!over) {
             if (line->len + n > LCX_MRCR_MAX_LINE) over = 1;     /* keep reading to the newline */
             else {
-                int rc = lcx_buf_append(line, chunk, n);
+                int rc = lcx__buf_append(line, chunk, n);
                 if (rc) return rc;
             }
         }
@@ -159,11 +159,11 @@ int lcx_mrcr_next_line(FILE *f, lcx_buf *line)
     if (!any) return 0;
     while (line->len && (line->data[line->len - 1] == '\n' || line->data[line->len - 1] == '\r'))
         line->data[--line->len] = 0;
-    if (!line->data && lcx_buf_append(line, "", 0)) return LCX_ENOMEM;
+    if (!line->data && lcx__buf_append(line, "", 0)) return LCX_ENOMEM;
     return 1;
 }
 
-int lcx_mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t el)
+int lcx__mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t el)
 {
     if (!path || !set) return LCX_EINVAL;
     FILE *f = fopen(path, "rb");
@@ -171,7 +171,7 @@ int lcx_mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t e
     lcx_buf lb = {0};
     long lineno = 0;
     int rc = LCX_OK, got;
-    while ((got = lcx_mrcr_next_line(f, &lb)) > 0) {
+    while ((got = lcx__mrcr_next_line(f, &lb)) > 0) {
         lineno++;
         const char *line = lb.data;
         size_t len = lb.len;
@@ -180,75 +180,75 @@ int lcx_mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t e
         if (k == len) continue;
         lcx_mrcr_rec r;
         char e2[256] = "";
-        rc = lcx_mrcr_parse_line(line, len, &r, e2, sizeof e2);
+        rc = lcx__mrcr_parse_line(line, len, &r, e2, sizeof e2);
         if (rc) { set_err(err, el, "%s:%ld: %s", path, lineno, e2); break; }
-        rc = lcx_mrcr_set_push(set, &r);
-        if (rc) { lcx_mrcr_rec_free(&r); set_err(err, el, "%s:%ld: too many records", path, lineno); break; }
+        rc = lcx__mrcr_set_push(set, &r);
+        if (rc) { lcx__mrcr_rec_free(&r); set_err(err, el, "%s:%ld: too many records", path, lineno); break; }
     }
     if (got < 0 && !rc) {
         rc = got;
         set_err(err, el, "%s:%ld: %s", path, lineno + 1,
                 got == LCX_ELIMIT ? "record longer than the 64 MiB cap" : "read error");
     }
-    lcx_buf_free(&lb);
+    lcx__buf_free(&lb);
     fclose(f);
     return rc;
 }
 
-int lcx_mrcr_write_line(FILE *f, const lcx_mrcr_rec *r)
+int lcx__mrcr_write_line(FILE *f, const lcx_mrcr_rec *r)
 {
     if (!f || !r) return LCX_EINVAL;
     lcx_buf p = {0}, l = {0};
-    int rc = lcx_buf_puts(&p, "[");
+    int rc = lcx__buf_puts(&p, "[");
     for (size_t i = 0; !rc && i < r->n_msgs; i++) {
-        rc = lcx_buf_puts(&p, i ? ", {\"role\": " : "{\"role\": ");
-        if (!rc) rc = lcx_buf_json_str(&p, r->msgs[i].role, strlen(r->msgs[i].role));
-        if (!rc) rc = lcx_buf_puts(&p, ", \"content\": ");
-        if (!rc) rc = lcx_buf_json_str(&p, r->msgs[i].content, r->msgs[i].len);
-        if (!rc) rc = lcx_buf_puts(&p, "}");
+        rc = lcx__buf_puts(&p, i ? ", {\"role\": " : "{\"role\": ");
+        if (!rc) rc = lcx__buf_json_str(&p, r->msgs[i].role, strlen(r->msgs[i].role));
+        if (!rc) rc = lcx__buf_puts(&p, ", \"content\": ");
+        if (!rc) rc = lcx__buf_json_str(&p, r->msgs[i].content, r->msgs[i].len);
+        if (!rc) rc = lcx__buf_puts(&p, "}");
     }
-    if (!rc) rc = lcx_buf_puts(&p, "]");
-    if (!rc) rc = lcx_buf_puts(&l, "{\"prompt\": ");
-    if (!rc) rc = lcx_buf_json_str(&l, p.data, p.len);
-    if (!rc) rc = lcx_buf_puts(&l, ", \"answer\": ");
-    if (!rc) rc = lcx_buf_json_str(&l, r->answer, strlen(r->answer));
-    if (!rc) rc = lcx_buf_puts(&l, ", \"random_string_to_prepend\": ");
-    if (!rc) rc = lcx_buf_json_str(&l, r->hash, strlen(r->hash));
+    if (!rc) rc = lcx__buf_puts(&p, "]");
+    if (!rc) rc = lcx__buf_puts(&l, "{\"prompt\": ");
+    if (!rc) rc = lcx__buf_json_str(&l, p.data, p.len);
+    if (!rc) rc = lcx__buf_puts(&l, ", \"answer\": ");
+    if (!rc) rc = lcx__buf_json_str(&l, r->answer, strlen(r->answer));
+    if (!rc) rc = lcx__buf_puts(&l, ", \"random_string_to_prepend\": ");
+    if (!rc) rc = lcx__buf_json_str(&l, r->hash, strlen(r->hash));
     if (!rc)
-        rc = lcx_buf_printf(&l, ", \"n_needles\": %d, \"desired_msg_index\": %ld, \"total_messages\": %ld, \"n_chars\": %ld}\n",
+        rc = lcx__buf_printf(&l, ", \"n_needles\": %d, \"desired_msg_index\": %ld, \"total_messages\": %ld, \"n_chars\": %ld}\n",
                             r->n_needles, r->desired_msg_index, r->total_messages, r->n_chars);
     if (!rc && fwrite(l.data, 1, l.len, f) != l.len) rc = LCX_EIO;
-    lcx_buf_free(&p);
-    lcx_buf_free(&l);
+    lcx__buf_free(&p);
+    lcx__buf_free(&l);
     return rc;
 }
 
 /* ---- bins */
 static const char *bin_names[] = {"8k", "16k", "32k", "64k", "128k", "256k", "512k", "1m", "other"};
 
-void lcx_mrcr_bin_range(int bin, long *lo, long *hi)
+void lcx__mrcr_bin_range(int bin, long *lo, long *hi)
 {
     if (bin < 0 || bin >= LCX_MRCR_NBINS) { *lo = *hi = 0; return; }
     *lo = 16384L << bin;                                   /* 2^14 .. 2^21 */
     *hi = bin == LCX_MRCR_NBINS - 1 ? 5L * 1048576 : *lo * 2;
 }
 
-int lcx_mrcr_bin_of(long n_chars)
+int lcx__mrcr_bin_of(long n_chars)
 {
     for (int b = 0; b < LCX_MRCR_NBINS; b++) {
         long lo, hi;
-        lcx_mrcr_bin_range(b, &lo, &hi);
+        lcx__mrcr_bin_range(b, &lo, &hi);
         if (n_chars >= lo && n_chars < hi) return b;
     }
     return LCX_MRCR_BIN_OTHER;
 }
 
-const char *lcx_mrcr_bin_name(int bin)
+const char *lcx__mrcr_bin_name(int bin)
 {
     return bin >= 0 && bin <= LCX_MRCR_BIN_OTHER ? bin_names[bin] : "?";
 }
 
-int lcx_mrcr_bin_parse(const char *s)
+int lcx__mrcr_bin_parse(const char *s)
 {
     for (int b = 0; b < LCX_MRCR_NBINS; b++)
         if (!strcasecmp(s, bin_names[b])) return b;
@@ -256,7 +256,7 @@ int lcx_mrcr_bin_parse(const char *s)
 }
 
 /* ---- statistics */
-void lcx_eval_mean_ci(const double *x, size_t n, double *mean, double *ci95)
+void lcx__eval_mean_ci(const double *x, size_t n, double *mean, double *ci95)
 {
     double m = 0, ss = 0;
     for (size_t i = 0; i < n; i++) m += x[i];
@@ -272,7 +272,7 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-double lcx_eval_percentile(const double *x, size_t n, double q)
+double lcx__eval_percentile(const double *x, size_t n, double q)
 {
     if (!n) return 0;
     double *c = malloc(n * sizeof *c);

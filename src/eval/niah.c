@@ -32,7 +32,7 @@ static int has_tok(const char *hay, const char *t, size_t n)
     return has_bounded(hay, buf, n);
 }
 
-int lcx_niah_grade(const char *generated, const char *prompt, const char *answer)
+int lcx__niah_grade(const char *generated, const char *prompt, const char *answer)
 {
     if (!generated || !answer || !*answer) return LCX_EINVAL;
     const char *g = generated;
@@ -64,7 +64,7 @@ int lcx_niah_grade(const char *generated, const char *prompt, const char *answer
     return LCX_NIAH_FAIL;
 }
 
-const char *lcx_niah_grade_name(int g)
+const char *lcx__niah_grade_name(int g)
 {
     switch (g) {
     case LCX_NIAH_PASS: return "PASS";

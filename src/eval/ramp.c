@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-void lcx_ramp_defaults(lcx_ramp_opts *o)
+void lcx__ramp_defaults(lcx_ramp_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->arms[0] = o->arms[1] = o->arms[2] = true;
@@ -42,12 +42,12 @@ void lcx_ramp_defaults(lcx_ramp_opts *o)
     o->prepopulate = true;
 }
 
-const char *lcx_ramp_arm_name(int arm)
+const char *lcx__ramp_arm_name(int arm)
 {
     static const char *const n[] = {"baseline", "v3", "v3+longctx"};
     return arm >= 0 && arm < LCX_RAMP_NARMS ? n[arm] : "?";
 }
-const char *lcx_ramp_rescue_name(int r) { return r == LCX_RAMP_TWO_TURN ? "two-turn" : "single-turn"; }
+const char *lcx__ramp_rescue_name(int r) { return r == LCX_RAMP_TWO_TURN ? "two-turn" : "single-turn"; }
 
 static uint64_t mix(uint64_t x)
 {
@@ -57,7 +57,7 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-char *lcx_ramp_blob(int n_fill, double depth, int seed)
+char *lcx__ramp_blob(int n_fill, double depth, int seed)
 {
     if (n_fill < 0 || depth < 0 || depth > 1) return NULL;
     long at = lround(depth * n_fill) + (long)(mix((uint64_t)seed) % 5) - 2;
@@ -65,13 +65,13 @@ char *lcx_ramp_blob(int n_fill, double depth, int seed)
     if (at > n_fill) at = n_fill;
     lcx_buf b = {0};
     for (long i = 0; i <= n_fill; i++) {
-        if (i == at && (lcx_buf_puts(&b, LCX_RAMP_FACT) < 0 || lcx_buf_puts(&b, " ") < 0)) goto oom;
-        if (i < n_fill && lcx_buf_puts(&b, LCX_RAMP_FILLER) < 0) goto oom;
+        if (i == at && (lcx__buf_puts(&b, LCX_RAMP_FACT) < 0 || lcx__buf_puts(&b, " ") < 0)) goto oom;
+        if (i < n_fill && lcx__buf_puts(&b, LCX_RAMP_FILLER) < 0) goto oom;
     }
-    if (lcx_buf_append(&b, "", 0) < 0) goto oom;
-    return lcx_buf_steal(&b, NULL);
+    if (lcx__buf_append(&b, "", 0) < 0) goto oom;
+    return lcx__buf_steal(&b, NULL);
 oom:
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     return NULL;
 }
 
@@ -91,7 +91,7 @@ static int count_tokens(const eng_tokenizer *t, const char *s)
     size_t n = strlen(s);
     int32_t *ids = malloc((n + 16) * sizeof *ids);
     if (!ids) return LCX_ENOMEM;
-    int r = eng_tokenize(t, s, n, false, true, ids, (int)n + 16);
+    int r = eng__tokenize(t, s, n, false, true, ids, (int)n + 16);
     free(ids);
     return r;
 }
@@ -101,9 +101,9 @@ static int plan_fill(const eng_tokenizer *t, int target)
 {
     char *ten = NULL;
     lcx_buf b = {0};
-    for (int i = 0; i < 10; i++) lcx_buf_puts(&b, LCX_RAMP_FILLER);
-    lcx_buf_append(&b, "", 0);
-    ten = lcx_buf_steal(&b, NULL);
+    for (int i = 0; i < 10; i++) lcx__buf_puts(&b, LCX_RAMP_FILLER);
+    lcx__buf_append(&b, "", 0);
+    ten = lcx__buf_steal(&b, NULL);
     if (!ten) return LCX_ENOMEM;
     int n10 = count_tokens(t, ten);
     free(ten);
@@ -124,7 +124,7 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
                     char *err, size_t err_len)
 {
     const lcx_ramp_opts *o = R->o;
-    const double t_start = lcx_now_ms();
+    const double t_start = lcx__now_ms();
     memset(out, 0, sizeof *out);
     out->size = size;
     out->arm = arm;
@@ -138,7 +138,7 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
     sp.rescue = o->rescue == LCX_RAMP_TWO_TURN ? ENG_RESCUE_TWO_TURN : ENG_RESCUE_SINGLE_TURN;
     char sid[160];
     snprintf(sid, sizeof sid, "ramp-%ld-%d-%d-%.3f-%d-%llx", (long)getpid(), size, arm, depth, seed,
-             (unsigned long long)(mix((uint64_t)lcx_now_ms()) & 0xffffff));
+             (unsigned long long)(mix((uint64_t)lcx__now_ms()) & 0xffffff));
     sp.session_id = sid;
     sp.prepopulate = o->prepopulate;
     triatt_config tc;
@@ -162,24 +162,24 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
     eng_session *s = NULL;
     int rc = eng_session_init(R->m, &sp, &s, err, err_len);
     if (rc < 0) return rc;
-    char *blob = lcx_ramp_blob(n_fill, depth, seed), *msg = NULL, *reply = NULL;
+    char *blob = lcx__ramp_blob(n_fill, depth, seed), *msg = NULL, *reply = NULL;
     if (!blob) { rc = LCX_ENOMEM; goto out; }
     eng_session_turn tn;
     const bool two = arm != LCX_RAMP_BASELINE && o->rescue == LCX_RAMP_TWO_TURN;
     if (two) {
         if (!(msg = concat3(blob, "\n\n", LCX_RAMP_TURN1_ASK))) { rc = LCX_ENOMEM; goto out; }
-        double t0 = lcx_now_ms();
+        double t0 = lcx__now_ms();
         rc = eng_session_respond(s, msg, NULL);
-        out->t1_s = (lcx_now_ms() - t0) / 1e3;
+        out->t1_s = (lcx__now_ms() - t0) / 1e3;
         if (rc < 0) goto out;
-        t0 = lcx_now_ms();
+        t0 = lcx__now_ms();
         rc = eng_session_respond(s, LCX_RAMP_QUESTION, &reply);
-        out->t2_s = (lcx_now_ms() - t0) / 1e3;
+        out->t2_s = (lcx__now_ms() - t0) / 1e3;
     } else {
         if (!(msg = concat3(blob, "\n\n", LCX_RAMP_QUESTION))) { rc = LCX_ENOMEM; goto out; }
-        double t0 = lcx_now_ms();
+        double t0 = lcx__now_ms();
         rc = eng_session_respond(s, msg, &reply);
-        out->t1_s = (lcx_now_ms() - t0) / 1e3;
+        out->t1_s = (lcx__now_ms() - t0) / 1e3;
     }
     if (rc < 0) goto out;
     eng_session_last_turn(s, &tn);
@@ -187,7 +187,7 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
     out->rescue_ms = tn.rescue_ms;
     /* the rescue tokens' share of the answering turn's prefill (same cost per token) */
     if (tn.n_prefilled > 0) out->extra_prefill_ms = tn.prefill_ms * tn.rescue_tokens / tn.n_prefilled;
-    int g = lcx_niah_grade(reply ? reply : "", LCX_RAMP_QUESTION, LCX_RAMP_ANSWER);
+    int g = lcx__niah_grade(reply ? reply : "", LCX_RAMP_QUESTION, LCX_RAMP_ANSWER);
     out->answer = g > 0 ? g : LCX_NIAH_FAIL;
     int ch = eng_session_cache_holds(s, LCX_RAMP_FACT);
     int rh = eng_session_rescue_holds(s, LCX_RAMP_FACT);
@@ -204,16 +204,16 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
     }
     rc = 0;
 out:
-    if (rc < 0 && err && err_len && !*err) snprintf(err, err_len, "cell size %d %s: %s", size, lcx_ramp_arm_name(arm), lcx_strerror(rc));
+    if (rc < 0 && err && err_len && !*err) snprintf(err, err_len, "cell size %d %s: %s", size, lcx__ramp_arm_name(arm), lcx_strerror(rc));
     free(blob);
     free(msg);
     free(reply);
     eng_session_free(s);
-    out->total_s = (lcx_now_ms() - t_start) / 1e3;
+    out->total_s = (lcx__now_ms() - t_start) / 1e3;
     return rc;
 }
 
-int lcx_ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, char *err, size_t err_len)
+int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, char *err, size_t err_len)
 {
     if (err && err_len) *err = 0;
     if (!o || !o->model_path || !cells || !n_cells || o->n_sizes < 1 || o->n_sizes > LCX_RAMP_MAX_SIZES ||
@@ -239,7 +239,7 @@ int lcx_ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, ch
     int rc = eng_model_load(o->model_path, &m, err, err_len);
     if (rc < 0) return rc;
     eng_tokenizer *tk = NULL;
-    if ((rc = eng_tokenizer_from_gguf(eng_model_gguf(m), &tk, err, err_len)) < 0) { eng_model_free(m); return rc; }
+    if ((rc = eng__tokenizer_from_gguf(eng_model_gguf(m), &tk, err, err_len)) < 0) { eng_model_free(m); return rc; }
     int n_arms = 0;
     for (int a = 0; a < LCX_RAMP_NARMS; a++) n_arms += o->arms[a];
     const int total = o->n_sizes * n_arms * o->n_depths * o->n_seeds;
@@ -264,7 +264,7 @@ int lcx_ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, ch
     }
     rc = 0;
 out:
-    eng_tokenizer_free(tk);
+    eng__tokenizer_free(tk);
     eng_model_free(m);
     if (rc < 0) { free(cs); return rc; }
     *cells = cs;
@@ -336,16 +336,16 @@ static void size_name(int size, char *b, size_t n)
     else snprintf(b, n, "%d", size);
 }
 
-void lcx_ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n)
+void lcx__ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n)
 {
     fprintf(f, "%-6s %-11s %-11s %5s %4s %7s %7s %8s %6s %-14s %-6s %7s\n", "size", "arm", "rescue", "depth", "seed",
             "t1_s", "t2_s", "evicted", "rounds", "answer", "cache", "total_s");
     for (int i = 0; i < n; i++) {
         char sz[16];
         size_name(c[i].size, sz, sizeof sz);
-        fprintf(f, "%-6s %-11s %-11s %5.2f %4d %7.2f %7.2f %7.1f%% %6d %-14s %-6s %7.2f\n", sz, lcx_ramp_arm_name(c[i].arm),
-                c[i].arm == LCX_RAMP_BASELINE ? "-" : lcx_ramp_rescue_name(c[i].rescue), c[i].depth, c[i].seed, c[i].t1_s,
-                c[i].t2_s, c[i].evicted_pct, c[i].rounds, lcx_niah_grade_name(c[i].answer),
+        fprintf(f, "%-6s %-11s %-11s %5.2f %4d %7.2f %7.2f %7.1f%% %6d %-14s %-6s %7.2f\n", sz, lcx__ramp_arm_name(c[i].arm),
+                c[i].arm == LCX_RAMP_BASELINE ? "-" : lcx__ramp_rescue_name(c[i].rescue), c[i].depth, c[i].seed, c[i].t1_s,
+                c[i].t2_s, c[i].evicted_pct, c[i].rounds, lcx__niah_grade_name(c[i].answer),
                 c[i].cache_recall ? "HIT" : "miss", c[i].total_s);
     }
     summary *S = NULL;
@@ -363,13 +363,13 @@ void lcx_ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n)
             if (S[j].arm == LCX_RAMP_V3) snprintf(vv3, sizeof vv3, "%+.1f%%", 100 * (S[i].total_med / S[j].total_med - 1));
             if (S[j].arm == LCX_RAMP_BASELINE) snprintf(vb, sizeof vb, "%+.1f%%", 100 * (S[i].total_med / S[j].total_med - 1));
         }
-        fprintf(f, "%-6s %-11s %9s %11s %7.1f%% %9.2f %9s %10s\n", sz, lcx_ramp_arm_name(S[i].arm), rec, ans,
+        fprintf(f, "%-6s %-11s %9s %11s %7.1f%% %9.2f %9s %10s\n", sz, lcx__ramp_arm_name(S[i].arm), rec, ans,
                 S[i].evicted_med, S[i].total_med, vv3, vb);
     }
     free(S);
 }
 
-char *lcx_ramp_json(const char *model, const lcx_ramp_cell *c, int n)
+char *lcx__ramp_json(const char *model, const lcx_ramp_cell *c, int n)
 {
     cJSON *root = cJSON_CreateObject(), *arr = NULL;
     if (!root) return NULL;
@@ -381,15 +381,15 @@ char *lcx_ramp_json(const char *model, const lcx_ramp_cell *c, int n)
         if (!o) { cJSON_Delete(root); return NULL; }
         cJSON_AddItemToArray(arr, o);
         cJSON_AddNumberToObject(o, "size", c[i].size);
-        cJSON_AddStringToObject(o, "arm", lcx_ramp_arm_name(c[i].arm));
-        cJSON_AddStringToObject(o, "rescue", lcx_ramp_rescue_name(c[i].rescue));
+        cJSON_AddStringToObject(o, "arm", lcx__ramp_arm_name(c[i].arm));
+        cJSON_AddStringToObject(o, "rescue", lcx__ramp_rescue_name(c[i].rescue));
         cJSON_AddNumberToObject(o, "depth", c[i].depth);
         cJSON_AddNumberToObject(o, "seed", c[i].seed);
         cJSON_AddNumberToObject(o, "t1_s", round(c[i].t1_s * 1e4) / 1e4);
         cJSON_AddNumberToObject(o, "t2_s", round(c[i].t2_s * 1e4) / 1e4);
         cJSON_AddNumberToObject(o, "evicted_pct", round(c[i].evicted_pct * 100) / 100);
         cJSON_AddNumberToObject(o, "rounds", c[i].rounds);
-        cJSON_AddStringToObject(o, "answer", lcx_niah_grade_name(c[i].answer));
+        cJSON_AddStringToObject(o, "answer", lcx__niah_grade_name(c[i].answer));
         cJSON_AddBoolToObject(o, "cache_recall", c[i].cache_recall);
         cJSON_AddNumberToObject(o, "total_s", round(c[i].total_s * 1e4) / 1e4);
     }
@@ -405,7 +405,7 @@ char *lcx_ramp_json(const char *model, const lcx_ramp_cell *c, int n)
  * small label. Self-contained (no fonts or scripts beyond generic sans-serif). */
 static const char *const ARM_COLOR[LCX_RAMP_NARMS] = {"#6b7280", "#dc2626", "#2563eb"};
 
-char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
+char *lcx__ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
 {
     summary *S = NULL;
     int ns = summarize(c, n, &S);
@@ -434,11 +434,11 @@ char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
     const double pw = W - L - R;
     lcx_buf b = {0};
 #define X(i) (nz > 1 ? L + 20 + (pw - 40) * (double)(i) / (nz - 1) : L + pw / 2)
-    lcx_buf_printf(&b,
+    lcx__buf_printf(&b,
                    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                    "font-family=\"Helvetica, Arial, sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
                    W, H, W, H);
-    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"30\" font-size=\"19\" font-weight=\"bold\" fill=\"#111\">Planted-fact ramp: "
+    lcx__buf_printf(&b, "<text x=\"%.0f\" y=\"30\" font-size=\"19\" font-weight=\"bold\" fill=\"#111\">Planted-fact ramp: "
                        "does the fact survive KV eviction?</text>\n", L);
     char mname[160];
     snprintf(mname, sizeof mname, "%s", model ? model : "");
@@ -446,13 +446,13 @@ char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
         if (*p == '<' || *p == '>' || *p == '&' || *p == '"') *p = '_';
     int ncells = 0;
     for (int i = 0; i < ns; i++) ncells += S[i].n;
-    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"52\" font-size=\"12\" fill=\"#555\">%s · %d cells · kept = every fact token "
+    lcx__buf_printf(&b, "<text x=\"%.0f\" y=\"52\" font-size=\"12\" fill=\"#555\">%s · %d cells · kept = every fact token "
                        "still in the KV cache, or rescued into the prompt</text>\n",
                    L, mname, ncells);
     for (int panel = 0; panel < 2; panel++) {
         const double y0 = T + panel * (PH + GAP), y1 = y0 + PH;
         const double iy0 = y0 + PAD, iy1 = y1 - PAD, ih = iy1 - iy0;   /* data area inside the frame */
-        lcx_buf_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n",
+        lcx__buf_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n",
                        L, y0, pw, PH);
         const int ng = panel == 0 ? 4 : nt;
         for (int g = 0; g <= ng; g++) {
@@ -463,11 +463,11 @@ char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
                 double v = logt ? tmin * pow(tmax / tmin, g / 4.0) : step * g;
                 snprintf(lab, sizeof lab, v >= 10 || v == 0 ? "%.0f s" : "%.2g s", v);
             }
-            lcx_buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
+            lcx__buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
                                "<text x=\"%.0f\" y=\"%.1f\" font-size=\"11\" fill=\"#666\" text-anchor=\"end\">%s</text>\n",
                            L, yy, L + pw, yy, L - 6, yy + 4, lab);
         }
-        lcx_buf_printf(&b, "<text x=\"22\" y=\"%.0f\" font-size=\"13\" fill=\"#333\" transform=\"rotate(-90 22 %.0f)\" "
+        lcx__buf_printf(&b, "<text x=\"22\" y=\"%.0f\" font-size=\"13\" fill=\"#333\" transform=\"rotate(-90 22 %.0f)\" "
                            "text-anchor=\"middle\">%s</text>\n", (y0 + y1) / 2, (y0 + y1) / 2,
                        panel == 0 ? "fact kept (cache-level recall)" : "median time per cell");
         for (int a = 0; a < LCX_RAMP_NARMS; a++) {
@@ -485,25 +485,25 @@ char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
                         const double fr = logt ? log(v / tmin) / log(tmax / tmin) : v / tspan;
                         yy = iy1 - ih * fmax(0, fmin(1, fr));
                     }
-                    lcx_buf_printf(&pts, "%s%.1f,%.1f", pts.len ? " " : "", X(zi), yy);
-                    lcx_buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"white\" "
+                    lcx__buf_printf(&pts, "%s%.1f,%.1f", pts.len ? " " : "", X(zi), yy);
+                    lcx__buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"white\" "
                                        "stroke-width=\"1\"><title>%s %d tokens: %d/%d kept, median %.2f s</title></circle>\n",
-                                   X(zi), yy, ARM_COLOR[a], lcx_ramp_arm_name(a), sizes[zi], S[i].recall, S[i].n,
+                                   X(zi), yy, ARM_COLOR[a], lcx__ramp_arm_name(a), sizes[zi], S[i].recall, S[i].n,
                                    S[i].total_med);
                 }
             if (pts.len)
-                lcx_buf_printf(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
+                lcx__buf_printf(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
                                    "stroke-linejoin=\"round\"/>\n", pts.data, ARM_COLOR[a]);
-            lcx_buf_free(&pts);
+            lcx__buf_free(&pts);
         }
         for (int zi = 0; zi < nz; zi++) {
             char sz[16];
             size_name(sizes[zi], sz, sizeof sz);
-            lcx_buf_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">%s</text>\n",
+            lcx__buf_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">%s</text>\n",
                            X(zi), y1 + 17, sz);
         }
     }
-    lcx_buf_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">context size "
+    lcx__buf_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">context size "
                        "(tokens)</text>\n", L + pw / 2, T + 2 * PH + GAP + 38);
     /* legend: per arm, cells kept and answers passed over the whole run */
     for (int a = 0; a < LCX_RAMP_NARMS; a++) {
@@ -512,17 +512,17 @@ char *lcx_ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
             if (S[i].arm == a) { cells += S[i].n; pass += S[i].pass; kept += S[i].recall; }
         if (!cells) continue;
         double ly = T + 16 + a * 52;
-        lcx_buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"/>"
+        lcx__buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"/>"
                            "<circle cx=\"%.0f\" cy=\"%.0f\" r=\"4.5\" fill=\"%s\"/>"
                            "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" font-weight=\"bold\" fill=\"#111\">%s</text>"
                            "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#444\">fact kept %d/%d</text>"
                            "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#777\">answer PASS %d/%d</text>\n",
                        L + pw + 16, ly, L + pw + 42, ly, ARM_COLOR[a], L + pw + 29, ly, ARM_COLOR[a], L + pw + 50, ly + 5,
-                       lcx_ramp_arm_name(a), L + pw + 50, ly + 21, kept, cells, L + pw + 50, ly + 35, pass, cells);
+                       lcx__ramp_arm_name(a), L + pw + 50, ly + 21, kept, cells, L + pw + 50, ly + 35, pass, cells);
     }
 #undef X
-    lcx_buf_puts(&b, "</svg>\n");
+    lcx__buf_puts(&b, "</svg>\n");
     free(S);
-    if (lcx_buf_append(&b, "", 0) < 0) { lcx_buf_free(&b); return NULL; }
-    return lcx_buf_steal(&b, NULL);
+    if (lcx__buf_append(&b, "", 0) < 0) { lcx__buf_free(&b); return NULL; }
+    return lcx__buf_steal(&b, NULL);
 }

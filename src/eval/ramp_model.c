@@ -137,7 +137,7 @@ static int fill(void *ctx, int64_t ti, void *dst, size_t nbytes)
     float *row = malloc((size_t)t->n_in * sizeof(float));
     if (!row) return LCX_ENOMEM;
     uint64_t s = t->seed * 0x9E3779B97F4A7C15ull + 1;
-    size_t rb = eng_row_bytes((eng_type)t->type, t->n_in);
+    size_t rb = eng__row_bytes((eng_type)t->type, t->n_in);
     for (int64_t r = 0; r < t->n_out; r++) {
         for (int64_t i = 0; i < t->n_in; i++) {
             uint64_t x = rng_next(&s);
@@ -146,14 +146,14 @@ static int fill(void *ctx, int64_t ti, void *dst, size_t nbytes)
                       (float)(x >> 48);
             row[i] = t->one + (u / 65536.0f - 2.0f) * 1.7320508f * t->std;
         }
-        eng_quantize_row((eng_type)t->type, row, (uint8_t *)dst + r * rb, t->n_in);
+        eng__quantize_row((eng_type)t->type, row, (uint8_t *)dst + r * rb, t->n_in);
     }
     free(row);
     (void)nbytes;
     return 0;
 }
 
-int lcx_ramp_model_shape(const char *name, lcx_ramp_shape *out)
+int lcx__ramp_model_shape(const char *name, lcx_ramp_shape *out)
 {
     if (!name || !out) return LCX_EINVAL;
     if (!strcmp(name, "tiny")) {
@@ -168,43 +168,43 @@ int lcx_ramp_model_shape(const char *name, lcx_ramp_shape *out)
     return LCX_ENOTFOUND;
 }
 
-int lcx_ramp_write_model(const char *path, const lcx_ramp_shape *sh, uint64_t seed)
+int lcx__ramp_write_model(const char *path, const lcx_ramp_shape *sh, uint64_t seed)
 {
     if (!path || !sh || sh->n_layer < 1 || sh->n_embd < 1 || sh->n_head < 1 || sh->n_head_kv < 1 ||
         sh->n_head % sh->n_head_kv || sh->head_dim < 2 || sh->n_ff < 1)
         return LCX_EINVAL;
     vocab v = {0};
     int rc = build_vocab(&v);
-    eng_gguf_writer *w = rc ? NULL : eng_gguf_writer_new(32);
+    eng_gguf_writer *w = rc ? NULL : eng__gguf_writer_new(32);
     tspec *ts = calloc((size_t)12 * sh->n_layer + 4, sizeof *ts);
     if (rc || !w || !ts) { rc = rc ? rc : LCX_ENOMEM; goto out; }
     const int E = sh->n_embd, hd = sh->head_dim, NH = sh->n_head, NKV = sh->n_head_kv;
-    eng_gguf_w_str(w, "general.architecture", "qwen2");
+    eng__gguf_w_str(w, "general.architecture", "qwen2");
     char nm[96];
     snprintf(nm, sizeof nm, "ramp-%s-random", sh->name);
-    eng_gguf_w_str(w, "general.name", nm);
-    eng_gguf_w_u32(w, "qwen2.context_length", 1u << 20);
-    eng_gguf_w_u32(w, "qwen2.embedding_length", (uint32_t)E);
-    eng_gguf_w_u32(w, "qwen2.block_count", (uint32_t)sh->n_layer);
-    eng_gguf_w_u32(w, "qwen2.feed_forward_length", (uint32_t)sh->n_ff);
-    eng_gguf_w_u32(w, "qwen2.attention.head_count", (uint32_t)NH);
-    eng_gguf_w_u32(w, "qwen2.attention.head_count_kv", (uint32_t)NKV);
+    eng__gguf_w_str(w, "general.name", nm);
+    eng__gguf_w_u32(w, "qwen2.context_length", 1u << 20);
+    eng__gguf_w_u32(w, "qwen2.embedding_length", (uint32_t)E);
+    eng__gguf_w_u32(w, "qwen2.block_count", (uint32_t)sh->n_layer);
+    eng__gguf_w_u32(w, "qwen2.feed_forward_length", (uint32_t)sh->n_ff);
+    eng__gguf_w_u32(w, "qwen2.attention.head_count", (uint32_t)NH);
+    eng__gguf_w_u32(w, "qwen2.attention.head_count_kv", (uint32_t)NKV);
     if (hd * NH != E) {
-        eng_gguf_w_u32(w, "qwen2.attention.key_length", (uint32_t)hd);
-        eng_gguf_w_u32(w, "qwen2.attention.value_length", (uint32_t)hd);
+        eng__gguf_w_u32(w, "qwen2.attention.key_length", (uint32_t)hd);
+        eng__gguf_w_u32(w, "qwen2.attention.value_length", (uint32_t)hd);
     }
-    eng_gguf_w_f32(w, "qwen2.rope.freq_base", 1000000.0f);
-    eng_gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
-    eng_gguf_w_str(w, "tokenizer.ggml.model", "llama");
-    eng_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.s, v.len, (uint64_t)v.n);
-    eng_gguf_w_arr(w, "tokenizer.ggml.scores", ENG_GGUF_F32, v.score, (uint64_t)v.n);
-    eng_gguf_w_arr(w, "tokenizer.ggml.token_type", ENG_GGUF_I32, v.type, (uint64_t)v.n);
-    eng_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    eng_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    eng_gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    eng_gguf_w_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)v_find(&v, "<|im_end|>", 10));
-    eng_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
-    eng_gguf_w_str(w, "tokenizer.chat_template",
+    eng__gguf_w_f32(w, "qwen2.rope.freq_base", 1000000.0f);
+    eng__gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
+    eng__gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    eng__gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.s, v.len, (uint64_t)v.n);
+    eng__gguf_w_arr(w, "tokenizer.ggml.scores", ENG_GGUF_F32, v.score, (uint64_t)v.n);
+    eng__gguf_w_arr(w, "tokenizer.ggml.token_type", ENG_GGUF_I32, v.type, (uint64_t)v.n);
+    eng__gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    eng__gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    eng__gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    eng__gguf_w_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)v_find(&v, "<|im_end|>", 10));
+    eng__gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
+    eng__gguf_w_str(w, "tokenizer.chat_template",
                    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
     int nt = 0;
@@ -213,8 +213,8 @@ int lcx_ramp_write_model(const char *path, const lcx_ramp_shape *sh, uint64_t se
 #define ADD(name, nin, nout, ty, sd, one)                                                           \
     do {                                                                                            \
         ts[nt] = (tspec){nin, nout, ty, seed * 1000003u + (uint64_t)nt + 1, sd, one};              \
-        if ((nout) == 1) eng_gguf_w_tensor(w, name, ty, 1, (int64_t[]){nin}, NULL);                \
-        else eng_gguf_w_tensor(w, name, ty, 2, (int64_t[]){nin, nout}, NULL);                      \
+        if ((nout) == 1) eng__gguf_w_tensor(w, name, ty, 1, (int64_t[]){nin}, NULL);                \
+        else eng__gguf_w_tensor(w, name, ty, 2, (int64_t[]){nin, nout}, NULL);                      \
         nt++;                                                                                       \
     } while (0)
     ADD("token_embd.weight", E, NV, qt, 0.5f, 0.0f);
@@ -238,9 +238,9 @@ int lcx_ramp_write_model(const char *path, const lcx_ramp_shape *sh, uint64_t se
     }
     ADD("output.weight", E, NV, qt, 0.1f, 0.0f);
 #undef ADD
-    rc = eng_gguf_writer_write(w, path, fill, ts);
+    rc = eng__gguf_writer_write(w, path, fill, ts);
 out:
-    eng_gguf_writer_free(w);
+    eng__gguf_writer_free(w);
     free(ts);
     v_free(&v);
     return rc;

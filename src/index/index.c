@@ -55,7 +55,7 @@ char *lcx__index_arena_alloc(lcx_index *ix, size_t n)
         struct lcx__ablock *nb;
         if (cap >= LCX_HUGE_MIN) {
             total = (total + LCX_HUGE_PAGE - 1) & ~(size_t)(LCX_HUGE_PAGE - 1);
-            nb = lcx_alloc_huge(total);
+            nb = lcx__alloc_huge(total);
         } else {
             nb = malloc(total);
         }
@@ -94,15 +94,15 @@ void lcx_index_free(lcx_index *ix)
     free(ix->text);
     free(ix->text_len);
     free(ix->del);
-    lcx_big_free(ix->vec8, (size_t)ix->vec_cap * ix->dim);
+    lcx__big_free(ix->vec8, (size_t)ix->vec_cap * ix->dim);
     free(ix->vsc);
-    lcx_big_free(ix->tab, (size_t)ix->tab_cap * sizeof *ix->tab);
+    lcx__big_free(ix->tab, (size_t)ix->tab_cap * sizeof *ix->tab);
     free(ix->otstr);
     free(ix->otlen);
     if (ix->pl) {
         for (uint32_t i = 0; i < ix->n_terms; i++)
             if (ix->pl[i].cap > PS_MAXCAP) free(ix->pl[i].doc);   /* smaller: in the slabs */
-        lcx_big_free(ix->pl, (size_t)ix->pl_cap * sizeof *ix->pl);
+        lcx__big_free(ix->pl, (size_t)ix->pl_cap * sizeof *ix->pl);
     }
     lcx__palloc_free(&ix->palloc[0]);
     lcx__palloc_free(&ix->palloc[1]);
@@ -123,7 +123,7 @@ int lcx__index_grow(void **p, uint32_t *cap, uint32_t need, size_t elt, size_t *
         if (nc > UINT32_MAX / 2) return LCX_ELIMIT;
         nc *= 2;
     }
-    void *np = lcx_big_realloc(*p, (size_t)*cap * elt, (size_t)nc * elt);   /* grown part zeroed */
+    void *np = lcx__big_realloc(*p, (size_t)*cap * elt, (size_t)nc * elt);   /* grown part zeroed */
     if (!np) return LCX_ENOMEM;
     if (acct) *acct += (size_t)(nc - *cap) * elt;
     *p = np;
@@ -160,7 +160,7 @@ int lcx__index_reserve(lcx_index *ix, uint32_t n)
         uint32_t nc = ix->vec_cap ? ix->vec_cap : 64;
         while (nc < rows) nc = nc > UINT32_MAX / 2 ? rows : nc * 2;
         /* rows are written once per ingested span: huge pages from 4 MiB on */
-        uint8_t *v8 = lcx_big_realloc(ix->vec8, (size_t)ix->vec_cap * ix->dim, (size_t)nc * ix->dim);
+        uint8_t *v8 = lcx__big_realloc(ix->vec8, (size_t)ix->vec_cap * ix->dim, (size_t)nc * ix->dim);
         if (!v8) return LCX_ENOMEM;
         ix->vec8 = v8;
         float *sc = realloc(ix->vsc, (size_t)nc * sizeof *sc);

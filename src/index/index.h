@@ -18,7 +18,7 @@
 
 /* ---- a document's terms, prepared off-lock (pure function of the text) */
 typedef struct {
-    uint64_t hash;       /* lcx_hash64(term, len, 0) */
+    uint64_t hash;       /* lcx__hash64(term, len, 0) */
     uint32_t off;        /* into pool */
     uint16_t len;
     uint16_t tf;         /* saturates at 65535 (stored as ≤ 255 in postings) */
@@ -230,12 +230,12 @@ void lcx__cand_sort(lcx__cand *c, int n);
 /* ---- shared by the index's own files (index.c, prep.c, terms.c, postings.c, commit.c,
  * search.c); the store uses only what is above. The index has no locks of its own: the
  * store's rw (and trw for the term table) serialise a writer against readers. */
-/* The index's big growing arrays (rows, term table, list headers) are lcx_big_realloc
+/* The index's big growing arrays (rows, term table, list headers) are lcx__big_realloc
  * blocks: from 4 MiB on 2 MiB aligned and huge-page advised, grown by moving pages
- * (mremap), not by copying. Each is released with lcx_big_free and its byte size. */
+ * (mremap), not by copying. Each is released with lcx__big_free and its byte size. */
 /* Own texts and term strings: n bytes from the index's arena (kept until free); NULL on OOM. */
 char *lcx__index_arena_alloc(lcx_index *ix, size_t n);
-/* Grows the lcx_big_realloc array *p of *cap elements of elt bytes to ≥ need (doubling,
+/* Grows the lcx__big_realloc array *p of *cap elements of elt bytes to ≥ need (doubling,
  * grown part zeroed); *acct (when not NULL) grows by the new bytes. */
 int lcx__index_grow(void **p, uint32_t *cap, uint32_t need, size_t elt, size_t *acct);
 

@@ -60,7 +60,7 @@ static char *ps_get(lcx__palloc *a, uint32_t cap, size_t *bytes)
         while (size < a->total / 2 && size < LCX_HUGE_PAGE / 2) size *= 2;
         while (size < need + sizeof(struct lcx__pschunk)) size *= 2;   /* a 4096-posting block is 20 KiB */
         if (huge) size = LCX_HUGE_PAGE;
-        struct lcx__pschunk *ch = huge ? lcx_alloc_huge(size) : malloc(size);
+        struct lcx__pschunk *ch = huge ? lcx__alloc_huge(size) : malloc(size);
         if (!ch) return NULL;
         ch->next = a->chunks;
         ch->size = size;

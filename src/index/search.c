@@ -42,7 +42,7 @@ static int q_tok(const char *t, size_t n, int kind, void *ud)
     qctx *c = ud;
     if (kind == LCX_TOK_WORD && (lcx__stopword_inl(t, n) || lcx__query_stopword(t, n))) return 0;
     if (c->q->nq >= 64) return 0;
-    uint32_t id = lcx__term_find(c->ix, t, (uint32_t)n, lcx_hash64(t, n, 0), NULL);
+    uint32_t id = lcx__term_find(c->ix, t, (uint32_t)n, lcx__hash64(t, n, 0), NULL);
     if (id == UINT32_MAX) return 0;
     for (uint32_t i = 0; i < c->q->nq; i++)
         if (c->q->id[i] == id) return 0;
@@ -57,7 +57,7 @@ static float rr_idf(const char *t, size_t n, int kind, void *ud)
     (void)kind;
     const lcx_index *ix = ud;
     float N = (float)ix->n_live;
-    uint32_t id = lcx__term_find(ix, t, (uint32_t)n, lcx_hash64(t, n, 0), NULL);
+    uint32_t id = lcx__term_find(ix, t, (uint32_t)n, lcx__hash64(t, n, 0), NULL);
     float df = id == UINT32_MAX ? 1.0f : (float)lcx__index_df(ix, id);
     float idf = logf(1.0f + (N - df + 0.5f) / (df + 0.5f));
     return idf > 0 ? idf : 0;
@@ -283,7 +283,7 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     lcx__fuse(c, nc, d.fusion, d.alpha);
     lcx__cand_sort(c, nc);
     if (d.use_rerank) {
-        if ((rc = lcx_rerank_prepare_idf(q ? q : "", q ? qlen : 0, rr_idf, (void *)ix, &rq)) < 0) goto out;
+        if ((rc = lcx__rerank_prepare_idf(q ? q : "", q ? qlen : 0, rr_idf, (void *)ix, &rq)) < 0) goto out;
         if (rq) {
             /* one tokenization per re-scored candidate gives the overlap features and the
              * term proximity; with SCORE fusion the proximity joins the candidate's BM25
@@ -293,7 +293,7 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
             int tp = d.fusion == LCX_FUSE_SCORE;
             for (int i = 0; i < depth; i++) {
                 float px = 0;
-                rr[i] = lcx_rerank_score_prox(rq, ix->text[c[i].id], ix->text_len[c[i].id], tp ? &px : NULL);
+                rr[i] = lcx__rerank_score_prox(rq, ix->text[c[i].id], ix->text_len[c[i].id], tp ? &px : NULL);
                 raw[i] = c[i].bm25;
                 if (px > 0 && c[i].bm25 > 0) { c[i].bm25 += px; any = 1; }
             }
@@ -312,7 +312,7 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     }
     rc = nout;
 out:
-    lcx_rerank_free(rq);
+    lcx__rerank_free(rq);
     if (acc)
         for (uint32_t t = 0; t < ntouch; t++) acc[touched[t]] = 0;   /* keep the invariant */
     if (!scr) {

@@ -25,7 +25,7 @@ const char *lcx__index_term(const lcx_index *ix, uint32_t id, uint32_t *len)
 static int tab_grow(lcx_index *ix)
 {
     uint32_t nc = ix->tab_cap ? ix->tab_cap * 2 : 1024;
-    lcx__tslot *t = lcx_big_realloc(NULL, 0, (size_t)nc * sizeof *t);   /* zeroed */
+    lcx__tslot *t = lcx__big_realloc(NULL, 0, (size_t)nc * sizeof *t);   /* zeroed */
     if (!t) return LCX_ENOMEM;
     for (uint32_t i = 0; i < ix->tab_cap; i++) {
         if (!ix->tab[i].id1) continue;
@@ -34,7 +34,7 @@ static int tab_grow(lcx_index *ix)
         t[j] = ix->tab[i];
     }
     ix->own_bytes += (size_t)(nc - ix->tab_cap) * sizeof *t;
-    lcx_big_free(ix->tab, (size_t)ix->tab_cap * sizeof *t);
+    lcx__big_free(ix->tab, (size_t)ix->tab_cap * sizeof *t);
     ix->tab = t;
     ix->tab_cap = nc;
     return 0;

@@ -7,7 +7,7 @@
  *   embeddings: word[id] + position[p] + token_type[type], LayerNorm
  *   per layer:  q,k,v = x W^T + b;  per (sequence, head): softmax(q k^T / sqrt(d)) v
  *               x = LN(x + att W_o^T + b_o);  x = LN(x + GELU(x W_up^T + b_up) W_down^T + b_down)
- * Matmuls are the engine's kernels (eng_matmul_ws: AVX-512 / AVX2 dispatched, activations
+ * Matmuls are the engine's kernels (eng__matmul_ws: AVX-512 / AVX2 dispatched, activations
  * converted to the weight's vec-dot type exactly as for the LLM path: F32 stays F32, F16
  * weights see F16 activations, Q8_0 weights Q8_0 activations), split into (row block x token
  * block) tiles over the engine's worker pool; bias and GELU are applied to each tile right
@@ -210,7 +210,7 @@ static void mm_chunk(void *arg, long c, int ith)
         lcx__nn_gemm(&w->pk, (const float *)(j->xq + (size_t)t0 * j->xrb), w->n_in, nt, r0 / LCX_NN_PANEL,
                      (r1 + LCX_NN_PANEL - 1) / LCX_NN_PANEL, y, w->n_out);
     else
-    eng_matmul_ws((eng_type)w->type, w->data, w->row_bytes, w->n_in, r0, r1, j->xq + (size_t)t0 * j->xrb, j->xrb, nt,
+    eng__matmul_ws((eng_type)w->type, w->data, w->row_bytes, w->n_in, r0, r1, j->xq + (size_t)t0 * j->xrb, j->xrb, nt,
                   y, w->n_out, j->mws + (size_t)ith * ENG_MATMUL_WS_BYTES, ENG_MATMUL_WS_BYTES);
     for (int64_t t = 0; t < nt; t++) {
         float *row = y + t * w->n_out;
@@ -227,10 +227,10 @@ static void mm_chunk(void *arg, long c, int ith)
 /* activations X (T rows of n_in floats) in the weight's vec-dot type; returns the row bytes */
 static size_t prep_x(const lcx__nn_mat *w, const float *x, int64_t T, uint8_t *xq, const uint8_t **out)
 {
-    eng_type vt = eng_vec_dot_type((eng_type)w->type);
+    eng_type vt = eng__vec_dot_type((eng_type)w->type);
     if (vt == ENG_T_F32 || w->packed) { *out = (const uint8_t *)x; return (size_t)w->n_in * sizeof(float); }
-    size_t xrb = eng_row_bytes(vt, w->n_in);
-    for (int64_t t = 0; t < T; t++) eng_quantize_row(vt, x + t * w->n_in, xq + (size_t)t * xrb, w->n_in);
+    size_t xrb = eng__row_bytes(vt, w->n_in);
+    for (int64_t t = 0; t < T; t++) eng__quantize_row(vt, x + t * w->n_in, xq + (size_t)t * xrb, w->n_in);
     *out = xq;
     return xrb;
 }
@@ -239,7 +239,7 @@ static size_t prep_x(const lcx__nn_mat *w, const float *x, int64_t T, uint8_t *x
 static void matmul(job *j, const lcx__nn_mat *w, const float *x, int64_t T, uint8_t *xq_buf, float *y,
                    const float *bias, bool gelu, bool x_ready)
 {
-    const uint64_t t0 = lcx_now_ns();
+    const uint64_t t0 = lcx__now_ns();
     if (!x_ready) j->xrb = prep_x(w, x, T, xq_buf, &j->xq);
     j->w = w;
     j->T = T;
@@ -248,8 +248,8 @@ static void matmul(job *j, const lcx__nn_mat *w, const float *x, int64_t T, uint
     j->gelu = gelu;
     j->n_rb = (long)((w->n_out + TILE_ROWS - 1) / TILE_ROWS);
     long n_tb = (long)((T + TILE_TOKS - 1) / TILE_TOKS);
-    eng_pool_run(j->m->pool, mm_chunk, j, j->n_rb * n_tb);
-    j->m->prof_mm_ns += lcx_now_ns() - t0;
+    eng__pool_run(j->m->pool, mm_chunk, j, j->n_rb * n_tb);
+    j->m->prof_mm_ns += lcx__now_ns() - t0;
 }
 
 /* One (sequence, head): both products on the packed GEMM. K's head slice is re-laid as
@@ -290,10 +290,10 @@ static void att_chunk(void *arg, long c, int ith)
 
 static float dot_row(const lcx__nn_mat *w, int64_t r, const float *x, uint8_t *xq)
 {
-    eng_type vt = eng_vec_dot_type((eng_type)w->type);
+    eng_type vt = eng__vec_dot_type((eng_type)w->type);
     const void *xp = x;
-    if (vt != ENG_T_F32) { eng_quantize_row(vt, x, xq, w->n_in); xp = xq; }
-    return eng_vec_dot((eng_type)w->type, w->n_in, (const uint8_t *)w->data + (size_t)r * w->row_bytes, xp);
+    if (vt != ENG_T_F32) { eng__quantize_row(vt, x, xq, w->n_in); xp = xq; }
+    return eng__vec_dot((eng_type)w->type, w->n_in, (const uint8_t *)w->data + (size_t)r * w->row_bytes, xp);
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -336,7 +336,7 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
         T += l;
         if (l > L_max) L_max = l;
     }
-    const int nth = eng_pool_size(m->pool);
+    const int nth = eng__pool_size(m->pool);
     const int d = D / inf->n_head;
     const size_t xqb = (size_t)T * (size_t)LCX_MAX(D, F) * sizeof(float) + 64;   /* >= any vec-dot row type */
     const size_t P = LCX_NN_PANEL, Lp = ((size_t)L_max + P - 1) / P * P, dp = ((size_t)d + P - 1) / P * P;
@@ -351,16 +351,16 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
     uint8_t *xq = (uint8_t *)(((uintptr_t)(hbuf + 2 * D + 16) + 63) & ~(uintptr_t)63);
     uint8_t *mws = xq + xqb;
 
-    const uint64_t t_start = lcx_now_ns();
+    const uint64_t t_start = lcx__now_ns();
     /* embeddings */
     for (int s = 0; s < B; s++)
         for (int i = 0; i < len[s]; i++) {
             const size_t at = (size_t)s * S + i;
             float *row = x + (int64_t)(off[s] + i) * D;
             const int32_t id = b->ids[at], ty = b->types ? b->types[at] : 0;
-            eng_dequant_row((eng_type)m->tok_emb.type, (const uint8_t *)m->tok_emb.data + (size_t)id * m->tok_emb.row_bytes, row, D);
-            eng_dequant_row((eng_type)m->pos_emb.type, (const uint8_t *)m->pos_emb.data + (size_t)i * m->pos_emb.row_bytes, tmp, D);
-            eng_dequant_row((eng_type)m->type_emb.type, (const uint8_t *)m->type_emb.data + (size_t)ty * m->type_emb.row_bytes, tmp + D, D);
+            eng__dequant_row((eng_type)m->tok_emb.type, (const uint8_t *)m->tok_emb.data + (size_t)id * m->tok_emb.row_bytes, row, D);
+            eng__dequant_row((eng_type)m->pos_emb.type, (const uint8_t *)m->pos_emb.data + (size_t)i * m->pos_emb.row_bytes, tmp, D);
+            eng__dequant_row((eng_type)m->type_emb.type, (const uint8_t *)m->type_emb.data + (size_t)ty * m->type_emb.row_bytes, tmp + D, D);
             for (int e = 0; e < D; e++) row[e] += tmp[e] + tmp[D + e];
             layer_norm(row, NULL, m->emb_ln_w, m->emb_ln_b, D, inf->eps);
         }
@@ -374,9 +374,9 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
         matmul(&j, &Ly->q, x, T, xq, q, Ly->bq, false, false);
         matmul(&j, &Ly->k, x, T, xq, k, Ly->bk, false, same);
         matmul(&j, &Ly->v, x, T, xq, v, Ly->bv, false, same);
-        const uint64_t ta = lcx_now_ns();
-        eng_pool_run(m->pool, att_chunk, &j, (long)B * inf->n_head);
-        m->prof_att_ns += lcx_now_ns() - ta;
+        const uint64_t ta = lcx__now_ns();
+        eng__pool_run(m->pool, att_chunk, &j, (long)B * inf->n_head);
+        m->prof_att_ns += lcx__now_ns() - ta;
         matmul(&j, &Ly->o, att, T, xq, tmp, Ly->bo, false, false);
         for (int64_t t = 0; t < T; t++) layer_norm(x + t * D, tmp + t * D, Ly->ln1_w, Ly->ln1_b, D, inf->eps);
         matmul(&j, &Ly->up, x, T, xq, ff, Ly->bup, true, false);
@@ -416,7 +416,7 @@ int lcx_nn_forward(lcx_nn_model *m, const lcx_nn_batch *b, float *pooled, float 
         }
     }
     free(off);
-    m->prof_total_ns += lcx_now_ns() - t_start;
+    m->prof_total_ns += lcx__now_ns() - t_start;
     return 0;
 }
 

@@ -99,7 +99,7 @@ static void gemm_avx2(const lcx__nn_packed *w, const float *X, int64_t ldx, int6
 void lcx__nn_gemm_isa(int isa, const lcx__nn_packed *w, const float *X, int64_t ldx, int64_t n_tok, int64_t p0, int64_t p1,
                       float *Y, int64_t ldy)
 {
-    if (isa >= 2 && lcx_cpu_has_avx512()) lcx__nn_gemm_avx512(w, X, ldx, n_tok, p0, p1, Y, ldy);
+    if (isa >= 2 && lcx__cpu_has_avx512()) lcx__nn_gemm_avx512(w, X, ldx, n_tok, p0, p1, Y, ldy);
     else if (isa >= 1) gemm_avx2(w, X, ldx, n_tok, p0, p1, Y, ldy);
     else gemm_scalar(w, X, ldx, n_tok, p0, p1, Y, ldy);
 }

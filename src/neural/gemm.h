@@ -5,7 +5,7 @@
  * kernel). The kernel then computes an (MR tokens x P outputs) block as outer products:
  * per k, P/16 vector loads of W and MR broadcasts of X feed MR*P/16 FMAs, with every
  * accumulator in a register (AVX-512: 8 x 32; AVX2: 6 x 16, twice per panel).
- * Why not the engine's eng_matmul: its float kernels are dot-product tiles reduced at the
+ * Why not the engine's eng__matmul: its float kernels are dot-product tiles reduced at the
  * end, ~30 GFLOP per CPU-second here; this layout reaches far more (docs/benchmarks/neural.md).
  * Activations stay F32 (Hugging Face semantics; llama.cpp rounds them to F16 for F16
  * weights, inside the fixture's F16 tolerance either way). */
@@ -31,7 +31,7 @@ void lcx__nn_gemm(const lcx__nn_packed *w, const float *X, int64_t ldx, int64_t 
  * CPU lacks it). */
 void lcx__nn_gemm_isa(int isa, const lcx__nn_packed *w, const float *X, int64_t ldx, int64_t n_tok, int64_t p0, int64_t p1,
                       float *Y, int64_t ldy);
-/* AVX-512 kernels (gemm_avx512.c); only when lcx_cpu_has_avx512(). */
+/* AVX-512 kernels (gemm_avx512.c); only when lcx__cpu_has_avx512(). */
 void lcx__nn_gemm_avx512(const lcx__nn_packed *w, const float *X, int64_t ldx, int64_t n_tok, int64_t p0, int64_t p1,
                          float *Y, int64_t ldy);
 

@@ -234,7 +234,7 @@ static int st_mat(lcx_nn_model *m, const st_file *sf, const char *name, int64_t 
     w->data = e->data;
     w->n_in = n_in;
     w->n_out = n_out;
-    w->row_bytes = eng_row_bytes((eng_type)e->type, n_in);
+    w->row_bytes = eng__row_bytes((eng_type)e->type, n_in);
     (void)m;
     return 0;
 }
@@ -252,12 +252,12 @@ static int st_vec(lcx_nn_model *m, const st_file *sf, const char *name, int64_t 
 static cJSON *read_json(lcx_nn_model *m, const char *dir, const char *name, bool required, int *rc, char *err,
                         size_t errlen)
 {
-    char *p = lcx_path_join(dir, name);
+    char *p = lcx__path_join(dir, name);
     *rc = 0;
     if (!p) { *rc = LCX_ENOMEM; return NULL; }
     char *s = NULL;
     size_t n = 0;
-    int r = lcx_read_file(p, CFG_MAX, &s, &n);
+    int r = lcx__read_file(p, CFG_MAX, &s, &n);
     if (r < 0) {
         if (required || access(p, F_OK) == 0) {
             lcx__nn_err(err, errlen, "%s: %s", p, r == LCX_ELIMIT ? "config over 4 MiB" : "cannot be read");
@@ -309,11 +309,11 @@ static const char *j_tok(const cJSON *o, const char *k)
 
 static int load_vocab(lcx_nn_model *m, const char *dir, char *err, size_t errlen)
 {
-    char *p = lcx__nn_own(m, lcx_path_join(dir, "vocab.txt"));
+    char *p = lcx__nn_own(m, lcx__path_join(dir, "vocab.txt"));
     if (!p) return LCX_ENOMEM;
     char *s = NULL;
     size_t n = 0;
-    int rc = lcx_read_file(p, VOCAB_MAX, &s, &n);
+    int rc = lcx__read_file(p, VOCAB_MAX, &s, &n);
     if (rc < 0) {
         lcx__nn_err(err, errlen, "%s: %s", p, rc == LCX_ELIMIT ? "over 64 MiB" : "cannot be read");
         return rc == LCX_ELIMIT ? rc : LCX_ENOTFOUND;
@@ -440,10 +440,10 @@ int lcx__nn_load_hf(lcx_nn_model *m, const char *dir, char *err, size_t errlen)
         /* no modules.json: a bare BertModel; retrieval vectors are compared by cosine, so
          * normalise; with modules.json: only when it lists Normalize */
         inf->normalize = true;
-        char *mp = lcx_path_join(dir, "modules.json");
+        char *mp = lcx__path_join(dir, "modules.json");
         char *ms = NULL;
         size_t mn = 0;
-        if (mp && lcx_read_file(mp, CFG_MAX, &ms, &mn) == 0) {
+        if (mp && lcx__read_file(mp, CFG_MAX, &ms, &mn) == 0) {
             inf->normalize = strstr(ms, "sentence_transformers.models.Normalize") != NULL;
             if (m->n_files < (int)LCX_ARRAY_LEN(m->files) && lcx__nn_own(m, mp)) m->files[m->n_files++] = mp, mp = NULL;
         }
@@ -458,7 +458,7 @@ int lcx__nn_load_hf(lcx_nn_model *m, const char *dir, char *err, size_t errlen)
     inf->pad_id = special_id(m, tc, "pad_token", "[PAD]");
     if (inf->pad_id < 0) inf->pad_id = j_int(cfg, "pad_token_id", 0, NULL);
 
-    char *sp = lcx__nn_own(m, lcx_path_join(dir, "model.safetensors"));
+    char *sp = lcx__nn_own(m, lcx__path_join(dir, "model.safetensors"));
     if (!sp) { rc = LCX_ENOMEM; goto out; }
     st_file sf = {0};
     if ((rc = st_parse(m, sp, &sf, err, errlen)) < 0) goto out;

@@ -1,12 +1,12 @@
 /* Model loading shared by both formats, and the GGUF `bert` loader (llama.cpp's layout:
  * see the tensor table in docs/neural.md).
  *
- * Validation order: the container first (eng_gguf_open checks header, counts, strings,
+ * Validation order: the container first (eng__gguf_open checks header, counts, strings,
  * types, tensor bounds and overlaps against the file), then the hyper-parameters against
  * caps and each other, then every tensor's presence, type and shape against them, all before
  * any weight is read. A tensor GGUF stores with ne = [in, out] holds PyTorch's [out, in]
  * Linear weight bytes unchanged, so row r of a matrix is output r: exactly the row layout
- * eng_matmul takes, no transposition. */
+ * eng__matmul takes, no transposition. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,26 +46,26 @@ float *lcx__nn_vec_f32(lcx_nn_model *m, int type, const void *data, int64_t n)
 {
     float *v = lcx__nn_own(m, malloc((size_t)n * sizeof(float)));
     if (!v) return NULL;
-    eng_dequant_row((eng_type)type, data, v, n);
+    eng__dequant_row((eng_type)type, data, v, n);
     return v;
 }
 
 int lcx__nn_mat_convert(lcx_nn_model *m, lcx__nn_mat *w, int t, char *err, size_t errlen)
 {
     if (w->type == t || !w->data) return 0;
-    int64_t blk = eng_type_block_elems((eng_type)t);
+    int64_t blk = eng__type_block_elems((eng_type)t);
     if (blk <= 0 || w->n_in % blk) {
         lcx__nn_err(err, errlen, "cannot store a %lld-wide matrix as %s (row length must be a multiple of %lld)",
-                    (long long)w->n_in, eng_type_name((eng_type)t), (long long)blk);
+                    (long long)w->n_in, eng__type_name((eng_type)t), (long long)blk);
         return LCX_ENOTSUP;
     }
-    size_t rb = eng_row_bytes((eng_type)t, w->n_in);
+    size_t rb = eng__row_bytes((eng_type)t, w->n_in);
     uint8_t *dst = lcx__nn_own(m, malloc(rb * (size_t)w->n_out));
     float *tmp = malloc((size_t)w->n_in * sizeof(float));
     if (!dst || !tmp) { free(tmp); return LCX_ENOMEM; }
     for (int64_t r = 0; r < w->n_out; r++) {
-        eng_dequant_row((eng_type)w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, tmp, w->n_in);
-        eng_quantize_row((eng_type)t, tmp, dst + (size_t)r * rb, w->n_in);
+        eng__dequant_row((eng_type)w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, tmp, w->n_in);
+        eng__quantize_row((eng_type)t, tmp, dst + (size_t)r * rb, w->n_in);
     }
     free(tmp);
     w->type = t;
@@ -85,7 +85,7 @@ int lcx__nn_mat_pack(lcx_nn_model *m, lcx__nn_mat *w)
     for (int64_t r = 0; r < w->n_out; r++) {
         const uint8_t *src = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
         const int64_t p = r / LCX_NN_PANEL, j = r % LCX_NN_PANEL;
-        if (!f16) eng_dequant_row((eng_type)w->type, src, row, K);
+        if (!f16) eng__dequant_row((eng_type)w->type, src, row, K);
         for (int64_t k = 0; k < K; k++) {
             const size_t at = ((size_t)p * K + k) * LCX_NN_PANEL + j;
             if (f16) memcpy(d + at * 2, src + k * 2, 2);
@@ -136,7 +136,7 @@ int lcx__nn_finish(lcx_nn_model *m, char *err, size_t errlen)
         lcx__nn_mat *ws[6] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->down};
         for (int i = 0; i < 6; i++) {
             /* kernels without a matmul (types the reader knows but quant.c cannot compute) */
-            if (!eng_type_supported(ws[i]->type) || eng_type_internal(ws[i]->type)) {
+            if (!eng__type_supported(ws[i]->type) || eng__type_internal(ws[i]->type)) {
                 lcx__nn_err(err, errlen, "layer %d: weight type %d is not supported", l, ws[i]->type);
                 return LCX_ENOTSUP;
             }
@@ -188,7 +188,7 @@ int lcx__nn_finish(lcx_nn_model *m, char *err, size_t errlen)
     if (msl < 3) msl = 3;
     inf->max_seq_len = msl;
     if (m->opts.gelu >= 0) inf->gelu = (lcx_nn_gelu)m->opts.gelu;
-    return eng_pool_init(m->opts.n_threads > 0 ? m->opts.n_threads : 1, &m->pool);
+    return eng__pool_init(m->opts.n_threads > 0 ? m->opts.n_threads : 1, &m->pool);
 }
 
 /* ------------------------------------------------------------------------------ GGUF */
@@ -196,7 +196,7 @@ int lcx__nn_finish(lcx_nn_model *m, char *err, size_t errlen)
 static int want_tensor(const eng_gguf *g, const char *name, int64_t ne0, int64_t ne1, bool mat_ok_any,
                        const eng_tensor **out, char *err, size_t errlen)
 {
-    const eng_tensor *t = eng_gguf_tensor(g, name);
+    const eng_tensor *t = eng__gguf_tensor(g, name);
     if (!t) {
         lcx__nn_err(err, errlen, "gguf: tensor %s is missing", name);
         return LCX_ENOTFOUND;
@@ -208,9 +208,9 @@ static int want_tensor(const eng_gguf *g, const char *name, int64_t ne0, int64_t
                     (long long)t->ne[0], (long long)t->ne[1], (long long)ne0, (long long)(ne1 ? ne1 : 1));
         return LCX_ECORRUPT;
     }
-    if (!(mat_ok_any ? eng_type_supported(t->type) && !eng_type_internal(t->type) : float_type(t->type))) {
+    if (!(mat_ok_any ? eng__type_supported(t->type) && !eng__type_internal(t->type) : float_type(t->type))) {
         lcx__nn_err(err, errlen, "gguf: tensor %s has type %d (%s), which is not supported here", name, t->type,
-                    eng_type_supported(t->type) ? eng_type_name((eng_type)t->type) : "unknown");
+                    eng__type_supported(t->type) ? eng__type_name((eng_type)t->type) : "unknown");
         return LCX_ENOTSUP;
     }
     *out = t;
@@ -226,7 +226,7 @@ static int g_mat(lcx_nn_model *m, const char *name, int64_t n_in, int64_t n_out,
     w->data = t->data;
     w->n_in = n_in;
     w->n_out = n_out;
-    w->row_bytes = eng_row_bytes((eng_type)t->type, n_in);
+    w->row_bytes = eng__row_bytes((eng_type)t->type, n_in);
     return 0;
 }
 
@@ -242,7 +242,7 @@ static int g_vec(lcx_nn_model *m, const char *name, int64_t n, float **out, char
 static int g_u32(const eng_gguf *g, const char *key, bool required, uint32_t dflt, int *out, char *err, size_t errlen)
 {
     uint32_t v;
-    int rc = eng_gguf_get_u32(g, key, &v);
+    int rc = eng__gguf_get_u32(g, key, &v);
     if (rc == LCX_ENOTFOUND && !required) v = dflt;
     else if (rc < 0) {
         lcx__nn_err(err, errlen, "gguf: %s %s", key, rc == LCX_ENOTFOUND ? "is missing" : "is not an unsigned integer");
@@ -262,7 +262,7 @@ static int32_t g_special(const eng_gguf *g, const char *k1, const char *k2, cons
     const char *ks[2] = {k1, k2};
     for (int i = 0; i < 2; i++) {
         uint32_t id;
-        if (ks[i] && eng_gguf_get_u32(g, ks[i], &id) == 0 && id < (uint32_t)v->n) return (int32_t)id;
+        if (ks[i] && eng__gguf_get_u32(g, ks[i], &id) == 0 && id < (uint32_t)v->n) return (int32_t)id;
     }
     return lcx__nn_vocab_get(v, txt, strlen(txt));
 }
@@ -270,7 +270,7 @@ static int32_t g_special(const eng_gguf *g, const char *k1, const char *k2, cons
 int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errlen)
 {
     char gerr[256];
-    int rc = eng_gguf_open(path, &m->gguf, gerr, sizeof gerr);
+    int rc = eng__gguf_open(path, &m->gguf, gerr, sizeof gerr);
     if (rc < 0) {
         lcx__nn_err(err, errlen, "%s: %s", path, gerr);
         return rc;
@@ -279,14 +279,14 @@ int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errle
     lcx_nn_info *inf = &m->info;
     snprintf(inf->format, sizeof inf->format, "gguf");
     size_t al;
-    const char *arch = eng_gguf_get_str(g, "general.architecture", &al);
+    const char *arch = eng__gguf_get_str(g, "general.architecture", &al);
     if (!arch || al != 4 || memcmp(arch, "bert", 4)) {
         lcx__nn_err(err, errlen, "%s: general.architecture is '%.*s', only 'bert' is supported", path,
                     arch ? (int)LCX_MIN(al, 64) : 0, arch ? arch : "");
         return LCX_ENOTSUP;
     }
     size_t nl;
-    const char *nm = eng_gguf_get_str(g, "general.name", &nl);
+    const char *nm = eng__gguf_get_str(g, "general.name", &nl);
     if (nm) snprintf(inf->name, sizeof inf->name, "%.*s", (int)LCX_MIN(nl, sizeof inf->name - 1), nm);
     else {
         const char *b = strrchr(path, '/');
@@ -302,16 +302,16 @@ int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errle
         (rc = g_u32(g, "bert.pooling_type", false, LCX_NN_POOL_MEAN, &pool, err, errlen)) < 0)
         return rc;
     uint32_t hkv;
-    if (eng_gguf_get_u32(g, "bert.attention.head_count_kv", &hkv) == 0 && (int)hkv != inf->n_head) {
+    if (eng__gguf_get_u32(g, "bert.attention.head_count_kv", &hkv) == 0 && (int)hkv != inf->n_head) {
         lcx__nn_err(err, errlen, "%s: head_count_kv %u differs from head_count %d (not a BERT encoder)", path, hkv, inf->n_head);
         return LCX_ENOTSUP;
     }
     bool causal = false;
-    if (eng_gguf_get_bool(g, "bert.attention.causal", &causal) == 0 && causal) {
+    if (eng__gguf_get_bool(g, "bert.attention.causal", &causal) == 0 && causal) {
         lcx__nn_err(err, errlen, "%s: bert.attention.causal is true; BERT encoders attend both ways", path);
         return LCX_ENOTSUP;
     }
-    if (eng_gguf_get_f32(g, "bert.attention.layer_norm_epsilon", &inf->eps) < 0) inf->eps = 1e-12f;
+    if (eng__gguf_get_f32(g, "bert.attention.layer_norm_epsilon", &inf->eps) < 0) inf->eps = 1e-12f;
     if (pool != LCX_NN_POOL_MEAN && pool != LCX_NN_POOL_CLS && pool != LCX_NN_POOL_RANK) {
         lcx__nn_err(err, errlen, "%s: bert.pooling_type %d is not supported (1 mean, 2 cls, 4 rank)", path, pool);
         return LCX_ENOTSUP;
@@ -327,7 +327,7 @@ int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errle
     int etype;
     uint64_t ntok;
     const void *dummy;
-    if (eng_gguf_get_arr(g, "tokenizer.ggml.tokens", &etype, &ntok, &dummy) < 0 || etype != ENG_GGUF_STRING) {
+    if (eng__gguf_get_arr(g, "tokenizer.ggml.tokens", &etype, &ntok, &dummy) < 0 || etype != ENG_GGUF_STRING) {
         lcx__nn_err(err, errlen, "%s: tokenizer.ggml.tokens is missing or not a string array", path);
         return LCX_ECORRUPT;
     }
@@ -339,7 +339,7 @@ int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errle
     uint64_t ntt = 0;
     int tte;
     const void *ttd;
-    if (eng_gguf_get_arr(g, "tokenizer.ggml.token_type", &tte, &ntt, &ttd) == 0 && tte == ENG_GGUF_I32 && ntt == ntok)
+    if (eng__gguf_get_arr(g, "tokenizer.ggml.token_type", &tte, &ntt, &ttd) == 0 && tte == ENG_GGUF_I32 && ntt == ntok)
         ttype = ttd;
     const char **toks = malloc(ntok * sizeof *toks);
     size_t *lens = malloc(ntok * sizeof *lens);
@@ -349,14 +349,14 @@ int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errle
     if (!toks || !lens) goto vout;
     for (uint64_t i = 0; i < ntok; i++) {
         size_t l;
-        if (!eng_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &l)) { rc = LCX_ECORRUPT; goto vout; }
+        if (!eng__gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &l)) { rc = LCX_ECORRUPT; goto vout; }
         total += l + 2;
     }
     if (!(hblob = malloc(total + 1))) goto vout;
     size_t at = 0;
     for (uint64_t i = 0; i < ntok; i++) {
         size_t l;
-        const char *s = eng_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &l);
+        const char *s = eng__gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &l);
         int32_t tt = 1;
         if (ttype) memcpy(&tt, ttype + i * 4, 4);
         toks[i] = hblob + at;
@@ -420,7 +420,7 @@ vout:
 #undef GV
     }
     if (inf->is_reranker) {
-        const eng_tensor *co = eng_gguf_tensor(g, "cls.output.weight");
+        const eng_tensor *co = eng__gguf_tensor(g, "cls.output.weight");
         int64_t nlab = co && co->n_dims <= 2 ? co->ne[1] : 1;
         if (nlab < 1 || nlab > 64) nlab = 1;
         if ((rc = g_mat(m, "cls.weight", D, D, &m->pool_w, err, errlen)) < 0 ||
@@ -447,11 +447,11 @@ void lcx_nn_opts_init(lcx_nn_opts *o)
 void lcx_nn_free(lcx_nn_model *m)
 {
     if (!m) return;
-    eng_pool_free(m->pool);
+    eng__pool_free(m->pool);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     lcx__nn_vocab_free(&m->vocab);
-    eng_gguf_close(m->gguf);
+    eng__gguf_close(m->gguf);
     if (m->map) lcx__nn_unmap(m->map, m->map_len);
     free(m->ws);
     free(m);
@@ -501,15 +501,15 @@ int lcx_nn_model_hash(lcx_nn_model *m, char out[65])
         for (int i = 0; i < m->n_files && rc == 0; i++) {
             char *data = NULL;
             size_t len = 0;
-            if ((rc = lcx_read_file(m->files[i], 0, &data, &len)) < 0) break;
+            if ((rc = lcx__read_file(m->files[i], 0, &data, &len)) < 0) break;
             char h[65];
-            lcx_sha256_hex(data, len, h, 32);
+            lcx__sha256_hex(data, len, h, 32);
             free(data);
             const char *base = strrchr(m->files[i], '/');
-            rc = lcx_buf_printf(&b, "%s %s\n", base ? base + 1 : m->files[i], h);
+            rc = lcx__buf_printf(&b, "%s %s\n", base ? base + 1 : m->files[i], h);
         }
-        if (rc == 0) lcx_sha256_hex(b.data ? b.data : "", b.len, m->hash, 32);
-        lcx_buf_free(&b);
+        if (rc == 0) lcx__sha256_hex(b.data ? b.data : "", b.len, m->hash, 32);
+        lcx__buf_free(&b);
         if (rc < 0) return rc;
     }
     memcpy(out, m->hash, 65);

@@ -27,7 +27,7 @@
 
 /* ------------------------------------------------------------------------------ vocab */
 
-static uint32_t vhash(const char *s, size_t n) { return (uint32_t)lcx_hash64(s, n, 0x5eed); }
+static uint32_t vhash(const char *s, size_t n) { return (uint32_t)lcx__hash64(s, n, 0x5eed); }
 
 int lcx__nn_vocab_build(lcx__nn_vocab *v, int32_t n, const char *const *tok, const size_t *len)
 {

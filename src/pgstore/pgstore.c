@@ -418,7 +418,7 @@ void lcx_pgstore_close(lcx_pgstore *pg)
 
 /* ------------------------------------------------------------------ applied-seq table */
 
-static uint64_t sid_hash(const char *sid) { return lcx_hash64(sid, strlen(sid), 0x9e3779b9); }
+static uint64_t sid_hash(const char *sid) { return lcx__hash64(sid, strlen(sid), 0x9e3779b9); }
 
 /* The session's entry (created at seq 0). Caller holds the session's stripe lock; the
  * table itself is guarded by pg->mu. NULL: out of memory. */
@@ -455,7 +455,7 @@ static pthread_mutex_t *stripe_of(lcx_pgstore *pg, const char *sid) { return &pg
 static int put_be32(lcx_buf *b, uint32_t v)
 {
     uint8_t x[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-    return lcx_buf_append(b, x, 4);
+    return lcx__buf_append(b, x, 4);
 }
 
 /* The texts as a binary text[] parameter (array_recv's format: ndim, flags, element type,
@@ -466,7 +466,7 @@ static int text_array_bin(lcx_buf *b, const lcx_chunk *c, int n)
     int rc = put_be32(b, 1) | put_be32(b, 0) | put_be32(b, TEXT_OID) | put_be32(b, (uint32_t)n) | put_be32(b, 1);
     for (int i = 0; i < n && !rc; i++) {
         rc = put_be32(b, c[i].text_len);
-        if (!rc) rc = lcx_buf_append(b, c[i].text, c[i].text_len);
+        if (!rc) rc = lcx__buf_append(b, c[i].text, c[i].text_len);
     }
     return rc;
 }
@@ -491,11 +491,11 @@ static void span_uuid(const char *sid, const char *key, size_t kl, const uint8_t
     uint8_t u[32];
     if (key) {
         lcx_buf b = {0};
-        lcx_buf_append(&b, sid, strlen(sid) + 1);
-        lcx_buf_append(&b, key, kl);
-        lcx_buf_printf(&b, "%c%d", 0, i);
-        lcx_sha256(b.data ? b.data : "", b.len, u);
-        lcx_buf_free(&b);
+        lcx__buf_append(&b, sid, strlen(sid) + 1);
+        lcx__buf_append(&b, key, kl);
+        lcx__buf_printf(&b, "%c%d", 0, i);
+        lcx__sha256(b.data ? b.data : "", b.len, u);
+        lcx__buf_free(&b);
     } else {
         memcpy(u, base, 16);
         uint32_t x = (uint32_t)i;
@@ -532,22 +532,22 @@ int lcx_pgstore_write(lcx_pgstore *pg, const char *sid, const lcx_chunk *c, int 
     char nb[24], u[37];
     int rc = 0;
     for (int k = 0; k < 7; k++)
-        if (k != 1) rc |= lcx_buf_append(&a[k], "{", 1);
+        if (k != 1) rc |= lcx__buf_append(&a[k], "{", 1);
     rc |= text_array_bin(&a[1], c, n) < 0;
     for (int i = 0; i < n && !rc; i++) {
         const char *sep = i ? "," : "";
         span_uuid(sid, key, kl, base, i, u);
-        rc |= lcx_buf_printf(&a[0], "%s%s", sep, u) < 0;
-        rc |= lcx_buf_printf(&a[2], "%s%" PRId64, sep, c[i].tok_start) < 0;
-        rc |= lcx_buf_printf(&a[3], "%s%" PRId64, sep, c[i].tok_end) < 0;
-        rc |= lcx_buf_printf(&a[4], "%s%d", sep, (int)c[i].layer) < 0;
-        rc |= lcx_buf_printf(&a[5], "%s%d", sep, (int)c[i].round) < 0;
-        rc |= lcx_buf_printf(&a[6], "%s%.9g", sep, (double)c[i].score) < 0;
+        rc |= lcx__buf_printf(&a[0], "%s%s", sep, u) < 0;
+        rc |= lcx__buf_printf(&a[2], "%s%" PRId64, sep, c[i].tok_start) < 0;
+        rc |= lcx__buf_printf(&a[3], "%s%" PRId64, sep, c[i].tok_end) < 0;
+        rc |= lcx__buf_printf(&a[4], "%s%d", sep, (int)c[i].layer) < 0;
+        rc |= lcx__buf_printf(&a[5], "%s%d", sep, (int)c[i].round) < 0;
+        rc |= lcx__buf_printf(&a[6], "%s%.9g", sep, (double)c[i].score) < 0;
     }
     for (int k = 0; k < 7; k++)
-        if (k != 1) rc |= lcx_buf_append(&a[k], "}", 1);
+        if (k != 1) rc |= lcx__buf_append(&a[k], "}", 1);
     if (rc || a[1].len > 0x7fffffff) {
-        for (int k = 0; k < 7; k++) lcx_buf_free(&a[k]);
+        for (int k = 0; k < 7; k++) lcx__buf_free(&a[k]);
         return LCX_ENOMEM;
     }
     snprintf(nb, sizeof nb, "%d", n);
@@ -594,7 +594,7 @@ int lcx_pgstore_write(lcx_pgstore *pg, const char *sid, const lcx_chunk *c, int 
     if (res->attempts > 1) pg->st.write_retries += (uint64_t)(res->attempts - 1);
     if (rc == LCX_ETIMEOUT) pg->st.write_timeouts++;
     pthread_mutex_unlock(&pg->mu);
-    for (int k = 0; k < 7; k++) lcx_buf_free(&a[k]);
+    for (int k = 0; k < 7; k++) lcx__buf_free(&a[k]);
     return rc;
 }
 
@@ -752,7 +752,7 @@ static void put_le(lcx_buf *b, uint64_t v, int n)
 {
     uint8_t x[8];
     for (int i = 0; i < n; i++) x[i] = (uint8_t)(v >> (8 * i));
-    lcx_buf_append(b, x, (size_t)n);
+    lcx__buf_append(b, x, (size_t)n);
 }
 
 static uint64_t get_le(const uint8_t *p, int n)
@@ -773,7 +773,7 @@ static int pack_dir(const char *dir, const char *prefix, int depth, lcx_buf *out
     struct dirent *e;
     while (!rc && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
-        char *path = lcx_path_join(dir, e->d_name);
+        char *path = lcx__path_join(dir, e->d_name);
         struct stat sb;
         if (!path) { rc = LCX_ENOMEM; break; }
         char rel[512];
@@ -784,12 +784,12 @@ static int pack_dir(const char *dir, const char *prefix, int depth, lcx_buf *out
             char *data = NULL;
             size_t len = 0;
             if (out->len + (uint64_t)sb.st_size > SNAP_MAX) rc = LCX_ELIMIT;
-            else if ((rc = lcx_read_file(path, SNAP_MAX, &data, &len)) == 0) {
+            else if ((rc = lcx__read_file(path, SNAP_MAX, &data, &len)) == 0) {
                 size_t nl = strlen(rel);
                 put_le(out, nl, 2);
-                lcx_buf_append(out, rel, nl);
+                lcx__buf_append(out, rel, nl);
                 put_le(out, len, 8);
-                rc = lcx_buf_append(out, data, len);
+                rc = lcx__buf_append(out, data, len);
             }
             free(data);
         }
@@ -801,7 +801,7 @@ static int pack_dir(const char *dir, const char *prefix, int depth, lcx_buf *out
 
 static int snap_pack(const char *dir, lcx_buf *out)
 {
-    int rc = lcx_buf_append(out, SNAP_MAGIC, 8);
+    int rc = lcx__buf_append(out, SNAP_MAGIC, 8);
     return rc ? rc : pack_dir(dir, "", 1, out);
 }
 
@@ -810,7 +810,7 @@ static int snap_pack(const char *dir, lcx_buf *out)
 static int snap_unpack(const char *dir, const uint8_t *p, size_t n)
 {
     if (n < 8 || memcmp(p, SNAP_MAGIC, 8)) return LCX_ECORRUPT;
-    int rc = lcx_mkdirs(dir);
+    int rc = lcx__mkdirs(dir);
     size_t o = 8;
     while (!rc && o < n) {
         if (n - o < 2) return LCX_ECORRUPT;
@@ -826,15 +826,15 @@ static int snap_unpack(const char *dir, const uint8_t *p, size_t n)
         char *sl = strchr(name, '/');
         if (name[0] == '.' || (sl && (sl[1] == '.' || !sl[1] || strchr(sl + 1, '/'))) || len > n - o)
             return LCX_ECORRUPT;
-        char *path = lcx_path_join(dir, name);
+        char *path = lcx__path_join(dir, name);
         if (!path) return LCX_ENOMEM;
         if (sl) {   /* the subdirectory first */
-            char *sub = lcx_path_join(dir, name);
+            char *sub = lcx__path_join(dir, name);
             sub[strlen(dir) + 1 + (size_t)(sl - name)] = 0;
-            rc = lcx_mkdirs(sub);
+            rc = lcx__mkdirs(sub);
             free(sub);
         }
-        if (!rc) rc = lcx_write_file_atomic(path, p + o, (size_t)len);
+        if (!rc) rc = lcx__write_file_atomic(path, p + o, (size_t)len);
         free(path);
         o += (size_t)len;
     }
@@ -848,7 +848,7 @@ static void snap_remove(const char *dir)
     struct dirent *e;
     while ((e = readdir(d)))
         if (e->d_name[0] != '.') {
-            char *path = lcx_path_join(dir, e->d_name);
+            char *path = lcx__path_join(dir, e->d_name);
             if (path) unlink(path);
             free(path);
         }
@@ -878,13 +878,13 @@ int lcx_pgstore_hibernate(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, co
             have_blob = snap_pack(dir, &blob) == 0;   /* busy (deferred) or too big: no snapshot */
     }
     pthread_mutex_unlock(m);
-    if (rc < 0) { lcx_buf_free(&blob); return rc; }
+    if (rc < 0) { lcx__buf_free(&blob); return rc; }
     char up[24];
     snprintf(up, sizeof up, "%" PRId64, upto);
     const char *vals[3] = {sid, up, have_blob ? blob.data : NULL};
     int lens[3] = {0, 0, have_blob ? (int)blob.len : 0}, fmts[3] = {0, 0, 1};
     PGconn *cn = conn_get(pg);
-    if (!cn) { lcx_buf_free(&blob); return LCX_ENET; }
+    if (!cn) { lcx__buf_free(&blob); return LCX_ENET; }
     PGresult *r;
     rc = q_run_f(cn,
                  "WITH u AS (UPDATE lcx_sessions SET state = 'hibernated', snapshot_seq = $2::bigint, updated_at = now()"
@@ -896,7 +896,7 @@ int lcx_pgstore_hibernate(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, co
                  " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM ins)",
                  3, vals, lens, fmts, 0, now_ms() + pg->o.write_timeout_s * 1e3, &r, NULL, 0);
     conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
-    lcx_buf_free(&blob);
+    lcx__buf_free(&blob);
     if (rc) return rc == LCX_ENET ? LCX_ETIMEOUT : rc;
     bool found = atoi(PQgetvalue(r, 0, 0)) == 1;
     if (atoi(PQgetvalue(r, 0, 1)) == 1) {
@@ -971,11 +971,11 @@ int lcx_pgstore_scope_publish(lcx_pgstore *pg, const char *scope, const char *ha
     if (!pg || !scope || !hash || !dir) return LCX_EINVAL;
     lcx_buf blob = {0};
     int rc = snap_pack(dir, &blob);
-    if (rc) { lcx_buf_free(&blob); return rc; }
+    if (rc) { lcx__buf_free(&blob); return rc; }
     const char *vals[3] = {scope, hash, blob.data};
     int lens[3] = {0, 0, (int)blob.len}, fmts[3] = {0, 0, 1};
     PGconn *cn = conn_get(pg);
-    if (!cn) { lcx_buf_free(&blob); return LCX_ENET; }
+    if (!cn) { lcx__buf_free(&blob); return LCX_ENET; }
     PGresult *r;
     rc = q_run_f(cn,
                  "WITH v AS (INSERT INTO lcx_scopes AS x (scope, current_version, hash) VALUES ($1, 1, $2)"
@@ -987,7 +987,7 @@ int lcx_pgstore_scope_publish(lcx_pgstore *pg, const char *scope, const char *ha
                  " SELECT current_version FROM v",
                  3, vals, lens, fmts, 0, now_ms() + pg->o.write_timeout_s * 1e3, &r, NULL, 0);
     conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
-    lcx_buf_free(&blob);
+    lcx__buf_free(&blob);
     if (rc) return rc;
     int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
@@ -1016,7 +1016,7 @@ int lcx_pgstore_scope_fetch(lcx_pgstore *pg, const char *scope, const char *scop
     snprintf(hash, sizeof hash, "%.*s", hl < 63 ? hl : 63, PQgetvalue(r, 0, 0));
     for (const char *h = hash; *h; h++)
         if (!((*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f'))) { PQclear(r); return LCX_ECORRUPT; }
-    char *dir = lcx_path_join(scopes_dir, hash);
+    char *dir = lcx__path_join(scopes_dir, hash);
     struct stat sb;
     if (!dir) rc = LCX_ENOMEM;
     else if (stat(dir, &sb) == 0) rc = 0;   /* this node has its own copy: keep it */
@@ -1026,7 +1026,7 @@ int lcx_pgstore_scope_fetch(lcx_pgstore *pg, const char *scope, const char *scop
         pg->st.scopes_loaded++;
         pthread_mutex_unlock(&pg->mu);
     } else {
-        char *st = lcx_path_join(dir, "store");
+        char *st = lcx__path_join(dir, "store");
         if (st) snap_remove(st);
         free(st);
         snap_remove(dir);

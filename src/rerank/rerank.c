@@ -8,7 +8,7 @@
  *   coverage = Σ w(t) over distinct query terms t present in the doc / Σ w(t)
  *              with w = 3 for numbers, 2 for whole identifiers, 1 for words, 0.5 for
  *              identifier parts (numbers and identifiers are the exact facts that matter),
- *              times the term's BM25 idf when the index supplies it (lcx_rerank_prepare_idf):
+ *              times the term's BM25 idf when the index supplies it (lcx__rerank_prepare_idf):
  *              with flat weights a chunk holding the question's five common words
  *              ("get the hardware address on unix by running …") out-covered the one
  *              holding its one rare word ("lanscan")
@@ -81,7 +81,7 @@ typedef struct {
     void *ud;
 } qctx;
 
-static uint64_t tok_hash(const char *t, size_t n) { return lcx_hash64(t, n, 0x7e7a4b3c2d1e0f11ull); }
+static uint64_t tok_hash(const char *t, size_t n) { return lcx__hash64(t, n, 0x7e7a4b3c2d1e0f11ull); }
 static uint64_t bi_hash(uint64_t a, uint64_t b) { return a * 0x9e3779b97f4a7c15ull ^ (b + (a >> 29)); }
 
 static int on_qtok(const char *t, size_t n, int kind, void *ud)
@@ -115,12 +115,12 @@ static int on_qtok(const char *t, size_t n, int kind, void *ud)
     return 0;
 }
 
-int lcx_rerank_prepare(const char *q, size_t qlen, lcx_rerank_query **out)
+int lcx__rerank_prepare(const char *q, size_t qlen, lcx_rerank_query **out)
 {
-    return lcx_rerank_prepare_idf(q, qlen, NULL, NULL, out);
+    return lcx__rerank_prepare_idf(q, qlen, NULL, NULL, out);
 }
 
-int lcx_rerank_prepare_idf(const char *q, size_t qlen, lcx_rerank_idf_fn idf, void *ud, lcx_rerank_query **out)
+int lcx__rerank_prepare_idf(const char *q, size_t qlen, lcx_rerank_idf_fn idf, void *ud, lcx_rerank_query **out)
 {
     *out = NULL;
     lcx_rerank_query *rq = calloc(1, sizeof *rq);
@@ -139,7 +139,7 @@ int lcx_rerank_prepare_idf(const char *q, size_t qlen, lcx_rerank_idf_fn idf, vo
     return 0;
 }
 
-void lcx_rerank_free(lcx_rerank_query *rq) { free(rq); }
+void lcx__rerank_free(lcx_rerank_query *rq) { free(rq); }
 
 #define PROX_TERMS 16   /* proximity pairs among the first 16 query terms */
 #define PROX_DIST 5      /* pairs further apart than 5 tokens count nothing */
@@ -189,12 +189,12 @@ static int on_dtok(const char *t, size_t n, int kind, void *ud)
     return 0;
 }
 
-float lcx_rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len)
+float lcx__rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len)
 {
-    return lcx_rerank_score_prox(rq, doc, len, NULL);
+    return lcx__rerank_score_prox(rq, doc, len, NULL);
 }
 
-float lcx_rerank_score_prox(const lcx_rerank_query *rq, const char *doc, size_t len, float *prox)
+float lcx__rerank_score_prox(const lcx_rerank_query *rq, const char *doc, size_t len, float *prox)
 {
     if (prox) *prox = 0;
     if (!rq || !doc) return 0;

@@ -101,29 +101,29 @@ int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, 
         lcx_buf hdr = {0};
         for (int i = 0; i < n && !rc; i++) {
             hdr.len = 0;
-            if ((rc = lcx_buf_printf(&hdr, "// %s:%u-%u", hits[i].file_path, hits[i].start_line, hits[i].end_line))) break;
+            if ((rc = lcx__buf_printf(&hdr, "// %s:%u-%u", hits[i].file_path, hits[i].start_line, hits[i].end_line))) break;
             size_t overhead = cp_count(hdr.data, hdr.len) + SPLICE_FENCE_CHARS;
             if (used + overhead >= budget || budget - used - overhead <= SPLICE_MIN_REMAINING) break;
             size_t remaining = budget - used - overhead;
-            if (!b.len && (rc = lcx_buf_puts(&b, SPLICE_HEADER))) break;
+            if (!b.len && (rc = lcx__buf_puts(&b, SPLICE_HEADER))) break;
             size_t start = b.len;
             const char *t = hits[i].text ? hits[i].text : "";
             size_t tl = strlen(t);
             bool cut = cp_count(t, tl) > remaining;
             if (cut) tl = cp_prefix(t, tl, remaining);
-            rc = lcx_buf_append(&b, hdr.data, hdr.len);
-            if (!rc) rc = lcx_buf_puts(&b, "\n```\n");
-            if (!rc) rc = lcx_buf_append(&b, t, tl);
-            if (!rc && cut) rc = lcx_buf_puts(&b, TRUNC_MARK);
-            if (!rc) rc = lcx_buf_puts(&b, "\n```\n\n");
+            rc = lcx__buf_append(&b, hdr.data, hdr.len);
+            if (!rc) rc = lcx__buf_puts(&b, "\n```\n");
+            if (!rc) rc = lcx__buf_append(&b, t, tl);
+            if (!rc && cut) rc = lcx__buf_puts(&b, TRUNC_MARK);
+            if (!rc) rc = lcx__buf_puts(&b, "\n```\n\n");
             used += cp_count(b.data + start, b.len - start);
         }
-        lcx_buf_free(&hdr);
+        lcx__buf_free(&hdr);
     }
-    if (rc) { lcx_buf_free(&b); return rc; }
-    if (!b.data && (rc = lcx_buf_puts(&b, ""))) return rc;
+    if (rc) { lcx__buf_free(&b); return rc; }
+    if (!b.data && (rc = lcx__buf_puts(&b, ""))) return rc;
     size_t len;
-    *out = lcx_buf_steal(&b, &len);
+    *out = lcx__buf_steal(&b, &len);
     if (out_len) *out_len = len;
     return 0;
 }
@@ -217,14 +217,14 @@ static int hv_push(hitvec *h, const lcx_scope *s, const lcx_chunk *c, float scor
     lcx_code_hit *x = &h->v[h->n];
     memset(x, 0, sizeof *x);
     x->text = strndup(c->text ? c->text : "", c->text_len);
-    size_t pl = strlen(lcx_scope__root(s)) + 1 + c->path_len + 1;
+    size_t pl = strlen(lcx__scope_root(s)) + 1 + c->path_len + 1;
     x->file_path = malloc(pl);
     if (!x->text || !x->file_path) {
         free(x->text);
         free(x->file_path);
         return LCX_ENOMEM;
     }
-    snprintf(x->file_path, pl, "%s/%.*s", lcx_scope__root(s), (int)c->path_len, c->path ? c->path : "");
+    snprintf(x->file_path, pl, "%s/%.*s", lcx__scope_root(s), (int)c->path_len, c->path ? c->path : "");
     x->start_line = c->line_start;
     x->end_line = c->line_end;
     x->file_type = c->file_type;
@@ -246,12 +246,12 @@ static bool hv_has(const hitvec *h, const char *path, uint32_t ls, uint32_t le)
 static int chunk_for_line(lcx_scope *s, const char *rel, uint32_t line, uint32_t *id_out)
 {
     uint32_t first, n;
-    if (lcx_scope__chunk_range(s, rel, &first, &n) < 0 || !n) return LCX_ENOTFOUND;
+    if (lcx__scope_chunk_range(s, rel, &first, &n) < 0 || !n) return LCX_ENOTFOUND;
     int best = -1;
     uint32_t best_off = UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
         lcx_chunk c;
-        if (lcx_store_get(lcx_scope__store(s), first + i, &c) < 0) continue;
+        if (lcx_store_get(lcx__scope_store(s), first + i, &c) < 0) continue;
         if (line < c.line_start || line > c.line_end) continue;
         if (line - c.line_start < best_off) { best_off = line - c.line_start; best = (int)i; }
     }
@@ -278,7 +278,7 @@ static int ts_tok(const char *t, size_t n, int kind, void *ud)
     termset *ts = ud;
     if (kind == LCX_TOK_IDENT) return 0;
     if (kind == LCX_TOK_WORD && (lcx__stopword(t, n) || lcx__query_stopword(t, n))) return 0;
-    uint64_t h = lcx_hash64(t, n, 0);
+    uint64_t h = lcx__hash64(t, n, 0);
     if (ts->n < NAME_MAX_TERMS && !ts_has(ts, h)) ts->h[ts->n++] = h;
     return 0;
 }
@@ -318,7 +318,7 @@ static void name_words(const char *p, size_t n, termset *out)
         size_t k = i - s < sizeof w ? i - s : sizeof w;
         for (size_t j = 0; j < k; j++) w[j] = (char)tolower((unsigned char)p[s + j]);
         if (lcx__stopword_inl(w, k) || lcx__query_stopword(w, k)) continue;
-        uint64_t h = lcx_hash64(w, k, 0);
+        uint64_t h = lcx__hash64(w, k, 0);
         if (out->n < NAME_MAX_TERMS && !ts_has(out, h)) out->h[out->n++] = h;
     }
 }
@@ -389,7 +389,7 @@ static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits
     float top = hits[0].score;
     for (int i = 0; i < nh; i++) {
         lcx_chunk c;
-        if (lcx_store_get(lcx_scope__store(s), hits[i].id, &c) < 0 || !c.text) continue;
+        if (lcx_store_get(lcx__scope_store(s), hits[i].id, &c) < 0 || !c.text) continue;
         size_t pl = c.path_len;
         bool perl = c.path && ((pl > 3 && (!memcmp(c.path + pl - 3, ".pm", 3) || !memcmp(c.path + pl - 3, ".pl", 3))) ||
                                (pl > 2 && !memcmp(c.path + pl - 2, ".t", 2)));
@@ -417,7 +417,7 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
     int want = o.top_k;
     if (o.top_k < NAME_POOL) o.top_k = NAME_POOL;
     lcx_hit hits[96];
-    int nh = lcx_store_search(lcx_scope__store(s), q, qlen, &o, hits, o.top_k < 96 ? o.top_k : 96);
+    int nh = lcx_store_search(lcx__scope_store(s), q, qlen, &o, hits, o.top_k < 96 ? o.top_k : 96);
     if (nh < 0) return nh;
     name_rescore(s, q, qlen, hits, nh);
     if (nh > want) nh = want;
@@ -426,14 +426,14 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
     for (int i = 0; i < nh; i++) if (hits[i].dense > best_dense) best_dense = hits[i].dense;
     *conf = best_dense < 0 ? 0 : best_dense > 1 ? 1 : best_dense;
     int base = h->n, rc = 0;
-    lcx_scope__lock(s);
+    lcx__scope_lock(s);
     ident ids[MAX_IDENTS];
     int ni = query_idents(q, qlen, ids, MAX_IDENTS);
     int max_sym = top_k / 2 > 1 ? top_k / 2 : 1, nsym = 0;
     for (int i = 0; i < ni && nsym < max_sym && !rc; i++) {
         const lcx_symbol *sy[MAX_DEFS + 1];
         const char *paths[MAX_DEFS + 1];
-        int nd = lcx_scope__symbol_lookup(s, ids[i].name, sy, paths, MAX_DEFS);
+        int nd = lcx__scope_symbol_lookup(s, ids[i].name, sy, paths, MAX_DEFS);
         bool ambiguous = nd > MAX_DEFS;
         if (nd > MAX_DEFS) nd = MAX_DEFS;
         if (ids[i].owner[0]) {
@@ -444,7 +444,7 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
                 if (!ok) {
                     const lcx_symbol *oy[2];
                     const char *op[2];
-                    int no = lcx_scope__symbol_lookup(s, ids[i].owner, oy, op, 1);
+                    int no = lcx__scope_symbol_lookup(s, ids[i].owner, oy, op, 1);
                     for (int t = 0; t < no && t < 1; t++) ok = !strcmp(op[t], paths[j]);
                 }
                 if (ok) { sy[k] = sy[j]; paths[k] = paths[j]; k++; }
@@ -457,9 +457,9 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
             uint32_t cid;
             if (chunk_for_line(s, paths[j], sy[j]->line, &cid) < 0) continue;
             lcx_chunk c;
-            if (lcx_store_get(lcx_scope__store(s), cid, &c) < 0) continue;
+            if (lcx_store_get(lcx__scope_store(s), cid, &c) < 0) continue;
             char full[LCX_SCOPE_PATH_MAX * 2];
-            snprintf(full, sizeof full, "%s/%s", lcx_scope__root(s), paths[j]);
+            snprintf(full, sizeof full, "%s/%s", lcx__scope_root(s), paths[j]);
             if (hv_has(h, full, c.line_start, c.line_end)) continue;
             float own = 0;
             for (int t = 0; t < nh; t++)
@@ -469,15 +469,15 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
             *any_sym = true;
         }
     }
-    lcx_scope__unlock(s);
+    lcx__scope_unlock(s);
     if (rc) return rc;
     if (nsym) *conf = 1.0f;
     for (int i = 0; i < nh && !rc; i++) {
         lcx_chunk c;
-        if (lcx_store_get(lcx_scope__store(s), hits[i].id, &c) < 0) continue;
+        if (lcx_store_get(lcx__scope_store(s), hits[i].id, &c) < 0) continue;
         if (skip_rel && c.path_len == strlen(skip_rel) && !memcmp(c.path, skip_rel, c.path_len)) continue;
         char full[LCX_SCOPE_PATH_MAX * 2];
-        snprintf(full, sizeof full, "%s/%.*s", lcx_scope__root(s), (int)c.path_len, c.path);
+        snprintf(full, sizeof full, "%s/%.*s", lcx__scope_root(s), (int)c.path_len, c.path);
         if (hv_has(h, full, c.line_start, c.line_end)) continue;
         rc = hv_push(h, s, &c, hits[i].score, false);
     }
@@ -546,7 +546,7 @@ static bool cluster_root(const char *dir, char *root, char *sentinel, size_t sca
 {
     char canon[LCX_SCOPE_PATH_MAX], r[LCX_SCOPE_PATH_MAX];
     if (lcx_scope_canonical(dir, canon, sizeof canon, NULL) != 0) return false;
-    if (lcx_scope__root_of(canon, r) && lcx_scope_canonical(r, root, LCX_SCOPE_PATH_MAX, NULL) == 0) {
+    if (lcx__scope_root_of(canon, r) && lcx_scope_canonical(r, root, LCX_SCOPE_PATH_MAX, NULL) == 0) {
         const char *sn = lcx_scope_sentinel_at(root);
         snprintf(sentinel, scap, "%s", sn ? sn : "");
         return true;
@@ -582,8 +582,8 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
     size_t qlen = rq->query_len;
     while (q && qlen && isspace((unsigned char)*q)) q++, qlen--;
     if (!q || !qlen) return fail(res, LCX_EINVAL, "bad_request", "missing query%s", NULL);
-    if (!lcx_utf8_valid(q, qlen)) return fail(res, LCX_EINVAL, "bad_request", "query is not valid UTF-8%s", NULL);
-    if (rq->prefill && !lcx_utf8_valid(rq->prefill, rq->prefill_len))
+    if (!lcx__utf8_valid(q, qlen)) return fail(res, LCX_EINVAL, "bad_request", "query is not valid UTF-8%s", NULL);
+    if (rq->prefill && !lcx__utf8_valid(rq->prefill, rq->prefill_len))
         return fail(res, LCX_EINVAL, "bad_request", "prefill_text is not valid UTF-8%s", NULL);
     int top_k = rq->top_k ? rq->top_k : 8;
     if (top_k < 1 || top_k > LCX_TOP_K_MAX) return fail(res, LCX_EINVAL, "bad_request", "top_k must be " LCX_TOP_K_RANGE "%s", NULL);
@@ -605,12 +605,12 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         snprintf(res->scope.scope_path, sizeof res->scope.scope_path, "ws:");
         snprintf(res->scope.sentinel, sizeof res->scope.sentinel, "workspace");
         snprintf(res->scope.status, sizeof res->scope.status, "none");
-        nr = session ? lcx_scopes__bound_loaded(m, session, roots, LCX_MAX_BOUND) : 0;
+        nr = session ? lcx__scopes_bound_loaded(m, session, roots, LCX_MAX_BOUND) : 0;
         if (!nr) { free(roots); return 0; }   /* no session, unknown session, nothing bound */
     } else if (explicit_scope) {
         char loose[LCX_SCOPE_PATH_MAX];
         const char *why = NULL;
-        rc = lcx_scope__canon_loose(explicit_scope, loose, sizeof loose);
+        rc = lcx__scope_canon_loose(explicit_scope, loose, sizeof loose);
         if (!rc) rc = lcx_scope_canonical(loose, roots[0], LCX_SCOPE_PATH_MAX, &why);
         if (rc) {
             free(roots);
@@ -619,8 +619,8 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         nr = 1;
         snprintf(sentinel, sizeof sentinel, "explicit");
         /* mentions still steer the Hot set when they lie inside the explicit scope */
-        if (lcx_scope__detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, roots[0], true, &det) == 0) have_det = true;
-        if (session) lcx_scopes__bind(m, session, roots[0]);   /* binds only itself */
+        if (lcx__scope_detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, roots[0], true, &det) == 0) have_det = true;
+        if (session) lcx__scopes_bind(m, session, roots[0]);   /* binds only itself */
     } else {
         rc = lcx_scope_detect(rq->prefill, rq->prefill ? rq->prefill_len : 0, rq->default_scope, &det);
         if (rc) { free(roots); return fail(res, rc, "internal", "scope detection failed%s", NULL); }
@@ -629,7 +629,7 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         char (*spec)[LCX_SCOPE_PATH_MAX] = NULL;
         int n_spec = 0;
         if (session && (spec = malloc(LCX_CLUSTER_SPECULATE * sizeof *spec)))
-            lcx_scopes__cluster_turn(m, session, det.paths, det.n_paths, active, sizeof active, spec, &n_spec);
+            lcx__scopes_cluster_turn(m, session, det.paths, det.n_paths, active, sizeof active, spec, &n_spec);
         if (det.scope_path) {
             snprintf(roots[nr++], LCX_SCOPE_PATH_MAX, "%s", det.scope_path);
             snprintf(sentinel, sizeof sentinel, "%s", det.sentinel);
@@ -639,15 +639,15 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         for (int i = 0; i < n_spec; i++) {   /* candidates: built ahead, never bound */
             char r[LCX_SCOPE_PATH_MAX], sn[24];
             if (!cluster_root(spec[i], r, sn, sizeof sn, "cluster-speculative")) continue;
-            if ((nr && !strcmp(r, roots[0])) || lcx_scopes__ready(m, r)) continue;
-            lcx_scopes__index_async(m, r, NULL, 0, "cluster-speculative");
+            if ((nr && !strcmp(r, roots[0])) || lcx__scopes_ready(m, r)) continue;
+            lcx__scopes_index_async(m, r, NULL, 0, "cluster-speculative");
         }
         free(spec);
         if (nr && session) {
             /* workspace binding: the other project roots named in this prefill, then the scope */
             for (int i = det.n_roots - 1; i >= 0; i--)
-                if (!is_ancestor_or_same(det.roots[i], roots[0])) lcx_scopes__bind(m, session, det.roots[i]);
-            lcx_scopes__bind(m, session, roots[0]);
+                if (!is_ancestor_or_same(det.roots[i], roots[0])) lcx__scopes_bind(m, session, det.roots[i]);
+            lcx__scopes_bind(m, session, roots[0]);
         }
     }
     if (!nr) {   /* nothing to search: an empty, successful answer */
@@ -662,9 +662,9 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         ments0 = (const char *const *)det.mentions;
         nm0 = det.n_mentions;
     }
-    if (rq->async && !ws && !lcx_scopes__ready(m, roots[0])) {
+    if (rq->async && !ws && !lcx__scopes_ready(m, roots[0])) {
         /* x-longctx-async: build in the background, answer at once */
-        rc = lcx_scopes__index_async(m, roots[0], ments0, nm0, NULL);
+        rc = lcx__scopes_index_async(m, roots[0], ments0, nm0, NULL);
         if (rc == 0) {
             scope_named(res, roots[0], sentinel);
             res->status = "indexing";
@@ -683,7 +683,7 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
     lcx_scope *primary = NULL;
     for (int i = 0; i < nr && !rc; i++) {
         lcx_scope *s;
-        rc = lcx_scopes__acquire(m, roots[i], i == 0 ? ments0 : NULL, i == 0 ? nm0 : 0, false, NULL, NULL, &s);
+        rc = lcx__scopes_acquire(m, roots[i], i == 0 ? ments0 : NULL, i == 0 ? nm0 : 0, false, NULL, NULL, &s);
         if (rc) {
             if (ws && rc != LCX_ENOMEM) { rc = 0; continue; }   /* unloaded meanwhile: skip it */
             fail(res, rc, lcx_scope_err_code(rc), "indexing the scope failed: %s", lcx_strerror(rc));
@@ -694,18 +694,18 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         if (rc) fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc));
         uint32_t n_chunks = 0;
         bool pf = false;
-        lcx_scope__info(s, primary ? NULL : &res->scope, &n_chunks, &pf);
+        lcx__scope_info(s, primary ? NULL : &res->scope, &n_chunks, &pf);
         chunks += n_chunks;
         promote_failed |= pf;
         if (conf > conf0) conf0 = conf;
         if (!primary && !ws) primary = s;
-        else lcx_scopes__release(m, s);
+        else lcx__scopes_release(m, s);
     }
     res->n_scopes = nr;
     lcx_scope_detection_free(&det);
     if (rc) {
         hits_free(h.v, h.n);
-        if (primary) lcx_scopes__release(m, primary);
+        if (primary) lcx__scopes_release(m, primary);
         free(roots);
         return rc;
     }
@@ -721,8 +721,8 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         res->status = promote_failed ? "error" : chunks == 0 ? "empty" : "ready";
     }
     if (primary) {
-        lcx_scopes__note_turn(m, primary, res->confidence);
-        lcx_scopes__release(m, primary);
+        lcx__scopes_note_turn(m, primary, res->confidence);
+        lcx__scopes_release(m, primary);
     }
     free(roots);
     return finish(res, &h, top_k, rq->budget, ws);
@@ -738,41 +738,41 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     if (!file_path || file_path[0] != '/') return fail(res, LCX_EINVAL, "bad_request", "file path must be absolute%s", NULL);
     if (lcx_scope_is_secret(file_path)) return fail(res, LCX_EINVAL, "forbidden", "%s is a secret file", file_path);
     lcx_scope_detection det;
-    int rc = lcx_scope__detect(file_path, strlen(file_path), NULL, true, &det);
+    int rc = lcx__scope_detect(file_path, strlen(file_path), NULL, true, &det);
     if (rc) return fail(res, rc, "internal", "scope detection failed%s", NULL);
     if (!det.scope_path || !det.n_mentions) {
         lcx_scope_detection_free(&det);
         return fail(res, LCX_ENOTFOUND, "not_found", "no project found for %s", file_path);
     }
     lcx_scope *s;
-    rc = lcx_scopes__acquire(m, det.scope_path, (const char *const *)det.mentions, det.n_mentions, false, NULL, NULL, &s);
+    rc = lcx__scopes_acquire(m, det.scope_path, (const char *const *)det.mentions, det.n_mentions, false, NULL, NULL, &s);
     if (rc) {
         lcx_scope_detection_free(&det);
         return fail(res, rc, lcx_scope_err_code(rc), "indexing failed: %s", lcx_strerror(rc));
     }
-    const char *rel = det.mentions[0] + strlen(lcx_scope__root(s));
+    const char *rel = det.mentions[0] + strlen(lcx__scope_root(s));
     if (*rel == '/') rel++;
     /* query = the file's symbol names + its first chunk */
     lcx_buf qb = {.cap = 8192};
-    lcx_scope__file_query(s, rel, 64, 4096, &qb);
+    lcx__scope_file_query(s, rel, 64, 4096, &qb);
     if (!qb.len) {
-        lcx_buf_free(&qb);
-        lcx_scopes__release(m, s);
+        lcx__buf_free(&qb);
+        lcx__scopes_release(m, s);
         lcx_scope_detection_free(&det);
         return fail(res, LCX_ENOTFOUND, "not_found", "%s is not indexed", file_path);
     }
     /* the query text came from a file: keep it valid UTF-8 after the byte cap */
     size_t ql = qb.len;
-    while (ql && !lcx_utf8_valid(qb.data, ql)) ql--;
+    while (ql && !lcx__utf8_valid(qb.data, ql)) ql--;
     hitvec h = {0};
     float conf = 0;
     bool any_sym = false;
     char *relcopy = strdup(rel);
     rc = relcopy ? search_scope(s, qb.data, ql, top_k, relcopy, &h, &conf, &any_sym) : LCX_ENOMEM;
     free(relcopy);
-    lcx_buf_free(&qb);
-    lcx_scope__info(s, &res->scope, NULL, NULL);
-    lcx_scopes__release(m, s);
+    lcx__buf_free(&qb);
+    lcx__scope_info(s, &res->scope, NULL, NULL);
+    lcx__scopes_release(m, s);
     lcx_scope_detection_free(&det);
     if (rc) { hits_free(h.v, h.n); return fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc)); }
     res->n_scopes = 1;

@@ -1,5 +1,5 @@
 /* Sessions and scopes: the session → scopes binding table, the per-session path-cluster
- * tracker (lcx_scopes__cluster_turn), and background builds (lcx_scopes__index_async).
+ * tracker (lcx__scopes_cluster_turn), and background builds (lcx__scopes_index_async).
  * Locks: the binding table, clusters and job slots are guarded by m->mu (jobs signal
  * m->cv on exit); a background job takes s->mu only after releasing m->mu (scopes.c has
  * the lock order). */
@@ -56,7 +56,7 @@ static lcx_binding *binding_get_locked(lcx_scopes *m, const char *session)
     return b;
 }
 
-void lcx_scopes__bind(lcx_scopes *m, const char *session, const char *root)
+void lcx__scopes_bind(lcx_scopes *m, const char *session, const char *root)
 {
     if (!session || !*session) return;
     pthread_mutex_lock(&m->mu);
@@ -83,7 +83,7 @@ static int path_depth(const char *p)
     return d;
 }
 
-void lcx_scopes__cluster_turn(lcx_scopes *m, const char *session, char *const *paths, int n_paths,
+void lcx__scopes_cluster_turn(lcx_scopes *m, const char *session, char *const *paths, int n_paths,
                               char *active, size_t cap, char (*spec)[LCX_SCOPE_PATH_MAX], int *n_spec)
 {
     if (active && cap) active[0] = 0;
@@ -120,7 +120,7 @@ void lcx_scopes__cluster_turn(lcx_scopes *m, const char *session, char *const *p
             memset(c, 0, sizeof *c);
             c->dir = d;
         }
-        uint64_t h = lcx_hash64(path, strlen(path), 0xc1u);
+        uint64_t h = lcx__hash64(path, strlen(path), 0xc1u);
         bool seen = false;
         for (int i = 0; i < c->n_files && !seen; i++) seen = c->files[i] == h;
         if (seen) continue;
@@ -156,7 +156,7 @@ void lcx_scopes__cluster_turn(lcx_scopes *m, const char *session, char *const *p
     pthread_mutex_unlock(&m->mu);
 }
 
-bool lcx_scopes__ready(lcx_scopes *m, const char *root)
+bool lcx__scopes_ready(lcx_scopes *m, const char *root)
 {
     pthread_mutex_lock(&m->mu);
     lcx_scope *s = m->head;
@@ -185,13 +185,13 @@ static void *job_main(void *arg)
     index_job *j = arg;
     lcx_scopes *m = j->m;
     lcx_scope *s = NULL;
-    int rc = lcx_scopes__acquire(m, m->jobs[j->slot], (const char *const *)j->mentions, j->n_mentions, false,
+    int rc = lcx__scopes_acquire(m, m->jobs[j->slot], (const char *const *)j->mentions, j->n_mentions, false,
                                  job_progress, m, &s);
     if (rc == 0) {
         pthread_mutex_lock(&s->mu);
         if (j->tag[0] && !s->sentinel[0]) snprintf(s->sentinel, sizeof s->sentinel, "%s", j->tag);
         pthread_mutex_unlock(&s->mu);
-        lcx_scopes__release(m, s);
+        lcx__scopes_release(m, s);
     }
     for (int i = 0; i < j->n_mentions; i++) free(j->mentions[i]);
     free(j->mentions);
@@ -205,7 +205,7 @@ static void *job_main(void *arg)
     return NULL;
 }
 
-int lcx_scopes__index_async(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
+int lcx__scopes_index_async(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
                             const char *sentinel_tag)
 {
     index_job *j = calloc(1, sizeof *j);
@@ -249,7 +249,7 @@ int lcx_scopes__index_async(lcx_scopes *m, const char *root, const char *const *
     return rc == 1 ? 0 : rc;
 }
 
-int lcx_scopes__bound_loaded(lcx_scopes *m, const char *session, char (*out)[LCX_SCOPE_PATH_MAX], int max)
+int lcx__scopes_bound_loaded(lcx_scopes *m, const char *session, char (*out)[LCX_SCOPE_PATH_MAX], int max)
 {
     if (!session || !*session) return 0;
     int n = 0;

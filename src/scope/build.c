@@ -1,5 +1,5 @@
 /* The indexing pipeline of a scope (lcx__scope_build: cold index, refresh walk, Hot →
- * Package rebuild) and the watcher's apply hooks (lcx_scope__apply_path, lcx_scope__rescan),
+ * Package rebuild) and the watcher's apply hooks (lcx__scope_apply_path, lcx__scope_rescan),
  * which run the same prepare / apply steps for single paths.
  * Locks: the calling thread holds s->mu throughout (it applies files and owns the file
  * table); appender threads take no scope lock: they call the store (its own locks) and
@@ -57,7 +57,7 @@ enum { PS_UNCHANGED, PS_FAILED, PS_TOUCHED, PS_READ };     /* PF_FILE outcomes *
 typedef struct prep {
     struct prep *next;
     uint8_t kind, state, ft;
-    int rc;                  /* PS_FAILED: lcx_scope_read_file's error */
+    int rc;                  /* PS_FAILED: lcx__scope_read_file's error */
     uint64_t size, hash;     /* st_size before reading; the bytes read after */
     int64_t mtime_ns;
     char *text;              /* PS_READ: the file text (chunks point into it until the flush) */
@@ -97,9 +97,9 @@ static prep *prep_file(const char *root, const char *rel, const struct stat *st,
     if (pr->known && pr->size == p->size && pr->mtime_ns == p->mtime_ns) { p->state = PS_UNCHANGED; return p; }
     char abs[PATH_MAX * 2];
     snprintf(abs, sizeof abs, "%s/%s", root, rel);
-    int rc = lcx_scope_read_file(abs, max_bytes, &p->text, &p->len);
+    int rc = lcx__scope_read_file(abs, max_bytes, &p->text, &p->len);
     if (rc < 0) { p->state = PS_FAILED; p->rc = rc; return p; }
-    p->hash = lcx_hash64(p->text, p->len, 0x11);
+    p->hash = lcx__hash64(p->text, p->len, 0x11);
     p->size = p->len;
     if (pr->known && pr->hash == p->hash && pr->size == p->len) {   /* touched, not changed */
         p->state = PS_TOUCHED;
@@ -108,11 +108,11 @@ static prep *prep_file(const char *root, const char *rel, const struct stat *st,
         return p;
     }
     p->state = PS_READ;
-    p->ft = (uint8_t)lcx_file_type_of(rel);
-    int ns = lcx_symbols_extract(rel, p->text, p->len, &p->syms);
+    p->ft = (uint8_t)lcx__file_type_of(rel);
+    int ns = lcx__symbols_extract(rel, p->text, p->len, &p->syms);
     if (ns > 0) p->n_syms = ns;
     else { free(p->syms); p->syms = NULL; }   /* no symbols (or no memory for them): not fatal */
-    rc = lcx_chunk_text(p->text, p->len, (lcx_file_type)p->ft, &p->sp, &p->n_sp);
+    rc = lcx__chunk_text(p->text, p->len, (lcx_file_type)p->ft, &p->sp, &p->n_sp);
     if (rc < 0) { *err = rc; prep_free(p); return NULL; }
     return p;
 }
@@ -222,7 +222,7 @@ struct commit_order {
  * N+1 is embedded while batch N is written and published, and the calling thread fills the
  * next one meanwhile. With one in flight ~0.55 of a core sits idle during the serial part
  * of every append; 3 rather than 2 because the commit chain (fdatasync, publish) is a
- * large share of a batch (docs/benchmarks/scope.md). The knob (lcx_scopes__set_fly)
+ * large share of a batch (docs/benchmarks/scope.md). The knob (lcx__scopes_set_fly)
  * allows 1..FLY_CAP for A/B runs. */
 #define MAX_FLY 3
 #define FLY_CAP 3
@@ -237,7 +237,7 @@ typedef struct {
     uint32_t batch_chunks;   /* chunks per append (BATCH_CHUNKS unless a test shrinks it) */
     uint32_t cur_chunks;     /* this append's threshold: ramps up to batch_chunks */
     size_t batch_bytes;
-    double last_checkpoint;  /* lcx_now_ms of the last manifest write (0 = no checkpoints) */
+    double last_checkpoint;  /* lcx__now_ms of the last manifest write (0 = no checkpoints) */
     /* progress */
     lcx_scope_progress cb;
     void *ud;
@@ -307,9 +307,9 @@ static int complete_oldest(builder *b)
     batch_free(t);
     /* checkpoint: the manifest names only files whose chunks are in the store (pending
      * ones are left out), so a crash from here on re-indexes only what came after */
-    if (rc == 0 && b->last_checkpoint > 0 && lcx_now_ms() - b->last_checkpoint >= b->m->checkpoint_ms) {
+    if (rc == 0 && b->last_checkpoint > 0 && lcx__now_ms() - b->last_checkpoint >= b->m->checkpoint_ms) {
         lcx__manifest_write(s);   /* best effort: the final write reports errors */
-        b->last_checkpoint = lcx_now_ms();
+        b->last_checkpoint = lcx__now_ms();
     }
     return rc;
 }
@@ -471,7 +471,7 @@ static int apply_file(builder *b, prep *p)
 static int consume(builder *b, prep *p)
 {
     if (p->kind == PF_DIR) {
-        lcx_scope__watch_dir(b->m, b->s, p->rel);
+        lcx__scope_watch_dir(b->m, b->s, p->rel);
         prep_free(p);
         return 0;
     }
@@ -542,7 +542,7 @@ static void prod_run(producer *P)
     int rc = 0;
     for (int i = 0; i < P->n_roots && rc == 0; i++) {
         wo.recursive = P->roots[i].recursive;
-        rc = lcx_walk(P->root, P->roots[i].rel, &wo, prod_file_cb, prod_dir_cb, P, &P->ws);
+        rc = lcx__walk(P->root, P->roots[i].rel, &wo, prod_file_cb, prod_dir_cb, P, &P->ws);
     }
     P->rc = rc < 0 ? rc : 0;   /* > 0: stopped by the cap or by the consumer */
 }
@@ -589,7 +589,7 @@ static void stats_from_walk(lcx_scope *s, const lcx_walk_stats *ws)
  * not seen by the walk are removed. Caller holds s->mu. */
 int lcx__scope_build(lcx_scopes *m, lcx_scope *s, lcx_scope_progress cb, void *ud)
 {
-    double t0 = lcx_now_ms();
+    double t0 = lcx__now_ms();
     memset(&s->stats, 0, sizeof s->stats);
     for (uint32_t i = 0; i < s->n_files; i++) s->files[i].seen = false;
     builder b;
@@ -624,14 +624,14 @@ int lcx__scope_build(lcx_scopes *m, lcx_scope *s, lcx_scope_progress cb, void *u
     }
     if (rc == 0 && s->manifest_dirty) rc = lcx__manifest_write(s);
     if (cb) cb(b.done, b.found, b.read_bytes, ud);
-    s->build_ms = lcx_now_ms() - t0;
-    s->last_refresh_ms = lcx_now_ms();
+    s->build_ms = lcx__now_ms() - t0;
+    s->last_refresh_ms = lcx__now_ms();
     return rc;
 }
 
 /* ---------------------------------------------------------------- watcher apply hooks */
 
-int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel)
+int lcx__scope_apply_path(lcx_scopes *m, lcx_scope *s, const char *rel)
 {
     /* caller holds s->mu */
     char abs[PATH_MAX * 2];
@@ -641,7 +641,7 @@ int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel)
     if (exists && S_ISDIR(st.st_mode)) {
         /* new (or moved-in) directory: walk it when the scope covers it */
         bool covered = s->package || lcx__scope_in_hot(s, rel);
-        if (!covered || lcx_walk_path_ignored(s->root, rel, true)) return 0;
+        if (!covered || lcx__walk_path_ignored(s->root, rel, true)) return 0;
         builder b;
         builder_init(&b, m, s);
         producer *P = calloc(1, sizeof *P);
@@ -660,8 +660,8 @@ int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel)
         return rc ? rc : frc;
     }
     lcx_file_ent *f = lcx__file_get(s, rel, false);
-    if (!exists || !S_ISREG(st.st_mode) || !lcx_scope__covers(s, rel) ||
-        lcx_walk_path_ignored(s->root, rel, false) || (uint64_t)st.st_size > m->o.max_file_bytes) {
+    if (!exists || !S_ISREG(st.st_mode) || !lcx__scope_covers(s, rel) ||
+        lcx__walk_path_ignored(s->root, rel, false) || (uint64_t)st.st_size > m->o.max_file_bytes) {
         int rc = 0;
         if (f) rc = lcx__file_remove(s, f);
         if (!exists) {
@@ -684,7 +684,7 @@ int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel)
     return rc ? rc : frc;
 }
 
-int lcx_scope__rescan(lcx_scopes *m, lcx_scope *s)
+int lcx__scope_rescan(lcx_scopes *m, lcx_scope *s)
 {
     return lcx__scope_build(m, s, NULL, NULL);
 }

@@ -24,7 +24,7 @@ static const char *const code_names[] = {
     "Rakefile", "Gemfile", "Vagrantfile", "BUILD", "WORKSPACE", "meson.build",
 };
 
-lcx_file_type lcx_file_type_of(const char *relpath)
+lcx_file_type lcx__file_type_of(const char *relpath)
 {
     const char *slash = strrchr(relpath, '/');
     const char *b = slash ? slash + 1 : relpath;
@@ -118,7 +118,7 @@ static int prose(acc *a)
     return gs ? emit(a, gs, ge) : 0;
 }
 
-int lcx_chunk_text(const char *text, size_t len, lcx_file_type ft, lcx_span **out, int *n)
+int lcx__chunk_text(const char *text, size_t len, lcx_file_type ft, lcx_span **out, int *n)
 {
     *out = NULL;
     *n = 0;

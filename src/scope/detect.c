@@ -45,7 +45,7 @@ static const char *const sentinels[] = {
 
 void lcx_scope_hash(const char *canon_path, char out[17])
 {
-    lcx_sha256_hex(canon_path, strlen(canon_path), out, 8);
+    lcx__sha256_hex(canon_path, strlen(canon_path), out, 8);
 }
 
 static bool exists_at(const char *dir, const char *name)
@@ -285,7 +285,7 @@ static bool next_mention(const char *text, size_t len, size_t *pi, const char *d
     return false;
 }
 
-int lcx_scope__detect(const char *text, size_t len, const char *default_scope, bool any_abs,
+int lcx__scope_detect(const char *text, size_t len, const char *default_scope, bool any_abs,
                       lcx_scope_detection *out)
 {
     memset(out, 0, sizeof *out);
@@ -315,7 +315,7 @@ int lcx_scope__detect(const char *text, size_t len, const char *default_scope, b
         }
         mention *m = &ms[nm];
         if (!mention_dir(full, m->canon, m->dir)) continue;
-        if (lcx_scope_is_secret(m->canon) || lcx_scope__forbidden_component(m->dir)) continue;
+        if (lcx_scope_is_secret(m->canon) || lcx__scope_forbidden_component(m->dir)) continue;
         /* a stack trace names many files of few directories: resolve each directory's
          * root once (13 sentinels × depth lstat calls otherwise) */
         int hit = -1;
@@ -390,12 +390,12 @@ int lcx_scope__detect(const char *text, size_t len, const char *default_scope, b
     return rc;
 }
 
-bool lcx_scope__root_of(const char *dir, char *root)
+bool lcx__scope_root_of(const char *dir, char *root)
 {
     return root_of(dir, root);
 }
 
-int lcx_scope__canon_loose(const char *path, char *out, size_t cap)
+int lcx__scope_canon_loose(const char *path, char *out, size_t cap)
 {
     char abs[PATH_MAX * 2];
     if (!path || !*path) return LCX_EINVAL;
@@ -442,7 +442,7 @@ int lcx_scope__canon_loose(const char *path, char *out, size_t cap)
 int lcx_scope_detect(const char *text, size_t len, const char *default_scope,
                      lcx_scope_detection *out)
 {
-    return lcx_scope__detect(text, len, default_scope, false, out);
+    return lcx__scope_detect(text, len, default_scope, false, out);
 }
 
 static bool under(const char *p, const char *dir)
@@ -458,13 +458,13 @@ int lcx_scope_canonical(const char *path, char *canon, size_t canon_cap, const c
     char tmp[PATH_MAX];
     if (!path || path[0] != '/') { w = "bad_scope"; rc = LCX_EINVAL; goto done; }
     if (strlen(path) >= PATH_MAX) { w = "bad_scope"; rc = LCX_EINVAL; goto done; }
-    if (lcx_scope__forbidden_component(path)) { w = "forbidden"; rc = LCX_EINVAL; goto done; }
+    if (lcx__scope_forbidden_component(path)) { w = "forbidden"; rc = LCX_EINVAL; goto done; }
     if (!realpath(path, tmp)) {
         if (errno == EACCES) { w = "unreadable"; rc = LCX_EIO; }
         else { w = "not_found"; rc = LCX_ENOTFOUND; }
         goto done;
     }
-    if (lcx_scope__forbidden_component(tmp) || !strcmp(tmp, "/") || under(tmp, "/proc") ||
+    if (lcx__scope_forbidden_component(tmp) || !strcmp(tmp, "/") || under(tmp, "/proc") ||
         under(tmp, "/sys") || under(tmp, "/dev")) {
         w = "forbidden";
         rc = LCX_EINVAL;

@@ -2,8 +2,8 @@
  * (definitions by name, rebuilt lazily after changes), the chunk range of a file, and the
  * calls on a scope that src/retrieve makes (scopes_api.h).
  * Locks: every function here runs with s->mu held (scopes.c has the lock order), except
- * the scopes_api.h calls: lcx_scope__lock / __unlock take and release it, and
- * lcx_scope__file_query takes it itself; lcx__file_remove and file_query call the store,
+ * the scopes_api.h calls: lcx__scope_lock / __unlock take and release it, and
+ * lcx__scope_file_query takes it itself; lcx__file_remove and file_query call the store,
  * which takes its own locks. */
 #include "scope/scope_int.h"
 #include "scope/scopes_int.h"
@@ -30,7 +30,7 @@ void lcx__fmap_rebuild(lcx_scope *s)
     s->fmap_cap = cap;
 }
 
-int lcx_scope__find_file(const lcx_scope *s, const char *rel)
+int lcx__scope_find_file(const lcx_scope *s, const char *rel)
 {
     if (!s->fmap) {
         for (uint32_t i = 0; i < s->n_files; i++)
@@ -56,7 +56,7 @@ void lcx__file_clear(lcx_file_ent *f)
 /* New or existing entry for rel (the map is rebuilt when it gets full). */
 lcx_file_ent *lcx__file_get(lcx_scope *s, const char *rel, bool create)
 {
-    int i = lcx_scope__find_file(s, rel);
+    int i = lcx__scope_find_file(s, rel);
     if (i >= 0) return &s->files[i];
     if (!create) return NULL;
     if (s->n_files == s->cap_files) {
@@ -153,7 +153,7 @@ static void symidx_rebuild(lcx_scope *s)
     s->symidx_cap = cap;
 }
 
-int lcx_scope__symbol_lookup(lcx_scope *s, const char *name, const lcx_symbol **syms,
+int lcx__scope_symbol_lookup(lcx_scope *s, const char *name, const lcx_symbol **syms,
                              const char **paths, int max)
 {
     if (s->sym_dirty) symidx_rebuild(s);
@@ -179,7 +179,7 @@ int lcx_scope__symbol_lookup(lcx_scope *s, const char *name, const lcx_symbol **
     return n;
 }
 
-int lcx_scope__chunk_range(lcx_scope *s, const char *rel, uint32_t *first, uint32_t *n)
+int lcx__scope_chunk_range(lcx_scope *s, const char *rel, uint32_t *first, uint32_t *n)
 {
     lcx_file_ent *f = lcx__file_get(s, rel, false);
     if (!f) return LCX_ENOTFOUND;
@@ -191,25 +191,25 @@ int lcx_scope__chunk_range(lcx_scope *s, const char *rel, uint32_t *first, uint3
 
 /* ---------------------------------------------------------------- calls for src/retrieve (scopes_api.h) */
 
-const char *lcx_scope__root(const lcx_scope *s) { return s->root; }
+const char *lcx__scope_root(const lcx_scope *s) { return s->root; }
 
-lcx_store *lcx_scope__store(const lcx_scope *s) { return s->store; }
+lcx_store *lcx__scope_store(const lcx_scope *s) { return s->store; }
 
-void lcx_scope__lock(lcx_scope *s) { pthread_mutex_lock(&s->mu); }
+void lcx__scope_lock(lcx_scope *s) { pthread_mutex_lock(&s->mu); }
 
-void lcx_scope__unlock(lcx_scope *s) { pthread_mutex_unlock(&s->mu); }
+void lcx__scope_unlock(lcx_scope *s) { pthread_mutex_unlock(&s->mu); }
 
-int lcx_scope__file_query(lcx_scope *s, const char *rel, int max_syms, size_t max_text, lcx_buf *out)
+int lcx__scope_file_query(lcx_scope *s, const char *rel, int max_syms, size_t max_text, lcx_buf *out)
 {
     pthread_mutex_lock(&s->mu);
-    int fi = lcx_scope__find_file(s, rel);
+    int fi = lcx__scope_find_file(s, rel);
     if (fi >= 0) {
         const lcx_file_ent *f = &s->files[fi];
-        for (int i = 0; i < f->n_syms && i < max_syms; i++) lcx_buf_printf(out, "%s ", f->syms[i].name);
+        for (int i = 0; i < f->n_syms && i < max_syms; i++) lcx__buf_printf(out, "%s ", f->syms[i].name);
         if (f->n_chunks) {
             lcx_chunk c;
             if (lcx_store_get(s->store, f->first_id, &c) == 0)
-                lcx_buf_append(out, c.text, LCX_MIN((size_t)c.text_len, max_text));
+                lcx__buf_append(out, c.text, LCX_MIN((size_t)c.text_len, max_text));
         }
     }
     pthread_mutex_unlock(&s->mu);

@@ -144,7 +144,7 @@ static int dowild(const unsigned char *p, const unsigned char *text, const unsig
     return *text ? WM_NOMATCH : WM_MATCH;
 }
 
-bool lcx_wildmatch(const char *pat, const char *text)
+bool lcx__wildmatch(const char *pat, const char *text)
 {
     const unsigned char *p = (const unsigned char *)pat;
     return dowild(p, (const unsigned char *)text, p) == WM_MATCH;
@@ -169,7 +169,7 @@ struct lcx_ignore {
 #define MAX_RULES 10000      /* per file: a bigger .gitignore is truncated */
 #define MAX_LINE 4096
 
-int lcx_ignore_parse(const char *text, size_t len, const char *base, lcx_ignore **out)
+int lcx__ignore_parse(const char *text, size_t len, const char *base, lcx_ignore **out)
 {
     *out = NULL;
     lcx_ignore *ig = calloc(1, sizeof *ig);
@@ -211,13 +211,13 @@ int lcx_ignore_parse(const char *text, size_t len, const char *base, lcx_ignore 
         if (ig->n == cap) {
             int nc = cap ? cap * 2 : 16;
             rule *nr = realloc(ig->rules, nc * sizeof *nr);
-            if (!nr) { lcx_ignore_free(ig); return LCX_ENOMEM; }
+            if (!nr) { lcx__ignore_free(ig); return LCX_ENOMEM; }
             ig->rules = nr;
             cap = nc;
         }
         rule *r = &ig->rules[ig->n];
         r->pat = strndup(text + s, e - s);
-        if (!r->pat) { lcx_ignore_free(ig); return LCX_ENOMEM; }
+        if (!r->pat) { lcx__ignore_free(ig); return LCX_ENOMEM; }
         r->negate = neg;
         r->dir_only = dir_only;
         r->basename = !has_slash;
@@ -227,7 +227,7 @@ int lcx_ignore_parse(const char *text, size_t len, const char *base, lcx_ignore 
     return 0;
 }
 
-void lcx_ignore_free(lcx_ignore *ig)
+void lcx__ignore_free(lcx_ignore *ig)
 {
     if (!ig) return;
     for (int i = 0; i < ig->n; i++) free(ig->rules[i].pat);
@@ -236,7 +236,7 @@ void lcx_ignore_free(lcx_ignore *ig)
     free(ig);
 }
 
-int lcx_ignore_match(const lcx_ignore *ig, const char *relpath, bool is_dir)
+int lcx__ignore_match(const lcx_ignore *ig, const char *relpath, bool is_dir)
 {
     /* path relative to the .gitignore's directory */
     const char *name = relpath;
@@ -249,7 +249,7 @@ int lcx_ignore_match(const lcx_ignore *ig, const char *relpath, bool is_dir)
     for (int i = ig->n - 1; i >= 0; i--) {
         const rule *r = &ig->rules[i];
         if (r->dir_only && !is_dir) continue;
-        bool m = r->basename ? lcx_wildmatch(r->pat, bname) : lcx_wildmatch(r->pat, name);
+        bool m = r->basename ? lcx__wildmatch(r->pat, bname) : lcx__wildmatch(r->pat, name);
         if (m) return r->negate ? -1 : 1;
     }
     return 0;

@@ -54,7 +54,7 @@ bool lcx__scope_in_hot(const lcx_scope *s, const char *rel_dir)
     return false;
 }
 
-bool lcx_scope__covers(const lcx_scope *s, const char *rel)
+bool lcx__scope_covers(const lcx_scope *s, const char *rel)
 {
     if (s->package) return true;
     char d[PATH_MAX];
@@ -102,7 +102,7 @@ static int open_store(lcx_scopes *m, lcx_scope *s)
 {
     char sd[PATH_MAX + 128];
     snprintf(sd, sizeof sd, "%s/store", s->dir);
-    int rc = lcx_mkdirs(s->dir);
+    int rc = lcx__mkdirs(s->dir);
     if (rc) return rc;
     lcx_store_opts so = m->o.store;
     rc = lcx_store_open(sd, m->emb, &so, &s->store);
@@ -110,7 +110,7 @@ static int open_store(lcx_scopes *m, lcx_scope *s)
         fprintf(stderr, "longctx: scope %s: store %s (%s), rebuilding\n", s->root,
                 rc == LCX_EMISMATCH ? "made by another embedder" : "failed validation", lcx_strerror(rc));
         nftw(s->dir, rmrf_cb, 16, FTW_DEPTH | FTW_PHYS);
-        if ((rc = lcx_mkdirs(s->dir))) return rc;
+        if ((rc = lcx__mkdirs(s->dir))) return rc;
         rc = lcx_store_open(sd, m->emb, &so, &s->store);
         s->rebuilt = true;
     }
@@ -187,7 +187,7 @@ static int reconcile(lcx_scope *s)
         if (g != 0 || !c.path_len || c.path_len >= sizeof buf) continue;
         memcpy(buf, c.path, c.path_len);
         buf[c.path_len] = 0;
-        int fi = lcx_scope__find_file(s, buf);
+        int fi = lcx__scope_find_file(s, buf);
         const lcx_file_ent *f = fi >= 0 ? &s->files[fi] : NULL;
         if (f && id >= f->first_id && id - f->first_id < f->n_chunks) continue;
         if (n && !strcmp(v[n - 1], buf)) continue;   /* a file's chunks are consecutive */
@@ -255,7 +255,7 @@ int lcx__scope_load(lcx_scopes *m, lcx_scope *s, const char *const *mentions, in
         for (int i = 0; i < s->n_hot && n < m->o.hot_min; i++) {
             lcx_walk_stats ws = {0};
             wo.recursive = s->hot[i].recursive;
-            lcx_walk(s->root, s->hot[i].rel, &wo, count_cb, NULL, &n, &ws);
+            lcx__walk(s->root, s->hot[i].rel, &wo, count_cb, NULL, &n, &ws);
         }
         if (n < m->o.hot_min) {
             s->package = true;
@@ -274,7 +274,7 @@ int lcx__scope_load(lcx_scopes *m, lcx_scope *s, const char *const *mentions, in
     return rc;
 }
 
-int lcx_scope__promote(lcx_scopes *m, lcx_scope *s)
+int lcx__scope_promote(lcx_scopes *m, lcx_scope *s)
 {
     if (s->package) return 0;
     s->package = true;

@@ -85,10 +85,10 @@ static char *put_str(char *p, const char *s)
 int lcx__manifest_write(lcx_scope *s)
 {
     lcx_buf b = {.cap = MANIFEST_MAX};
-    int rc = lcx_buf_printf(&b, "LCXSCOPE 1\nroot %s\nfingerprint %s\nstatus %s\n", s->root,
+    int rc = lcx__buf_printf(&b, "LCXSCOPE 1\nroot %s\nfingerprint %s\nstatus %s\n", s->root,
                             lcx_store_fingerprint(s->store), s->package ? "package" : "hot");
     for (int i = 0; i < s->n_hot && !rc; i++)
-        rc = lcx_buf_printf(&b, "H %d %s\n", s->hot[i].recursive ? 1 : 0, s->hot[i].rel);
+        rc = lcx__buf_printf(&b, "H %d %s\n", s->hot[i].recursive ? 1 : 0, s->hot[i].rel);
     char line[4096 + 256];   /* one S line (two names < 64 bytes) or an F line's fields + path */
     for (uint32_t i = 0; i < s->n_files && !rc; i++) {
         const lcx_file_ent *f = &s->files[i];
@@ -116,11 +116,11 @@ int lcx__manifest_write(lcx_scope *s)
             memcpy(q, f->rel, rl);
             q += rl;
             *q++ = '\n';
-            rc = lcx_buf_append(&b, line, (size_t)(q - line));
+            rc = lcx__buf_append(&b, line, (size_t)(q - line));
         } else {   /* a very long path: in pieces */
-            rc = lcx_buf_append(&b, line, (size_t)(q - line));
-            if (!rc) rc = lcx_buf_append(&b, f->rel, rl);
-            if (!rc) rc = lcx_buf_append(&b, "\n", 1);
+            rc = lcx__buf_append(&b, line, (size_t)(q - line));
+            if (!rc) rc = lcx__buf_append(&b, f->rel, rl);
+            if (!rc) rc = lcx__buf_append(&b, "\n", 1);
         }
         for (int j = 0; j < f->n_syms && !rc; j++) {
             const lcx_symbol *y = &f->syms[j];
@@ -135,14 +135,14 @@ int lcx__manifest_write(lcx_scope *s)
             *q++ = ' ';
             q = put_str(q, y->owner[0] ? y->owner : "-");
             *q++ = '\n';
-            rc = lcx_buf_append(&b, line, (size_t)(q - line));
+            rc = lcx__buf_append(&b, line, (size_t)(q - line));
         }
     }
-    if (!rc) rc = lcx_buf_printf(&b, "END %08x\n", lcx_crc32c(0, b.data, b.len));
+    if (!rc) rc = lcx__buf_printf(&b, "END %08x\n", lcx__crc32c(0, b.data, b.len));
     char p[PATH_MAX];
     if (!rc) rc = manifest_path(s, p, sizeof p);
     if (!rc) rc = write_replace(p, b.data, b.len);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     if (!rc) s->manifest_dirty = false;
     return rc;
 }
@@ -157,7 +157,7 @@ int lcx__manifest_read(lcx_scope *s)
     char *t;
     size_t n;
     lcx_symtmp *tmp = NULL;     /* one file's symbol lines before packing */
-    rc = lcx_read_file(p, MANIFEST_MAX, &t, &n);
+    rc = lcx__read_file(p, MANIFEST_MAX, &t, &n);
     if (rc < 0) return rc == LCX_ENOTFOUND ? rc : LCX_ECORRUPT;
     rc = LCX_ECORRUPT;
     /* END line */
@@ -165,7 +165,7 @@ int lcx__manifest_read(lcx_scope *s)
     char *end = t + n - 1;
     while (end > t && end[-1] != '\n') end--;
     unsigned crc;
-    if (sscanf(end, "END %8x", &crc) != 1 || crc != lcx_crc32c(0, t, (size_t)(end - t))) goto out;
+    if (sscanf(end, "END %8x", &crc) != 1 || crc != lcx__crc32c(0, t, (size_t)(end - t))) goto out;
     *end = 0;
     char *save = NULL;
     char *line = strtok_r(t, "\n", &save);
@@ -238,7 +238,7 @@ int lcx__manifest_read(lcx_scope *s)
             y->line = (uint32_t)ln;
             y->kind = (uint8_t)kind;
             if (sym_i == want_syms) {
-                if (lcx_symbols_pack(tmp, want_syms, &cur->syms) < 0) { rc = LCX_ENOMEM; goto out; }
+                if (lcx__symbols_pack(tmp, want_syms, &cur->syms) < 0) { rc = LCX_ENOMEM; goto out; }
                 cur->n_syms = want_syms;
                 cur = NULL;
             }
@@ -254,7 +254,7 @@ out:
     return rc;
 }
 
-int lcx_scope__save(lcx_scope *s)
+int lcx__scope_save(lcx_scope *s)
 {
     return s->manifest_dirty ? lcx__manifest_write(s) : 0;
 }

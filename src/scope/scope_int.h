@@ -12,17 +12,17 @@
 /* ---- wildmatch (ignore.c): git's wildmatch with WM_PATHNAME: '*' and '?' never match
  * '/', "**" between slashes (or at either end) matches any number of directories,
  * [...] classes with ! or ^ negation, ranges and [:alpha:]-style names, '\' escapes. */
-bool lcx_wildmatch(const char *pat, const char *text);
+bool lcx__wildmatch(const char *pat, const char *text);
 
 /* ---- .gitignore rules of one directory (ignore.c) */
 typedef struct lcx_ignore lcx_ignore;
 /* Parses .gitignore text for directory base (scope-relative, "" for the root; copied).
  * Malformed lines are ignored like git does. Returns 0 or LCX_ENOMEM. */
-int lcx_ignore_parse(const char *text, size_t len, const char *base, lcx_ignore **out);
-void lcx_ignore_free(lcx_ignore *ig);
+int lcx__ignore_parse(const char *text, size_t len, const char *base, lcx_ignore **out);
+void lcx__ignore_free(lcx_ignore *ig);
 /* Decision of this file's rules for relpath (scope-relative): +1 ignored, -1 re-included
  * by a negation, 0 no rule matched. The last matching line wins. */
-int lcx_ignore_match(const lcx_ignore *ig, const char *relpath, bool is_dir);
+int lcx__ignore_match(const lcx_ignore *ig, const char *relpath, bool is_dir);
 
 /* ---- walker (walk.c) */
 typedef struct {
@@ -45,20 +45,20 @@ typedef struct {
 
 /* Walks root/start (start scope-relative, "" = root), loading .gitignore files of every
  * level from the root down (and .git/info/exclude). Never follows symlinks. */
-int lcx_walk(const char *root, const char *start, const lcx_walk_opts *o,
+int lcx__walk(const char *root, const char *start, const lcx_walk_opts *o,
              lcx_walk_file_cb fcb, lcx_walk_dir_cb dcb, void *ud, lcx_walk_stats *st);
 /* Name-level filters (no I/O): directory names skipped by the skip list or dot-dir rule,
  * lockfiles, secret names. */
-bool lcx_walk_skip_dir(const char *name);
-bool lcx_walk_is_lockfile(const char *name);
+bool lcx__walk_skip_dir(const char *name);
+bool lcx__walk_is_lockfile(const char *name);
 /* true when the whole (scope-relative or absolute) path is ignored by the .gitignore
  * files between root and it (used by the watcher for single files). */
-bool lcx_walk_path_ignored(const char *root, const char *rel, bool is_dir);
+bool lcx__walk_path_ignored(const char *root, const char *rel, bool is_dir);
 
 /* Reads a candidate file for indexing: O_NOFOLLOW, ≤ max bytes, binary sniff (NUL or
  * invalid UTF-8 in the first 8 KB), invalid UTF-8 later replaced by '?'.
  * Returns 0, LCX_ELIMIT (too large), LCX_ENOTSUP (binary), LCX_EIO (unreadable). */
-int lcx_scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_len);
+int lcx__scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_len);
 
 /* ---- chunkers (chunk.c) */
 typedef struct {
@@ -67,10 +67,10 @@ typedef struct {
 } lcx_span;
 #define LCX_CHUNK_LINES 50
 #define LCX_CHUNK_OVERLAP 5
-lcx_file_type lcx_file_type_of(const char *relpath);
+lcx_file_type lcx__file_type_of(const char *relpath);
 /* Splits text by file type (code windows, prose paragraphs, config whole/windows).
  * *out malloc'd (caller frees), *n spans. Empty/whitespace-only text → 0 spans. */
-int lcx_chunk_text(const char *text, size_t len, lcx_file_type ft, lcx_span **out, int *n);
+int lcx__chunk_text(const char *text, size_t len, lcx_file_type ft, lcx_span **out, int *n);
 
 /* ---- symbols (symbols.c) */
 enum { LCX_SYM_FUNC = 1, LCX_SYM_CLASS, LCX_SYM_STRUCT, LCX_SYM_METHOD, LCX_SYM_TYPE,
@@ -92,28 +92,28 @@ typedef struct {
     uint8_t kind;
 } lcx_symbol;
 /* Packs n working symbols into one block (see above). n == 0 → *out NULL. */
-int lcx_symbols_pack(const lcx_symtmp *v, int n, lcx_symbol **out);
+int lcx__symbols_pack(const lcx_symtmp *v, int n, lcx_symbol **out);
 /* Language from the path's extension; 0 symbols when the language is unknown.
  * *out: one block (free() it). Returns the count or LCX_ENOMEM. */
-int lcx_symbols_extract(const char *relpath, const char *text, size_t len, lcx_symbol **out);
-const char *lcx_symbol_kind_name(int kind);
+int lcx__symbols_extract(const char *relpath, const char *text, size_t len, lcx_symbol **out);
+const char *lcx__symbol_kind_name(int kind);
 
 /* ---- detection (detect.c) */
 /* lcx_scope_detect with any_abs: every absolute path counts, not only those under the
  * reference's top-level directories (a caller's own file path, mentions inside an
  * explicit scope). */
-int lcx_scope__detect(const char *text, size_t len, const char *default_scope, bool any_abs,
+int lcx__scope_detect(const char *text, size_t len, const char *default_scope, bool any_abs,
                       lcx_scope_detection *out);
 
 /* Nearest project root above dir by sentinel (SPEC §3 order); false when none. */
-bool lcx_scope__root_of(const char *dir, char *root);
+bool lcx__scope_root_of(const char *dir, char *root);
 /* realpath without requiring existence (explicit_scope): relative paths against the
  * process's cwd, '.'/'..' and symlinks of the existing prefix resolved, no trailing '/'.
  * 0, LCX_EINVAL (empty), LCX_ELIMIT (too long), LCX_EIO (no cwd). */
-int lcx_scope__canon_loose(const char *path, char *out, size_t cap);
+int lcx__scope_canon_loose(const char *path, char *out, size_t cap);
 
 /* ---- shared helpers */
 /* Whether the path component list of p contains a forbidden directory name. */
-bool lcx_scope__forbidden_component(const char *p);
+bool lcx__scope_forbidden_component(const char *p);
 
 #endif

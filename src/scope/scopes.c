@@ -45,7 +45,7 @@ lcx_scopes_opts lcx_scopes_defaults(void)
 /* Releases everything a scope holds except the struct itself. */
 static void scope_close(lcx_scopes *m, lcx_scope *s)
 {
-    lcx_scope__unwatch(m, s);
+    lcx__scope_unwatch(m, s);
     if (s->store) {
         if (s->manifest_dirty) lcx__manifest_write(s);
         /* a snapshot makes the next process's open map the index instead of replaying
@@ -65,7 +65,7 @@ static void scope_close(lcx_scopes *m, lcx_scope *s)
     s->symidx = NULL;
     s->symrefs = NULL;
     s->n_files = 0;
-    lcx_scope__pending_free(s);
+    lcx__scope_pending_free(s);
 }
 
 static void scope_free(lcx_scopes *m, lcx_scope *s)
@@ -96,8 +96,8 @@ int lcx_scopes_open(const lcx_scopes_opts *o, const lcx_embedder *emb, lcx_scope
     pthread_cond_init(&m->cv, NULL);
     char sd[PATH_MAX + 16];
     snprintf(sd, sizeof sd, "%s/scopes", m->data_dir);
-    int rc = lcx_mkdirs(sd);
-    if (rc == 0 && m->o.watch) rc = lcx_scope__watcher_start(m);
+    int rc = lcx__mkdirs(sd);
+    if (rc == 0 && m->o.watch) rc = lcx__scope_watcher_start(m);
     if (rc) {
         pthread_mutex_destroy(&m->mu);
         free(m);
@@ -114,7 +114,7 @@ void lcx_scopes_close(lcx_scopes *m)
     __atomic_store_n(&m->closing, true, __ATOMIC_RELEASE);
     while (m->n_jobs > 0) pthread_cond_wait(&m->cv, &m->mu);   /* they cancel at the next progress call */
     pthread_mutex_unlock(&m->mu);
-    lcx_scope__watcher_stop(m);
+    lcx__scope_watcher_stop(m);
     lcx_scope *s = m->head;
     while (s) {
         lcx_scope *n = s->next;
@@ -134,18 +134,18 @@ void lcx_scopes_close(lcx_scopes *m)
     free(m);
 }
 
-void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoint_ms)
+void lcx__scopes_set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoint_ms)
 {
     m->batch_chunks = batch_chunks;
     m->checkpoint_ms = checkpoint_ms;
 }
 
-void lcx_scopes__set_serial(lcx_scopes *m, bool serial)
+void lcx__scopes_set_serial(lcx_scopes *m, bool serial)
 {
     m->serial_build = serial;
 }
 
-void lcx_scopes__set_fly(lcx_scopes *m, int max_fly)
+void lcx__scopes_set_fly(lcx_scopes *m, int max_fly)
 {
     m->max_fly = max_fly;
 }
@@ -172,7 +172,7 @@ static void evict_locked(lcx_scopes *m)
     }
 }
 
-int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
+int lcx__scopes_acquire(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
                         bool package, lcx_scope_progress cb, void *ud, lcx_scope **out)
 {
     *out = NULL;
@@ -217,21 +217,21 @@ int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *ment
     int rc = 0;
     if (!s->ready) {
         rc = lcx__scope_load(m, s, mentions, n_mentions, package, cb, ud);
-        lcx_scope__watcher_kick(m);
+        lcx__scope_watcher_kick(m);
     } else if (package && !s->package) {
-        rc = lcx_scope__promote(m, s);
+        rc = lcx__scope_promote(m, s);
     } else if (!s->package && lcx__hot_from_mentions(s, mentions, n_mentions, false)) {
         /* SPEC §3: a mentioned path outside Hot promotes to the whole Package; when that
          * fails the Hot index keeps serving (status "error", as the reference) */
-        rc = lcx_scope__promote(m, s);
+        rc = lcx__scope_promote(m, s);
         if (rc) rc = 0;
-    } else if (!m->o.watch && lcx_now_ms() - s->last_refresh_ms > 2000) {
+    } else if (!m->o.watch && lcx__now_ms() - s->last_refresh_ms > 2000) {
         rc = lcx__scope_build(m, s, NULL, NULL);   /* no watcher: poll the tree at most every 2 s */
     }
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         bool ready = s->ready;   /* read before the release: s may be freed by it */
-        lcx_scopes__release(m, s);
+        lcx__scopes_release(m, s);
         if (!ready) lcx_scopes_unload(m, root);
         return rc;
     }
@@ -239,7 +239,7 @@ int lcx_scopes__acquire(lcx_scopes *m, const char *root, const char *const *ment
     return 0;
 }
 
-void lcx_scopes__release(lcx_scopes *m, lcx_scope *s)
+void lcx__scopes_release(lcx_scopes *m, lcx_scope *s)
 {
     if (!s) return;
     pthread_mutex_lock(&m->mu);
@@ -274,8 +274,8 @@ int lcx_scopes_unload(lcx_scopes *m, const char *path)
     bool free_now = s->refs == 0;
     if (free_now) s->refs = 1;   /* ours: freed below, outside the lock */
     pthread_mutex_unlock(&m->mu);
-    lcx_scope__watcher_kick(m);   /* the watcher drops its reference promptly */
-    if (free_now) lcx_scopes__release(m, s);
+    lcx__scope_watcher_kick(m);   /* the watcher drops its reference promptly */
+    if (free_now) lcx__scopes_release(m, s);
     return 0;
 }
 
@@ -285,7 +285,7 @@ const char *lcx_scope_err_code(int rc)
     return rc == LCX_EEXIST ? "scope_busy" : "internal";
 }
 
-void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info)
+void lcx__scope_fill_info(lcx_scope *s, lcx_scope_info *info)
 {
     memset(info, 0, sizeof *info);
     snprintf(info->scope_path, sizeof info->scope_path, "%s", s->root);
@@ -310,10 +310,10 @@ void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info)
     info->build_ms = s->build_ms;
 }
 
-void lcx_scope__info(lcx_scope *s, lcx_scope_info *info, uint32_t *chunks, bool *promote_failed)
+void lcx__scope_info(lcx_scope *s, lcx_scope_info *info, uint32_t *chunks, bool *promote_failed)
 {
     pthread_mutex_lock(&s->mu);
-    if (info) lcx_scope__fill_info(s, info);
+    if (info) lcx__scope_fill_info(s, info);
     if (chunks) *chunks = s->store ? lcx_store_count(s->store) : 0;
     if (promote_failed) *promote_failed = s->promote_failed;
     pthread_mutex_unlock(&s->mu);
@@ -328,8 +328,8 @@ int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, voi
     if (err_code) *err_code = why;
     if (rc) return rc;
     lcx_scope *s;
-    double t0 = lcx_now_ms();
-    rc = lcx_scopes__acquire(m, canon, NULL, 0, true, cb, ud, &s);
+    double t0 = lcx__now_ms();
+    rc = lcx__scopes_acquire(m, canon, NULL, 0, true, cb, ud, &s);
     if (rc) {
         if (err_code) *err_code = lcx_scope_err_code(rc);
         return rc;
@@ -341,10 +341,10 @@ int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, voi
     pthread_mutex_unlock(&s->mu);
     if (info) {
         pthread_mutex_lock(&s->mu);
-        lcx_scope__fill_info(s, info);
+        lcx__scope_fill_info(s, info);
         pthread_mutex_unlock(&s->mu);
     }
-    lcx_scopes__release(m, s);
+    lcx__scopes_release(m, s);
     if (rc && err_code) *err_code = lcx_scope_err_code(rc);
     return rc;
 }
@@ -360,9 +360,9 @@ int lcx_scopes_info(lcx_scopes *m, const char *path, lcx_scope_info *info)
     pthread_mutex_unlock(&m->mu);
     if (s) {
         pthread_mutex_lock(&s->mu);
-        lcx_scope__fill_info(s, info);
+        lcx__scope_fill_info(s, info);
         pthread_mutex_unlock(&s->mu);
-        lcx_scopes__release(m, s);
+        lcx__scopes_release(m, s);
         return 0;
     }
     /* persisted but not loaded: report from the manifest header */
@@ -392,9 +392,9 @@ int lcx_scopes_list(lcx_scopes *m, lcx_scope_info *out, int max)
     pthread_mutex_unlock(&m->mu);
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&v[i]->mu);
-        lcx_scope__fill_info(v[i], &out[i]);
+        lcx__scope_fill_info(v[i], &out[i]);
         pthread_mutex_unlock(&v[i]->mu);
-        lcx_scopes__release(m, v[i]);
+        lcx__scopes_release(m, v[i]);
     }
     return n;
 }
@@ -422,12 +422,12 @@ uint64_t lcx_scopes_mem_bytes(lcx_scopes *m)
 
 /* ---------------------------------------------------------------- low-confidence turns */
 
-void lcx_scopes__note_turn(lcx_scopes *m, lcx_scope *s, float confidence)
+void lcx__scopes_note_turn(lcx_scopes *m, lcx_scope *s, float confidence)
 {
     pthread_mutex_lock(&s->mu);
     if (confidence < m->o.low_confidence) s->low_turns++;
     else s->low_turns = 0;
-    if (!s->package && s->low_turns >= 2) lcx_scope__promote(m, s);   /* SPEC §3: 2 low turns */
+    if (!s->package && s->low_turns >= 2) lcx__scope_promote(m, s);   /* SPEC §3: 2 low turns */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -439,14 +439,14 @@ int lcx_scopes_status_text(lcx_scopes *m, char **out)
     int n = lcx_scopes_list(m, inf, 32);
     lcx_buf b = {0};
     int rc = 0;
-    if (!n) rc = lcx_buf_puts(&b, "[longctx] scope: none\n[longctx] indexed: 0 files, 0 chunks, status none\n");
+    if (!n) rc = lcx__buf_puts(&b, "[longctx] scope: none\n[longctx] indexed: 0 files, 0 chunks, status none\n");
     for (int i = 0; i < n && !rc; i++)
-        rc = lcx_buf_printf(&b, "[longctx] scope: %s (%s)\n[longctx] indexed: %u files, %u chunks, status %s\n",
+        rc = lcx__buf_printf(&b, "[longctx] scope: %s (%s)\n[longctx] indexed: %u files, %u chunks, status %s\n",
                             inf[i].scope_path, inf[i].scope_hash, inf[i].files, inf[i].chunks, inf[i].status);
-    if (rc) { lcx_buf_free(&b); return rc; }
-    if (!b.data) lcx_buf_puts(&b, "");
+    if (rc) { lcx__buf_free(&b); return rc; }
+    if (!b.data) lcx__buf_puts(&b, "");
     size_t len;
-    *out = lcx_buf_steal(&b, &len);
+    *out = lcx__buf_steal(&b, &len);
     return (int)len;
 }
 
@@ -455,20 +455,20 @@ int lcx_scopes_status_json(lcx_scopes *m, char **out)
     lcx_scope_info inf[32];
     int n = lcx_scopes_list(m, inf, 32);
     lcx_buf b = {0};
-    int rc = lcx_buf_puts(&b, "[");
+    int rc = lcx__buf_puts(&b, "[");
     for (int i = 0; i < n && !rc; i++) {
-        rc = lcx_buf_puts(&b, i ? ",{\"scope_path\":" : "{\"scope_path\":");
-        if (!rc) rc = lcx_buf_json_str(&b, inf[i].scope_path, strlen(inf[i].scope_path));
+        rc = lcx__buf_puts(&b, i ? ",{\"scope_path\":" : "{\"scope_path\":");
+        if (!rc) rc = lcx__buf_json_str(&b, inf[i].scope_path, strlen(inf[i].scope_path));
         if (!rc)
-            rc = lcx_buf_printf(&b, ",\"scope_hash\":\"%s\",\"sentinel\":\"%s\",\"status\":\"%s\",\"files\":%u,"
+            rc = lcx__buf_printf(&b, ",\"scope_hash\":\"%s\",\"sentinel\":\"%s\",\"status\":\"%s\",\"files\":%u,"
                                     "\"chunks\":%u,\"symbols\":%u,\"bytes\":%llu,\"watched_dirs\":%u}",
                                 inf[i].scope_hash, inf[i].sentinel, inf[i].status, inf[i].files, inf[i].chunks,
                                 inf[i].symbols, (unsigned long long)inf[i].bytes, inf[i].watched_dirs);
     }
-    if (!rc) rc = lcx_buf_puts(&b, "]");
-    if (rc) { lcx_buf_free(&b); return rc; }
+    if (!rc) rc = lcx__buf_puts(&b, "]");
+    if (rc) { lcx__buf_free(&b); return rc; }
     size_t len;
-    *out = lcx_buf_steal(&b, &len);
+    *out = lcx__buf_steal(&b, &len);
     return (int)len;
 }
 

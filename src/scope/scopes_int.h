@@ -20,7 +20,7 @@ typedef struct {
     char *rel;                /* scope-relative path (NULL = removed slot) */
     uint64_t size;
     int64_t mtime_ns;
-    uint64_t hash;            /* lcx_hash64 of the bytes */
+    uint64_t hash;            /* lcx__hash64 of the bytes */
     uint32_t first_id, n_chunks;   /* chunk ids [first_id, first_id + n_chunks) in the store */
     uint8_t ft;
     bool seen;                /* marked by the current walk */
@@ -81,7 +81,7 @@ struct lcx_scope {
 };
 
 /* Path clusters (code.c uses them when detection finds nothing): a directory whose files
- * a session keeps naming. See lcx_scopes__cluster_turn. */
+ * a session keeps naming. See lcx__scopes_cluster_turn. */
 #define LCX_MAX_CLUSTERS 32       /* directories tracked per session (least recent replaced) */
 #define LCX_CLUSTER_FILES 64      /* distinct files remembered per directory */
 #define LCX_CLUSTER_SPEC_FILES 3  /* distinct files for a speculative candidate */
@@ -91,7 +91,7 @@ struct lcx_scope {
 enum { LCX_CL_NONE = 0, LCX_CL_SPECULATIVE, LCX_CL_ACTIVE };
 typedef struct {
     char *dir;                /* the mentions' directory as written (malloc'd) */
-    uint64_t files[LCX_CLUSTER_FILES];   /* lcx_hash64 of each distinct file path */
+    uint64_t files[LCX_CLUSTER_FILES];   /* lcx__hash64 of each distinct file path */
     int n_files;
     int state;                /* LCX_CL_* */
     uint32_t last_turn;       /* last turn with a fresh mention */
@@ -131,7 +131,7 @@ struct lcx_scopes {
     double checkpoint_ms;     /* manifest rewritten after a flush this long after the last */
     bool serial_build;        /* benchmarks: one append at a time, on the calling thread */
     int max_fly;              /* benchmarks: appends in flight (0 = default) */
-    /* background builds (lcx_scopes__index_async); guarded by mu, cv broadcast on exit */
+    /* background builds (lcx__scopes_index_async); guarded by mu, cv broadcast on exit */
     char *jobs[LCX_MAX_JOBS]; /* roots being built (NULL = free slot) */
     int n_jobs;
     bool closing;             /* lcx_scopes_close: jobs cancel at their next progress call */
@@ -140,23 +140,23 @@ struct lcx_scopes {
 /* scopes.c and the files above */
 /* Test hook: chunks per append batch (0 = default) and the checkpoint interval (ms; 0 =
  * after every flush). Call before any scope is loaded. */
-void lcx_scopes__set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoint_ms);
+void lcx__scopes_set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoint_ms);
 /* Benchmark hook: build serially (walk, read, chunk and append on the calling thread, one
  * append at a time) — the A/B reference for the pipeline. */
-void lcx_scopes__set_serial(lcx_scopes *m, bool serial);
+void lcx__scopes_set_serial(lcx_scopes *m, bool serial);
 /* Benchmark hook: appends in flight at once (1..3; 0 = default 2). */
-void lcx_scopes__set_fly(lcx_scopes *m, int max_fly);
-void lcx_scope__fill_info(lcx_scope *s, lcx_scope_info *info);          /* s->mu held */
-int lcx_scope__find_file(const lcx_scope *s, const char *rel);
-bool lcx_scope__covers(const lcx_scope *s, const char *rel);
-int lcx_scope__promote(lcx_scopes *m, lcx_scope *s);
-int lcx_scope__apply_path(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */
-int lcx_scope__rescan(lcx_scopes *m, lcx_scope *s);                        /* s->mu held */
-int lcx_scope__save(lcx_scope *s);                                         /* s->mu held */
+void lcx__scopes_set_fly(lcx_scopes *m, int max_fly);
+void lcx__scope_fill_info(lcx_scope *s, lcx_scope_info *info);          /* s->mu held */
+int lcx__scope_find_file(const lcx_scope *s, const char *rel);
+bool lcx__scope_covers(const lcx_scope *s, const char *rel);
+int lcx__scope_promote(lcx_scopes *m, lcx_scope *s);
+int lcx__scope_apply_path(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */
+int lcx__scope_rescan(lcx_scopes *m, lcx_scope *s);                        /* s->mu held */
+int lcx__scope_save(lcx_scope *s);                                         /* s->mu held */
 
 /* ---- shared by the manager's own files (scopes.c, files.c, manifest.c, load.c,
  * build.c, bindings.c); s->mu held unless said otherwise */
-static inline uint64_t lcx__scope_str_hash(const char *s) { return lcx_hash64(s, strlen(s), 0x5c0be); }
+static inline uint64_t lcx__scope_str_hash(const char *s) { return lcx__hash64(s, strlen(s), 0x5c0be); }
 /* files.c: the file table */
 void lcx__fmap_rebuild(lcx_scope *s);
 void lcx__file_clear(lcx_file_ent *f);
@@ -183,11 +183,11 @@ int lcx__scope_build(lcx_scopes *m, lcx_scope *s, lcx_scope_progress cb, void *u
 void lcx__binding_clear(lcx_binding *b);
 
 /* watch.c */
-int lcx_scope__watcher_start(lcx_scopes *m);
-void lcx_scope__watcher_stop(lcx_scopes *m);
-void lcx_scope__watcher_kick(lcx_scopes *m);
-void lcx_scope__watch_dir(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */
-void lcx_scope__unwatch(lcx_scopes *m, lcx_scope *s);
-void lcx_scope__pending_free(lcx_scope *s);
+int lcx__scope_watcher_start(lcx_scopes *m);
+void lcx__scope_watcher_stop(lcx_scopes *m);
+void lcx__scope_watcher_kick(lcx_scopes *m);
+void lcx__scope_watch_dir(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */
+void lcx__scope_unwatch(lcx_scopes *m, lcx_scope *s);
+void lcx__scope_pending_free(lcx_scope *s);
 
 #endif

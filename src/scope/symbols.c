@@ -50,7 +50,7 @@ static int lang_of(const char *path)
     return L_NONE;
 }
 
-const char *lcx_symbol_kind_name(int k)
+const char *lcx__symbol_kind_name(int k)
 {
     switch (k) {
     case LCX_SYM_FUNC: return "function";
@@ -587,7 +587,7 @@ static bool has_comment_end(const char *p, const char *e)
     return false;
 }
 
-int lcx_symbols_extract(const char *relpath, const char *text, size_t len, lcx_symbol **out)
+int lcx__symbols_extract(const char *relpath, const char *text, size_t len, lcx_symbol **out)
 {
     *out = NULL;
     int lang = lang_of(relpath);
@@ -630,12 +630,12 @@ int lcx_symbols_extract(const char *relpath, const char *text, size_t len, lcx_s
         }
     }
     if (s.err) { free(s.v); return s.err; }
-    int rc = lcx_symbols_pack(s.v, s.n, out);
+    int rc = lcx__symbols_pack(s.v, s.n, out);
     free(s.v);
     return rc < 0 ? rc : s.n;
 }
 
-int lcx_symbols_pack(const lcx_symtmp *v, int n, lcx_symbol **out)
+int lcx__symbols_pack(const lcx_symtmp *v, int n, lcx_symbol **out)
 {
     *out = NULL;
     if (n <= 0) return 0;

@@ -40,7 +40,7 @@ static const char *const lockfiles[] = {
     "Podfile.lock", "shrinkwrap.yaml",
 };
 
-bool lcx_walk_skip_dir(const char *name)
+bool lcx__walk_skip_dir(const char *name)
 {
     for (size_t i = 0; i < LCX_ARRAY_LEN(skip_dirs); i++)
         if (!strcmp(name, skip_dirs[i])) return true;
@@ -54,7 +54,7 @@ static bool forbidden_dir(const char *name, size_t n)
     return false;
 }
 
-bool lcx_scope__forbidden_component(const char *p)
+bool lcx__scope_forbidden_component(const char *p)
 {
     while (*p) {
         while (*p == '/') p++;
@@ -90,12 +90,12 @@ bool lcx_scope_is_secret(const char *path)
     if (!dl) return false;
     char *d = strndup(path, dl);
     if (!d) return true;   /* fail closed */
-    bool f = lcx_scope__forbidden_component(d);
+    bool f = lcx__scope_forbidden_component(d);
     free(d);
     return f;
 }
 
-bool lcx_walk_is_lockfile(const char *name)
+bool lcx__walk_is_lockfile(const char *name)
 {
     for (size_t i = 0; i < LCX_ARRAY_LEN(lockfiles); i++)
         if (!strcmp(name, lockfiles[i])) return true;
@@ -121,10 +121,10 @@ typedef struct {
 static bool w_ignored(const walker *w, const char *rel, bool is_dir)
 {
     for (int i = w->n_stack - 1; i >= 0; i--) {
-        int r = lcx_ignore_match(w->stack[i], rel, is_dir);
+        int r = lcx__ignore_match(w->stack[i], rel, is_dir);
         if (r) return r > 0;
     }
-    if (w->exclude) return lcx_ignore_match(w->exclude, rel, is_dir) > 0;
+    if (w->exclude) return lcx__ignore_match(w->exclude, rel, is_dir) > 0;
     return false;
 }
 
@@ -138,8 +138,8 @@ static int load_ignore(const char *root, const char *rel, const char *file, lcx_
     if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode)) return 0;
     char *text = NULL;
     size_t len = 0;
-    if (lcx_read_file(p, GITIGNORE_MAX, &text, &len) < 0) return 0;   /* unreadable: no rules */
-    int rc = lcx_ignore_parse(text, len, rel, out);
+    if (lcx__read_file(p, GITIGNORE_MAX, &text, &len) < 0) return 0;   /* unreadable: no rules */
+    int rc = lcx__ignore_parse(text, len, rel, out);
     free(text);
     return rc;
 }
@@ -153,7 +153,7 @@ static int push_ignore(walker *w, const char *rel)
     if (w->n_stack == w->cap_stack) {
         int nc = w->cap_stack ? w->cap_stack * 2 : 8;
         lcx_ignore **ns = realloc(w->stack, nc * sizeof *ns);
-        if (!ns) { lcx_ignore_free(ig); return LCX_ENOMEM; }
+        if (!ns) { lcx__ignore_free(ig); return LCX_ENOMEM; }
         w->stack = ns;
         w->cap_stack = nc;
     }
@@ -222,14 +222,14 @@ static int walk_dir(walker *w, bool recurse)
             w->st->skipped_symlink++;
         } else if (dt == DT_DIR) {
             if (forbidden_dir(name, L)) w->st->skipped_secret++;
-            else if (lcx_walk_skip_dir(name)) w->st->skipped_skiplist++;
+            else if (lcx__walk_skip_dir(name)) w->st->skipped_skiplist++;
             else if (w_ignored(w, w->rel, true)) w->st->skipped_ignored++;
             else if (recurse) rc = walk_dir(w, true);
         } else if (dt != DT_REG) {
             w->st->skipped_special++;
         } else if (secret_name(name)) {
             w->st->skipped_secret++;
-        } else if (lcx_walk_is_lockfile(name)) {
+        } else if (lcx__walk_is_lockfile(name)) {
             w->st->skipped_lock++;
         } else if (w_ignored(w, w->rel, false)) {
             w->st->skipped_ignored++;
@@ -249,7 +249,7 @@ static int walk_dir(walker *w, bool recurse)
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
 out:
-    if (pushed > 0) lcx_ignore_free(w->stack[--w->n_stack]);
+    if (pushed > 0) lcx__ignore_free(w->stack[--w->n_stack]);
     w->rel[rl] = 0;
     return rc;
 }
@@ -277,7 +277,7 @@ static int descend_to(walker *w, const char *start)
         if (L > NAME_MAX) return 0;
         memcpy(name, s, L);
         name[L] = 0;
-        if (forbidden_dir(name, L) || lcx_walk_skip_dir(name)) return 0;
+        if (forbidden_dir(name, L) || lcx__walk_skip_dir(name)) return 0;
         if (w_ignored(w, w->rel, true)) return 0;
     }
     return 1;
@@ -285,12 +285,12 @@ static int descend_to(walker *w, const char *start)
 
 static void walker_free(walker *w)
 {
-    while (w->n_stack) lcx_ignore_free(w->stack[--w->n_stack]);
+    while (w->n_stack) lcx__ignore_free(w->stack[--w->n_stack]);
     free(w->stack);
-    lcx_ignore_free(w->exclude);
+    lcx__ignore_free(w->exclude);
 }
 
-int lcx_walk(const char *root, const char *start, const lcx_walk_opts *o,
+int lcx__walk(const char *root, const char *start, const lcx_walk_opts *o,
              lcx_walk_file_cb fcb, lcx_walk_dir_cb dcb, void *ud, lcx_walk_stats *st)
 {
     lcx_walk_opts def = {.max_file_bytes = 5u << 20, .recursive = true};
@@ -307,7 +307,7 @@ int lcx_walk(const char *root, const char *start, const lcx_walk_opts *o,
     return rc;
 }
 
-bool lcx_walk_path_ignored(const char *root, const char *rel, bool is_dir)
+bool lcx__walk_path_ignored(const char *root, const char *rel, bool is_dir)
 {
     walker w = {.root = root};
     if (lcx_scope_is_secret(rel)) return true;
@@ -327,8 +327,8 @@ bool lcx_walk_path_ignored(const char *root, const char *rel, bool is_dir)
         ign = true;
     }
     if (!ign) {
-        if (is_dir) ign = lcx_walk_skip_dir(leaf) || forbidden_dir(leaf, strlen(leaf));
-        else ign = secret_name(leaf) || lcx_walk_is_lockfile(leaf);
+        if (is_dir) ign = lcx__walk_skip_dir(leaf) || forbidden_dir(leaf, strlen(leaf));
+        else ign = secret_name(leaf) || lcx__walk_is_lockfile(leaf);
         if (!ign) ign = w_ignored(&w, rel, is_dir);
     }
     walker_free(&w);
@@ -359,7 +359,7 @@ static int utf8_seq(const unsigned char *p, const unsigned char *e)
     return len;
 }
 
-int lcx_scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_len)
+int lcx__scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_len)
 {
     *out = NULL;
     *out_len = 0;
@@ -388,7 +388,7 @@ int lcx_scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_l
     if (memchr(p, 0, sn)) { free(p); return LCX_ENOTSUP; }
     const unsigned char *u = (const unsigned char *)p, *e = u + n;
     size_t i = 0;
-    if (lcx_utf8_valid(p, sn)) {
+    if (lcx__utf8_valid(p, sn)) {
         i = sn;   /* fast path (ASCII 32 bytes at a time): sn is a sequence boundary */
     } else {
         while (i < sn) {   /* invalid, or a sequence cut by the 8 KB boundary (fine) */
@@ -398,7 +398,7 @@ int lcx_scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_l
         }
     }
     /* hot: the rest must be valid UTF-8 for the store; stray bytes become '?' */
-    if (!lcx_utf8_valid(p + i, n - i)) {
+    if (!lcx__utf8_valid(p + i, n - i)) {
         while (i < n) {
             int l = utf8_seq(u + i, e);
             if (!l) { p[i] = '?'; l = 1; }
@@ -431,6 +431,6 @@ uint64_t lcx_scope_count_files(const char *root, uint64_t max_file_bytes, uint64
     count_ctx c = {0, max};
     lcx_walk_stats ws = {0};
     lcx_walk_opts wo = {.max_file_bytes = max_file_bytes, .recursive = true};
-    lcx_walk(root, "", &wo, count_cb, NULL, &c, &ws);
+    lcx__walk(root, "", &wo, count_cb, NULL, &c, &ws);
     return c.n;
 }

@@ -30,7 +30,7 @@
                     IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 #define MAX_BURST_MS 1000.0
 
-void lcx_scope__watch_dir(lcx_scopes *m, lcx_scope *s, const char *rel)
+void lcx__scope_watch_dir(lcx_scopes *m, lcx_scope *s, const char *rel)
 {
     if (!m->o.watch) return;
     if (s->inotify_fd < 0) {
@@ -65,7 +65,7 @@ void lcx_scope__watch_dir(lcx_scopes *m, lcx_scope *s, const char *rel)
     s->n_wd++;
 }
 
-void lcx_scope__unwatch(lcx_scopes *m, lcx_scope *s)
+void lcx__scope_unwatch(lcx_scopes *m, lcx_scope *s)
 {
     (void)m;
     if (s->inotify_fd >= 0) close(s->inotify_fd);   /* releases every watch of the scope */
@@ -78,7 +78,7 @@ void lcx_scope__unwatch(lcx_scopes *m, lcx_scope *s)
     s->n_wd = s->cap_wd = 0;
 }
 
-void lcx_scope__pending_free(lcx_scope *s)
+void lcx__scope_pending_free(lcx_scope *s)
 {
     for (int i = 0; i < s->n_pending; i++) free(s->pending[i]);
     free(s->pending);
@@ -88,7 +88,7 @@ void lcx_scope__pending_free(lcx_scope *s)
 
 static void queue(lcx_scope *s, const char *rel)
 {
-    double now = lcx_now_ms();
+    double now = lcx__now_ms();
     if (!s->n_pending && !s->pending_rescan) s->first_event_ms = now;
     s->last_event_ms = now;
     if (s->pending_rescan) return;
@@ -96,7 +96,7 @@ static void queue(lcx_scope *s, const char *rel)
         if (!strcmp(s->pending[i], rel)) return;
     if (s->n_pending >= LCX_MAX_PENDING) {
         s->pending_rescan = true;
-        lcx_scope__pending_free(s);
+        lcx__scope_pending_free(s);
         return;
     }
     if (!s->pending) {
@@ -162,20 +162,20 @@ static void apply(lcx_scopes *m, lcx_scope *s)
     int rc = 0;
     if (s->pending_rescan) {
         s->pending_rescan = false;
-        lcx_scope__pending_free(s);
-        rc = lcx_scope__rescan(m, s);
+        lcx__scope_pending_free(s);
+        rc = lcx__scope_rescan(m, s);
     } else {
         char **p = s->pending;
         int n = s->n_pending;
         s->pending = NULL;
         s->n_pending = 0;
         for (int i = 0; i < n; i++) {
-            int r = lcx_scope__apply_path(m, s, p[i]);
+            int r = lcx__scope_apply_path(m, s, p[i]);
             if (r < 0 && !rc) rc = r;
             free(p[i]);
         }
         free(p);
-        int r = lcx_scope__save(s);
+        int r = lcx__scope_save(s);
         if (r < 0 && !rc) rc = r;
     }
     if (rc < 0) fprintf(stderr, "longctx: watcher: scope %s: %s\n", s->root, lcx_strerror(rc));
@@ -202,7 +202,7 @@ int lcx_scopes_sync(lcx_scopes *m)
         drain(v[i]);
         apply(m, v[i]);
         pthread_mutex_unlock(&v[i]->mu);
-        lcx_scopes__release(m, v[i]);
+        lcx__scopes_release(m, v[i]);
     }
     return 0;
 }
@@ -222,7 +222,7 @@ static void *watcher_main(void *arg)
         }
         pthread_mutex_unlock(&m->mu);
         int timeout = 1000;
-        double now = lcx_now_ms();
+        double now = lcx__now_ms();
         pf[0] = (struct pollfd){.fd = m->wake[0], .events = POLLIN};
         int np = 1;
         for (int i = 0; i < n; i++) {
@@ -241,20 +241,20 @@ static void *watcher_main(void *arg)
             char junk[64];
             while (read(m->wake[0], junk, sizeof junk) > 0) {}
         }
-        now = lcx_now_ms();
+        now = lcx__now_ms();
         for (int i = 0; i < n; i++) {
             lcx_scope *s = v[i];
             pthread_mutex_lock(&s->mu);
             if (pf[i + 1].revents & POLLIN) drain(s);
-            if (due(m, s, lcx_now_ms())) apply(m, s);
+            if (due(m, s, lcx__now_ms())) apply(m, s);
             pthread_mutex_unlock(&s->mu);
-            lcx_scopes__release(m, s);
+            lcx__scopes_release(m, s);
         }
     }
     return NULL;
 }
 
-int lcx_scope__watcher_start(lcx_scopes *m)
+int lcx__scope_watcher_start(lcx_scopes *m)
 {
     if (pipe2(m->wake, O_NONBLOCK | O_CLOEXEC) < 0) return LCX_EIO;
     if (pthread_create(&m->wth, NULL, watcher_main, m) != 0) {
@@ -266,7 +266,7 @@ int lcx_scope__watcher_start(lcx_scopes *m)
     return 0;
 }
 
-void lcx_scope__watcher_kick(lcx_scopes *m)
+void lcx__scope_watcher_kick(lcx_scopes *m)
 {
     if (m->wth_running) {
         ssize_t w = write(m->wake[1], "k", 1);
@@ -274,13 +274,13 @@ void lcx_scope__watcher_kick(lcx_scopes *m)
     }
 }
 
-void lcx_scope__watcher_stop(lcx_scopes *m)
+void lcx__scope_watcher_stop(lcx_scopes *m)
 {
     if (!m->wth_running) return;
     pthread_mutex_lock(&m->mu);
     m->stopping = true;
     pthread_mutex_unlock(&m->mu);
-    lcx_scope__watcher_kick(m);
+    lcx__scope_watcher_kick(m);
     pthread_join(m->wth, NULL);
     close(m->wake[0]);
     close(m->wake[1]);

@@ -54,7 +54,7 @@ static void build_record(char *rec, const lcx_chunk *c, int n, uint64_t payload,
         }
     }
     lcx_rec_hdr h = {LCX_REC_MAGIC, vec ? LCX_REC_BATCH : LCX_REC_TEXT, {0}, (uint32_t)payload, (uint32_t)n, 0, 0};
-    h.crc = lcx_crc32c(lcx_crc32c(0, &h, 16), rec + sizeof h, payload);
+    h.crc = lcx__crc32c(lcx__crc32c(0, &h, 16), rec + sizeof h, payload);
     memcpy(rec, &h, sizeof h);
 }
 
@@ -508,7 +508,7 @@ int lcx_store_delete_path(lcx_store *s, const char *path, size_t path_len)
     if (!k) goto unlock;
     if ((uint64_t)k * 4 > LCX_REC_MAX) { free(ids); rc = LCX_ELIMIT; goto unlock; }
     lcx_rec_hdr h = {LCX_REC_MAGIC, LCX_REC_TOMB, {0}, k * 4, k, 0, 0};
-    h.crc = lcx_crc32c(lcx_crc32c(0, &h, 16), ids, (size_t)k * 4);
+    h.crc = lcx__crc32c(lcx__crc32c(0, &h, 16), ids, (size_t)k * 4);
     char *rec = malloc(sizeof h + (size_t)k * 4);
     if (!rec) { free(ids); rc = LCX_ENOMEM; goto unlock; }
     memcpy(rec, &h, sizeof h);

@@ -125,7 +125,7 @@ static void *work_run(void *arg)
             if (!mem) { w->rc = rc < 0 ? rc : LCX_ENOMEM; break; }
             w->dt[i] = lcx__prep_finish_to(&p, mem);
             lcx__quant_row_u8(tmp, dim, w->vec + (size_t)i * dim, &w->vsc[i]);
-            w->tcrc[i] = lcx_crc32c(0, tx, w->c[i].text_len);
+            w->tcrc[i] = lcx__crc32c(0, tx, w->c[i].text_len);
         }
         if (w->rc) break;
         todo[n_todo++] = g;
@@ -151,12 +151,12 @@ static void *work_run(void *arg)
  * one, and the batch waits for them: the log write, whose fdatasync wakes the thread
  * several times, and the publish (~2–3 ms of CPU, but 6–10 ms wall among four threads on 2
  * cores when the workers kept the cores). With a short slice the thread runs whenever it
- * is runnable (lcx_thread_short_slice; same CPU share) and the workers take up the rest
+ * is runnable (lcx__thread_short_slice; same CPU share) and the workers take up the rest
  * (docs/benchmarks/core.md). */
 static void *side_main(void *arg)
 {
     const lcx__side_job *j = arg;
-    lcx_thread_short_slice();
+    lcx__thread_short_slice();
     return j->fn(j->ud);
 }
 

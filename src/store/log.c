@@ -182,7 +182,7 @@ int lcx__scan_log(const char *base, uint64_t size, uint64_t start, uint32_t dim,
         }
         if ((uint64_t)h.len > left - sizeof h) { r->torn_bytes = left; return 0; }
         const char *payload = base + off + sizeof h;
-        uint32_t crc = lcx_crc32c(lcx_crc32c(0, &h, 16), payload, h.len);
+        uint32_t crc = lcx__crc32c(lcx__crc32c(0, &h, 16), payload, h.len);
         uint64_t end = off + sizeof h + h.len;
         if (crc != h.crc) {
             if (end == size) { r->torn_bytes = left; return 0; }
@@ -220,7 +220,7 @@ int lcx__scan_log(const char *base, uint64_t size, uint64_t start, uint32_t dim,
 int lcx__check_log_hdr(const lcx_log_hdr *h, char *msg, size_t msg_len)
 {
     if (memcmp(h->magic, LCX_LOG_MAGIC, 8)) { snprintf(msg, msg_len, "not a longctx log (bad magic)"); return LCX_ECORRUPT; }
-    if (lcx_crc32c(0, h, 252) != h->crc) { snprintf(msg, msg_len, "log header checksum mismatch"); return LCX_ECORRUPT; }
+    if (lcx__crc32c(0, h, 252) != h->crc) { snprintf(msg, msg_len, "log header checksum mismatch"); return LCX_ECORRUPT; }
     if ((h->version != LCX_LOG_VERSION && h->version != LCX_LOG_VERSION_V1) || h->hdr_size != sizeof *h) {
         snprintf(msg, msg_len, "unsupported log version %u", h->version);
         return LCX_ENOTSUP;
@@ -272,7 +272,7 @@ int lcx_store_validate(const char *dir, char *msg, size_t msg_len)
     if (!msg || !msg_len) { msg = dummy; msg_len = sizeof dummy; }
     msg[0] = 0;
     if (!dir) return LCX_EINVAL;
-    char *lp = lcx_path_join(dir, LCX_LOG_NAME);
+    char *lp = lcx__path_join(dir, LCX_LOG_NAME);
     if (!lp) return LCX_ENOMEM;
     int fd = open(lp, O_RDONLY | O_CLOEXEC);
     free(lp);
@@ -313,7 +313,7 @@ int lcx__store_peek(const char *dir, char *fp, size_t fp_len, uint32_t *n_live)
 {
     *n_live = 0;
     if (fp_len) fp[0] = 0;
-    char *lp = lcx_path_join(dir, LCX_LOG_NAME);
+    char *lp = lcx__path_join(dir, LCX_LOG_NAME);
     if (!lp) return LCX_ENOMEM;
     int fd = open(lp, O_RDONLY | O_CLOEXEC);
     free(lp);

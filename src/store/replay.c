@@ -39,8 +39,8 @@ static uint64_t new_uuid(void)
         close(fd);
     }
     if (!u) {
-        uint64_t t = lcx_now_ns() ^ ((uint64_t)getpid() << 32);
-        u = lcx_hash64(&t, sizeof t, (uint64_t)time(NULL));
+        uint64_t t = lcx__now_ns() ^ ((uint64_t)getpid() << 32);
+        u = lcx__hash64(&t, sizeof t, (uint64_t)time(NULL));
     }
     return u ? u : 1;
 }
@@ -74,7 +74,7 @@ static int replay_commit(const replay_ctx *c, const lcx__rec_item *it, const lcx
     m->line_start = fx.line_start;
     m->line_end = fx.line_end;
     m->file_type = fx.file_type;
-    m->text_crc = lcx_crc32c(0, it->text, fx.text_len);   /* the record's crc covered it just now */
+    m->text_crc = lcx__crc32c(0, it->text, fx.text_len);   /* the record's crc covered it just now */
     m->path_len = fx.path_len;
     m->path = lcx__path_store(s, it->path, fx.path_len);
     if (fx.path_len && !m->path) return LCX_ENOMEM;
@@ -236,7 +236,7 @@ static int take_lock(int fd)
 int lcx__store_load(lcx_store *s)
 {
     char msg[160];
-    char *lp = lcx_path_join(s->dir, LCX_LOG_NAME);
+    char *lp = lcx__path_join(s->dir, LCX_LOG_NAME);
     if (!lp) return LCX_ENOMEM;
     int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     free(lp);
@@ -264,8 +264,8 @@ int lcx__store_load(lcx_store *s)
         h.uuid = new_uuid();
         h.fp_len = (uint32_t)strlen(s->fp);
         memcpy(h.fp, s->fp, h.fp_len);
-        h.crc = lcx_crc32c(0, &h, 252);
-        if (ftruncate(fd, 0) < 0 || lcx__write_all(fd, &h, sizeof h, 0) || fsync(fd) < 0 || lcx_fsync_dir(s->dir))
+        h.crc = lcx__crc32c(0, &h, 252);
+        if (ftruncate(fd, 0) < 0 || lcx__write_all(fd, &h, sizeof h, 0) || fsync(fd) < 0 || lcx__fsync_dir(s->dir))
             return LCX_EIO;
         s->uuid = h.uuid;
         s->log_end = sizeof h;

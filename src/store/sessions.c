@@ -56,7 +56,7 @@ struct lcx_sessions {
     uint32_t active;
 };
 
-static double mono_s(void) { return (double)lcx_now_ns() / 1e9; }
+static double mono_s(void) { return (double)lcx__now_ns() / 1e9; }
 static double unix_s(void)
 {
     struct timespec ts;
@@ -75,10 +75,10 @@ int lcx_sessions_open(const lcx_sessions_opts *o, const lcx_embedder *emb, lcx_s
     if (!ss->o.max_mem_bytes) ss->o.max_mem_bytes = 4ull << 30;
     if (!(ss->o.idle_hibernate_s > 0)) ss->o.idle_hibernate_s = 1800;
     ss->emb = emb;
-    ss->root = lcx_path_join(o->data_dir, "sessions");
+    ss->root = lcx__path_join(o->data_dir, "sessions");
     ss->o.data_dir = NULL;   /* not kept: the caller's string */
     if (!ss->root) { free(ss); return LCX_ENOMEM; }
-    int rc = lcx_mkdirs(ss->root);
+    int rc = lcx__mkdirs(ss->root);
     if (rc) { free(ss->root); free(ss); return rc; }
     pthread_mutex_init(&ss->mu, NULL);
     pthread_cond_init(&ss->cv, NULL);
@@ -88,9 +88,9 @@ int lcx_sessions_open(const lcx_sessions_opts *o, const lcx_embedder *emb, lcx_s
 
 static double read_hib_time(const char *dir)
 {
-    char *p = lcx_path_join(dir, "hibernated_at"), *data = NULL;
+    char *p = lcx__path_join(dir, "hibernated_at"), *data = NULL;
     double t = 0;
-    if (p && lcx_read_file(p, 64, &data, NULL) == 0) t = strtod(data, NULL);
+    if (p && lcx__read_file(p, 64, &data, NULL) == 0) t = strtod(data, NULL);
     free(p);
     free(data);
     return isfinite(t) && t > 0 ? t : 0;
@@ -119,14 +119,14 @@ static int check_id(const char *id, size_t *len)
 {
     if (!id) return LCX_EINVAL;
     size_t n = strnlen(id, ID_MAX + 1);
-    if (n == 0 || n > ID_MAX || !lcx_utf8_valid(id, n)) return LCX_EINVAL;
+    if (n == 0 || n > ID_MAX || !lcx__utf8_valid(id, n)) return LCX_EINVAL;
     *len = n;
     return 0;
 }
 
 static sess *find(lcx_sessions *ss, const char *id, size_t n, uint32_t *bucket)
 {
-    uint32_t h = (uint32_t)lcx_hash64(id, n, 0x5e55) & (NBUCKETS - 1);
+    uint32_t h = (uint32_t)lcx__hash64(id, n, 0x5e55) & (NBUCKETS - 1);
     if (bucket) *bucket = h;
     for (sess *e = ss->b[h]; e; e = e->next)
         if (e->id_len == n && !memcmp(e->id, id, n)) return e;
@@ -142,8 +142,8 @@ static sess *find_or_add(lcx_sessions *ss, const char *id, size_t n)
     if (!e) return NULL;
     e->id = malloc(n + 1);
     char hex[65];
-    lcx_sha256_hex(id, n, hex, 16);
-    e->dir = lcx_path_join(ss->root, hex);
+    lcx__sha256_hex(id, n, hex, 16);
+    e->dir = lcx__path_join(ss->root, hex);
     if (!e->id || !e->dir) {
         free(e->id);
         free(e->dir);
@@ -163,7 +163,7 @@ static sess *find_or_add(lcx_sessions *ss, const char *id, size_t n)
  * not busy, no references (waiters only ever wait on busy entries). */
 static void drop_entry(lcx_sessions *ss, sess *e)
 {
-    uint32_t h = (uint32_t)lcx_hash64(e->id, e->id_len, 0x5e55) & (NBUCKETS - 1);
+    uint32_t h = (uint32_t)lcx__hash64(e->id, e->id_len, 0x5e55) & (NBUCKETS - 1);
     for (sess **pp = &ss->b[h]; *pp; pp = &(*pp)->next)
         if (*pp == e) {
             *pp = e->next;
@@ -176,7 +176,7 @@ static void drop_entry(lcx_sessions *ss, sess *e)
 
 static int dir_has_store(const sess *e)
 {
-    char *p = lcx_path_join(e->dir, "chunks.log");
+    char *p = lcx__path_join(e->dir, "chunks.log");
     struct stat st;
     int ok = p && stat(p, &st) == 0;
     free(p);
@@ -191,18 +191,18 @@ static int load(lcx_sessions *ss, sess *e, bool create)
     e->busy = 1;
     pthread_mutex_unlock(&ss->mu);
     int rc = 0;
-    char *idp = lcx_path_join(e->dir, "id");
+    char *idp = lcx__path_join(e->dir, "id");
     if (!idp) rc = LCX_ENOMEM;
     if (!rc && exists) {
         char *data = NULL;
         size_t dl = 0;
-        if (lcx_read_file(idp, ID_MAX + 1, &data, &dl) == 0 && (dl != e->id_len || memcmp(data, e->id, dl)))
+        if (lcx__read_file(idp, ID_MAX + 1, &data, &dl) == 0 && (dl != e->id_len || memcmp(data, e->id, dl)))
             rc = LCX_EEXIST;   /* another id hashed to this directory */
         free(data);
     }
     lcx_store *st = NULL;
     if (!rc) rc = lcx_store_open(e->dir, ss->emb, &ss->o.store, &st);
-    if (!rc && !exists) rc = lcx_write_file_atomic(idp, e->id, e->id_len);
+    if (!rc && !exists) rc = lcx__write_file_atomic(idp, e->id, e->id_len);
     if (rc && st) {
         lcx_store_close(st);
         st = NULL;
@@ -230,10 +230,10 @@ static int hibernate_entry(lcx_sessions *ss, sess *e)
     double t = unix_s();
     if (rc == 0) {
         lcx_store_close(st);
-        char *p = lcx_path_join(e->dir, "hibernated_at"), buf[64];   /* e->dir is immutable */
+        char *p = lcx__path_join(e->dir, "hibernated_at"), buf[64];   /* e->dir is immutable */
         if (p) {
             int n = snprintf(buf, sizeof buf, "%.3f\n", t);
-            lcx_write_file_atomic(p, buf, (size_t)n);
+            lcx__write_file_atomic(p, buf, (size_t)n);
             free(p);
         }
     }

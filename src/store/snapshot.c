@@ -25,7 +25,7 @@ void lcx__snap_release(lcx_store *s)
 
 int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t *replay_from)
 {
-    char *p = lcx_path_join(s->dir, LCX_SNAP_NAME);
+    char *p = lcx__path_join(s->dir, LCX_SNAP_NAME);
     if (!p) return LCX_ENOMEM;
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     free(p);
@@ -40,7 +40,7 @@ int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t
     lcx_snap_hdr h;
     memcpy(&h, b, sizeof h);
     int rc = LCX_ECORRUPT;
-    if (memcmp(h.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN) != h.crc) goto bad;
+    if (memcmp(h.magic, LCX_SNAP_MAGIC, 8) || lcx__crc32c(0, &h, LCX_SNAP_CRC_LEN) != h.crc) goto bad;
     if (h.version < LCX_SNAP_VERSION_V1 || h.version > LCX_SNAP_VERSION || h.hdr_size != sizeof h || h.n_sec != SEC_N)
         goto bad;
     if (h.dim != s->dim || h.vec_format != LCX_VEC_U8 || h.fp_len != strlen(s->fp) ||
@@ -72,11 +72,11 @@ int lcx__snap_load(lcx_store *s, uint64_t log_size, const char *logmap, uint64_t
      * checked (one crc32c pass, ~8 GB/s, until the next snapshot is written). */
     uint8_t boot[16];
     const bool all = h.version == LCX_SNAP_VERSION && !(h.flags & LCX_SNAP_SYNCED) &&
-                     (lcx_boot_id(boot) || memcmp(boot, h.boot_id, sizeof boot));
+                     (lcx__boot_id(boot) || memcmp(boot, h.boot_id, sizeof boot));
     for (int i = 0; i < SEC_N; i++) {
         const lcx_snap_sec *sc = &h.sec[i];
         bool always = i == SEC_DOCS || i == SEC_TTAB || i == SEC_TOFF || i == SEC_POFF;
-        if ((all || always) && lcx_crc32c(0, b + sc->off, sc->len) != sc->crc) goto bad;
+        if ((all || always) && lcx__crc32c(0, b + sc->off, sc->len) != sc->crc) goto bad;
     }
     const uint64_t *toff = (const uint64_t *)(b + h.sec[SEC_TOFF].off);
     const uint64_t *poff = (const uint64_t *)(b + h.sec[SEC_POFF].off);
@@ -241,7 +241,7 @@ static void wr_wait(wr *w)
 
 static void wr_crc(wr *w)
 {
-    w->crc = lcx_crc32c(w->crc, w->buf[w->cur] + w->crc_from, w->used - w->crc_from);
+    w->crc = lcx__crc32c(w->crc, w->buf[w->cur] + w->crc_from, w->used - w->crc_from);
     w->crc_from = w->used;
 }
 
@@ -410,7 +410,7 @@ static const lcx__tslot *snap_term_table(const lcx_index *ix, uint32_t *cap, lcx
     for (uint32_t t = 0; t < nt; t++) {
         uint32_t len;
         const char *str = lcx__index_term(ix, t, &len);
-        uint64_t hsh = lcx_hash64(str, len, 0);
+        uint64_t hsh = lcx__hash64(str, len, 0);
         uint32_t j = (uint32_t)hsh & (c - 1);
         while (tab[j].id1) j = (j + 1) & (c - 1);
         tab[j] = (lcx__tslot){hsh, t + 1, len};
@@ -541,7 +541,7 @@ static void snap_fill_hdr(lcx_snap_hdr *h, const lcx_store *s, uint32_t cap, uin
     h->n_sec = SEC_N;
     h->fp_len = (uint32_t)strlen(s->fp);
     memcpy(h->fp, s->fp, h->fp_len);
-    h->crc = lcx_crc32c(0, h, LCX_SNAP_CRC_LEN);
+    h->crc = lcx__crc32c(0, h, LCX_SNAP_CRC_LEN);
 }
 
 int lcx__snap_write(lcx_store *s)
@@ -549,7 +549,7 @@ int lcx__snap_write(lcx_store *s)
     if (s->broken) return LCX_ESTATE;
     if (s->has_snap && s->snap_log_off == s->log_end) return 0;   /* already up to date */
     const lcx_index *ix = s->ix;
-    char *path = lcx_path_join(s->dir, LCX_SNAP_NAME), *tmp = lcx_path_join(s->dir, LCX_SNAP_NAME ".tmp");
+    char *path = lcx__path_join(s->dir, LCX_SNAP_NAME), *tmp = lcx__path_join(s->dir, LCX_SNAP_NAME ".tmp");
     int rc = LCX_ENOMEM;
     int fd = -1;
     char *buf = NULL;
@@ -578,7 +578,7 @@ int lcx__snap_write(lcx_store *s)
      * checks a lazy snapshot whole after a reboot, so a crash can cost a log replay but
      * never a wrong answer. Saves the wait for the disk at every close (~0.1-0.2 s for
      * the 89 MB /usr/include snapshot: 250-300 MB/s disk). */
-    const int lazy = lcx_boot_id(h.boot_id) == 0;
+    const int lazy = lcx__boot_id(h.boot_id) == 0;
     h.flags = lazy ? 0 : LCX_SNAP_SYNCED;
     wr w;
     wr_start(&w, fd, buf, buf + WR_BUF, lazy);
@@ -593,7 +593,7 @@ int lcx__snap_write(lcx_store *s)
     int cr = close(fd);
     fd = -1;
     if (cr < 0) goto out;
-    if (rename(tmp, path) < 0 || (!lazy && lcx_fsync_dir(s->dir))) goto out;
+    if (rename(tmp, path) < 0 || (!lazy && lcx__fsync_dir(s->dir))) goto out;
     s->snap_docs = nd;
     s->snap_log_off = s->log_end;
     s->tombs_since_snap = 0;
@@ -618,7 +618,7 @@ static const char *check_v2_texts(const char *dir, const lcx_snap_hdr *sh, const
     const lcx_snap_sec *ds = &sh->sec[SEC_DOCS];
     if (ds->len != (uint64_t)sh->n_docs * sizeof(lcx_snap_doc) || sh->sec[SEC_BLOB].len)
         return "snapshot sections malformed (ignored on open)";
-    char *lp = lcx_path_join(dir, LCX_LOG_NAME);
+    char *lp = lcx__path_join(dir, LCX_LOG_NAME);
     int fd = lp ? open(lp, O_RDONLY | O_CLOEXEC) : -1;
     free(lp);
     if (fd < 0) return "log unreadable";
@@ -636,7 +636,7 @@ static const char *check_v2_texts(const char *dir, const lcx_snap_hdr *sh, const
         memcpy(&d, &docs[i], sizeof d);
         if (d.text_off > len || d.text_len > len - d.text_off || d.path_off > len || d.path_len > len - d.path_off)
             bad = "snapshot text reference out of the log (ignored on open)";
-        else if (lcx_crc32c(0, lm + d.text_off, d.text_len) != d.text_crc)
+        else if (lcx__crc32c(0, lm + d.text_off, d.text_len) != d.text_crc)
             bad = "snapshot text checksum mismatch against the log";
     }
     munmap((void *)lm, len);
@@ -646,7 +646,7 @@ static const char *check_v2_texts(const char *dir, const lcx_snap_hdr *sh, const
 int lcx__snap_check(const char *dir, uint64_t uuid, uint64_t log_good_end, const char **note)
 {
     *note = "no snapshot";
-    char *sp = lcx_path_join(dir, LCX_SNAP_NAME);
+    char *sp = lcx__path_join(dir, LCX_SNAP_NAME);
     int sfd = sp ? open(sp, O_RDONLY | O_CLOEXEC) : -1;
     free(sp);
     if (sfd < 0) return 0;
@@ -661,7 +661,7 @@ int lcx__snap_check(const char *dir, uint64_t uuid, uint64_t log_good_end, const
     lcx_snap_hdr sh;
     memcpy(&sh, map, sizeof sh);
     uint64_t fl = (uint64_t)ss.st_size;
-    if (memcmp(sh.magic, LCX_SNAP_MAGIC, 8) || lcx_crc32c(0, &sh, LCX_SNAP_CRC_LEN) != sh.crc || sh.n_sec != SEC_N) {
+    if (memcmp(sh.magic, LCX_SNAP_MAGIC, 8) || lcx__crc32c(0, &sh, LCX_SNAP_CRC_LEN) != sh.crc || sh.n_sec != SEC_N) {
         bad = "snapshot header bad (ignored on open)";
     } else if (sh.version < LCX_SNAP_VERSION_V1 || sh.version > LCX_SNAP_VERSION) {
         bad = "snapshot version unknown (ignored on open)";
@@ -670,7 +670,7 @@ int lcx__snap_check(const char *dir, uint64_t uuid, uint64_t log_good_end, const
     } else {
         for (int i = 0; i < SEC_N; i++) {
             const lcx_snap_sec *sc = &sh.sec[i];
-            if (sc->off > fl || sc->len > fl - sc->off || lcx_crc32c(0, (const char *)map + sc->off, sc->len) != sc->crc) {
+            if (sc->off > fl || sc->len > fl - sc->off || lcx__crc32c(0, (const char *)map + sc->off, sc->len) != sc->crc) {
                 bad = "snapshot section checksum mismatch (ignored on open)";
                 break;
             }

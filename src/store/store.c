@@ -67,7 +67,7 @@ int lcx__store_meta_reserve(lcx_store *s, uint32_t need)
     if (need <= s->m_cap) return 0;
     uint32_t nc = s->m_cap ? s->m_cap : 64;
     while (nc < need) nc = nc > UINT32_MAX / 2 ? need : nc * 2;
-    meta *m = lcx_big_realloc(s->m, (size_t)s->m_cap * sizeof *m, (size_t)nc * sizeof *m);
+    meta *m = lcx__big_realloc(s->m, (size_t)s->m_cap * sizeof *m, (size_t)nc * sizeof *m);
     if (!m) return LCX_ENOMEM;
     s->m = m;
     s->m_cap = nc;
@@ -115,7 +115,7 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
     pthread_cond_init(&s->pcv, NULL);
     pthread_mutex_init(&s->scmu, NULL);
     int rc = s->dir ? 0 : LCX_ENOMEM;
-    if (!rc) rc = lcx_mkdirs(dir);
+    if (!rc) rc = lcx__mkdirs(dir);
     if (!rc) rc = lcx_index_new(emb, &s->ix);
     if (!rc) rc = lcx__store_load(s);
     /* the hash embedder's rows are a pure function of the text (its fingerprint, checked
@@ -160,7 +160,7 @@ void lcx_store_close(lcx_store *s)
         free(b);
         b = n;
     }
-    lcx_big_free(s->m, (size_t)s->m_cap * sizeof *s->m);
+    lcx__big_free(s->m, (size_t)s->m_cap * sizeof *s->m);
     free(s->recbuf);
     lcx__dtblk_free(s->dtspare);
     free(s->prec[0]);
@@ -211,7 +211,7 @@ int lcx_store_get(lcx_store *s, uint32_t id, lcx_chunk *out)
         lcx_chunk c = lcx_chunk_init();
         c.text = s->ix->text[id];
         c.text_len = s->ix->text_len[id];
-        if (lcx_crc32c(0, c.text, c.text_len) != m->text_crc) {
+        if (lcx__crc32c(0, c.text, c.text_len) != m->text_crc) {
             rc = LCX_ECORRUPT;
         } else {
             c.tok_start = m->tok_start;

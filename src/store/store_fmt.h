@@ -94,7 +94,7 @@ typedef struct {
     lcx_snap_sec sec[SEC_N];
     uint32_t fp_len;
     char fp[LCX_FMT_FP_MAX];
-    uint8_t boot_id[16];  /* v3: the writer's boot id (lcx_boot_id); zero when unknown */
+    uint8_t boot_id[16];  /* v3: the writer's boot id (lcx__boot_id); zero when unknown */
     uint32_t flags;       /* v3: LCX_SNAP_SYNCED; v1/v2 snapshots were always synced */
     uint8_t reserved[1024 - 80 - 24 * SEC_N - 4 - LCX_FMT_FP_MAX - 16 - 4 - 4];
     uint32_t crc;         /* crc32c of bytes [0, 1020) */

@@ -76,7 +76,7 @@ static const opt opts[] = {
      "strict (default: each read asks PostgreSQL whether this node is behind) or notify (LISTEN-driven, no query when not behind)"},
 };
 
-void lcx_svc_config_defaults(lcx_svc_config *c)
+void lcx__svc_config_defaults(lcx_svc_config *c)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->host, sizeof c->host, "127.0.0.1");
@@ -168,7 +168,7 @@ static int apply_env(lcx_svc_config *c, FILE *err)
     return 0;
 }
 
-int lcx_svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err)
+int lcx__svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err)
 {
     int rc = apply_env(c, err);
     if (rc) return rc;
@@ -230,8 +230,8 @@ static void *parent_watch(void *ud)
 int lcx_svc_serve_main(int argc, char **argv)
 {
     lcx_svc_config cfg;
-    lcx_svc_config_defaults(&cfg);
-    int rc = lcx_svc_config_parse(&cfg, argc, argv, stderr);
+    lcx__svc_config_defaults(&cfg);
+    int rc = lcx__svc_config_parse(&cfg, argc, argv, stderr);
     if (rc == 1) { lcx_svc_usage(stdout, "longctx-svc"); return 0; }
     if (rc) return 2;
 
@@ -246,7 +246,7 @@ int lcx_svc_serve_main(int argc, char **argv)
 
     lcx_svc *svc;
     char msg[512];
-    rc = lcx_svc_start(&cfg, &svc, msg, sizeof msg);
+    rc = lcx__svc_start(&cfg, &svc, msg, sizeof msg);
     if (rc < 0) {
         fprintf(stderr, "longctx-svc: %s\n", msg[0] ? msg : lcx_strerror(rc));
         return 1;
@@ -261,7 +261,7 @@ int lcx_svc_serve_main(int argc, char **argv)
     int sig = 0;
     while (sigwait(&set, &sig) != 0) {}
     if (!cfg.quiet) fprintf(stderr, "longctx-svc: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    lcx_svc_stop(svc);
+    lcx__svc_stop(svc);
     if (!cfg.quiet) fprintf(stderr, "longctx-svc: stopped cleanly\n");
     return 0;
 }

@@ -77,7 +77,7 @@ static void apply_budget(lcx_buf *b, int max_tokens)
     while (keep && ((unsigned char)b->data[keep] & 0xc0) == 0x80) keep--;
     b->len = keep;
     b->data[keep] = 0;
-    lcx_buf_puts(b, mark);
+    lcx__buf_puts(b, mark);
 }
 
 static int get_int(const cJSON *args, const char *name, int def, int lo, int hi, const char **err)
@@ -99,7 +99,7 @@ static const char *get_str(const cJSON *args, const char *name)
 
 static void info_text(lcx_buf *b, const lcx_scope_info *in)
 {
-    lcx_buf_printf(b,
+    lcx__buf_printf(b,
                    "%s\n  scope_hash: %s\n  sentinel: %s\n  status: %s\n  files: %u\n  chunks: %u\n  symbols: %u\n"
                    "  bytes: %llu\n  skipped: %u binary, %u large, %u unreadable, %u secret, %u other\n",
                    in->scope_path, in->scope_hash, in->sentinel[0] ? in->sentinel : "(none)", in->status, in->files,
@@ -110,13 +110,13 @@ static void info_text(lcx_buf *b, const lcx_scope_info *in)
 static void hits_text(lcx_buf *b, const lcx_code_result *res, const char *what)
 {
     if (!res->n_hits) {
-        lcx_buf_printf(b, "No %s found%s%s.\n", what, res->scope.scope_path[0] ? " in " : "",
+        lcx__buf_printf(b, "No %s found%s%s.\n", what, res->scope.scope_path[0] ? " in " : "",
                        res->scope.scope_path);
         return;
     }
-    lcx_buf_printf(b, "Project: %s (%d chunks, confidence %.2f)\n\n", res->scope.scope_path, res->n_hits,
+    lcx__buf_printf(b, "Project: %s (%d chunks, confidence %.2f)\n\n", res->scope.scope_path, res->n_hits,
                    res->confidence);
-    if (res->splice) lcx_buf_append(b, res->splice, res->splice_len);
+    if (res->splice) lcx__buf_append(b, res->splice, res->splice_len);
 }
 
 /* Runs one tool. Returns 0 with the tool's text in *b and *is_error set; LCX_ENOTFOUND for
@@ -132,7 +132,7 @@ static int run_tool(lcx_mcp *m, const char *name, const cJSON *args, lcx_buf *b,
         int k = get_int(args, "max_results", 8, 1, LCX_TOP_K_MAX, &bad);
         if (!query || bad) {
             *is_error = true;
-            return lcx_buf_printf(b, "invalid arguments: %s", bad ? bad : "query is required"), 0;
+            return lcx__buf_printf(b, "invalid arguments: %s", bad ? bad : "query is required"), 0;
         }
         lcx_code_request rq = lcx_code_request_init();
         rq.query = query;
@@ -149,11 +149,11 @@ static int run_tool(lcx_mcp *m, const char *name, const cJSON *args, lcx_buf *b,
         int rc = lcx_code_retrieve(m->scopes, &rq, &res);
         if (rc) {
             *is_error = true;
-            lcx_buf_printf(b, "search failed (%s): %s", res.err_code ? res.err_code : "internal",
+            lcx__buf_printf(b, "search failed (%s): %s", res.err_code ? res.err_code : "internal",
                            res.err_msg[0] ? res.err_msg : lcx_strerror(rc));
         } else if (!res.n_scopes) {
             *is_error = true;
-            lcx_buf_puts(b, "no project found: pass 'project' (a project root) or 'cwd' (a path inside one)");
+            lcx__buf_puts(b, "no project found: pass 'project' (a project root) or 'cwd' (a path inside one)");
         } else {
             hits_text(b, &res, "matching code");
         }
@@ -167,13 +167,13 @@ static int run_tool(lcx_mcp *m, const char *name, const cJSON *args, lcx_buf *b,
         int k = get_int(args, "max_results", 8, 1, LCX_TOP_K_MAX, &bad);
         if (!file || bad) {
             *is_error = true;
-            return lcx_buf_printf(b, "invalid arguments: %s", bad ? bad : "file is required"), 0;
+            return lcx__buf_printf(b, "invalid arguments: %s", bad ? bad : "file is required"), 0;
         }
         lcx_code_result res;
         int rc = lcx_code_related(m->scopes, file, k, &res);
         if (rc) {
             *is_error = true;
-            lcx_buf_printf(b, "find_related failed (%s): %s", res.err_code ? res.err_code : "internal",
+            lcx__buf_printf(b, "find_related failed (%s): %s", res.err_code ? res.err_code : "internal",
                            res.err_msg[0] ? res.err_msg : lcx_strerror(rc));
         } else {
             hits_text(b, &res, "related code");
@@ -185,9 +185,9 @@ static int run_tool(lcx_mcp *m, const char *name, const cJSON *args, lcx_buf *b,
     if (!strcmp(name, "list_projects")) {
         lcx_scope_info infos[64];
         int n = lcx_scopes_list(m->scopes, infos, 64);
-        if (n <= 0) lcx_buf_puts(b, "No projects loaded. Use add_project or search_codebase with a path.\n");
+        if (n <= 0) lcx__buf_puts(b, "No projects loaded. Use add_project or search_codebase with a path.\n");
         for (int i = 0; i < n; i++)
-            lcx_buf_printf(b, "%s  (%s, %u files, %u chunks)\n", infos[i].scope_path, infos[i].status,
+            lcx__buf_printf(b, "%s  (%s, %u files, %u chunks)\n", infos[i].scope_path, infos[i].status,
                            infos[i].files, infos[i].chunks);
         apply_budget(b, MCP_DEFAULT_TOKENS);
         return 0;
@@ -196,15 +196,15 @@ static int run_tool(lcx_mcp *m, const char *name, const cJSON *args, lcx_buf *b,
         const char *project = get_str(args, "project");
         if (!project) {
             *is_error = true;
-            return lcx_buf_puts(b, "invalid arguments: project is required"), 0;
+            return lcx__buf_puts(b, "invalid arguments: project is required"), 0;
         }
         lcx_scope_info in;
         int rc = lcx_scopes_info(m->scopes, project, &in);
         if (rc == LCX_ENOTFOUND) {
-            lcx_buf_printf(b, "%s is not indexed yet (use add_project).\n", project);
+            lcx__buf_printf(b, "%s is not indexed yet (use add_project).\n", project);
         } else if (rc) {
             *is_error = true;
-            lcx_buf_printf(b, "index_status failed: %s", lcx_strerror(rc));
+            lcx__buf_printf(b, "index_status failed: %s", lcx_strerror(rc));
         } else {
             info_text(b, &in);
         }
@@ -215,16 +215,16 @@ static int run_tool(lcx_mcp *m, const char *name, const cJSON *args, lcx_buf *b,
         const char *path = get_str(args, "path");
         if (!path) {
             *is_error = true;
-            return lcx_buf_puts(b, "invalid arguments: path is required"), 0;
+            return lcx__buf_puts(b, "invalid arguments: path is required"), 0;
         }
         lcx_scope_info in;
         const char *code = NULL;
         int rc = lcx_scopes_index(m->scopes, path, NULL, NULL, &in, &code);
         if (rc) {
             *is_error = true;
-            lcx_buf_printf(b, "cannot index %s (%s): %s", path, code ? code : "internal", lcx_strerror(rc));
+            lcx__buf_printf(b, "cannot index %s (%s): %s", path, code ? code : "internal", lcx_strerror(rc));
         } else {
-            lcx_buf_puts(b, "Indexed ");
+            lcx__buf_puts(b, "Indexed ");
             info_text(b, &in);
         }
         apply_budget(b, MCP_DEFAULT_TOKENS);
@@ -258,7 +258,7 @@ static char *rpc_result(const cJSON *id, cJSON *result)
     return s;
 }
 
-char *lcx_mcp_handle(lcx_mcp *m, const char *line, size_t len)
+char *lcx__mcp_handle(lcx_mcp *m, const char *line, size_t len)
 {
     cJSON *msg = cJSON_ParseWithLength(line, len);
     if (!msg) return rpc_error(NULL, -32700, "parse error: not valid JSON");
@@ -328,7 +328,7 @@ char *lcx_mcp_handle(lcx_mcp *m, const char *line, size_t len)
             cJSON_AddBoolToObject(r, "isError", is_error);
             out = rpc_result(id, r);
         }
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
     } else {
         char e[256];
         snprintf(e, sizeof e, "method not found: %.200s", meth);
@@ -339,7 +339,7 @@ done:
     return out;
 }
 
-int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
+int lcx__mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
 {
     lcx_buf line = {.cap = MCP_MAX_LINE};
     bool overflow = false, eof = false;
@@ -354,7 +354,7 @@ int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
             }
             size_t n = strlen(chunk);
             if (n && chunk[n - 1] == '\n') eol = true, n--;
-            if (!overflow && lcx_buf_append(&line, chunk, n) == LCX_ELIMIT) overflow = true;
+            if (!overflow && lcx__buf_append(&line, chunk, n) == LCX_ELIMIT) overflow = true;
         }
         char *resp = NULL;
         if (overflow) {
@@ -362,7 +362,7 @@ int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
         } else if (line.len) {
             size_t n = line.len;
             while (n && (line.data[n - 1] == '\r' || line.data[n - 1] == ' ')) n--;
-            if (n) resp = lcx_mcp_handle(m, line.data, n);
+            if (n) resp = lcx__mcp_handle(m, line.data, n);
         }
         if (resp) {
             fputs(resp, out);
@@ -370,9 +370,9 @@ int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
             fflush(out);
             free(resp);
         }
-        lcx_buf_truncate(&line, 0);
+        lcx__buf_truncate(&line, 0);
         overflow = false;
     }
-    lcx_buf_free(&line);
+    lcx__buf_free(&line);
     return 0;
 }

@@ -14,8 +14,8 @@ typedef struct {
 /* Answers one JSON-RPC message: the response line (malloc'd, no newline), or NULL when the
  * message needs no answer (a notification or a client response). Never fails on bad
  * input: malformed messages get JSON-RPC errors. */
-char *lcx_mcp_handle(lcx_mcp *m, const char *line, size_t len);
+char *lcx__mcp_handle(lcx_mcp *m, const char *line, size_t len);
 /* Reads messages from in until EOF, writes answers to out (flushed per line). */
-int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out);
+int lcx__mcp_serve(lcx_mcp *m, FILE *in, FILE *out);
 
 #endif

@@ -244,7 +244,7 @@ static void on_done(void *ud)
 /* Copies a request header to the upstream request when present. */
 static void fwd_header(xfer *x, lcx_req *req, const char *name)
 {
-    const char *v = lcx_req_header(req, name);
+    const char *v = lcx__req_header(req, name);
     if (!v) return;
     char line[8192];
     snprintf(line, sizeof line, "%s: %s", name, v);
@@ -271,8 +271,8 @@ static int forward(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *metho
     x->refs = 1;
     x->body = body;
     x->body_len = body_len;
-    x->conn = lcx_req_connection(req);
-    snprintf(x->url, sizeof x->url, "%s%s", ps->base, lcx_req_path(req));
+    x->conn = lcx__req_connection(req);
+    snprintf(x->url, sizeof x->url, "%s%s", ps->base, lcx__req_path(req));
     x->curl = curl_easy_init();
     if (!x->curl) {
         xfer_unref(x);
@@ -333,13 +333,13 @@ static int forward(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *metho
         x->client_gone = true; /* stops the thread if it is still waiting */
         pthread_mutex_unlock(&x->mu);
         if (rc == CURLE_OPERATION_TIMEDOUT)
-            lcx_resp_error(resp, 504, "upstream_timeout", "upstream %s did not answer within %.0f s",
+            lcx__resp_error(resp, 504, "upstream_timeout", "upstream %s did not answer within %.0f s",
                            ps->base, upstream_timeout_s(svc));
         else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)
-            lcx_resp_error(resp, 502, "upstream_unreachable", "cannot connect to upstream %s: %s", ps->base,
+            lcx__resp_error(resp, 502, "upstream_unreachable", "cannot connect to upstream %s: %s", ps->base,
                            curl_easy_strerror(rc));
         else
-            lcx_resp_error(resp, 502, "upstream_error", "upstream %s failed: %s", ps->base, curl_easy_strerror(rc));
+            lcx__resp_error(resp, 502, "upstream_error", "upstream %s failed: %s", ps->base, curl_easy_strerror(rc));
         xfer_unref(x);
         return 0;
     }
@@ -361,8 +361,8 @@ static int forward(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *metho
     }
     MHD_add_response_header(mr, "Content-Type", ctype);
     if (!strncasecmp(ctype, "text/event-stream", 17)) MHD_add_response_header(mr, "Cache-Control", "no-cache");
-    lcx_req_on_done(req, on_done, x);
-    lcx_resp_mhd(resp, (int)status, mr);
+    lcx__req_on_done(req, on_done, x);
+    lcx__resp_mhd(resp, (int)status, mr);
     xfer_unref(x); /* the handler's own reference */
     return 0;
 }
@@ -372,22 +372,22 @@ static int forward(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *metho
 /* Appends the text of a message's content (string, or list of {type:"text", text}) to b. */
 static int content_text(const cJSON *content, lcx_buf *b)
 {
-    if (cJSON_IsString(content)) return lcx_buf_puts(b, content->valuestring);
+    if (cJSON_IsString(content)) return lcx__buf_puts(b, content->valuestring);
     if (!cJSON_IsArray(content)) return 0;
     const cJSON *part;
     cJSON_ArrayForEach(part, content)
     {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (cJSON_IsString(t)) {
-            int rc = lcx_buf_puts(b, t->valuestring);
-            if (!rc) rc = lcx_buf_puts(b, "\n");
+            int rc = lcx__buf_puts(b, t->valuestring);
+            if (!rc) rc = lcx__buf_puts(b, "\n");
             if (rc) return rc;
         }
     }
     return 0;
 }
 
-int lcx_proxy_query_and_prefill(const cJSON *messages, char **query, char **prefill)
+int lcx__proxy_query_and_prefill(const cJSON *messages, char **query, char **prefill)
 {
     *query = *prefill = NULL;
     if (!cJSON_IsArray(messages)) return LCX_EINVAL;
@@ -399,21 +399,21 @@ int lcx_proxy_query_and_prefill(const cJSON *messages, char **query, char **pref
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (cJSON_IsString(role) && !strcmp(role->valuestring, "user")) last_user = content;
-        if ((rc = content_text(content, &all)) || (rc = lcx_buf_puts(&all, "\n"))) goto fail;
+        if ((rc = content_text(content, &all)) || (rc = lcx__buf_puts(&all, "\n"))) goto fail;
     }
     if (last_user && (rc = content_text(last_user, &q))) goto fail;
-    if (!q.data && (rc = lcx_buf_puts(&q, ""))) goto fail;
-    if (!all.data && (rc = lcx_buf_puts(&all, ""))) goto fail;
-    *query = lcx_buf_steal(&q, NULL);
-    *prefill = lcx_buf_steal(&all, NULL);
+    if (!q.data && (rc = lcx__buf_puts(&q, ""))) goto fail;
+    if (!all.data && (rc = lcx__buf_puts(&all, ""))) goto fail;
+    *query = lcx__buf_steal(&q, NULL);
+    *prefill = lcx__buf_steal(&all, NULL);
     return 0;
 fail:
-    lcx_buf_free(&all);
-    lcx_buf_free(&q);
+    lcx__buf_free(&all);
+    lcx__buf_free(&q);
     return rc;
 }
 
-int lcx_proxy_splice_messages(cJSON *messages, const char *splice)
+int lcx__proxy_splice_messages(cJSON *messages, const char *splice)
 {
     if (!cJSON_IsArray(messages)) return LCX_EINVAL;
     if (!splice || !*splice) return 0;
@@ -466,9 +466,9 @@ static const char *session_of(lcx_req *req, const cJSON *body, size_t *len)
 {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "session_id");
     if (cJSON_IsString(s) && s->valuestring[0]) { *len = strlen(s->valuestring); return s->valuestring; }
-    const char *h = lcx_req_header_n(req, "x-session-affinity", len);
+    const char *h = lcx__req_header_n(req, "x-session-affinity", len);
     if (h && *h) return h;
-    h = lcx_req_header_n(req, "x-session-id", len);
+    h = lcx__req_header_n(req, "x-session-id", len);
     return h && *h ? h : NULL;
 }
 
@@ -480,17 +480,17 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
     size_t session_len = 0;
     const char *session = session_of(req, body, &session_len);
     if (session && !lcx__session_id_ok(session, session_len)) {
-        lcx_resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
+        lcx__resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
         return NULL;
     }
     lcx_scopes *scopes = svc->code; /* routes_code.c module; NULL when not loaded */
     char *splice = strdup("");
     if (!splice) return NULL;
-    lcx_resp_header(resp, "x-longctx-session", session ? session : "ephemeral");
+    lcx__resp_header(resp, "x-longctx-session", session ? session : "ephemeral");
     if (!scopes || !query || !*query) {
-        lcx_resp_header(resp, "x-longctx-scope", "");
-        lcx_resp_header(resp, "x-longctx-chunks-used", "0");
-        lcx_resp_header(resp, "x-longctx-scope-status", "no-scope");
+        lcx__resp_header(resp, "x-longctx-scope", "");
+        lcx__resp_header(resp, "x-longctx-chunks-used", "0");
+        lcx__resp_header(resp, "x-longctx-scope-status", "no-scope");
         return splice;
     }
     lcx_code_request rq = lcx_code_request_init();
@@ -504,13 +504,13 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
     int rc = lcx_code_retrieve(scopes, &rq, &res);
     char num[32];
     if (rc == 0 && res.n_scopes > 0) {
-        lcx_resp_header(resp, "x-longctx-scope", res.scope.scope_path);
-        lcx_resp_header(resp, "x-longctx-scope-status", res.status);
+        lcx__resp_header(resp, "x-longctx-scope", res.scope.scope_path);
+        lcx__resp_header(resp, "x-longctx-scope-status", res.status);
         snprintf(num, sizeof num, "%d", res.n_hits);
-        lcx_resp_header(resp, "x-longctx-chunks-used", num);
+        lcx__resp_header(resp, "x-longctx-chunks-used", num);
         if (res.retrieved) {   /* the first chunk's score, as /retrieve */
             snprintf(num, sizeof num, "%.3f", res.n_hits ? (double)res.hits[0].score : 0.0);
-            lcx_resp_header(resp, "x-longctx-confidence", num);
+            lcx__resp_header(resp, "x-longctx-confidence", num);
         }
         if (res.splice && res.splice_len) {
             /* SPEC §2: the splice is a prefix of the system message, separated by a
@@ -526,9 +526,9 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
         }
     } else {
         /* Retrieval trouble never blocks the completion: forward unenriched. */
-        lcx_resp_header(resp, "x-longctx-scope", "");
-        lcx_resp_header(resp, "x-longctx-chunks-used", "0");
-        lcx_resp_header(resp, "x-longctx-scope-status", rc == 0 ? "no-scope" : "error");
+        lcx__resp_header(resp, "x-longctx-scope", "");
+        lcx__resp_header(resp, "x-longctx-chunks-used", "0");
+        lcx__resp_header(resp, "x-longctx-scope-status", rc == 0 ? "no-scope" : "error");
     }
     lcx_code_result_free(&res);
     return splice;
@@ -549,7 +549,7 @@ static int compact(lcx_svc *svc, lcx_resp *resp, cJSON *messages)
         char v[96];
         snprintf(v, sizeof v, "%zu->%zu messages%s", rep.msgs_before, rep.msgs_after,
                  rep.used_selector ? ", selector" : "");
-        lcx_resp_header(resp, "x-longctx-compacted", v);
+        lcx__resp_header(resp, "x-longctx-compacted", v);
     }
     return 0;
 }
@@ -557,7 +557,7 @@ static int compact(lcx_svc *svc, lcx_resp *resp, cJSON *messages)
 static bool proxy_enabled(lcx_svc *svc, lcx_resp *resp)
 {
     if (svc->proxy) return true;
-    lcx_resp_error(resp, 503, "proxy_disabled",
+    lcx__resp_error(resp, 503, "proxy_disabled",
                    "proxy disabled: start longctx-svc with --upstream URL (or LONGCTX_UPSTREAM)");
     return false;
 }
@@ -570,7 +570,7 @@ static int take_top_k(cJSON *body, lcx_resp *resp)
     double v = cJSON_IsNumber(k) ? k->valuedouble : -1;
     cJSON_Delete(k);
     if (v < 1 || v > LCX_TOP_K_MAX || v != (int)v) {
-        lcx_resp_error(resp, 400, "bad_top_k", "longctx_top_k must be an integer in " LCX_TOP_K_RANGE);
+        lcx__resp_error(resp, 400, "bad_top_k", "longctx_top_k must be an integer in " LCX_TOP_K_RANGE);
         return -1;
     }
     return (int)v;
@@ -584,28 +584,28 @@ static int forward_json(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const cJSON 
     return forward(svc, req, resp, "POST", out, strlen(out));
 }
 
-int lcx_svc_h_proxy_chat(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_proxy_chat(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     if (!proxy_enabled(svc, resp)) return 0;
     cJSON *body;
-    if (lcx_req_json(req, resp, false, &body) < 0) return 0;
+    if (lcx__req_json(req, resp, false, &body) < 0) return 0;
     int rc = 0;
     char *query = NULL, *prefill = NULL, *splice = NULL;
     int top_k = take_top_k(body, resp);
     if (top_k < 0) goto out;
     cJSON *messages = cJSON_GetObjectItemCaseSensitive(body, "messages");
     if (!cJSON_IsArray(messages)) {
-        lcx_resp_error(resp, 400, "bad_messages", "'messages' must be an array of chat messages");
+        lcx__resp_error(resp, 400, "bad_messages", "'messages' must be an array of chat messages");
         goto out;
     }
-    if ((rc = lcx_proxy_query_and_prefill(messages, &query, &prefill))) goto out;
+    if ((rc = lcx__proxy_query_and_prefill(messages, &query, &prefill))) goto out;
     splice = enrich(svc, req, resp, prefill, query, top_k, body);
     if (!splice) {
         rc = LCX_ENOMEM;
         goto out;
     }
     if ((rc = compact(svc, resp, messages))) goto out;
-    if ((rc = lcx_proxy_splice_messages(messages, splice)) < 0) goto out;
+    if ((rc = lcx__proxy_splice_messages(messages, splice)) < 0) goto out;
     rc = forward_json(svc, req, resp, body);
 out:
     free(query);
@@ -615,11 +615,11 @@ out:
     return rc;
 }
 
-int lcx_svc_h_proxy_completions(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_proxy_completions(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     if (!proxy_enabled(svc, resp)) return 0;
     cJSON *body;
-    if (lcx_req_json(req, resp, false, &body) < 0) return 0;
+    if (lcx__req_json(req, resp, false, &body) < 0) return 0;
     int rc = 0;
     char *splice = NULL;
     int top_k = take_top_k(body, resp);
@@ -654,14 +654,14 @@ out:
     return rc;
 }
 
-int lcx_svc_h_proxy_models(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_proxy_models(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     if (!proxy_enabled(svc, resp)) return 0;
     return forward(svc, req, resp, "GET", NULL, 0);
 }
 
 /* ---- module hooks ------------------------------------------------------------------ */
-int lcx_proxy_init(lcx_svc *svc)
+int lcx__proxy_init(lcx_svc *svc)
 {
     if (!svc->cfg.upstream[0]) return 0;
     const char *u = svc->cfg.upstream;
@@ -681,7 +681,7 @@ int lcx_proxy_init(lcx_svc *svc)
     return 0;
 }
 
-void lcx_proxy_fini(lcx_svc *svc)
+void lcx__proxy_fini(lcx_svc *svc)
 {
     free(svc->proxy);
     svc->proxy = NULL;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 /* The rule itself is util/rescue_rules.c's (shared with libtriatt). */
-int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_chars)
+int lcx__rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_chars)
 {
     lcx__rescue_text t;
     lcx__rescue_text_begin(&t, out, max_chars);
@@ -17,7 +17,7 @@ int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_c
     return t.n;
 }
 
-int lcx_svc_err_status(int rc, const char **code)
+int lcx__svc_err_status(int rc, const char **code)
 {
     switch (rc) {
     case LCX_EINVAL: *code = "invalid_request"; return 400;

@@ -3,7 +3,7 @@
  * contract.
  *
  * Matching: exact segments, or "{name}" which matches one non-empty segment and is
- * captured (lcx_req_param(req, "name")). A path that matches some route with another
+ * captured (lcx__req_param(req, "name")). A path that matches some route with another
  * method gives 405 with an Allow header; no match at all gives 404. Paths arrive
  * percent-decoded by libmicrohttpd, so a session id containing '/' cannot be addressed by
  * /sessions/{id}/... (use ids without '/', or the /evict/... routes which take the id in
@@ -16,37 +16,37 @@
 #include <string.h>
 
 /* routes_code.c */
-int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_code_init(lcx_svc *svc);
-void lcx_svc_code_fini(lcx_svc *svc);
-void lcx_svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
+int lcx__svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_code_init(lcx_svc *svc);
+void lcx__svc_code_fini(lcx_svc *svc);
+void lcx__svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
 
-const lcx_route lcx_svc_routes[] = {
-    {"GET", "/healthz", lcx_svc_h_healthz},
-    {"GET", "/longctx/status", lcx_svc_h_status},
+const lcx_route lcx__svc_routes[] = {
+    {"GET", "/healthz", lcx__svc_h_healthz},
+    {"GET", "/longctx/status", lcx__svc_h_status},
     /* rescue API (SPEC §2, Tier 2/3) */
-    {"POST", "/evict/write", lcx_svc_h_evict_write},
-    {"POST", "/evict/retrieve", lcx_svc_h_evict_retrieve},
-    {"GET", "/evict/dump", lcx_svc_h_evict_dump},
-    {"POST", "/sessions/{id}/hibernate", lcx_svc_h_session_hibernate},
-    {"POST", "/sessions/{id}/resume", lcx_svc_h_session_resume},
-    {"GET", "/sessions/{id}/hibernation-status", lcx_svc_h_session_status},
+    {"POST", "/evict/write", lcx__svc_h_evict_write},
+    {"POST", "/evict/retrieve", lcx__svc_h_evict_retrieve},
+    {"GET", "/evict/dump", lcx__svc_h_evict_dump},
+    {"POST", "/sessions/{id}/hibernate", lcx__svc_h_session_hibernate},
+    {"POST", "/sessions/{id}/resume", lcx__svc_h_session_resume},
+    {"GET", "/sessions/{id}/hibernation-status", lcx__svc_h_session_status},
     /* code-aware retrieval (routes_code.c) */
-    {"POST", "/index", lcx_svc_h_index},
-    {"POST", "/retrieve", lcx_svc_h_retrieve},
+    {"POST", "/index", lcx__svc_h_index},
+    {"POST", "/retrieve", lcx__svc_h_retrieve},
     /* OpenAI proxy (proxy.c): 503 proxy_disabled without --upstream */
-    {"POST", "/v1/chat/completions", lcx_svc_h_proxy_chat},
-    {"POST", "/v1/completions", lcx_svc_h_proxy_completions},
-    {"GET", "/v1/models", lcx_svc_h_proxy_models},
+    {"POST", "/v1/chat/completions", lcx__svc_h_proxy_chat},
+    {"POST", "/v1/completions", lcx__svc_h_proxy_completions},
+    {"GET", "/v1/models", lcx__svc_h_proxy_models},
     {NULL, NULL, NULL},
 };
 
 /* Modules with server-held state (init/fini/status hooks). */
-const lcx_svc_module lcx_svc_modules[] = {
-    {"proxy", lcx_proxy_init, lcx_proxy_fini, NULL},
-    {"code", lcx_svc_code_init, lcx_svc_code_fini, lcx_svc_code_status},
-    {"pgstore", lcx_svc_pg_init, lcx_svc_pg_fini, lcx_svc_pg_status},
+const lcx_svc_module lcx__svc_modules[] = {
+    {"proxy", lcx__proxy_init, lcx__proxy_fini, NULL},
+    {"code", lcx__svc_code_init, lcx__svc_code_fini, lcx__svc_code_status},
+    {"pgstore", lcx__svc_pg_init, lcx__svc_pg_fini, lcx__svc_pg_status},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -86,16 +86,16 @@ static bool match(const char *pattern, const char *path, lcx_route_params *p)
     return true;
 }
 
-const lcx_route *lcx_route_match(const char *method, const char *path, lcx_route_params *p, bool *path_known,
+const lcx_route *lcx__route_match(const char *method, const char *path, lcx_route_params *p, bool *path_known,
                                  char *allow, size_t allow_len)
 {
     *path_known = false;
     if (allow && allow_len) allow[0] = 0;
     size_t used = 0;
-    for (const lcx_route *r = lcx_svc_routes; r->method; r++) {
+    for (const lcx_route *r = lcx__svc_routes; r->method; r++) {
         if (!match(r->pattern, path, NULL)) continue;
         if (!strcmp(r->method, method)) {
-            lcx_route_params_free(p);
+            lcx__route_params_free(p);
             return match(r->pattern, path, p) ? r : NULL;
         }
         *path_known = true;
@@ -107,7 +107,7 @@ const lcx_route *lcx_route_match(const char *method, const char *path, lcx_route
     return NULL;
 }
 
-void lcx_route_params_free(lcx_route_params *p)
+void lcx__route_params_free(lcx_route_params *p)
 {
     if (!p) return;
     for (int i = 0; i < p->n; i++) free(p->value[i]);

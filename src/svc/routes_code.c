@@ -33,15 +33,15 @@
 #include <string.h>
 #include <strings.h>
 
-int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_code_init(lcx_svc *svc);
-void lcx_svc_code_fini(lcx_svc *svc);
-void lcx_svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
+int lcx__svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_code_init(lcx_svc *svc);
+void lcx__svc_code_fini(lcx_svc *svc);
+void lcx__svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
 
 #define MAX_QUERY_BYTES (64u << 10)
 
-int lcx_svc_code_init(lcx_svc *svc)
+int lcx__svc_code_init(lcx_svc *svc)
 {
     lcx_scopes_opts o = lcx_scopes_defaults();
     o.data_dir = svc->cfg.data_dir;
@@ -57,21 +57,21 @@ int lcx_svc_code_init(lcx_svc *svc)
     return 0;
 }
 
-void lcx_svc_code_fini(lcx_svc *svc)
+void lcx__svc_code_fini(lcx_svc *svc)
 {
     lcx_scopes_close(svc->code);
     svc->code = NULL;
 }
 
-void lcx_svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
+void lcx__svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
 {
     lcx_scopes *m = svc->code;
     if (!m) return;
     if (text) {
         char *t = NULL;
-        if (lcx_scopes_status_text(m, &t) >= 0 && t) lcx_buf_puts(text, t);
+        if (lcx_scopes_status_text(m, &t) >= 0 && t) lcx__buf_puts(text, t);
         free(t);
-        lcx_buf_printf(text, "[longctx] scopes: %u loaded, %.1f MB\n", lcx_scopes_loaded(m),
+        lcx__buf_printf(text, "[longctx] scopes: %u loaded, %.1f MB\n", lcx_scopes_loaded(m),
                        (double)lcx_scopes_mem_bytes(m) / (1024.0 * 1024.0));
         return;
     }
@@ -125,15 +125,15 @@ static void set_headers(lcx_resp *resp, const lcx_code_result *r, const char *se
 {
     char v[LCX_SCOPE_PATH_MAX * 3 + 8];
     header_safe(session ? session : "ephemeral", v, sizeof v);
-    lcx_resp_header(resp, "x-longctx-session", v);
+    lcx__resp_header(resp, "x-longctx-session", v);
     header_safe(r->scope.scope_path, v, sizeof v);
-    lcx_resp_header(resp, "x-longctx-scope", v);
+    lcx__resp_header(resp, "x-longctx-scope", v);
     snprintf(v, sizeof v, "%d", r->n_hits);
-    lcx_resp_header(resp, "x-longctx-chunks-used", v);
-    lcx_resp_header(resp, "x-longctx-scope-status", r->status);
+    lcx__resp_header(resp, "x-longctx-chunks-used", v);
+    lcx__resp_header(resp, "x-longctx-scope-status", r->status);
     if (r->retrieved) {
         snprintf(v, sizeof v, "%.3f", r->n_hits ? (double)r->hits[0].score : 0.0);
-        lcx_resp_header(resp, "x-longctx-confidence", v);
+        lcx__resp_header(resp, "x-longctx-confidence", v);
     }
 }
 
@@ -142,46 +142,46 @@ static bool truthy(const char *h)
     return h && (!strcasecmp(h, "1") || !strcasecmp(h, "true") || !strcasecmp(h, "yes"));
 }
 
-int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     lcx_scopes *m = svc->code;
-    if (!m) { lcx_resp_error(resp, 503, "unavailable", "code scopes are not initialised"); return 0; }
-    const char *scope = lcx_req_query(req, "scope");
+    if (!m) { lcx__resp_error(resp, 503, "unavailable", "code scopes are not initialised"); return 0; }
+    const char *scope = lcx__req_query(req, "scope");
     cJSON *body = NULL;
     if (!scope) {
-        if (lcx_req_json(req, resp, true, &body) < 0) return 0;
+        if (lcx__req_json(req, resp, true, &body) < 0) return 0;
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "scope");
         if (!s) s = cJSON_GetObjectItemCaseSensitive(body, "scope_path");
         if (s && !cJSON_IsString(s)) {
             cJSON_Delete(body);
-            lcx_resp_error(resp, 422, "invalid_type", "'scope' must be a string");
+            lcx__resp_error(resp, 422, "invalid_type", "'scope' must be a string");
             return 0;
         }
         scope = s ? s->valuestring : NULL;
     }
     if (!scope || !*scope) {
         cJSON_Delete(body);
-        lcx_resp_error(resp, 400, "bad_request", "missing scope: POST /index?scope=/absolute/project/path");
+        lcx__resp_error(resp, 400, "bad_request", "missing scope: POST /index?scope=/absolute/project/path");
         return 0;
     }
     lcx_scope_info inf;
     const char *why = NULL;
-    if (svc->pg) lcx_svc_pg_scope_fetch(svc, scope);
+    if (svc->pg) lcx__svc_pg_scope_fetch(svc, scope);
     int rc = lcx_scopes_index(m, scope, NULL, NULL, &inf, &why);
-    if (svc->pg && rc >= 0 && inf.files_read_last > 0) lcx_svc_pg_scope_publish(svc, inf.scope_path, inf.scope_hash);
+    if (svc->pg && rc >= 0 && inf.files_read_last > 0) lcx__svc_pg_scope_publish(svc, inf.scope_path, inf.scope_hash);
     if (rc < 0) {
         int st = err_status(why);
-        lcx_resp_error(resp, st, why ? why : "internal", "cannot index %s: %s", scope,
+        lcx__resp_error(resp, st, why ? why : "internal", "cannot index %s: %s", scope,
                        why && !strcmp(why, "forbidden") ? "secrets and system directories are never indexed"
                                                         : lcx_strerror(rc));
         cJSON_Delete(body);
         return 0;
     }
     cJSON_Delete(body);
-    lcx_buf *b = lcx_resp_json_buf(resp, 200);
-    lcx_buf_puts(b, "{\"scope_path\":");
-    lcx_buf_json_str(b, inf.scope_path, strlen(inf.scope_path));
-    lcx_buf_printf(b, ",\"scope_hash\":\"%s\",\"scope_sentinel\":\"%s\",\"files\":%u,\"chunks\":%u,\"status\":\"%s\","
+    lcx_buf *b = lcx__resp_json_buf(resp, 200);
+    lcx__buf_puts(b, "{\"scope_path\":");
+    lcx__buf_json_str(b, inf.scope_path, strlen(inf.scope_path));
+    lcx__buf_printf(b, ",\"scope_hash\":\"%s\",\"scope_sentinel\":\"%s\",\"files\":%u,\"chunks\":%u,\"status\":\"%s\","
                       "\"symbols\":%u,\"bytes\":%llu,\"files_read\":%u,\"truncated\":%s,"
                       "\"skipped\":{\"binary\":%u,\"large\":%u,\"unreadable\":%u,\"secret\":%u,\"other\":%u},"
                       "\"build_ms\":",
@@ -189,8 +189,8 @@ int lcx_svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
                    (unsigned long long)inf.bytes, inf.files_read_last, inf.truncated ? "true" : "false",
                    inf.skipped_binary, inf.skipped_large, inf.skipped_unreadable, inf.skipped_secret,
                    inf.skipped_other);
-    lcx_buf_json_num(b, (double)(long long)(inf.build_ms * 1000) / 1000);
-    lcx_buf_puts(b, "}");
+    lcx__buf_json_num(b, (double)(long long)(inf.build_ms * 1000) / 1000);
+    lcx__buf_puts(b, "}");
     return 0;
 }
 
@@ -205,24 +205,24 @@ static bool parse_int(const char *s, long *v)
     return true;
 }
 
-int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     lcx_scopes *m = svc->code;
-    if (!m) { lcx_resp_error(resp, 503, "unavailable", "code scopes are not initialised"); return 0; }
+    if (!m) { lcx__resp_error(resp, 503, "unavailable", "code scopes are not initialised"); return 0; }
     lcx_code_request rq = lcx_code_request_init();
-    const char *qs_query = lcx_req_query(req, "query");
-    const char *qs_scope = lcx_req_query(req, "scope");
+    const char *qs_query = lcx__req_query(req, "query");
+    const char *qs_scope = lcx__req_query(req, "scope");
     bool text_form = qs_query || qs_scope;
     cJSON *body = NULL;
     char session[300];
     session[0] = 0;
     if (text_form) {
-        if (!qs_query || !*qs_query) { lcx_resp_error(resp, 400, "bad_request", "missing query"); return 0; }
-        if (!qs_scope || !*qs_scope) { lcx_resp_error(resp, 400, "bad_request", "missing scope"); return 0; }
-        const char *tk = lcx_req_query(req, "top_k");
+        if (!qs_query || !*qs_query) { lcx__resp_error(resp, 400, "bad_request", "missing query"); return 0; }
+        if (!qs_scope || !*qs_scope) { lcx__resp_error(resp, 400, "bad_request", "missing scope"); return 0; }
+        const char *tk = lcx__req_query(req, "top_k");
         long k = 8;
         if (tk && (!parse_int(tk, &k) || k < 1 || k > LCX_TOP_K_MAX)) {
-            lcx_resp_error(resp, 400, "bad_request", "top_k must be an integer in " LCX_TOP_K_RANGE);
+            lcx__resp_error(resp, 400, "bad_request", "top_k must be an integer in " LCX_TOP_K_RANGE);
             return 0;
         }
         rq.top_k = (int)k;
@@ -230,33 +230,33 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         rq.query_len = strlen(qs_query);
         rq.explicit_scope = qs_scope;
     } else {
-        if (lcx_req_json(req, resp, false, &body) < 0) return 0;
+        if (lcx__req_json(req, resp, false, &body) < 0) return 0;
         /* schema errors in well-formed JSON answer 422 (the reference's status for them) */
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "query");
         if (!q || cJSON_IsNull(q)) {
-            lcx_resp_error(resp, 422, "missing_field", "'query' is required");
+            lcx__resp_error(resp, 422, "missing_field", "'query' is required");
             goto out;
         }
         static const char *const strs[] = {"query", "prefill_text", "explicit_scope", "default_scope", "session_id"};
         for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
             const cJSON *x = cJSON_GetObjectItemCaseSensitive(body, strs[i]);
             if (x && !cJSON_IsNull(x) && !cJSON_IsString(x)) {
-                lcx_resp_error(resp, 422, "invalid_type", "'%s' must be a string", strs[i]);
+                lcx__resp_error(resp, 422, "invalid_type", "'%s' must be a string", strs[i]);
                 goto out;
             }
         }
         if (!q->valuestring[0]) {
-            lcx_resp_error(resp, 400, "bad_request", "missing query");
+            lcx__resp_error(resp, 400, "bad_request", "missing query");
             goto out;
         }
         const cJSON *tk = cJSON_GetObjectItemCaseSensitive(body, "top_k");
         if (tk && !cJSON_IsNull(tk)) {
             if (!cJSON_IsNumber(tk) || !isfinite(tk->valuedouble) || tk->valuedouble != floor(tk->valuedouble)) {
-                lcx_resp_error(resp, 422, "invalid_type", "top_k must be an integer in " LCX_TOP_K_RANGE);
+                lcx__resp_error(resp, 422, "invalid_type", "top_k must be an integer in " LCX_TOP_K_RANGE);
                 goto out;
             }
             if (tk->valuedouble < 1 || tk->valuedouble > LCX_TOP_K_MAX) {
-                lcx_resp_error(resp, 422, "out_of_range", "top_k must be an integer in " LCX_TOP_K_RANGE);
+                lcx__resp_error(resp, 422, "out_of_range", "top_k must be an integer in " LCX_TOP_K_RANGE);
                 goto out;
             }
             rq.top_k = (int)tk->valuedouble;
@@ -273,13 +273,13 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         if (cJSON_IsString(x) && x->valuestring[0]) snprintf(session, sizeof session, "%s", x->valuestring);
     }
     if (rq.query_len > MAX_QUERY_BYTES) {
-        lcx_resp_error(resp, 400, "bad_request", "query longer than %u bytes", MAX_QUERY_BYTES);
+        lcx__resp_error(resp, 400, "bad_request", "query longer than %u bytes", MAX_QUERY_BYTES);
         goto out;
     }
     size_t session_len = strlen(session);
     if (!session[0]) {
-        const char *h = lcx_req_header_n(req, "x-session-affinity", &session_len);
-        if (!h || !*h) h = lcx_req_header_n(req, "x-session-id", &session_len);
+        const char *h = lcx__req_header_n(req, "x-session-affinity", &session_len);
+        if (!h || !*h) h = lcx__req_header_n(req, "x-session-id", &session_len);
         if (h && *h) {
             size_t c = LCX_MIN(session_len, sizeof session - 1);
             memcpy(session, h, c);
@@ -291,60 +291,60 @@ int lcx_svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     bool ephemeral = !session[0];
     /* session_len is what the client sent (a header may hold more than its C string). */
     if (!ephemeral && !lcx__session_id_ok(session, LCX_MIN(session_len, sizeof session))) {
-        lcx_resp_error(resp, 400, "bad_request", "invalid session id");
+        lcx__resp_error(resp, 400, "bad_request", "invalid session id");
         goto out;
     }
     if (!ephemeral) rq.session_id = session;
-    rq.async = truthy(lcx_req_header(req, "x-longctx-async"));
+    rq.async = truthy(lcx__req_header(req, "x-longctx-async"));
     lcx_code_result res;
     int rc = lcx_code_retrieve(m, &rq, &res);
     if (rc < 0) {
-        lcx_resp_error(resp, err_status(res.err_code), res.err_code ? res.err_code : "internal", "%s",
+        lcx__resp_error(resp, err_status(res.err_code), res.err_code ? res.err_code : "internal", "%s",
                        res.err_msg[0] ? res.err_msg : lcx_strerror(rc));
         lcx_code_result_free(&res);
         goto out;
     }
     set_headers(resp, &res, ephemeral ? NULL : session);
     if (text_form) {
-        lcx_resp_text(resp, 200, "text/plain; charset=utf-8", res.splice, res.splice_len);
+        lcx__resp_text(resp, 200, "text/plain; charset=utf-8", res.splice, res.splice_len);
         lcx_code_result_free(&res);
         goto out;
     }
-    lcx_buf *b = lcx_resp_json_buf(resp, 200);
-    lcx_buf_puts(b, "{\"chunks\":[");
+    lcx_buf *b = lcx__resp_json_buf(resp, 200);
+    lcx__buf_puts(b, "{\"chunks\":[");
     for (int i = 0; i < res.n_hits; i++) {
         const lcx_code_hit *h = &res.hits[i];
-        lcx_buf_puts(b, i ? ",{\"text\":" : "{\"text\":");
-        lcx_buf_json_str(b, h->text, strlen(h->text));
-        lcx_buf_puts(b, ",\"file_path\":");
-        lcx_buf_json_str(b, h->file_path, strlen(h->file_path));
-        lcx_buf_printf(b, ",\"start_line\":%u,\"end_line\":%u,\"file_type\":\"%s\",\"score\":", h->start_line,
+        lcx__buf_puts(b, i ? ",{\"text\":" : "{\"text\":");
+        lcx__buf_json_str(b, h->text, strlen(h->text));
+        lcx__buf_puts(b, ",\"file_path\":");
+        lcx__buf_json_str(b, h->file_path, strlen(h->file_path));
+        lcx__buf_printf(b, ",\"start_line\":%u,\"end_line\":%u,\"file_type\":\"%s\",\"score\":", h->start_line,
                        h->end_line, ft_name(h->file_type));
-        lcx_buf_json_f32(b, h->score);
-        lcx_buf_printf(b, ",\"symbol_hit\":%s}", h->symbol_hit ? "true" : "false");
+        lcx__buf_json_f32(b, h->score);
+        lcx__buf_printf(b, ",\"symbol_hit\":%s}", h->symbol_hit ? "true" : "false");
     }
     /* the reference's fields: scope_path "ws:" for workspace replies, null with no scope;
      * scope_hash null for both; scope_sentinel the sentinel file, "explicit", "cluster" or
      * "workspace". scope_tier, scopes_searched, confidence, system_message are ours. */
     bool named = res.scope.scope_path[0] != 0;
-    lcx_buf_puts(b, "],\"scope_path\":");
-    if (named) lcx_buf_json_str(b, res.scope.scope_path, strlen(res.scope.scope_path));
-    else lcx_buf_puts(b, "null");
-    if (named && !res.workspace) lcx_buf_printf(b, ",\"scope_hash\":\"%s\"", res.scope.scope_hash);
-    else lcx_buf_puts(b, ",\"scope_hash\":null");
-    lcx_buf_printf(b, ",\"scope_status\":\"%s\",\"scope_sentinel\":", res.status);
-    if (named) lcx_buf_json_str(b, res.scope.sentinel, strlen(res.scope.sentinel));
-    else lcx_buf_puts(b, "null");
-    lcx_buf_puts(b, ",\"session_id\":");
-    if (ephemeral) lcx_buf_puts(b, "null");
-    else lcx_buf_json_str(b, session, strlen(session));
-    lcx_buf_printf(b, ",\"used_rerank\":%s,\"paraphrases_count\":%d,\"scope_tier\":\"%s\",\"scopes_searched\":%d,\"confidence\":",
+    lcx__buf_puts(b, "],\"scope_path\":");
+    if (named) lcx__buf_json_str(b, res.scope.scope_path, strlen(res.scope.scope_path));
+    else lcx__buf_puts(b, "null");
+    if (named && !res.workspace) lcx__buf_printf(b, ",\"scope_hash\":\"%s\"", res.scope.scope_hash);
+    else lcx__buf_puts(b, ",\"scope_hash\":null");
+    lcx__buf_printf(b, ",\"scope_status\":\"%s\",\"scope_sentinel\":", res.status);
+    if (named) lcx__buf_json_str(b, res.scope.sentinel, strlen(res.scope.sentinel));
+    else lcx__buf_puts(b, "null");
+    lcx__buf_puts(b, ",\"session_id\":");
+    if (ephemeral) lcx__buf_puts(b, "null");
+    else lcx__buf_json_str(b, session, strlen(session));
+    lcx__buf_printf(b, ",\"used_rerank\":%s,\"paraphrases_count\":%d,\"scope_tier\":\"%s\",\"scopes_searched\":%d,\"confidence\":",
                    res.retrieved && res.used_rerank ? "true" : "false", res.retrieved ? res.paraphrases_count : 0,
                    res.scope.status[0] ? res.scope.status : "none", res.retrieved ? res.n_scopes : 0);
-    lcx_buf_json_num(b, (double)(long long)(res.confidence * 1000 + 0.5) / 1000);
-    lcx_buf_puts(b, ",\"system_message\":");
-    lcx_buf_json_str(b, res.splice, res.splice_len);
-    lcx_buf_puts(b, "}");
+    lcx__buf_json_num(b, (double)(long long)(res.confidence * 1000 + 0.5) / 1000);
+    lcx__buf_puts(b, ",\"system_message\":");
+    lcx__buf_json_str(b, res.splice, res.splice_len);
+    lcx__buf_puts(b, "}");
     lcx_code_result_free(&res);
 out:
     cJSON_Delete(body);

@@ -34,12 +34,12 @@ static int opt_range(lcx_resp *resp, const cJSON *o, const char *name, double lo
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!x || cJSON_IsNull(x)) return 0;
     if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || (integer && x->valuedouble != floor(x->valuedouble))) {
-        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be %s", name, integer ? "an integer" : "a number");
+        lcx__resp_error(resp, 400, "invalid_type", "'%s' must be %s", name, integer ? "an integer" : "a number");
         return LCX_EINVAL;
     }
     if (x->valuedouble < lo || x->valuedouble > hi) {
-        if (integer) lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
-        else lcx_resp_error(resp, 400, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
+        if (integer) lcx__resp_error(resp, 400, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
+        else lcx__resp_error(resp, 400, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
         return LCX_EINVAL;
     }
     *v = x->valuedouble;
@@ -61,7 +61,7 @@ static int opt_bool(lcx_resp *resp, const cJSON *o, const char *name, bool *v)
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!x || cJSON_IsNull(x)) return 0;
     if (!cJSON_IsBool(x)) {
-        lcx_resp_error(resp, 400, "invalid_type", "'%s' must be true or false", name);
+        lcx__resp_error(resp, 400, "invalid_type", "'%s' must be true or false", name);
         return LCX_EINVAL;
     }
     *v = cJSON_IsTrue(x);
@@ -72,22 +72,22 @@ static int opt_bool(lcx_resp *resp, const cJSON *o, const char *name, bool *v)
 static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const char **out)
 {
     size_t ql = 0, idl = 0;
-    const char *q = lcx_req_query_n(req, "session_id", &ql);
+    const char *q = lcx__req_query_n(req, "session_id", &ql);
     const cJSON *x = body ? cJSON_GetObjectItemCaseSensitive(body, "session_id") : NULL;
     const char *id = NULL;
     if (q && !lcx__session_id_ok(q, ql)) {
-        lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
+        lcx__resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
     if (x && !cJSON_IsNull(x)) {
         if (!cJSON_IsString(x)) {
-            lcx_resp_error(resp, 400, "invalid_type", "'session_id' must be a string");
+            lcx__resp_error(resp, 400, "invalid_type", "'session_id' must be a string");
             return LCX_EINVAL;
         }
-        id = x->valuestring;   /* lcx_req_json refused \u0000: the C string is all of it */
+        id = x->valuestring;   /* lcx__req_json refused \u0000: the C string is all of it */
         idl = strlen(id);
         if (q && (ql != idl || memcmp(q, id, idl))) {
-            lcx_resp_error(resp, 400, "invalid_request", "session_id in the body and the query string differ");
+            lcx__resp_error(resp, 400, "invalid_request", "session_id in the body and the query string differ");
             return LCX_EINVAL;
         }
     } else {
@@ -95,11 +95,11 @@ static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const
         idl = ql;
     }
     if (!id) {
-        lcx_resp_error(resp, 400, "missing_session_id", "session_id is required (JSON body or ?session_id=)");
+        lcx__resp_error(resp, 400, "missing_session_id", "session_id is required (JSON body or ?session_id=)");
         return LCX_EINVAL;
     }
     if (!lcx__session_id_ok(id, idl)) {
-        lcx_resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
+        lcx__resp_error(resp, 400, "invalid_session_id", "session_id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
     *out = id;
@@ -109,8 +109,8 @@ static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const
 static void core_error(lcx_resp *resp, int rc, const char *what)
 {
     const char *code;
-    int st = lcx_svc_err_status(rc, &code);
-    lcx_resp_error(resp, st, code, "%s: %s", what, lcx_strerror(rc));
+    int st = lcx__svc_err_status(rc, &code);
+    lcx__resp_error(resp, st, code, "%s: %s", what, lcx_strerror(rc));
 }
 
 /* Acquires (creating when create) the session's store, enforcing --max-sessions on
@@ -128,7 +128,7 @@ static int acquire(lcx_svc *svc, lcx_resp *resp, const char *id, bool create, lc
     if (rc == LCX_ENOTFOUND) {
         if (svc->n_sessions_known >= svc->cfg.max_sessions) {
             pthread_mutex_unlock(&svc->mu);
-            lcx_resp_error(resp, 429, "too_many_sessions", "the server holds %u sessions (--max-sessions)",
+            lcx__resp_error(resp, 429, "too_many_sessions", "the server holds %u sessions (--max-sessions)",
                            svc->cfg.max_sessions);
             return LCX_ELIMIT;
         }
@@ -146,7 +146,7 @@ static int acquire(lcx_svc *svc, lcx_resp *resp, const char *id, bool create, lc
 static struct svc_cursor *cursor_get(lcx_svc *svc, const char *id, lcx_store *st)
 {
     size_t n = strlen(id);
-    uint32_t b = (uint32_t)(lcx_hash64(id, n, 0x5eed) % svc->n_cursor_buckets);
+    uint32_t b = (uint32_t)(lcx__hash64(id, n, 0x5eed) % svc->n_cursor_buckets);
     for (struct svc_cursor *c = svc->cursors[b]; c; c = c->next)
         if (!strcmp(c->id, id)) return c;
     struct svc_cursor *c = malloc(sizeof *c + n + 1);
@@ -207,7 +207,7 @@ static const char *fj_utf8_run(const char *p, const char *e)
 {
     const char *q = p;
     while (q < e && (unsigned char)*q >= 0x80) q++;
-    return lcx_utf8_valid(p, (size_t)(q - p)) ? q : NULL;
+    return lcx__utf8_valid(p, (size_t)(q - p)) ? q : NULL;
 }
 
 /* String at j->p (the opening quote), hot: a 256-token span is ~1.6 KB of text. Without
@@ -559,7 +559,7 @@ static int fj_chunk(fj *j, uint32_t max_chunk_bytes)
     return 0;
 }
 
-void lcx_svc_wbatch_free(lcx_svc_wbatch *w)
+void lcx__svc_wbatch_free(lcx_svc_wbatch *w)
 {
     if (!w) return;
     free(w->cs);
@@ -568,7 +568,7 @@ void lcx_svc_wbatch_free(lcx_svc_wbatch *w)
     memset(w, 0, sizeof *w);
 }
 
-int lcx_svc_write_parse_fast(const char *body, size_t n, const char *query_id, uint32_t max_chunks,
+int lcx__svc_write_parse_fast(const char *body, size_t n, const char *query_id, uint32_t max_chunks,
                              uint32_t max_chunk_bytes, lcx_svc_wbatch *w)
 {
     memset(w, 0, sizeof *w);
@@ -632,41 +632,41 @@ static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON *
                              lcx_svc_wbatch *w)
 {
     cJSON *body = NULL;
-    int rc = lcx_req_json(req, resp, false, &body);
+    int rc = lcx__req_json(req, resp, false, &body);
     *bodyp = body;
     if (rc < 0) return rc;
     if (get_session_id(req, resp, body, idp) < 0) return LCX_EINVAL;
     const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(body, "chunks");
-    if (!chunks) { lcx_resp_error(resp, 400, "missing_field", "'chunks' is required"); return LCX_EINVAL; }
-    if (!cJSON_IsArray(chunks)) { lcx_resp_error(resp, 400, "invalid_type", "'chunks' must be an array"); return LCX_EINVAL; }
+    if (!chunks) { lcx__resp_error(resp, 400, "missing_field", "'chunks' is required"); return LCX_EINVAL; }
+    if (!cJSON_IsArray(chunks)) { lcx__resp_error(resp, 400, "invalid_type", "'chunks' must be an array"); return LCX_EINVAL; }
     int n = cJSON_GetArraySize(chunks);
     if ((uint32_t)n > svc->cfg.max_chunks_per_request) {
-        lcx_resp_error(resp, 413, "too_many_chunks", "%d chunks in one request; the limit is %u (--max-chunks-per-request)",
+        lcx__resp_error(resp, 413, "too_many_chunks", "%d chunks in one request; the limit is %u (--max-chunks-per-request)",
                        n, svc->cfg.max_chunks_per_request);
         return LCX_ELIMIT;
     }
     lcx_chunk *cs = w->cs = calloc((size_t)(n ? n : 1), sizeof *cs);
     int64_t *derive_len = w->derive_len = calloc((size_t)(n ? n : 1), sizeof *derive_len);
-    if (!cs || !derive_len) { lcx_resp_error(resp, 503, "out_of_memory", "out of memory"); return LCX_ENOMEM; }
+    if (!cs || !derive_len) { lcx__resp_error(resp, 503, "out_of_memory", "out of memory"); return LCX_ENOMEM; }
     int m = 0, n_derive = 0;
     int i = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, chunks) {
         if (!cJSON_IsObject(c)) {
-            lcx_resp_error(resp, 400, "invalid_type", "chunks[%d] must be an object", i);
+            lcx__resp_error(resp, 400, "invalid_type", "chunks[%d] must be an object", i);
             return LCX_EINVAL;
         }
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
-        if (!t) { lcx_resp_error(resp, 400, "missing_field", "chunks[%d].text is required", i); return LCX_EINVAL; }
-        if (!cJSON_IsString(t)) { lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].text must be a string", i); return LCX_EINVAL; }
+        if (!t) { lcx__resp_error(resp, 400, "missing_field", "chunks[%d].text is required", i); return LCX_EINVAL; }
+        if (!cJSON_IsString(t)) { lcx__resp_error(resp, 400, "invalid_type", "chunks[%d].text must be a string", i); return LCX_EINVAL; }
         size_t tl = strlen(t->valuestring);
         if (tl > svc->cfg.max_chunk_bytes) {
-            lcx_resp_error(resp, 413, "chunk_too_large", "chunks[%d].text is %zu bytes; the limit is %u (--max-chunk-bytes)",
+            lcx__resp_error(resp, 413, "chunk_too_large", "chunks[%d].text is %zu bytes; the limit is %u (--max-chunk-bytes)",
                            i, tl, svc->cfg.max_chunk_bytes);
             return LCX_ELIMIT;
         }
-        if (!lcx_utf8_valid(t->valuestring, tl)) {
-            lcx_resp_error(resp, 400, "invalid_utf8", "chunks[%d].text is not valid UTF-8", i);
+        if (!lcx__utf8_valid(t->valuestring, tl)) {
+            lcx__resp_error(resp, 400, "invalid_utf8", "chunks[%d].text is not valid UTF-8", i);
             return LCX_EINVAL;
         }
         lcx_chunk ch = lcx_chunk_init();
@@ -688,25 +688,25 @@ static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON *
             const cJSON *a = cJSON_GetArrayItem(tr, 0), *b = cJSON_GetArrayItem(tr, 1);
             if (!cJSON_IsArray(tr) || cJSON_GetArraySize(tr) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
                 a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble)) {
-                lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].token_range must be [start, end] integers", i);
+                lcx__resp_error(resp, 400, "invalid_type", "chunks[%d].token_range must be [start, end] integers", i);
                 return LCX_EINVAL;
             }
             if (a->valuedouble < 0 || b->valuedouble < a->valuedouble || b->valuedouble >= MAX_INT_JSON) {
-                lcx_resp_error(resp, 400, "out_of_range", "chunks[%d].token_range needs 0 <= start <= end < 2^53", i);
+                lcx__resp_error(resp, 400, "out_of_range", "chunks[%d].token_range needs 0 <= start <= end < 2^53", i);
                 return LCX_EINVAL;
             }
             ch.tok_start = (int64_t)a->valuedouble;
             ch.tok_end = (int64_t)b->valuedouble;
         } else if (tk && !cJSON_IsNull(tk)) {
             if (!cJSON_IsArray(tk)) {
-                lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].tokens must be an array of token ids", i);
+                lcx__resp_error(resp, 400, "invalid_type", "chunks[%d].tokens must be an array of token ids", i);
                 return LCX_EINVAL;
             }
             const cJSON *x;
             int64_t cnt = 0;
             cJSON_ArrayForEach(x, tk) {
                 if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0) {
-                    lcx_resp_error(resp, 400, "invalid_type", "chunks[%d].tokens[%lld] must be a non-negative integer",
+                    lcx__resp_error(resp, 400, "invalid_type", "chunks[%d].tokens[%lld] must be a non-negative integer",
                                    i, (long long)cnt);
                     return LCX_EINVAL;
                 }
@@ -715,7 +715,7 @@ static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON *
             derive_len[m] = cnt ? cnt : 1;
             n_derive++;
         } else {
-            lcx_resp_error(resp, 400, "missing_field", "chunks[%d] needs token_range [a,b] (or tokens [ids])", i);
+            lcx__resp_error(resp, 400, "missing_field", "chunks[%d] needs token_range [a,b] (or tokens [ids])", i);
             return LCX_EINVAL;
         }
         i++;
@@ -727,7 +727,7 @@ static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON *
     return 0;
 }
 
-int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     cJSON *body = NULL;
     lcx_svc_wbatch w;
@@ -737,16 +737,16 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     /* Fast path first (one strict pass, no tree, texts not copied); anything it does not
      * accept whole is re-parsed by the general path, which owns every error answer. */
     size_t blen;
-    const char *bd = lcx_req_body(req, &blen);
+    const char *bd = lcx__req_body(req, &blen);
     size_t qidl = 0;
-    const char *qid = lcx_req_query_n(req, "session_id", &qidl);
+    const char *qid = lcx__req_query_n(req, "session_id", &qidl);
     /* A query id with a NUL inside is not what its C string says: the general path refuses it. */
     rc = qid && strlen(qid) != qidl ? 1
-         : lcx_svc_write_parse_fast(bd, blen, qid, svc->cfg.max_chunks_per_request, svc->cfg.max_chunk_bytes, &w);
+         : lcx__svc_write_parse_fast(bd, blen, qid, svc->cfg.max_chunks_per_request, svc->cfg.max_chunk_bytes, &w);
     if (rc == 0) {
         id = w.has_id ? w.id : qid;
     } else {
-        lcx_svc_wbatch_free(&w);
+        lcx__svc_wbatch_free(&w);
         if (write_parse_cjson(svc, req, resp, &body, &id, &w) < 0) goto out;
     }
     lcx_chunk *cs = w.cs;
@@ -757,7 +757,7 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
         if (rc != 0) st = NULL;
         uint32_t total = st ? lcx_store_count(st) : 0;
-        lcx_buf_printf(lcx_resp_json_buf(resp, 200), "{\"accepted\":0,\"session_total\":%u}", total);
+        lcx__buf_printf(lcx__resp_json_buf(resp, 200), "{\"accepted\":0,\"session_total\":%u}", total);
         goto out;
     }
     if (acquire(svc, resp, id, true, &st) < 0) { st = NULL; goto out; }
@@ -769,7 +769,7 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         cur = cursor_get(svc, id, st);
         if (!cur) {
             pthread_mutex_unlock(&svc->mu);
-            lcx_resp_error(resp, 503, "out_of_memory", "out of memory");
+            lcx__resp_error(resp, 503, "out_of_memory", "out of memory");
             goto out;
         }
     }
@@ -782,7 +782,7 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     if (!cur) {   /* form A: keep an existing cursor ahead of explicit ranges */
         size_t idl = strlen(id);
-        uint32_t b = (uint32_t)(lcx_hash64(id, idl, 0x5eed) % svc->n_cursor_buckets);
+        uint32_t b = (uint32_t)(lcx__hash64(id, idl, 0x5eed) % svc->n_cursor_buckets);
         for (struct svc_cursor *x = svc->cursors[b]; x; x = x->next)
             if (!strcmp(x->id, id)) {
                 for (int k = 0; k < m; k++)
@@ -792,19 +792,19 @@ int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
     pthread_mutex_unlock(&svc->mu);
 
-    if (svc->pg) { lcx_svc_pg_write(svc, req, resp, id, st, cs, m); goto out; }
+    if (svc->pg) { lcx__svc_pg_write(svc, req, resp, id, st, cs, m); goto out; }
     /* the whole batch in one call: the store embeds it in parallel and fsyncs once */
     rc = lcx_store_append(st, cs, m, NULL);
     if (rc == LCX_ELIMIT) {
-        lcx_resp_error(resp, 429, "session_full", "the session would exceed %u chunks (--max-chunks-per-session)",
+        lcx__resp_error(resp, 429, "session_full", "the session would exceed %u chunks (--max-chunks-per-session)",
                        svc->cfg.max_chunks_per_session);
         goto out;
     }
     if (rc < 0) { core_error(resp, rc, "append failed"); goto out; }
-    lcx_buf_printf(lcx_resp_json_buf(resp, 200), "{\"accepted\":%d,\"session_total\":%u}", m, lcx_store_count(st));
+    lcx__buf_printf(lcx__resp_json_buf(resp, 200), "{\"accepted\":%d,\"session_total\":%u}", m, lcx_store_count(st));
 out:
     if (st) lcx_sessions_release(svc->sessions, st);
-    lcx_svc_wbatch_free(&w);
+    lcx__svc_wbatch_free(&w);
     cJSON_Delete(body);
     return 0;
 }
@@ -813,47 +813,47 @@ out:
 
 static void write_chunk_json(lcx_buf *b, const lcx_chunk *c, const lcx_hit *h, int rank)
 {
-    lcx_buf_puts(b, "{\"text\":");
-    lcx_buf_json_str(b, c->text, c->text_len);
+    lcx__buf_puts(b, "{\"text\":");
+    lcx__buf_json_str(b, c->text, c->text_len);
     /* ints without printf (same bytes as %lld/%d): ~30% of the response-writing time was printf */
-    lcx_buf_puts(b, ",\"token_range\":[");
-    lcx_buf_int(b, (long long)c->tok_start);
-    lcx_buf_puts(b, ",");
-    lcx_buf_int(b, (long long)c->tok_end);
-    lcx_buf_puts(b, "],\"layer\":");
-    lcx_buf_int(b, (int)c->layer);
-    lcx_buf_puts(b, ",\"round\":");
-    lcx_buf_int(b, (int)c->round);
-    lcx_buf_puts(b, ",\"score\":");
-    lcx_buf_json_f32(b, c->score);
-    lcx_buf_puts(b, ",\"similarity\":");
-    lcx_buf_json_f32(b, h->score);
-    lcx_buf_puts(b, ",\"dense\":");
-    lcx_buf_json_f32(b, h->dense);
-    lcx_buf_puts(b, ",\"bm25\":");
-    lcx_buf_json_f32(b, h->bm25);
-    lcx_buf_puts(b, ",\"rank\":");
-    lcx_buf_int(b, rank);
-    lcx_buf_puts(b, "}");
+    lcx__buf_puts(b, ",\"token_range\":[");
+    lcx__buf_int(b, (long long)c->tok_start);
+    lcx__buf_puts(b, ",");
+    lcx__buf_int(b, (long long)c->tok_end);
+    lcx__buf_puts(b, "],\"layer\":");
+    lcx__buf_int(b, (int)c->layer);
+    lcx__buf_puts(b, ",\"round\":");
+    lcx__buf_int(b, (int)c->round);
+    lcx__buf_puts(b, ",\"score\":");
+    lcx__buf_json_f32(b, c->score);
+    lcx__buf_puts(b, ",\"similarity\":");
+    lcx__buf_json_f32(b, h->score);
+    lcx__buf_puts(b, ",\"dense\":");
+    lcx__buf_json_f32(b, h->dense);
+    lcx__buf_puts(b, ",\"bm25\":");
+    lcx__buf_json_f32(b, h->bm25);
+    lcx__buf_puts(b, ",\"rank\":");
+    lcx__buf_int(b, rank);
+    lcx__buf_puts(b, "}");
 }
 
-int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     cJSON *body = NULL;
     lcx_store *st = NULL;
     lcx_chunk *cs = NULL;
     const char *id;
-    if (lcx_req_json(req, resp, true, &body) < 0) return 0;
+    if (lcx__req_json(req, resp, true, &body) < 0) return 0;
     if (get_session_id(req, resp, body, &id) < 0) goto out;
 
-    const char *q = lcx_req_query(req, "query");
+    const char *q = lcx__req_query(req, "query");
     const cJSON *qj = cJSON_GetObjectItemCaseSensitive(body, "query");
     if (qj && !cJSON_IsNull(qj)) {
-        if (!cJSON_IsString(qj)) { lcx_resp_error(resp, 400, "invalid_type", "'query' must be a string"); goto out; }
+        if (!cJSON_IsString(qj)) { lcx__resp_error(resp, 400, "invalid_type", "'query' must be a string"); goto out; }
         q = qj->valuestring;
     }
-    if (!q) { lcx_resp_error(resp, 400, "missing_field", "'query' is required"); goto out; }
-    if (!lcx_utf8_valid(q, strlen(q))) { lcx_resp_error(resp, 400, "invalid_utf8", "'query' is not valid UTF-8"); goto out; }
+    if (!q) { lcx__resp_error(resp, 400, "missing_field", "'query' is required"); goto out; }
+    if (!lcx__utf8_valid(q, strlen(q))) { lcx__resp_error(resp, 400, "invalid_utf8", "'query' is not valid UTF-8"); goto out; }
 
     lcx_search_opts o = lcx_search_defaults();
     double v;
@@ -876,7 +876,7 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "linear")) o.fusion = LCX_FUSE_LINEAR;
         else if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "rrf")) o.fusion = LCX_FUSE_RRF;
         else if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "score")) o.fusion = LCX_FUSE_SCORE;
-        else { lcx_resp_error(resp, 400, "invalid_type", "'fusion' must be \"score\", \"linear\" or \"rrf\""); goto out; }
+        else { lcx__resp_error(resp, 400, "invalid_type", "'fusion' must be \"score\", \"linear\" or \"rrf\""); goto out; }
     }
     if (o.prefilter < o.top_k) o.prefilter = o.top_k;
 
@@ -892,14 +892,14 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     }
 
     lcx_buf *b;
-    if (svc->pg) lcx_svc_pg_sync(svc, id);
+    if (svc->pg) lcx__svc_pg_sync(svc, id);
     rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
     if (rc == LCX_ENOTFOUND) {   /* unknown session: an empty result, not an error */
         st = NULL;
-        b = lcx_resp_json_buf(resp, 200);
-        lcx_buf_puts(b, "{\"chunks\":[],\"session_total\":0,\"system_message\":\"\",\"query_used\":");
-        lcx_buf_json_str(b, q + qoff, qlen);
-        lcx_buf_puts(b, "}");
+        b = lcx__resp_json_buf(resp, 200);
+        lcx__buf_puts(b, "{\"chunks\":[],\"session_total\":0,\"system_message\":\"\",\"query_used\":");
+        lcx__buf_json_str(b, q + qoff, qlen);
+        lcx__buf_puts(b, "}");
         goto out;
     }
     if (rc < 0) { st = NULL; core_error(resp, rc, "cannot open the session"); goto out; }
@@ -908,37 +908,37 @@ int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     int n = lcx_store_search(st, q + qoff, qlen, &o, hits, o.top_k);
     if (n < 0) { core_error(resp, n, "search failed"); goto out; }
     cs = calloc((size_t)(n ? n : 1), sizeof *cs);
-    if (!cs) { lcx_resp_error(resp, 503, "out_of_memory", "out of memory"); goto out; }
+    if (!cs) { lcx__resp_error(resp, 503, "out_of_memory", "out of memory"); goto out; }
     int m = 0;
     for (int k = 0; k < n; k++) {
         if (lcx_store_get(st, hits[k].id, &cs[m]) < 0) continue;
         hits[m++] = hits[k];
     }
-    b = lcx_resp_json_buf(resp, 200);
+    b = lcx__resp_json_buf(resp, 200);
     /* One allocation for the whole answer (texts twice, escaped: mostly 1:1 for prose;
      * the rescue message is capped at 8000 characters) instead of ~8 doublings + copies. */
     size_t want = 1024 + qlen + 2 * (size_t)LCX_RESCUE_MAX_CHARS * 2;
     for (int k = 0; k < m; k++) want += (size_t)cs[k].text_len + (cs[k].text_len >> 3) + 256;
-    lcx_buf_grow(b, want);
-    lcx_buf_puts(b, "{\"chunks\":[");
+    lcx__buf_grow(b, want);
+    lcx__buf_puts(b, "{\"chunks\":[");
     for (int k = 0; k < m; k++) {
-        if (k) lcx_buf_puts(b, ",");
+        if (k) lcx__buf_puts(b, ",");
         write_chunk_json(b, &cs[k], &hits[k], k + 1);
     }
-    lcx_buf_puts(b, "],\"session_total\":");
-    lcx_buf_int(b, (long long)lcx_store_count(st));
-    lcx_buf_puts(b, ",\"system_message\":");
+    lcx__buf_puts(b, "],\"session_total\":");
+    lcx__buf_int(b, (long long)lcx_store_count(st));
+    lcx__buf_puts(b, ",\"system_message\":");
     lcx_buf sm = {0};
-    if (lcx_rescue_format(&sm, cs, m, LCX_RESCUE_MAX_CHARS) < 0) {
-        lcx_buf_free(&sm);
-        lcx_resp_error(resp, 503, "out_of_memory", "out of memory");
+    if (lcx__rescue_format(&sm, cs, m, LCX_RESCUE_MAX_CHARS) < 0) {
+        lcx__buf_free(&sm);
+        lcx__resp_error(resp, 503, "out_of_memory", "out of memory");
         goto out;
     }
-    lcx_buf_json_str(b, sm.data ? sm.data : "", sm.len);
-    lcx_buf_free(&sm);
-    lcx_buf_puts(b, ",\"query_used\":");
-    lcx_buf_json_str(b, q + qoff, qlen);
-    if (lcx_buf_puts(b, "}") < 0) lcx_resp_error(resp, 500, "internal", "response too large");
+    lcx__buf_json_str(b, sm.data ? sm.data : "", sm.len);
+    lcx__buf_free(&sm);
+    lcx__buf_puts(b, ",\"query_used\":");
+    lcx__buf_json_str(b, q + qoff, qlen);
+    if (lcx__buf_puts(b, "}") < 0) lcx__resp_error(resp, 500, "internal", "response too large");
 out:
     if (st) lcx_sessions_release(svc->sessions, st);
     free(cs);
@@ -948,18 +948,18 @@ out:
 
 /* ---------------------------------------------------------------- GET /evict/dump */
 
-int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     const char *id;
     lcx_store *st = NULL;
     if (get_session_id(req, resp, NULL, &id) < 0) return 0;
-    if (svc->pg) lcx_svc_pg_sync(svc, id);
+    if (svc->pg) lcx__svc_pg_sync(svc, id);
     int rc = lcx_sessions_acquire(svc->sessions, id, false, &st);
-    lcx_buf *b = lcx_resp_json_buf(resp, 200);
+    lcx_buf *b = lcx__resp_json_buf(resp, 200);
     if (rc == LCX_ENOTFOUND) {
-        lcx_buf_puts(b, "{\"session_id\":");
-        lcx_buf_json_str(b, id, strlen(id));
-        lcx_buf_puts(b, ",\"session_total\":0,\"token_ranges\":[],\"layers\":[],\"scores\":[]}");
+        lcx__buf_puts(b, "{\"session_id\":");
+        lcx__buf_json_str(b, id, strlen(id));
+        lcx__buf_puts(b, ",\"session_total\":0,\"token_ranges\":[],\"layers\":[],\"scores\":[]}");
         return 0;
     }
     if (rc < 0) { core_error(resp, rc, "cannot open the session"); return 0; }
@@ -970,30 +970,30 @@ int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_chunk c;
         if (lcx_store_get(st, i, &c) < 0) continue;
         const char *sep = got ? "," : "";
-        lcx_buf_printf(&tr, "%s[%lld,%lld]", sep, (long long)c.tok_start, (long long)c.tok_end);
-        lcx_buf_printf(&ly, "%s%d", sep, (int)c.layer);
-        lcx_buf_puts(&sc, sep);
-        lcx_buf_json_f32(&sc, c.score);
+        lcx__buf_printf(&tr, "%s[%lld,%lld]", sep, (long long)c.tok_start, (long long)c.tok_end);
+        lcx__buf_printf(&ly, "%s%d", sep, (int)c.layer);
+        lcx__buf_puts(&sc, sep);
+        lcx__buf_json_f32(&sc, c.score);
         got++;
     }
     lcx_sessions_release(svc->sessions, st);
     if (tr.err || ly.err || sc.err) {   /* a piece is missing: never a 200 with it */
-        lcx_resp_error(resp, 503, "out_of_memory", "out of memory while writing the reply");
+        lcx__resp_error(resp, 503, "out_of_memory", "out of memory while writing the reply");
         goto done;
     }
-    lcx_buf_puts(b, "{\"session_id\":");
-    lcx_buf_json_str(b, id, strlen(id));
-    lcx_buf_printf(b, ",\"session_total\":%u,\"token_ranges\":[", n);
-    if (tr.len) lcx_buf_append(b, tr.data, tr.len);
-    lcx_buf_puts(b, "],\"layers\":[");
-    if (ly.len) lcx_buf_append(b, ly.data, ly.len);
-    lcx_buf_puts(b, "],\"scores\":[");
-    if (sc.len) lcx_buf_append(b, sc.data, sc.len);
-    if (lcx_buf_puts(b, "]}") < 0) lcx_resp_error(resp, 500, "internal", "response too large");
+    lcx__buf_puts(b, "{\"session_id\":");
+    lcx__buf_json_str(b, id, strlen(id));
+    lcx__buf_printf(b, ",\"session_total\":%u,\"token_ranges\":[", n);
+    if (tr.len) lcx__buf_append(b, tr.data, tr.len);
+    lcx__buf_puts(b, "],\"layers\":[");
+    if (ly.len) lcx__buf_append(b, ly.data, ly.len);
+    lcx__buf_puts(b, "],\"scores\":[");
+    if (sc.len) lcx__buf_append(b, sc.data, sc.len);
+    if (lcx__buf_puts(b, "]}") < 0) lcx__resp_error(resp, 500, "internal", "response too large");
 done:
-    lcx_buf_free(&tr);
-    lcx_buf_free(&ly);
-    lcx_buf_free(&sc);
+    lcx__buf_free(&tr);
+    lcx__buf_free(&ly);
+    lcx__buf_free(&sc);
     return 0;
 }
 
@@ -1001,25 +1001,25 @@ done:
 
 static void write_status(lcx_buf *b, const char *id, const lcx_session_status *s, const char *extra)
 {
-    lcx_buf_puts(b, "{\"session_id\":");
-    lcx_buf_json_str(b, id, strlen(id));
-    if (extra) lcx_buf_puts(b, extra);
-    lcx_buf_printf(b, ",\"in_ram\":%s,\"on_disk\":%s,\"n_chunks_in_ram\":%u,\"n_chunks_on_disk\":%u,"
+    lcx__buf_puts(b, "{\"session_id\":");
+    lcx__buf_json_str(b, id, strlen(id));
+    if (extra) lcx__buf_puts(b, extra);
+    lcx__buf_printf(b, ",\"in_ram\":%s,\"on_disk\":%s,\"n_chunks_in_ram\":%u,\"n_chunks_on_disk\":%u,"
                       "\"embedder_fingerprint\":",
                    s->in_ram ? "true" : "false", s->on_disk ? "true" : "false", s->n_chunks_in_ram, s->n_chunks_on_disk);
-    lcx_buf_json_str(b, s->embedder_fingerprint, strnlen(s->embedder_fingerprint, sizeof s->embedder_fingerprint));
-    lcx_buf_puts(b, ",\"hibernated_at\":");
-    if (s->hibernated_at > 0) lcx_buf_json_num(b, s->hibernated_at);
-    else lcx_buf_puts(b, "null");
-    lcx_buf_puts(b, "}");
+    lcx__buf_json_str(b, s->embedder_fingerprint, strnlen(s->embedder_fingerprint, sizeof s->embedder_fingerprint));
+    lcx__buf_puts(b, ",\"hibernated_at\":");
+    if (s->hibernated_at > 0) lcx__buf_json_num(b, s->hibernated_at);
+    else lcx__buf_puts(b, "null");
+    lcx__buf_puts(b, "}");
 }
 
 static int path_session(lcx_req *req, lcx_resp *resp, const char **id)
 {
-    *id = lcx_req_param(req, "id");
+    *id = lcx__req_param(req, "id");
     /* %00 in the path never gets here (server.c refuses it), so the C string is the segment. */
     if (!*id || !lcx__session_id_ok(*id, strlen(*id))) {
-        lcx_resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
+        lcx__resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
         return LCX_EINVAL;
     }
     return 0;
@@ -1037,7 +1037,7 @@ static int session_op(lcx_svc *svc, lcx_req *req, lcx_resp *resp, int op)
 {
     const char *id;
     if (path_session(req, resp, &id) < 0) return 0;
-    if (svc->pg && lcx_svc_pg_session_op(svc, resp, id, op)) return 0;
+    if (svc->pg && lcx__svc_pg_session_op(svc, resp, id, op)) return 0;
     lcx_session_status s;
     memset(&s, 0, sizeof s);
     int rc = lcx_sessions_status(svc->sessions, id, &s);
@@ -1045,11 +1045,11 @@ static int session_op(lcx_svc *svc, lcx_req *req, lcx_resp *resp, int op)
     bool known = rc == 0;
     if (op == 0) {
         if (!known) memset(&s, 0, sizeof s);
-        lcx_buf *b = lcx_resp_json_buf(resp, 200);
+        lcx_buf *b = lcx__resp_json_buf(resp, 200);
         if (known && s.on_disk) { write_status(b, id, &s, NULL); return 0; }
-        lcx_buf_puts(b, "{\"session_id\":");
-        lcx_buf_json_str(b, id, strlen(id));
-        lcx_buf_printf(b, ",\"in_ram\":%s,\"on_disk\":false,\"n_chunks_in_ram\":%u,\"n_chunks_on_disk\":0,"
+        lcx__buf_puts(b, "{\"session_id\":");
+        lcx__buf_json_str(b, id, strlen(id));
+        lcx__buf_printf(b, ",\"in_ram\":%s,\"on_disk\":false,\"n_chunks_in_ram\":%u,\"n_chunks_on_disk\":0,"
                           "\"embedder_fingerprint\":null,\"hibernated_at\":null}",
                        s.in_ram ? "true" : "false", s.n_chunks_in_ram);
         return 0;
@@ -1064,10 +1064,10 @@ static int session_op(lcx_svc *svc, lcx_req *req, lcx_resp *resp, int op)
             did = rc == 0;
             if (!did) n = 0;
         }
-        lcx_buf *b = lcx_resp_json_buf(resp, 200);
-        lcx_buf_puts(b, "{\"session_id\":");
-        lcx_buf_json_str(b, id, strlen(id));
-        lcx_buf_printf(b, ",\"hibernated\":%s,\"n_chunks\":%u}", did ? "true" : "false", n);
+        lcx_buf *b = lcx__resp_json_buf(resp, 200);
+        lcx__buf_puts(b, "{\"session_id\":");
+        lcx__buf_json_str(b, id, strlen(id));
+        lcx__buf_printf(b, ",\"hibernated\":%s,\"n_chunks\":%u}", did ? "true" : "false", n);
         return 0;
     }
     char err[512] = "";
@@ -1092,16 +1092,16 @@ static int session_op(lcx_svc *svc, lcx_req *req, lcx_resp *resp, int op)
             return 0;
         }
     }
-    lcx_buf *b = lcx_resp_json_buf(resp, 200);
-    lcx_buf_puts(b, "{\"session_id\":");
-    lcx_buf_json_str(b, id, strlen(id));
-    lcx_buf_printf(b, ",\"resumed\":%s,\"n_chunks\":%u,\"error\":", did ? "true" : "false", n);
-    if (err[0]) lcx_buf_json_str(b, err, strlen(err));
-    else lcx_buf_puts(b, "null");
-    lcx_buf_puts(b, "}");
+    lcx_buf *b = lcx__resp_json_buf(resp, 200);
+    lcx__buf_puts(b, "{\"session_id\":");
+    lcx__buf_json_str(b, id, strlen(id));
+    lcx__buf_printf(b, ",\"resumed\":%s,\"n_chunks\":%u,\"error\":", did ? "true" : "false", n);
+    if (err[0]) lcx__buf_json_str(b, err, strlen(err));
+    else lcx__buf_puts(b, "null");
+    lcx__buf_puts(b, "}");
     return 0;
 }
 
-int lcx_svc_h_session_hibernate(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 1); }
-int lcx_svc_h_session_resume(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 2); }
-int lcx_svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 0); }
+int lcx__svc_h_session_hibernate(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 1); }
+int lcx__svc_h_session_resume(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 2); }
+int lcx__svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp) { return session_op(svc, req, resp, 0); }

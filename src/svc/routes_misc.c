@@ -4,48 +4,48 @@
 #include <stdio.h>
 #include <string.h>
 
-int lcx_svc_h_healthz(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_healthz(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
-    lcx_resp_json_str(resp, 200, "{\"status\":\"ok\",\"version\":\"" LCX_VERSION "\"}");
+    lcx__resp_json_str(resp, 200, "{\"status\":\"ok\",\"version\":\"" LCX_VERSION "\"}");
     return 0;
 }
 
 /* GET /longctx/status: text lines for humans and engines' log scrapers (Accept:
  * text/plain), JSON otherwise. Modules (code scopes, proxy) add their own lines. */
-int lcx_svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+int lcx__svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
 {
     uint32_t active = lcx_sessions_active(svc->sessions);
     double mem_mb = (double)lcx_sessions_mem_bytes(svc->sessions) / (1024.0 * 1024.0);
-    double rss_mb = (double)lcx_svc_rss_bytes() / (1024.0 * 1024.0);
-    double uptime_s = (lcx_now_ms() - svc->started_ms) / 1000.0;
+    double rss_mb = (double)lcx__svc_rss_bytes() / (1024.0 * 1024.0);
+    double uptime_s = (lcx__now_ms() - svc->started_ms) / 1000.0;
     pthread_mutex_lock(&svc->mu);
     uint32_t known = svc->n_sessions_known;
     uint64_t nreq = svc->n_requests, nerr = svc->n_errors;
     pthread_mutex_unlock(&svc->mu);
     const char *mode = svc->cfg.upstream[0] ? "proxy" : "service";
 
-    if (lcx_req_wants_text(req)) {
+    if (lcx__req_wants_text(req)) {
         lcx_buf t = {0};
-        lcx_buf_printf(&t, "[longctx] version: %s\n", LCX_VERSION);
-        if (svc->cfg.upstream[0]) lcx_buf_printf(&t, "[longctx] mode: %s (upstream %s)\n", mode, svc->cfg.upstream);
-        else lcx_buf_printf(&t, "[longctx] mode: %s (proxy disabled)\n", mode);
+        lcx__buf_printf(&t, "[longctx] version: %s\n", LCX_VERSION);
+        if (svc->cfg.upstream[0]) lcx__buf_printf(&t, "[longctx] mode: %s (upstream %s)\n", mode, svc->cfg.upstream);
+        else lcx__buf_printf(&t, "[longctx] mode: %s (proxy disabled)\n", mode);
         bool any = false;
-        for (int i = 0; lcx_svc_modules[i].name; i++)
-            if (lcx_svc_modules[i].status) { lcx_svc_modules[i].status(svc, &t, NULL); any = true; }
+        for (int i = 0; lcx__svc_modules[i].name; i++)
+            if (lcx__svc_modules[i].status) { lcx__svc_modules[i].status(svc, &t, NULL); any = true; }
         if (!any) {   /* no code-retrieval module loaded: the SPEC's lines, empty */
-            lcx_buf_puts(&t, "[longctx] scope: none\n");
-            lcx_buf_puts(&t, "[longctx] indexed: 0 files, 0 chunks, status none\n");
+            lcx__buf_puts(&t, "[longctx] scope: none\n");
+            lcx__buf_puts(&t, "[longctx] indexed: 0 files, 0 chunks, status none\n");
         }
-        lcx_buf_printf(&t, "[longctx] sessions: %u in RAM, %u known (data dir %s)\n", active, known, svc->cfg.data_dir);
-        lcx_buf_printf(&t, "[longctx] embedder: %s\n", lcx_embedder_fingerprint(svc->emb));
-        lcx_buf_printf(&t, "[longctx] memory: %.1f MB in sessions, %.1f MB RSS (limit %llu MB)\n", mem_mb, rss_mb,
+        lcx__buf_printf(&t, "[longctx] sessions: %u in RAM, %u known (data dir %s)\n", active, known, svc->cfg.data_dir);
+        lcx__buf_printf(&t, "[longctx] embedder: %s\n", lcx_embedder_fingerprint(svc->emb));
+        lcx__buf_printf(&t, "[longctx] memory: %.1f MB in sessions, %.1f MB RSS (limit %llu MB)\n", mem_mb, rss_mb,
                        (unsigned long long)(svc->cfg.max_mem_bytes >> 20));
-        lcx_buf_printf(&t, "[longctx] requests: %llu served, %llu errors, uptime %.0f s\n", (unsigned long long)nreq,
+        lcx__buf_printf(&t, "[longctx] requests: %llu served, %llu errors, uptime %.0f s\n", (unsigned long long)nreq,
                        (unsigned long long)nerr, uptime_s);
-        lcx_buf_printf(&t, "[longctx] connections: %llu open\n",
+        lcx__buf_printf(&t, "[longctx] connections: %llu open\n",
                        (unsigned long long)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));
-        lcx_resp_text(resp, 200, "text/plain; charset=utf-8", t.data ? t.data : "", t.len);
-        lcx_buf_free(&t);
+        lcx__resp_text(resp, 200, "text/plain; charset=utf-8", t.data ? t.data : "", t.len);
+        lcx__buf_free(&t);
         return 0;
     }
     cJSON *j = cJSON_CreateObject();
@@ -66,12 +66,12 @@ int lcx_svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     cJSON_AddNumberToObject(j, "open_connections", (double)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));
     cJSON_AddStringToObject(j, "embedder_fingerprint", lcx_embedder_fingerprint(svc->emb));
     cJSON_AddBoolToObject(j, "proxy_enabled", svc->cfg.upstream[0] != 0);
-    for (int i = 0; lcx_svc_modules[i].name; i++)
-        if (lcx_svc_modules[i].status) lcx_svc_modules[i].status(svc, NULL, j);
+    for (int i = 0; lcx__svc_modules[i].name; i++)
+        if (lcx__svc_modules[i].status) lcx__svc_modules[i].status(svc, NULL, j);
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     if (!s) return LCX_ENOMEM;
-    lcx_resp_json_str(resp, 200, s);
+    lcx__resp_json_str(resp, 200, s);
     cJSON_free(s);
     return 0;
 }

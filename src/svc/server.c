@@ -105,11 +105,11 @@ struct lcx_resp {
 
 /* ------------------------------------------------------------------ request accessors */
 
-const char *lcx_req_method(const lcx_req *r) { return r->method; }
-const char *lcx_req_path(const lcx_req *r) { return r->path; }
-struct MHD_Connection *lcx_req_connection(const lcx_req *r) { return r->conn; }
+const char *lcx__req_method(const lcx_req *r) { return r->method; }
+const char *lcx__req_path(const lcx_req *r) { return r->path; }
+struct MHD_Connection *lcx__req_connection(const lcx_req *r) { return r->conn; }
 
-const char *lcx_req_param(const lcx_req *r, const char *name)
+const char *lcx__req_param(const lcx_req *r, const char *name)
 {
     size_t nl = strlen(name);
     for (int i = 0; i < r->params.n; i++)
@@ -117,7 +117,7 @@ const char *lcx_req_param(const lcx_req *r, const char *name)
     return NULL;
 }
 
-const char *lcx_req_query(const lcx_req *r, const char *name)
+const char *lcx__req_query(const lcx_req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
@@ -132,17 +132,17 @@ static const char *lookup_n(const lcx_req *r, enum MHD_ValueKind kind, const cha
     return v;
 }
 
-const char *lcx_req_query_n(const lcx_req *r, const char *name, size_t *len)
+const char *lcx__req_query_n(const lcx_req *r, const char *name, size_t *len)
 {
     return lookup_n(r, MHD_GET_ARGUMENT_KIND, name, len);
 }
 
-const char *lcx_req_header(const lcx_req *r, const char *name)
+const char *lcx__req_header(const lcx_req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-const char *lcx_req_header_n(const lcx_req *r, const char *name, size_t *len)
+const char *lcx__req_header_n(const lcx_req *r, const char *name, size_t *len)
 {
     return lookup_n(r, MHD_HEADER_KIND, name, len);
 }
@@ -164,55 +164,55 @@ static long json_nul_escape(const char *b, size_t n)
     return -1;
 }
 
-const char *lcx_req_body(const lcx_req *r, size_t *len)
+const char *lcx__req_body(const lcx_req *r, size_t *len)
 {
     if (len) *len = r->body.len;
     return r->body.data ? r->body.data : "";
 }
 
-bool lcx_req_wants_text(const lcx_req *r)
+bool lcx__req_wants_text(const lcx_req *r)
 {
-    const char *a = lcx_req_header(r, "Accept");
+    const char *a = lcx__req_header(r, "Accept");
     if (a && strstr(a, "text/plain")) return true;
-    const char *f = lcx_req_query(r, "format");
+    const char *f = lcx__req_query(r, "format");
     return f && !strcmp(f, "text");
 }
 
-void lcx_req_on_done(lcx_req *r, void (*fn)(void *ud), void *ud)
+void lcx__req_on_done(lcx_req *r, void (*fn)(void *ud), void *ud)
 {
     r->done_fn = fn;
     r->done_ud = ud;
 }
 
-int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out)
+int lcx__req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out)
 {
     *out = NULL;
     size_t n;
-    const char *b = lcx_req_body(r, &n);
+    const char *b = lcx__req_body(r, &n);
     size_t i = 0;
     while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
     if (i == n) {
         if (allow_empty) {
             *out = cJSON_CreateObject();
-            if (!*out) { lcx_resp_error(resp, 500, "internal", "out of memory"); return LCX_ENOMEM; }
+            if (!*out) { lcx__resp_error(resp, 500, "internal", "out of memory"); return LCX_ENOMEM; }
             return 0;
         }
-        lcx_resp_error(resp, 400, "empty_body", "request body must be a JSON object");
+        lcx__resp_error(resp, 400, "empty_body", "request body must be a JSON object");
         return LCX_EINVAL;
     }
     /* Reject non-UTF-8 before parsing: cJSON passes raw bytes through into strings. */
-    if (!lcx_utf8_valid(b, n)) {
-        lcx_resp_error(resp, 400, "invalid_utf8", "request body is not valid UTF-8");
+    if (!lcx__utf8_valid(b, n)) {
+        lcx__resp_error(resp, 400, "invalid_utf8", "request body is not valid UTF-8");
         return LCX_EINVAL;
     }
     /* A raw NUL is never valid JSON, and cJSON would silently cut a string at it. */
     if (memchr(b, 0, n)) {
-        lcx_resp_error(resp, 400, "bad_json", "NUL byte in the request body");
+        lcx__resp_error(resp, 400, "bad_json", "NUL byte in the request body");
         return LCX_EINVAL;
     }
     long nul = json_nul_escape(b, n);
     if (nul >= 0) {
-        lcx_resp_error(resp, 400, "nul_in_string",
+        lcx__resp_error(resp, 400, "nul_in_string",
                        "a JSON string contains \\u0000 (byte %ld); NUL characters are not accepted in any field", nul);
         return LCX_EINVAL;
     }
@@ -220,18 +220,18 @@ int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out
     cJSON *j = cJSON_ParseWithLengthOpts(b, n, &end, 0);
     if (!j) {
         size_t at = end && end >= b && end <= b + n ? (size_t)(end - b) : 0;
-        lcx_resp_error(resp, 400, "bad_json", "malformed JSON near byte %zu", at);
+        lcx__resp_error(resp, 400, "bad_json", "malformed JSON near byte %zu", at);
         return LCX_EINVAL;
     }
     for (size_t k = (size_t)(end - b); k < n; k++) {
         if (b[k] == ' ' || b[k] == '\t' || b[k] == '\r' || b[k] == '\n' || b[k] == 0) continue;
         cJSON_Delete(j);
-        lcx_resp_error(resp, 400, "bad_json", "trailing data after the JSON value at byte %zu", k);
+        lcx__resp_error(resp, 400, "bad_json", "trailing data after the JSON value at byte %zu", k);
         return LCX_EINVAL;
     }
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        lcx_resp_error(resp, 400, "not_object", "request body must be a JSON object");
+        lcx__resp_error(resp, 400, "not_object", "request body must be a JSON object");
         return LCX_EINVAL;
     }
     *out = j;
@@ -242,12 +242,12 @@ int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out
 
 static void resp_reset_body(lcx_resp *r)
 {
-    lcx_buf_truncate(&r->buf, 0);
+    lcx__buf_truncate(&r->buf, 0);
     r->buf_static = false;
     if (r->mhd) { MHD_destroy_response(r->mhd); r->mhd = NULL; }
 }
 
-lcx_buf *lcx_resp_json_buf(lcx_resp *r, int status)
+lcx_buf *lcx__resp_json_buf(lcx_resp *r, int status)
 {
     resp_reset_body(r);
     r->status = status;
@@ -257,23 +257,23 @@ lcx_buf *lcx_resp_json_buf(lcx_resp *r, int status)
     return &r->buf;
 }
 
-void lcx_resp_json_str(lcx_resp *r, int status, const char *json)
+void lcx__resp_json_str(lcx_resp *r, int status, const char *json)
 {
-    lcx_buf *b = lcx_resp_json_buf(r, status);
-    if (lcx_buf_puts(b, json) < 0) lcx_resp_error(r, 500, "internal", "out of memory");
+    lcx_buf *b = lcx__resp_json_buf(r, status);
+    if (lcx__buf_puts(b, json) < 0) lcx__resp_error(r, 500, "internal", "out of memory");
 }
 
-void lcx_resp_text(lcx_resp *r, int status, const char *ct, const char *text, size_t len)
+void lcx__resp_text(lcx_resp *r, int status, const char *ct, const char *text, size_t len)
 {
     resp_reset_body(r);
     r->status = status;
     r->buf.cap = 0;
     snprintf(r->content_type, sizeof r->content_type, "%s", ct ? ct : "text/plain; charset=utf-8");
     r->set = true;
-    if (lcx_buf_append(&r->buf, text, len) < 0) lcx_resp_error(r, 500, "internal", "out of memory");
+    if (lcx__buf_append(&r->buf, text, len) < 0) lcx__resp_error(r, 500, "internal", "out of memory");
 }
 
-void lcx_resp_error(lcx_resp *r, int status, const char *code, const char *fmt, ...)
+void lcx__resp_error(lcx_resp *r, int status, const char *code, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -285,14 +285,14 @@ void lcx_resp_error(lcx_resp *r, int status, const char *code, const char *fmt, 
     r->buf.cap = 0;
     snprintf(r->content_type, sizeof r->content_type, "application/json");
     r->set = true;
-    lcx_buf_puts(&r->buf, "{\"error\":{\"code\":");
-    lcx_buf_json_str(&r->buf, code, strlen(code));
-    lcx_buf_puts(&r->buf, ",\"message\":");
-    lcx_buf_json_str(&r->buf, msg, strlen(msg));
-    lcx_buf_puts(&r->buf, "}}");
+    lcx__buf_puts(&r->buf, "{\"error\":{\"code\":");
+    lcx__buf_json_str(&r->buf, code, strlen(code));
+    lcx__buf_puts(&r->buf, ",\"message\":");
+    lcx__buf_json_str(&r->buf, msg, strlen(msg));
+    lcx__buf_puts(&r->buf, "}}");
 }
 
-void lcx_resp_header(lcx_resp *r, const char *name, const char *value)
+void lcx__resp_header(lcx_resp *r, const char *name, const char *value)
 {
     if (r->n_headers >= RESP_MAX_HEADERS) return;
     char *n = strdup(name), *v = strdup(value);
@@ -302,7 +302,7 @@ void lcx_resp_header(lcx_resp *r, const char *name, const char *value)
     r->n_headers++;
 }
 
-void lcx_resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr)
+void lcx__resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr)
 {
     resp_reset_body(r);
     r->status = status;
@@ -310,11 +310,11 @@ void lcx_resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr)
     r->set = mr != NULL;
 }
 
-bool lcx_resp_is_set(const lcx_resp *r) { return r->set; }
+bool lcx__resp_is_set(const lcx_resp *r) { return r->set; }
 
 static void resp_free(lcx_resp *r)
 {
-    lcx_buf_free(&r->buf);
+    lcx__buf_free(&r->buf);
     for (int i = 0; i < r->n_headers; i++) { free(r->hname[i]); free(r->hvalue[i]); }
     if (r->mhd) MHD_destroy_response(r->mhd);
 }
@@ -328,10 +328,10 @@ static const char REPLY_OOM[] = "{\"error\":{\"code\":\"out_of_memory\",\"messag
 static void resp_check(lcx_resp *r)
 {
     if (r->mhd || !r->buf.err) return;
-    if (r->buf.err == LCX_ENOMEM) lcx_resp_error(r, 503, "out_of_memory", "out of memory while writing the reply");
-    else lcx_resp_error(r, 500, "internal", "reply not written: %s", lcx_strerror(r->buf.err));
+    if (r->buf.err == LCX_ENOMEM) lcx__resp_error(r, 503, "out_of_memory", "out of memory while writing the reply");
+    else lcx__resp_error(r, 500, "internal", "reply not written: %s", lcx_strerror(r->buf.err));
     if (r->buf.err) {
-        lcx_buf_free(&r->buf);
+        lcx__buf_free(&r->buf);
         r->status = 503;
         r->buf_static = true;
     }
@@ -347,7 +347,7 @@ static enum MHD_Result resp_send(struct MHD_Connection *c, lcx_resp *r)
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     } else if (!mr) {
         size_t len;
-        char *data = lcx_buf_steal(&r->buf, &len);
+        char *data = lcx__buf_steal(&r->buf, &len);
         if (!data) { data = strdup(""); len = 0; }
         if (!data) return MHD_NO;
         mr = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
@@ -405,38 +405,38 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
     /* The request has been received (or is refused): back to the keep-alive timeout. */
     MHD_set_connection_option(req->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)svc->cfg.idle_timeout_s);
     if (req->early == EARLY_TOO_MANY_PARAMS) {
-        lcx_resp_error(&resp, 414, "too_many_parameters", "more than %d query-string parameters", MAX_QUERY_PARAMS);
+        lcx__resp_error(&resp, 414, "too_many_parameters", "more than %d query-string parameters", MAX_QUERY_PARAMS);
     } else if (req->early == EARLY_NUL_IN_URL) {
-        lcx_resp_error(&resp, 400, "nul_in_url", "the URL contains %%00; NUL characters are not accepted");
+        lcx__resp_error(&resp, 400, "nul_in_url", "the URL contains %%00; NUL characters are not accepted");
     } else if (req->early == EARLY_HEAD_TOO_LARGE) {
-        lcx_resp_error(&resp, req->uri_len > MAX_HEAD_BYTES ? 414 : 431, "request_head_too_large",
+        lcx__resp_error(&resp, req->uri_len > MAX_HEAD_BYTES ? 414 : 431, "request_head_too_large",
                        "request head over the limits (%d headers, %d bytes of request line and headers)",
                        MAX_HEADERS, MAX_HEAD_BYTES);
     } else if (req->bad_coding) {
-        lcx_resp_error(&resp, 501, "unsupported_transfer_encoding",
+        lcx__resp_error(&resp, 501, "unsupported_transfer_encoding",
                        "Transfer-Encoding '%s' is not supported (only chunked; send the body as it is)", req->bad_coding);
     } else if (req->busy) {
-        lcx_resp_error(&resp, 429, "server_busy",
+        lcx__resp_error(&resp, 429, "server_busy",
                        "the server is buffering too many request bodies (--max-inflight-body-mb); retry shortly");
-        lcx_resp_header(&resp, "Retry-After", "1");
+        lcx__resp_header(&resp, "Retry-After", "1");
     } else if (req->too_big) {
-        lcx_resp_error(&resp, 413, "payload_too_large", "request body exceeds the limit of %llu bytes (--max-body-bytes)",
+        lcx__resp_error(&resp, 413, "payload_too_large", "request body exceeds the limit of %llu bytes (--max-body-bytes)",
                        (unsigned long long)svc->cfg.max_body_bytes);
     } else {
         bool known = false;
         char allow[128] = "";
-        const lcx_route *rt = lcx_route_match(req->method, req->path, &req->params, &known, allow, sizeof allow);
+        const lcx_route *rt = lcx__route_match(req->method, req->path, &req->params, &known, allow, sizeof allow);
         if (!rt) {
             if (known) {
-                lcx_resp_error(&resp, 405, "method_not_allowed", "method %s is not allowed on %s", req->method, req->path);
-                lcx_resp_header(&resp, "Allow", allow);
+                lcx__resp_error(&resp, 405, "method_not_allowed", "method %s is not allowed on %s", req->method, req->path);
+                lcx__resp_header(&resp, "Allow", allow);
             } else {
-                lcx_resp_error(&resp, 404, "not_found", "no route for %s %s", req->method, req->path);
+                lcx__resp_error(&resp, 404, "not_found", "no route for %s %s", req->method, req->path);
             }
         } else {
             int rc = rt->fn(svc, req, &resp);
             if (!resp.set)
-                lcx_resp_error(&resp, 500, "internal", "handler failed: %s", lcx_strerror(rc < 0 ? rc : LCX_ESTATE));
+                lcx__resp_error(&resp, 500, "internal", "handler failed: %s", lcx_strerror(rc < 0 ? rc : LCX_ESTATE));
         }
     }
     resp_check(&resp);
@@ -526,11 +526,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         req->counted += n;
         if (now > svc->cfg.max_inflight_body_bytes) {
             req->busy = true;
-        } else if (lcx_buf_append(&req->body, upload_data, n) < 0) {
+        } else if (lcx__buf_append(&req->body, upload_data, n) < 0) {
             req->too_big = true;         /* over the cap (or OOM): drop what we have */
         }
         if (req->busy || req->too_big) {
-            lcx_buf_free(&req->body);
+            lcx__buf_free(&req->body);
             __atomic_sub_fetch(&svc->body_inflight, req->counted, __ATOMIC_RELAXED);
             req->counted = 0;
         }
@@ -546,8 +546,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!req) return;
     if (req->done_fn) req->done_fn(req->done_ud);
     if (req->counted) __atomic_sub_fetch(&req->svc->body_inflight, req->counted, __ATOMIC_RELAXED);
-    lcx_route_params_free(&req->params);
-    lcx_buf_free(&req->body);
+    lcx__route_params_free(&req->params);
+    lcx__buf_free(&req->body);
     free(req->path);
     free(req);
     *con_cls = NULL;
@@ -680,12 +680,12 @@ struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer, 
     size_t ml = html_text(body + 6, (size_t)(be - body - 6), msg, sizeof msg);
     lcx_buf j = {0};
     const char *code = mhd_error_code(title);
-    lcx_buf_puts(&j, "{\"error\":{\"code\":");
-    lcx_buf_json_str(&j, code, strlen(code));
-    lcx_buf_puts(&j, ",\"message\":");
-    lcx_buf_json_str(&j, msg, ml);
+    lcx__buf_puts(&j, "{\"error\":{\"code\":");
+    lcx__buf_json_str(&j, code, strlen(code));
+    lcx__buf_puts(&j, ",\"message\":");
+    lcx__buf_json_str(&j, msg, ml);
     struct MHD_Response *r = NULL;
-    if (lcx_buf_puts(&j, "}}") == 0) {
+    if (lcx__buf_puts(&j, "}}") == 0) {
         r = real(j.len, j.data, MHD_RESPMEM_MUST_COPY);
         /* JSON escapes every control character, so it is a valid header value. */
         if (r && MHD_add_response_header(r, MARK_HEADER, j.data) != MHD_YES) {
@@ -693,7 +693,7 @@ struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer, 
             r = NULL;
         }
     }
-    lcx_buf_free(&j);
+    lcx__buf_free(&j);
     return r ? r : real(size, buffer, mode);
 }
 
@@ -810,7 +810,7 @@ static uint32_t count_session_dirs(const char *data_dir)
 
 static void free_cursors(lcx_svc *svc);
 
-int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml)
+int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml)
 {
     *out = NULL;
     if (msg && ml) msg[0] = 0;
@@ -827,14 +827,14 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&svc->jcv, &ca);
     pthread_condattr_destroy(&ca);
-    svc->started_ms = lcx_now_ms();
+    svc->started_ms = lcx__now_ms();
     svc->n_cursor_buckets = 1024;
     svc->cursors = calloc(svc->n_cursor_buckets, sizeof *svc->cursors);
     int rc = svc->cursors ? 0 : LCX_ENOMEM;
     int modules_inited = 0;
     char why[160];
 
-    if (!rc && (rc = lcx_mkdirs(cfg->data_dir)) < 0)
+    if (!rc && (rc = lcx__mkdirs(cfg->data_dir)) < 0)
         snprintf(msg, ml, "cannot create data dir %s: %s", cfg->data_dir, lcx_strerror_detail(rc, why, sizeof why));
     if (!rc && (rc = lcx_embedder_hash_new(cfg->embed_dim, &svc->emb)) < 0)
         snprintf(msg, ml, "cannot create the embedder (dim %d): %s", cfg->embed_dim, lcx_strerror(rc));
@@ -842,7 +842,7 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
         lcx_sessions_opts so = {0};
         char pg_cache[4200];
         so.data_dir = cfg->data_dir;
-        if (cfg->store[0]) lcx_svc_pg_cache_dir(cfg, pg_cache, sizeof pg_cache), so.data_dir = pg_cache;
+        if (cfg->store[0]) lcx__svc_pg_cache_dir(cfg, pg_cache, sizeof pg_cache), so.data_dir = pg_cache;
         so.max_sessions = cfg->max_sessions_in_ram;
         so.max_mem_bytes = cfg->max_mem_bytes;
         so.idle_hibernate_s = cfg->idle_hibernate_s;
@@ -853,8 +853,8 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
         svc->n_sessions_known = count_session_dirs(cfg->data_dir);
     }
     if (!rc) rc = open_listener(cfg->host, cfg->port, &svc->listen_fd, &svc->bound_port, msg, ml);
-    for (; !rc && lcx_svc_modules[modules_inited].name; modules_inited++) {
-        const lcx_svc_module *m = &lcx_svc_modules[modules_inited];
+    for (; !rc && lcx__svc_modules[modules_inited].name; modules_inited++) {
+        const lcx_svc_module *m = &lcx__svc_modules[modules_inited];
         if (m->init && (rc = m->init(svc)) < 0) {
             snprintf(msg, ml, "module %s failed to start: %s", m->name, lcx_strerror(rc));
             break;
@@ -886,7 +886,7 @@ int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml
     if (rc) {
         if (svc->daemon) MHD_stop_daemon(svc->daemon);
         while (modules_inited-- > 0)
-            if (lcx_svc_modules[modules_inited].fini) lcx_svc_modules[modules_inited].fini(svc);
+            if (lcx__svc_modules[modules_inited].fini) lcx__svc_modules[modules_inited].fini(svc);
         if (svc->listen_fd >= 0) close(svc->listen_fd);
         lcx_sessions_close(svc->sessions);
         lcx_embedder_free(svc->emb);
@@ -910,7 +910,7 @@ static void free_cursors(lcx_svc *svc)
     svc->cursors = NULL;
 }
 
-void lcx_svc_stop(lcx_svc *svc)
+void lcx__svc_stop(lcx_svc *svc)
 {
     if (!svc) return;
     /* 1. stop accepting and wait for running handlers (MHD joins its pool threads) */
@@ -925,9 +925,9 @@ void lcx_svc_stop(lcx_svc *svc)
     if (svc->janitor_running) pthread_join(svc->janitor, NULL);
     /* 3. modules, then the sessions (close snapshots and releases every store) */
     int n = 0;
-    while (lcx_svc_modules[n].name) n++;
+    while (lcx__svc_modules[n].name) n++;
     while (n-- > 0)
-        if (lcx_svc_modules[n].fini) lcx_svc_modules[n].fini(svc);
+        if (lcx__svc_modules[n].fini) lcx__svc_modules[n].fini(svc);
     lcx_sessions_close(svc->sessions);
     lcx_embedder_free(svc->emb);
     free_cursors(svc);
@@ -937,7 +937,7 @@ void lcx_svc_stop(lcx_svc *svc)
     free(svc);
 }
 
-uint64_t lcx_svc_rss_bytes(void)
+uint64_t lcx__svc_rss_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
     if (!f) return 0;

@@ -26,7 +26,7 @@ static void cache_path(const lcx_svc_config *c, char *out, size_t n)
     snprintf(out, n, "%s/pg-cache", c->data_dir);
 }
 
-void lcx_svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n)
+void lcx__svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n)
 {
     cache_path(c, out, n);
     /* a copy from an earlier run may be behind or ahead of what this node will track:
@@ -34,7 +34,7 @@ void lcx_svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n)
     nftw(out, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-int lcx_svc_pg_init(lcx_svc *svc)
+int lcx__svc_pg_init(lcx_svc *svc)
 {
     if (!svc->cfg.store[0]) return 0;
     lcx_pgstore_opts o = lcx_pgstore_defaults();
@@ -58,19 +58,19 @@ int lcx_svc_pg_init(lcx_svc *svc)
     return 0;
 }
 
-void lcx_svc_pg_fini(lcx_svc *svc)
+void lcx__svc_pg_fini(lcx_svc *svc)
 {
     lcx_pgstore_close(svc->pg);
     svc->pg = NULL;
 }
 
-void lcx_svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
+void lcx__svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
 {
     if (!svc->pg) return;
     lcx_pgstore_stats s;
     lcx_pgstore_stats_get(svc->pg, &s);
     if (text) {
-        lcx_buf_printf(text,
+        lcx__buf_printf(text,
                        "[longctx] store: postgresql (schema %d), %llu writes, %llu retried, %llu timed out, %llu syncs, "
                        "%llu spans fetched, %llu reads served stale, %llu reads without a query, %u sessions tracked\n",
                        LCX_PGSTORE_SCHEMA_VERSION, (unsigned long long)s.writes, (unsigned long long)s.write_retries,
@@ -113,16 +113,16 @@ static void *prep_main(void *arg)
     return NULL;
 }
 
-void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id, lcx_store *st, lcx_chunk *cs, int m)
+void lcx__svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id, lcx_store *st, lcx_chunk *cs, int m)
 {
     size_t kl = 0;
-    const char *key = lcx_req_header_n(req, "Idempotency-Key", &kl);
+    const char *key = lcx__req_header_n(req, "Idempotency-Key", &kl);
     if (key && (kl == 0 || kl > IDEM_KEY_MAX)) {
-        lcx_resp_error(resp, 400, "invalid_idempotency_key", "Idempotency-Key must be 1..%d bytes", IDEM_KEY_MAX);
+        lcx__resp_error(resp, 400, "invalid_idempotency_key", "Idempotency-Key must be 1..%d bytes", IDEM_KEY_MAX);
         return;
     }
     if ((uint64_t)lcx_store_count(st) + (uint64_t)m > svc->cfg.max_chunks_per_session) {
-        lcx_resp_error(resp, 429, "session_full", "the session would exceed %u chunks (--max-chunks-per-session)",
+        lcx__resp_error(resp, 429, "session_full", "the session would exceed %u chunks (--max-chunks-per-session)",
                        svc->cfg.max_chunks_per_session);
         return;
     }
@@ -136,8 +136,8 @@ void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id
     if (threaded) pthread_join(pt, NULL);
     if (rc < 0) lcx_store_prepared_free(pj.p), pj.p = NULL;
     if (rc == LCX_ETIMEOUT || rc == LCX_ENET) {
-        lcx_resp_header(resp, "Retry-After", "1");
-        lcx_resp_error(resp, 503, "store_unavailable",
+        lcx__resp_header(resp, "Retry-After", "1");
+        lcx__resp_error(resp, 503, "store_unavailable",
                        "the shared store did not confirm the write within %g s (no synchronous standby, or no "
                        "reachable primary); nothing was acknowledged: retry (with the same Idempotency-Key to "
                        "store it once)",
@@ -145,7 +145,7 @@ void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id
         return;
     }
     if (rc < 0) {
-        lcx_resp_error(resp, 500, "store_error", "the shared store refused the write: %s", lcx_strerror(rc));
+        lcx__resp_error(resp, 500, "store_error", "the shared store refused the write: %s", lcx_strerror(rc));
         return;
     }
     /* durable in PostgreSQL now; a failed local apply only delays this node's copy (the
@@ -153,12 +153,12 @@ void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id
     int arc = lcx_pgstore_apply(svc->pg, st, id, cs, m, pj.rc == 0 ? pj.p : NULL, &w);
     lcx_store_prepared_free(pj.p);
     if (arc < 0) fprintf(stderr, "longctx-svc: store: local copy of a session lags: %s\n", lcx_strerror(arc));
-    lcx_buf_printf(lcx_resp_json_buf(resp, 200),
+    lcx__buf_printf(lcx__resp_json_buf(resp, 200),
                    "{\"accepted\":%d,\"session_total\":%u,\"seq\":[%lld,%lld],\"attempts\":%d}", m,
                    lcx_store_count(st), (long long)w.first_seq, (long long)w.last_seq, w.attempts);
 }
 
-void lcx_svc_pg_sync(lcx_svc *svc, const char *id)
+void lcx__svc_pg_sync(lcx_svc *svc, const char *id)
 {
     int rc = lcx_pgstore_sync(svc->pg, svc->sessions, id, NULL);
     if (rc < 0 && rc != LCX_ENOTFOUND && !svc->cfg.quiet)
@@ -171,11 +171,11 @@ static void session_dir(lcx_svc *svc, const char *id, char *out, size_t n)
 {
     char cache[4200], hex[33];
     cache_path(&svc->cfg, cache, sizeof cache);
-    lcx_sha256_hex(id, strlen(id), hex, 16);
+    lcx__sha256_hex(id, strlen(id), hex, 16);
     snprintf(out, n, "%s/sessions/%s", cache, hex);
 }
 
-void lcx_svc_pg_scope_fetch(lcx_svc *svc, const char *scope)
+void lcx__svc_pg_scope_fetch(lcx_svc *svc, const char *scope)
 {
     char real[PATH_MAX], dir[4200];
     if (!realpath(scope, real)) return;   /* the indexer answers the error */
@@ -185,7 +185,7 @@ void lcx_svc_pg_scope_fetch(lcx_svc *svc, const char *scope)
         fprintf(stderr, "longctx-svc: store: scope %s not fetched (%s): indexing it here\n", real, lcx_strerror(rc));
 }
 
-void lcx_svc_pg_scope_publish(lcx_svc *svc, const char *scope_path, const char *scope_hash)
+void lcx__svc_pg_scope_publish(lcx_svc *svc, const char *scope_path, const char *scope_hash)
 {
     char dir[4400];
     snprintf(dir, sizeof dir, "%s/scopes/%s", svc->cfg.data_dir, scope_hash);
@@ -202,10 +202,10 @@ static uint32_t local_count(lcx_svc *svc, const char *id)
     return n;
 }
 
-bool lcx_svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op)
+bool lcx__svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op)
 {
     if (op == 0) {   /* hibernation-status: the local view, caught up first */
-        lcx_svc_pg_sync(svc, id);
+        lcx__svc_pg_sync(svc, id);
         return false;
     }
     bool did = false;
@@ -217,25 +217,25 @@ bool lcx_svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op)
         rc = lcx_pgstore_hibernate(svc->pg, svc->sessions, id, dir, &n);
         did = rc == 0;
         if (rc < 0 && rc != LCX_ENOTFOUND) {
-            lcx_resp_error(resp, 503, "store_unavailable", "hibernate: the shared store: %s", lcx_strerror(rc));
+            lcx__resp_error(resp, 503, "store_unavailable", "hibernate: the shared store: %s", lcx_strerror(rc));
             return true;
         }
-        lcx_buf *b = lcx_resp_json_buf(resp, 200);
-        lcx_buf_puts(b, "{\"session_id\":");
-        lcx_buf_json_str(b, id, strlen(id));
-        lcx_buf_printf(b, ",\"hibernated\":%s,\"n_chunks\":%u}", did ? "true" : "false", did ? n : 0);
+        lcx_buf *b = lcx__resp_json_buf(resp, 200);
+        lcx__buf_puts(b, "{\"session_id\":");
+        lcx__buf_json_str(b, id, strlen(id));
+        lcx__buf_printf(b, ",\"hibernated\":%s,\"n_chunks\":%u}", did ? "true" : "false", did ? n : 0);
         return true;
     }
     rc = lcx_pgstore_resume(svc->pg, svc->sessions, id, dir);
     if (rc < 0 && rc != LCX_ENOTFOUND) {
-        lcx_resp_error(resp, 503, "store_unavailable", "resume: the shared store: %s", lcx_strerror(rc));
+        lcx__resp_error(resp, 503, "store_unavailable", "resume: the shared store: %s", lcx_strerror(rc));
         return true;
     }
     did = rc == 1;
     if (did) n = local_count(svc, id);
-    lcx_buf *b = lcx_resp_json_buf(resp, 200);
-    lcx_buf_puts(b, "{\"session_id\":");
-    lcx_buf_json_str(b, id, strlen(id));
-    lcx_buf_printf(b, ",\"resumed\":%s,\"n_chunks\":%u,\"error\":null}", did ? "true" : "false", n);
+    lcx_buf *b = lcx__resp_json_buf(resp, 200);
+    lcx__buf_puts(b, "{\"session_id\":");
+    lcx__buf_json_str(b, id, strlen(id));
+    lcx__buf_printf(b, ",\"resumed\":%s,\"n_chunks\":%u,\"error\":null}", did ? "true" : "false", n);
     return true;
 }

@@ -5,13 +5,13 @@
  *   // 1. write a handler (any .c file in src/svc)
  *   int my_handler(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
  *   {
- *       const char *q = lcx_req_query(req, "scope");          // ?scope=... (decoded) or NULL
+ *       const char *q = lcx__req_query(req, "scope");          // ?scope=... (decoded) or NULL
  *       cJSON *body;
- *       if (lcx_req_json(req, resp, &body) < 0) return 0;    // 400 already set
+ *       if (lcx__req_json(req, resp, &body) < 0) return 0;    // 400 already set
  *       ...
- *       lcx_resp_header(resp, "x-longctx-scope", "abc");
- *       lcx_buf *b = lcx_resp_json_buf(resp, 200);           // write JSON text into b
- *       lcx_buf_puts(b, "{\"ok\":true}");
+ *       lcx__resp_header(resp, "x-longctx-scope", "abc");
+ *       lcx_buf *b = lcx__resp_json_buf(resp, 200);           // write JSON text into b
+ *       lcx__buf_puts(b, "{\"ok\":true}");
  *       cJSON_Delete(body);
  *       return 0;
  *   }
@@ -22,28 +22,28 @@
  *     (bodies are capped by --max-body-bytes before a handler ever runs). Handlers may
  *     block (disk, upstream); they run concurrently with other handlers, so shared state
  *     needs its own locking (lcx_sessions / lcx_store are thread-safe).
- *   - Fill *resp with exactly one of: lcx_resp_json_buf / lcx_resp_json_str /
- *     lcx_resp_text / lcx_resp_error / lcx_resp_mhd (streaming escape hatch). The return
+ *   - Fill *resp with exactly one of: lcx__resp_json_buf / lcx__resp_json_str /
+ *     lcx__resp_text / lcx__resp_error / lcx__resp_mhd (streaming escape hatch). The return
  *     value is 0, or a negative LCX_E* code meaning "internal failure": the server then
  *     answers 500 {"error":{"code":"internal",...}} unless the handler already set a
  *     response. A handler that sets nothing gets 500 too.
- *   - Never exit/abort; bad input → lcx_resp_error(resp, 4xx, "code", "message").
+ *   - Never exit/abort; bad input → lcx__resp_error(resp, 4xx, "code", "message").
  *
  * Streaming (the OpenAI proxy): build your own `struct MHD_Response *` (for example with
  * MHD_create_response_from_callback, MHD_SIZE_UNKNOWN → chunked transfer encoding) and
- * hand it to lcx_resp_mhd(resp, status, r); the server queues it and drops its reference.
+ * hand it to lcx__resp_mhd(resp, status, r); the server queues it and drops its reference.
  * The daemon runs with MHD_ALLOW_SUSPEND_RESUME, so a content-reader callback may return
  * 0 bytes while waiting (MHD polls it again) or the handler may use
- * MHD_suspend_connection(lcx_req_connection(req)) / MHD_resume_connection. Per-request
+ * MHD_suspend_connection(lcx__req_connection(req)) / MHD_resume_connection. Per-request
  * state that must outlive the handler (e.g. a curl easy handle feeding the reader) is
- * released in lcx_req_on_done's callback, which runs once the connection is done with
+ * released in lcx__req_on_done's callback, which runs once the connection is done with
  * the request (completed, aborted by the client, or timed out).
  *
  * Errors: {"error":{"code":"<snake_case>","message":"<human text>"}} with a 4xx/5xx
  * status. Codes used by the core routes are listed in docs/http-api.md.
  *
  * Modules with state (code-aware retrieval, proxy): add an lcx_svc_module entry to
- * lcx_svc_modules[] in routes.c. Its init runs at server start (after the sessions are
+ * lcx__svc_modules[] in routes.c. Its init runs at server start (after the sessions are
  * open, before the listening socket accepts), fini at shutdown (after the HTTP daemon
  * has stopped, so no handler is running), and status adds lines / fields to
  * GET /longctx/status. Keep the module's state in svc->code / svc->proxy (or add a
@@ -99,11 +99,11 @@ typedef struct {
 } lcx_svc_config;
 
 /* Defaults + environment (argv not consulted). */
-void lcx_svc_config_defaults(lcx_svc_config *c);
+void lcx__svc_config_defaults(lcx_svc_config *c);
 /* Parses `serve` flags (argv[0] is the subcommand name and is skipped) on top of *c.
  * Returns 0 ok, 1 when --help was printed (exit 0), LCX_EINVAL on a bad flag (message
  * printed to err). */
-int lcx_svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err);
+int lcx__svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err);
 /* lcx_svc_usage and lcx_svc_serve_main: include/longctx/lcx_svc.h */
 
 /* ---- server state: one struct, passed to every handler. */
@@ -122,7 +122,7 @@ struct lcx_svc {
     struct MHD_Daemon *daemon;
     int listen_fd;
     int bound_port;                 /* actual port (useful with --port 0) */
-    double started_ms;              /* lcx_now_ms() at start */
+    double started_ms;              /* lcx__now_ms() at start */
 
     pthread_mutex_t mu;             /* guards the fields below */
     uint32_t n_sessions_known;      /* sessions on disk or in RAM (for --max-sessions) */
@@ -139,7 +139,7 @@ struct lcx_svc {
     pthread_cond_t jcv;
     bool stopping;
 
-    /* module state (owned by the modules; see lcx_svc_modules) */
+    /* module state (owned by the modules; see lcx__svc_modules) */
     void *code;                     /* code-aware retrieval (routes_code.c) */
     void *proxy;                    /* OpenAI proxy */
     void *pg;                       /* shared PostgreSQL store (store_pg.c), NULL when embedded */
@@ -153,59 +153,59 @@ struct lcx_svc_module {
      * (otherwise); exactly one of text/json is non-NULL. May be NULL. */
     void (*status)(lcx_svc *svc, lcx_buf *text, cJSON *json);
 };
-extern const lcx_svc_module lcx_svc_modules[];       /* routes.c, NULL-name terminated */
+extern const lcx_svc_module lcx__svc_modules[];       /* routes.c, NULL-name terminated */
 
-/* Life cycle (server.c). lcx_svc_start opens the embedder + sessions, binds the socket
+/* Life cycle (server.c). lcx__svc_start opens the embedder + sessions, binds the socket
  * (LCX_EEXIST: address in use; LCX_EIO other socket errors; msg gets a human sentence),
- * runs module inits, starts the HTTP daemon and the janitor. lcx_svc_stop stops accepting,
+ * runs module inits, starts the HTTP daemon and the janitor. lcx__svc_stop stops accepting,
  * waits for running handlers, stops the janitor, runs module finis, closes every session
  * (durable state is already on disk; this snapshots/flushes) and frees svc. */
-int lcx_svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t msg_len);
-void lcx_svc_stop(lcx_svc *svc);
+int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t msg_len);
+void lcx__svc_stop(lcx_svc *svc);
 
 /* ---- requests (server.c) */
 typedef struct lcx_req lcx_req;
 typedef struct lcx_resp lcx_resp;
 typedef int (*lcx_handler)(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 
-const char *lcx_req_method(const lcx_req *r);               /* "GET", "POST", ... */
-const char *lcx_req_path(const lcx_req *r);                 /* decoded path, no query string */
+const char *lcx__req_method(const lcx_req *r);               /* "GET", "POST", ... */
+const char *lcx__req_path(const lcx_req *r);                 /* decoded path, no query string */
 /* Path parameter captured by a {name} segment of the route pattern, or NULL. */
-const char *lcx_req_param(const lcx_req *r, const char *name);
+const char *lcx__req_param(const lcx_req *r, const char *name);
 /* Query-string argument (decoded by libmicrohttpd), NULL when absent. */
-const char *lcx_req_query(const lcx_req *r, const char *name);
+const char *lcx__req_query(const lcx_req *r, const char *name);
 /* Request header (case-insensitive name), NULL when absent. */
-const char *lcx_req_header(const lcx_req *r, const char *name);
+const char *lcx__req_header(const lcx_req *r, const char *name);
 /* The same two with the value's length (a value may hold a decoded %00; compare lengths
  * before trusting a C string). */
-const char *lcx_req_query_n(const lcx_req *r, const char *name, size_t *len);
-const char *lcx_req_header_n(const lcx_req *r, const char *name, size_t *len);
+const char *lcx__req_query_n(const lcx_req *r, const char *name, size_t *len);
+const char *lcx__req_header_n(const lcx_req *r, const char *name, size_t *len);
 /* Raw body (NUL-terminated for convenience; may contain NULs), len may be NULL. */
-const char *lcx_req_body(const lcx_req *r, size_t *len);
+const char *lcx__req_body(const lcx_req *r, size_t *len);
 /* Parses the body as a JSON object. On failure sets a 400 (empty_body, invalid_utf8,
  * bad_json, not_object) on resp and returns LCX_EINVAL. The caller owns *out (cJSON_Delete).
  * allow_empty: an empty body yields an empty object instead of an error. */
-int lcx_req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out);
+int lcx__req_json(const lcx_req *r, lcx_resp *resp, bool allow_empty, cJSON **out);
 /* true when the client asked for text/plain (Accept header). */
-bool lcx_req_wants_text(const lcx_req *r);
-struct MHD_Connection *lcx_req_connection(const lcx_req *r);
+bool lcx__req_wants_text(const lcx_req *r);
+struct MHD_Connection *lcx__req_connection(const lcx_req *r);
 /* Registers fn(ud) to run once the request is finished (see header comment). One per request. */
-void lcx_req_on_done(lcx_req *r, void (*fn)(void *ud), void *ud);
+void lcx__req_on_done(lcx_req *r, void (*fn)(void *ud), void *ud);
 
 /* ---- responses (server.c) */
 /* Returns a buffer (capped at 256 MiB) to write the JSON body into; status is the HTTP status. */
-lcx_buf *lcx_resp_json_buf(lcx_resp *r, int status);
-void lcx_resp_json_str(lcx_resp *r, int status, const char *json);     /* copies */
-void lcx_resp_text(lcx_resp *r, int status, const char *content_type, const char *text, size_t len);
+lcx_buf *lcx__resp_json_buf(lcx_resp *r, int status);
+void lcx__resp_json_str(lcx_resp *r, int status, const char *json);     /* copies */
+void lcx__resp_text(lcx_resp *r, int status, const char *content_type, const char *text, size_t len);
 /* Sets {"error":{"code":code,"message":fmt...}} with status. Replaces any earlier body. */
-void lcx_resp_error(lcx_resp *r, int status, const char *code, const char *fmt, ...)
+void lcx__resp_error(lcx_resp *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Adds a response header (copied). Up to 32 per response. */
-void lcx_resp_header(lcx_resp *r, const char *name, const char *value);
+void lcx__resp_header(lcx_resp *r, const char *name, const char *value);
 /* Streaming escape hatch: the server queues mr with status (and the extra headers above)
  * and then destroys its reference. */
-void lcx_resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr);
-bool lcx_resp_is_set(const lcx_resp *r);
+void lcx__resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr);
+bool lcx__resp_is_set(const lcx_resp *r);
 
 /* ---- routing (routes.c) */
 typedef struct {
@@ -213,7 +213,7 @@ typedef struct {
     const char *pattern;    /* "/sessions/{id}/hibernate": {name} matches one non-empty segment */
     lcx_handler fn;
 } lcx_route;
-extern const lcx_route lcx_svc_routes[];                /* NULL-method terminated */
+extern const lcx_route lcx__svc_routes[];                /* NULL-method terminated */
 #define LCX_ROUTE_MAX_PARAMS 4
 typedef struct {
     int n;
@@ -223,19 +223,19 @@ typedef struct {
 } lcx_route_params;
 /* Finds the route for method+path. Returns the route, or NULL with *path_known set when
  * some route matched the path with another method (→ 405; allow receives "GET, POST"). */
-const lcx_route *lcx_route_match(const char *method, const char *path, lcx_route_params *p,
+const lcx_route *lcx__route_match(const char *method, const char *path, lcx_route_params *p,
                                  bool *path_known, char *allow, size_t allow_len);
-void lcx_route_params_free(lcx_route_params *p);
+void lcx__route_params_free(lcx_route_params *p);
 
 /* ---- handlers of the core routes (routes_evict.c, routes_misc.c) */
-int lcx_svc_h_healthz(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_session_hibernate(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_session_resume(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
-int lcx_svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_healthz(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_evict_dump(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_session_hibernate(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_session_resume(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_session_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 
 /* ---- /evict/write fast path (routes_evict.c), unit-tested against cJSON.
  * A strict single-pass parser for the write body that fills chunks directly: strings
@@ -256,41 +256,41 @@ typedef struct {
 } lcx_svc_wbatch;
 /* 0: parsed and valid (w filled); 1: not handled, use the general path; LCX_ENOMEM.
  * query_id: ?session_id= or NULL. The body must outlive w. */
-int lcx_svc_write_parse_fast(const char *body, size_t n, const char *query_id, uint32_t max_chunks,
+int lcx__svc_write_parse_fast(const char *body, size_t n, const char *query_id, uint32_t max_chunks,
                              uint32_t max_chunk_bytes, lcx_svc_wbatch *w);
-void lcx_svc_wbatch_free(lcx_svc_wbatch *w);
+void lcx__svc_wbatch_free(lcx_svc_wbatch *w);
 
 /* ---- rescue helpers (rescue.c), pure functions, unit-tested */
 /* Appends the SPEC §2 rescue system message for n chunks to out (the rule and
  * LCX_RESCUE_HEADER / LCX_RESCUE_MAX_CHARS: util.h, "Tier-3 rescue rules"). Writes nothing
  * when no block fits (or n <= 0). Returns the number of blocks written or a negative
  * LCX_E* code. */
-int lcx_rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_chars);
+int lcx__rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_chars);
 
 /* THE session-id rule of every route is lcx__session_id_ok (util.h), shared with
  * libtriatt's rescue client. */
 #define LCX_SVC_SESSION_ID_RULE LCX_SESSION_ID_RANGE " bytes of UTF-8 without control characters (no NUL)"
 /* Maps an LCX_E* code from the core to an HTTP status + error code string. */
-int lcx_svc_err_status(int rc, const char **code);
+int lcx__svc_err_status(int rc, const char **code);
 
 /* ---- shared store (store_pg.c, docs/multinode.md): hooks, no-ops unless --store is set.
  * cache_dir: where the local session copies live (data_dir/pg-cache, emptied at start:
  * PostgreSQL is the truth). write: replaces the local append + answer of /evict/write.
  * sync: before a read, catch the local copy up (read-your-writes across nodes).
  * session_op: hibernate (op 1) / resume (op 2) through PostgreSQL; true when answered. */
-int lcx_svc_pg_init(lcx_svc *svc);
-void lcx_svc_pg_fini(lcx_svc *svc);
-void lcx_svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
-void lcx_svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n);
-void lcx_svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id, lcx_store *st, lcx_chunk *cs, int m);
-void lcx_svc_pg_sync(lcx_svc *svc, const char *id);
-bool lcx_svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op);
+int lcx__svc_pg_init(lcx_svc *svc);
+void lcx__svc_pg_fini(lcx_svc *svc);
+void lcx__svc_pg_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
+void lcx__svc_pg_cache_dir(const lcx_svc_config *c, char *out, size_t n);
+void lcx__svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *id, lcx_store *st, lcx_chunk *cs, int m);
+void lcx__svc_pg_sync(lcx_svc *svc, const char *id);
+bool lcx__svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op);
 /* POST /index: fetch a scope another node published (before indexing), publish one this
  * node (re)read files for (after). */
-void lcx_svc_pg_scope_fetch(lcx_svc *svc, const char *scope);
-void lcx_svc_pg_scope_publish(lcx_svc *svc, const char *scope_path, const char *scope_hash);
+void lcx__svc_pg_scope_fetch(lcx_svc *svc, const char *scope);
+void lcx__svc_pg_scope_publish(lcx_svc *svc, const char *scope_path, const char *scope_hash);
 
 /* Resident set size of this process in bytes (0 when unknown). */
-uint64_t lcx_svc_rss_bytes(void);
+uint64_t lcx__svc_rss_bytes(void);
 
 #endif

@@ -266,9 +266,9 @@ int triatt_calib_save(const triatt_calib *c, const char *path)
             memcpy(p, &v, 8); p += 8;
         }
     (void)nh;
-    uint32_t crc = lcx_crc32c(0, buf, (size_t)(p - buf));
+    uint32_t crc = lcx__crc32c(0, buf, (size_t)(p - buf));
     memcpy(p, &crc, 4); p += 4;
-    int rc = lcx_write_file_atomic(path, buf, n);
+    int rc = lcx__write_file_atomic(path, buf, n);
     free(buf);
     return rc < 0 ? rc : LCX_OK;
 }
@@ -279,7 +279,7 @@ int triatt_calib_load(triatt_calib *c, const char *path)
     size_t want = file_size(c), len = 0;
     char *data = NULL;
     /* hard cap: one byte more than the exact size this geometry needs */
-    int rc = lcx_read_file(path, want + 1, &data, &len);
+    int rc = lcx__read_file(path, want + 1, &data, &len);
     if (rc == LCX_ELIMIT) return LCX_ECORRUPT;
     if (rc < 0) return rc;
     const unsigned char *p = (const unsigned char *)data;
@@ -297,7 +297,7 @@ int triatt_calib_load(triatt_calib *c, const char *path)
     }
     if (len != want) { rc = LCX_ECORRUPT; goto out; }
     memcpy(&crc, p + len - 4, 4);
-    if (crc != lcx_crc32c(0, p, len - 4)) { rc = LCX_ECORRUPT; goto out; }
+    if (crc != lcx__crc32c(0, p, len - 4)) { rc = LCX_ECORRUPT; goto out; }
     p += 8 + sizeof u;
     memcpy(&nt, p, 8); p += 8;
     memcpy(&theta, p, 8); p += 8;

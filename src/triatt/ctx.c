@@ -126,7 +126,7 @@ int triatt_maybe_evict(triatt_ctx *t, const triatt_keys *keys, const int32_t *po
     /* no eviction before warmup: the centres would be empty (the reference engines evicted
      * with zero centres on the layers a mid-pass finalisation had not reached) */
     if (!triatt_calib_ready(t->cal)) return 0;
-    double t0 = lcx_now_ms();
+    double t0 = lcx__now_ms();
     if (n_cells > t->scores_cap) {
         float *s = realloc(t->scores, (size_t)n_cells * sizeof(float));
         if (!s) return LCX_ENOMEM;
@@ -167,7 +167,7 @@ int triatt_maybe_evict(triatt_ctx *t, const triatt_keys *keys, const int32_t *po
     t->ctr.rounds++;
     t->ctr.cells_scored += scored;
     t->ctr.cells_evicted += (uint64_t)n;
-    t->ctr.last_round_ms = lcx_now_ms() - t0;
+    t->ctr.last_round_ms = lcx__now_ms() - t0;
     char mn[32];
     logf_(t, "evict: evicted %d/%d tokens (budget=%d, used=%d, max_pos=%d, mode=%s)", n, n_to_evict,
           c->budget, n_cells, max_pos, mode_name(t, mn, sizeof mn));

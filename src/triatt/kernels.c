@@ -450,14 +450,14 @@ void triatt__fast_kernel_avx2(const float *feat, size_t stride, int fc, const fl
 triatt_kernel_fn triatt__pick_kernel(int which)
 {
     if (which == 0) return triatt__kernel_scalar;
-    if (which >= 2 && lcx_cpu_has_avx512()) return triatt__kernel_avx512;
+    if (which >= 2 && lcx__cpu_has_avx512()) return triatt__kernel_avx512;
     return triatt__kernel_avx2;
 }
 
 triatt_kernel_ms_fn triatt__pick_kernel_ms(int which)
 {
     if (which == 0) return triatt__kernel_ms_scalar;
-    if (which >= 2 && lcx_cpu_has_avx512()) return triatt__kernel_ms_avx512;
+    if (which >= 2 && lcx__cpu_has_avx512()) return triatt__kernel_ms_avx512;
     return triatt__kernel_ms_avx2;
 }
 

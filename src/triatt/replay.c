@@ -59,16 +59,16 @@ static int put_positions(lcx_buf *b, const char *key, const int32_t *cells, int 
         while (j >= 0 && p[j] > v) { p[j + 1] = p[j]; j--; }
         p[j + 1] = v;
     }
-    int rc = lcx_buf_printf(b, ",\"%s\":[", key);
-    for (int i = 0; i < n && rc >= 0; i++) rc = lcx_buf_printf(b, "%s%d", i ? "," : "", p[i]);
-    if (rc >= 0) rc = lcx_buf_puts(b, "]");
+    int rc = lcx__buf_printf(b, ",\"%s\":[", key);
+    for (int i = 0; i < n && rc >= 0; i++) rc = lcx__buf_printf(b, "%s%d", i ? "," : "", p[i]);
+    if (rc >= 0) rc = lcx__buf_puts(b, "]");
     free(p);
     return rc;
 }
 
 static int replay_selection(const cJSON *cases, lcx_buf *b)
 {
-    int rc = lcx_buf_puts(b, "{\"cases\":[");
+    int rc = lcx__buf_puts(b, "{\"cases\":[");
     int idx = 0;
     for (const cJSON *c = cases->child; c && rc >= 0; c = c->next, idx++) {
         const cJSON *pj = cJSON_GetObjectItemCaseSensitive(c, "positions");
@@ -105,32 +105,32 @@ static int replay_selection(const cJSON *cases, lcx_buf *b)
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
         bool fires = triatt_should_evict(n_used, sp.budget, sp.window, sp.divide_length);
         int n_evict = fires ? n_used - sp.budget : 0;
-        rc = lcx_buf_puts(b, idx ? ",{\"id\":" : "{\"id\":");
-        if (rc >= 0 && cJSON_IsString(id)) rc = lcx_buf_json_str(b, id->valuestring, strlen(id->valuestring));
-        else if (rc >= 0) rc = lcx_buf_printf(b, "%d", idx);
-        if (rc >= 0) rc = lcx_buf_printf(b, ",\"fires\":%s,\"n_to_evict\":%d", fires ? "true" : "false", n_evict);
+        rc = lcx__buf_puts(b, idx ? ",{\"id\":" : "{\"id\":");
+        if (rc >= 0 && cJSON_IsString(id)) rc = lcx__buf_json_str(b, id->valuestring, strlen(id->valuestring));
+        else if (rc >= 0) rc = lcx__buf_printf(b, "%d", idx);
+        if (rc >= 0) rc = lcx__buf_printf(b, ",\"fires\":%s,\"n_to_evict\":%d", fires ? "true" : "false", n_evict);
         static const char *names[3] = {"v1", "v2", "v3"};
         for (int v = 0; v < 3 && rc >= 0; v++) {
             sp.version = (triatt_version)v;
             int k = triatt_select(&sp, pos, sc, n, n_evict, out);
             rc = k < 0 ? k : put_positions(b, names[v], out, k, pos);
         }
-        if (rc >= 0) rc = lcx_buf_puts(b, "}");
+        if (rc >= 0) rc = lcx__buf_puts(b, "}");
         free(pos); free(sc); free(out);
     }
-    if (rc >= 0) rc = lcx_buf_puts(b, "]}\n");
+    if (rc >= 0) rc = lcx__buf_puts(b, "]}\n");
     return rc;
 }
 
 static int put_array(lcx_buf *b, const double *v, long n, int inner)
 {
-    int rc = lcx_buf_puts(b, "[");
+    int rc = lcx__buf_puts(b, "[");
     for (long i = 0; i < n && rc >= 0; i++) {
-        if (inner && i && i % inner == 0) rc = lcx_buf_puts(b, "],[");
-        else if (i) rc = lcx_buf_puts(b, ",");
-        if (rc >= 0) rc = isnan(v[i]) ? lcx_buf_puts(b, "null") : lcx_buf_printf(b, "%.17g", v[i]);
+        if (inner && i && i % inner == 0) rc = lcx__buf_puts(b, "],[");
+        else if (i) rc = lcx__buf_puts(b, ",");
+        if (rc >= 0) rc = isnan(v[i]) ? lcx__buf_puts(b, "null") : lcx__buf_printf(b, "%.17g", v[i]);
     }
-    return rc < 0 ? rc : lcx_buf_puts(b, "]");
+    return rc < 0 ? rc : lcx__buf_puts(b, "]");
 }
 
 static int replay_scoring(const cJSON *root, lcx_buf *b)
@@ -172,7 +172,7 @@ static int replay_scoring(const cJSON *root, lcx_buf *b)
     for (int i = 0; i < N; i++) { pos[i] = (int32_t)tmp[i]; maxp = LCX_MAX(maxp, pos[i]); }
     triatt_geometry_omega(&g, om);
     triatt_trig_sums(om, fc, P, cs, sn);
-    rc = lcx_buf_puts(b, "{\"scores\":{");
+    rc = lcx__buf_puts(b, "{\"scores\":{");
     static const char *lay[2] = {"half", "adjacent"};
     for (int li = 0; li < 2 && rc >= 0; li++) {
         char key[64];
@@ -197,14 +197,14 @@ static int replay_scoring(const cJSON *root, lcx_buf *b)
                         &g, cs, sn, mr, mi, ma, k + (((size_t)l * KV + h / (H / KV)) * N + c) * D,
                         TRIATT_TERMS_MLR, 1e-8);
             }
-        rc = lcx_buf_printf(b, "%s\"collapsed_%s_mlr\":[", li ? "," : "", lay[li]);
+        rc = lcx__buf_printf(b, "%s\"collapsed_%s_mlr\":[", li ? "," : "", lay[li]);
         for (int l = 0; l < L && rc >= 0; l++) {
-            if (l) rc = lcx_buf_puts(b, ",");
-            rc = rc < 0 ? rc : lcx_buf_puts(b, "[");
+            if (l) rc = lcx__buf_puts(b, ",");
+            rc = rc < 0 ? rc : lcx__buf_puts(b, "[");
             rc = rc < 0 ? rc : put_array(b, outv + (size_t)l * H * N, (long)H * N, N);
-            rc = rc < 0 ? rc : lcx_buf_puts(b, "]");
+            rc = rc < 0 ? rc : lcx__buf_puts(b, "]");
         }
-        rc = rc < 0 ? rc : lcx_buf_puts(b, "]");
+        rc = rc < 0 ? rc : lcx__buf_puts(b, "]");
         for (int skip = 0; skip < 2 && rc >= 0; skip++) {
             triatt_scorer_opts so = {.aggregation = TRIATT_AGG_BLOCKMEAN, .skip_layers = skip, .n_threads = 1, .eps = 1e-8};
             triatt_scorer_free(s);
@@ -216,11 +216,11 @@ static int replay_scoring(const cJSON *root, lcx_buf *b)
             rc = triatt_score(s, cal, &keys, pos, N, maxp, maxp - win + 1, sc);
             if (rc < 0) goto out;
             for (int c = 0; c < N; c++) outv[c] = sc[c];
-            rc = lcx_buf_printf(b, ",\"blockmean_%s_skip%d\":", lay[li], skip);
+            rc = lcx__buf_printf(b, ",\"blockmean_%s_skip%d\":", lay[li], skip);
             rc = rc < 0 ? rc : put_array(b, outv, N, 0);
         }
     }
-    if (rc >= 0) rc = lcx_buf_printf(b, "},\"P\":%d,\"P_max_pos\":%d,\"window\":%d}\n", P, maxp, win);
+    if (rc >= 0) rc = lcx__buf_printf(b, "},\"P\":%d,\"P_max_pos\":%d,\"window\":%d}\n", P, maxp, win);
 out:
     free(tmp); free(q); free(k); free(pos); free(outv); free(sc); free(cs); free(sn); free(om);
     triatt_calib_free(cal);
@@ -242,7 +242,7 @@ int triatt_replay_json(const char *json, size_t len, char **out)
     else if (cJSON_GetObjectItemCaseSensitive(root, "inputs")) rc = replay_scoring(root, &b);
     else rc = LCX_EINVAL;
     cJSON_Delete(root);
-    if (rc < 0) { lcx_buf_free(&b); return rc; }
-    *out = lcx_buf_steal(&b, NULL);
+    if (rc < 0) { lcx__buf_free(&b); return rc; }
+    *out = lcx__buf_steal(&b, NULL);
     return LCX_OK;
 }

@@ -76,14 +76,14 @@ char *triatt_rescue_format(const triatt_rescue_chunk *chunks, int n, int max_cha
         const char *s = chunks[i].text ? chunks[i].text : "";
         int rc = lcx__rescue_text_add(&t, s, strlen(s), chunks[i].a, chunks[i].b, chunks[i].layer);
         if (rc < 0) {
-            lcx_buf_free(&b);
+            lcx__buf_free(&b);
             return NULL;
         }
         if (rc == 0) break;
     }
     if (n_used) *n_used = t.n;
-    if (!b.data && lcx_buf_append(&b, "", 0) < 0) return NULL;   /* an empty text is "", not NULL */
-    return lcx_buf_steal(&b, NULL);
+    if (!b.data && lcx__buf_append(&b, "", 0) < 0) return NULL;   /* an empty text is "", not NULL */
+    return lcx__buf_steal(&b, NULL);
 }
 
 static bool all_space(const char *s, size_t n)
@@ -139,7 +139,7 @@ struct triatt_rescue {
 static size_t on_body(char *d, size_t sz, size_t nm, void *ud)
 {
     lcx_buf *b = ud;
-    if (lcx_buf_append(b, d, sz * nm) < 0) return 0;   /* over the cap: abort the transfer */
+    if (lcx__buf_append(b, d, sz * nm) < 0) return 0;   /* over the cap: abort the transfer */
     return sz * nm;
 }
 
@@ -177,7 +177,7 @@ static long post_json(const triatt_rescue *r, const char *route, const char *bod
     if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hd);
     curl_easy_cleanup(h);
-    lcx_buf_free(&dummy);
+    lcx__buf_free(&dummy);
     return status;
 }
 
@@ -323,9 +323,9 @@ static int enqueue(triatt_rescue *r, char *body, size_t len, int n_spans)
 static int build_body(triatt_rescue *r, const triatt_span *sp, int ns, const int32_t *pos, const float *scores,
                       int n_pos, const int32_t *tokens, int layer, lcx_buf *b, int *n_out)
 {
-    int rc = lcx_buf_puts(b, "{\"session_id\":");
-    if (rc >= 0) rc = lcx_buf_json_str(b, r->session, strlen(r->session));
-    if (rc >= 0) rc = lcx_buf_puts(b, ",\"chunks\":[");
+    int rc = lcx__buf_puts(b, "{\"session_id\":");
+    if (rc >= 0) rc = lcx__buf_json_str(b, r->session, strlen(r->session));
+    if (rc >= 0) rc = lcx__buf_puts(b, ",\"chunks\":[");
     int k = 0, empty = 0, over = 0;
     for (int i = 0; i < ns && rc >= 0; i++) {
         size_t cap = LCX_MIN((size_t)(sp[i].b - sp[i].a) * 48 + 256, (size_t)MAX_SPAN_BYTES);
@@ -340,11 +340,11 @@ static int build_body(triatt_rescue *r, const triatt_span *sp, int ns, const int
             tl = r->c.detok(r->c.detok_ud, tokens + sp[i].a, sp[i].b - sp[i].a, text, cap);
         }
         if (tl < 0 || (size_t)tl >= cap || all_space(text, tl)) { empty++; free(text); continue; }
-        if (!lcx_utf8_valid(text, tl)) {   /* a span cut inside a multi-byte char: trim the edges */
+        if (!lcx__utf8_valid(text, tl)) {   /* a span cut inside a multi-byte char: trim the edges */
             int s = 0;
             while (s < tl && ((unsigned char)text[s] & 0xC0) == 0x80) s++;
             int e = tl;
-            while (e > s && !lcx_utf8_valid(text + s, e - s)) e--;
+            while (e > s && !lcx__utf8_valid(text + s, e - s)) e--;
             memmove(text, text + s, e - s);
             tl = e - s;
             if (!tl) { empty++; free(text); continue; }
@@ -354,14 +354,14 @@ static int build_body(triatt_rescue *r, const triatt_span *sp, int ns, const int
         for (int j = 0; scores && j < n_pos; j++)
             if (pos[j] >= sp[i].a && pos[j] < sp[i].b && isfinite(scores[j])) { ssum += scores[j]; sn++; }
         size_t mark = b->len;
-        rc = lcx_buf_puts(b, k ? ",{\"text\":" : "{\"text\":");
-        if (rc >= 0) rc = lcx_buf_json_str(b, text, tl);
-        if (rc >= 0) rc = lcx_buf_printf(b, ",\"token_range\":[%d,%d],\"layer\":%d,\"score\":", sp[i].a, sp[i].b, layer);
-        if (rc >= 0) rc = lcx_buf_json_num(b, sn ? ssum / sn : 0.0);
-        if (rc >= 0) rc = lcx_buf_puts(b, "}");
+        rc = lcx__buf_puts(b, k ? ",{\"text\":" : "{\"text\":");
+        if (rc >= 0) rc = lcx__buf_json_str(b, text, tl);
+        if (rc >= 0) rc = lcx__buf_printf(b, ",\"token_range\":[%d,%d],\"layer\":%d,\"score\":", sp[i].a, sp[i].b, layer);
+        if (rc >= 0) rc = lcx__buf_json_num(b, sn ? ssum / sn : 0.0);
+        if (rc >= 0) rc = lcx__buf_puts(b, "}");
         free(text);
         if (rc == LCX_ELIMIT) {          /* body cap: keep what fits, count the rest */
-            lcx_buf_truncate(b, mark);
+            lcx__buf_truncate(b, mark);
             over = ns - i;
             rc = 0;
             break;
@@ -370,7 +370,7 @@ static int build_body(triatt_rescue *r, const triatt_span *sp, int ns, const int
     }
     if (rc >= 0) {
         b->cap = 0;                       /* the closing bytes always fit */
-        rc = lcx_buf_puts(b, "]}");
+        rc = lcx__buf_puts(b, "]}");
     }
     pthread_mutex_lock(&r->mu);
     r->st.spans_empty += empty;
@@ -401,9 +401,9 @@ int triatt_rescue_write_round(triatt_rescue *r, const int32_t *positions, const 
     int k = 0;
     int rc = build_body(r, sp, ns, positions, scores, n, tokens, layer, &b, &k);
     free(sp);
-    if (rc < 0 || k == 0) { lcx_buf_free(&b); return rc < 0 ? rc : 0; }
+    if (rc < 0 || k == 0) { lcx__buf_free(&b); return rc < 0 ? rc : 0; }
     size_t len;
-    char *body = lcx_buf_steal(&b, &len);
+    char *body = lcx__buf_steal(&b, &len);
     return enqueue(r, body, len, k);
 }
 
@@ -422,9 +422,9 @@ int triatt_rescue_prepopulate(triatt_rescue *r, const int32_t *tokens, int n_tok
     int k = 0;
     int rc = build_body(r, sp, ns, NULL, NULL, 0, tokens, 0, &b, &k);
     free(sp);
-    if (rc < 0 || k == 0) { lcx_buf_free(&b); return rc < 0 ? rc : 0; }
+    if (rc < 0 || k == 0) { lcx__buf_free(&b); return rc < 0 ? rc : 0; }
     size_t len;
-    char *body = lcx_buf_steal(&b, &len);
+    char *body = lcx__buf_steal(&b, &len);
     return enqueue(r, body, len, k);
 }
 
@@ -460,22 +460,22 @@ int triatt_rescue_rehydrate(triatt_rescue *r, const char *question, char **text_
     char *q = triatt_rescue_query_signal(question);
     if (!q) return LCX_ENOMEM;
     lcx_buf req = {.cap = 1 << 20}, resp = {.cap = MAX_RESPONSE};
-    int rc = lcx_buf_puts(&req, "{\"session_id\":");
-    if (rc >= 0) rc = lcx_buf_json_str(&req, r->session, strlen(r->session));
-    if (rc >= 0) rc = lcx_buf_puts(&req, ",\"query\":");
-    if (rc >= 0) rc = lcx_buf_json_str(&req, q, strlen(q));
-    if (rc >= 0) rc = lcx_buf_printf(&req, ",\"top_k\":%d,\"score_floor\":%.4f}", r->c.top_k, r->c.score_floor);
+    int rc = lcx__buf_puts(&req, "{\"session_id\":");
+    if (rc >= 0) rc = lcx__buf_json_str(&req, r->session, strlen(r->session));
+    if (rc >= 0) rc = lcx__buf_puts(&req, ",\"query\":");
+    if (rc >= 0) rc = lcx__buf_json_str(&req, q, strlen(q));
+    if (rc >= 0) rc = lcx__buf_printf(&req, ",\"top_k\":%d,\"score_floor\":%.4f}", r->c.top_k, r->c.score_floor);
     free(q);
-    if (rc < 0) { lcx_buf_free(&req); return rc; }
+    if (rc < 0) { lcx__buf_free(&req); return rc; }
     long status = post_json(r, "/evict/retrieve", req.data, req.len, &resp);
-    lcx_buf_free(&req);
+    lcx__buf_free(&req);
     if (status < 200 || status >= 300) {
-        lcx_buf_free(&resp);
+        lcx__buf_free(&resp);
         count_retrieve(r, false);
         return LCX_ENET;
     }
     cJSON *j = cJSON_ParseWithLength(resp.data ? resp.data : "", resp.len);
-    lcx_buf_free(&resp);
+    lcx__buf_free(&resp);
     const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(j, "chunks");
     if (!cJSON_IsArray(chunks)) {
         cJSON_Delete(j);

@@ -148,7 +148,7 @@ void triatt__scorer_force_kernel(triatt_scorer *s, int which)
     s->kernel = triatt__pick_kernel(which);
     s->kernel_ms = triatt__pick_kernel_ms(which);
     if (which == 0) s->fast_kernel = triatt__fast_kernel_scalar;
-    else if (which >= 2 && lcx_cpu_has_avx512()) s->fast_kernel = triatt__fast_kernel_avx512;
+    else if (which >= 2 && lcx__cpu_has_avx512()) s->fast_kernel = triatt__fast_kernel_avx512;
     else s->fast_kernel = triatt__fast_kernel_avx2;
 }
 

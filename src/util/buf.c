@@ -74,7 +74,7 @@ static int reserve(lcx_buf *b, size_t extra)
     return LCX_OK;
 }
 
-void lcx_buf_grow(lcx_buf *b, size_t extra)
+void lcx__buf_grow(lcx_buf *b, size_t extra)
 {
     if (b->cap && extra > b->cap - b->len) extra = b->cap - b->len;
     if (extra > SIZE_MAX - b->len - 1) return;
@@ -87,7 +87,7 @@ void lcx_buf_grow(lcx_buf *b, size_t extra)
     b->alloc = need;
 }
 
-void lcx_buf_truncate(lcx_buf *b, size_t len)
+void lcx__buf_truncate(lcx_buf *b, size_t len)
 {
     if (len < b->len) {
         b->len = len;
@@ -96,7 +96,7 @@ void lcx_buf_truncate(lcx_buf *b, size_t len)
     b->err = 0;
 }
 
-int lcx_buf_append(lcx_buf *b, const void *p, size_t n)
+int lcx__buf_append(lcx_buf *b, const void *p, size_t n)
 {
     int rc = reserve(b, n);
     if (rc) return rc;
@@ -106,9 +106,9 @@ int lcx_buf_append(lcx_buf *b, const void *p, size_t n)
     return LCX_OK;
 }
 
-int lcx_buf_puts(lcx_buf *b, const char *s) { return lcx_buf_append(b, s, strlen(s)); }
+int lcx__buf_puts(lcx_buf *b, const char *s) { return lcx__buf_append(b, s, strlen(s)); }
 
-int lcx_buf_printf(lcx_buf *b, const char *fmt, ...)
+int lcx__buf_printf(lcx_buf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -127,16 +127,16 @@ int lcx_buf_printf(lcx_buf *b, const char *fmt, ...)
 /* Hot: a retrieve response escapes about twice its chunk text (the chunks and the system
  * message, up to ~100 KB). Runs of safe bytes are found 8 at a time (lcx__swar_json_special)
  * and copied with one append instead of byte by byte. */
-int lcx_buf_json_str(lcx_buf *b, const char *s, size_t n)
+int lcx__buf_json_str(lcx_buf *b, const char *s, size_t n)
 {
-    int rc = lcx_buf_append(b, "\"", 1);
+    int rc = lcx__buf_append(b, "\"", 1);
     size_t run = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         while (n - i >= 8 && !lcx__swar_json_special(lcx__swar_load(s + i), false)) i += 8;
         if (i >= n) break;
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\') continue;
-        if (i > run) rc = lcx_buf_append(b, s + run, i - run);
+        if (i > run) rc = lcx__buf_append(b, s + run, i - run);
         char esc[8];
         switch (c) {
         case '"': memcpy(esc, "\\\"", 3); break;
@@ -148,11 +148,11 @@ int lcx_buf_json_str(lcx_buf *b, const char *s, size_t n)
         case '\f': memcpy(esc, "\\f", 3); break;
         default: snprintf(esc, sizeof esc, "\\u%04x", c);
         }
-        if (rc == 0) rc = lcx_buf_append(b, esc, strlen(esc));
+        if (rc == 0) rc = lcx__buf_append(b, esc, strlen(esc));
         run = i + 1;
     }
-    if (rc == 0 && n > run) rc = lcx_buf_append(b, s + run, n - run);
-    if (rc == 0) rc = lcx_buf_append(b, "\"", 1);
+    if (rc == 0 && n > run) rc = lcx__buf_append(b, s + run, n - run);
+    if (rc == 0) rc = lcx__buf_append(b, "\"", 1);
     return rc;
 }
 
@@ -160,17 +160,17 @@ int lcx_buf_json_str(lcx_buf *b, const char *s, size_t n)
  * not 0.400000006, and never a lossy value. */
 static int json_shortest(lcx_buf *b, double v, int lo, int hi, bool single)
 {
-    if (!isfinite(v)) return lcx_buf_puts(b, "null");
-    if (v == (double)(long long)v && fabs(v) < 1e15) return lcx_buf_printf(b, "%lld", (long long)v);
+    if (!isfinite(v)) return lcx__buf_puts(b, "null");
+    if (v == (double)(long long)v && fabs(v) < 1e15) return lcx__buf_printf(b, "%lld", (long long)v);
     char tmp[40];
     for (int n = lo; n < hi; n++) {
         if (snprintf(tmp, sizeof tmp, "%.*g", n, v) >= (int)sizeof tmp) continue; /* cannot happen for n <= 17 */
-        if (single ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) return lcx_buf_puts(b, tmp);
+        if (single ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) return lcx__buf_puts(b, tmp);
     }
-    return lcx_buf_printf(b, "%.*g", hi, v);
+    return lcx__buf_printf(b, "%.*g", hi, v);
 }
 
-int lcx_buf_json_num(lcx_buf *b, double v) { return json_shortest(b, v, 15, 17, false); }
+int lcx__buf_json_num(lcx_buf *b, double v) { return json_shortest(b, v, 15, 17, false); }
 
 /* Decimal digits of u (no sign) into the END of buf; returns the first digit. */
 static char *u64_digits(uint64_t u, char *end)
@@ -180,16 +180,16 @@ static char *u64_digits(uint64_t u, char *end)
     return p;
 }
 
-int lcx_buf_int(lcx_buf *b, long long v)
+int lcx__buf_int(lcx_buf *b, long long v)
 {
     char tmp[24], *e = tmp + sizeof tmp;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;   /* LLONG_MIN safe */
     char *p = u64_digits(u, e);
     if (v < 0) *--p = '-';
-    return lcx_buf_append(b, p, (size_t)(e - p));
+    return lcx__buf_append(b, p, (size_t)(e - p));
 }
 
-/* Fast exact path of lcx_buf_json_f32: the same bytes as json_shortest(v, 6, 9, true)
+/* Fast exact path of lcx__buf_json_f32: the same bytes as json_shortest(v, 6, 9, true)
  * (the shortest of %.6g/%.7g/%.8g that strtof maps back to v, else %.9g) without printf
  * or strtof. Idea: a normal float is m·2^-k (m 24-bit); for 0 < k <= 40, N = m·5^k
  * (< 2^117) is the exact value in units of 10^-k, so its decimal digits are the exact
@@ -288,26 +288,26 @@ static int json_f32_fast(lcx_buf *b, float f, int *rc)
         memcpy(o, tp, (size_t)(te - tp));
         o += te - tp;
     }
-    *rc = lcx_buf_append(b, out, (size_t)(o - out));
+    *rc = lcx__buf_append(b, out, (size_t)(o - out));
     return 1;
 }
 
 /* hot: 4 per retrieved chunk. Integers and the fast range avoid printf/strtof; the
  * printf loop (json_shortest) stays the reference and covers everything else. */
-int lcx_buf_json_f32(lcx_buf *b, float v)
+int lcx__buf_json_f32(lcx_buf *b, float v)
 {
     double dv = v;
-    if (!isfinite(dv)) return lcx_buf_puts(b, "null");
-    if (dv == (double)(long long)dv && fabs(dv) < 1e15) return lcx_buf_int(b, (long long)dv);
+    if (!isfinite(dv)) return lcx__buf_puts(b, "null");
+    if (dv == (double)(long long)dv && fabs(dv) < 1e15) return lcx__buf_int(b, (long long)dv);
     int rc;
     if (json_f32_fast(b, v, &rc)) return rc;
     return json_shortest(b, v, 6, 9, true);
 }
 
-/* The reference (printf + strtof loop) kept for tests: same bytes as lcx_buf_json_f32. */
+/* The reference (printf + strtof loop) kept for tests: same bytes as lcx__buf_json_f32. */
 int lcx__buf_json_f32_ref(lcx_buf *b, float v) { return json_shortest(b, v, 6, 9, true); }
 
-void lcx_buf_free(lcx_buf *b)
+void lcx__buf_free(lcx_buf *b)
 {
     free(b->data);
     b->data = NULL;
@@ -315,7 +315,7 @@ void lcx_buf_free(lcx_buf *b)
     b->err = 0;
 }
 
-char *lcx_buf_steal(lcx_buf *b, size_t *len)
+char *lcx__buf_steal(lcx_buf *b, size_t *len)
 {
     char *p = b->data;
     if (len) *len = b->len;

@@ -1,7 +1,7 @@
 /* CPU feature detection for run-time kernel dispatch. The build baseline is x86-64-v3;
  * AVX-512 kernels are used only when CPUID says the CPU has them, XGETBV says the OS
  * saves the ZMM state, and LCX_NO_AVX512 is not set (valgrind cannot run AVX-512).
- * Also a scheduling hint for threads whose latency matters (lcx_thread_short_slice). */
+ * Also a scheduling hint for threads whose latency matters (lcx__thread_short_slice). */
 #include "util/util.h"
 #include <cpuid.h>
 #include <pthread.h>
@@ -44,15 +44,15 @@ static void detect(void)
     g_cpu.avx512vnni = c & (1u << 11);
 }
 
-const lcx_cpu_features *lcx_cpu(void)
+const lcx_cpu_features *lcx__cpu(void)
 {
     pthread_once(&g_once, detect);
     return &g_cpu;
 }
 
-bool lcx_cpu_has_avx512(void)
+bool lcx__cpu_has_avx512(void)
 {
-    const lcx_cpu_features *f = lcx_cpu();
+    const lcx_cpu_features *f = lcx__cpu();
     return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq;
 }
 
@@ -63,7 +63,7 @@ bool lcx_cpu_has_avx512(void)
  * cores busy; each wake-up inside the fsync (pages written, inode, cache flush) waited for a
  * slice, and the fsync took ~9 ms instead of ~3 ms per 1 MB record. Older kernels ignore
  * the field for SCHED_OTHER. */
-void lcx_thread_short_slice(void)
+void lcx__thread_short_slice(void)
 {
     struct {   /* the kernel's struct sched_attr (<linux/sched/types.h> clashes with glibc's sched.h) */
         uint32_t size, sched_policy;

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int lcx_read_file(const char *path, size_t max, char **out, size_t *out_len)
+int lcx__read_file(const char *path, size_t max, char **out, size_t *out_len)
 {
     *out = NULL;
     if (out_len) *out_len = 0;
@@ -37,7 +37,7 @@ int lcx_read_file(const char *path, size_t max, char **out, size_t *out_len)
     return LCX_OK;
 }
 
-char *lcx_path_join(const char *dir, const char *name)
+char *lcx__path_join(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);
     char *p = malloc(a + b + 2);
@@ -48,7 +48,7 @@ char *lcx_path_join(const char *dir, const char *name)
     return p;
 }
 
-int lcx_fsync_dir(const char *dir)
+int lcx__fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return lcx__eio(errno);
@@ -57,7 +57,7 @@ int lcx_fsync_dir(const char *dir)
     return rc;
 }
 
-int lcx_boot_id(uint8_t id[16])
+int lcx__boot_id(uint8_t id[16])
 {
     char t[64];
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
@@ -80,7 +80,7 @@ int lcx_boot_id(uint8_t id[16])
     return k == 32 ? LCX_OK : lcx__eio(0);
 }
 
-int lcx_write_file_atomic(const char *path, const void *data, size_t len)
+int lcx__write_file_atomic(const char *path, const void *data, size_t len)
 {
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 5), *dcopy = strdup(path);
@@ -107,7 +107,7 @@ int lcx_write_file_atomic(const char *path, const void *data, size_t len)
             int c = close(fd);
             fd = -1;
             if (c < 0) rc = lcx__eio(errno);
-            else rc = rename(tmp, path) == 0 ? lcx_fsync_dir(dirname(dcopy)) : lcx__eio(errno);
+            else rc = rename(tmp, path) == 0 ? lcx__fsync_dir(dirname(dcopy)) : lcx__eio(errno);
         }
         if (fd >= 0) close(fd);
         if (rc) unlink(tmp);
@@ -119,7 +119,7 @@ int lcx_write_file_atomic(const char *path, const void *data, size_t len)
     return rc;
 }
 
-int lcx_mkdirs(const char *path)
+int lcx__mkdirs(const char *path)
 {
     char *p = strdup(path);
     if (!p) return LCX_ENOMEM;

@@ -1,5 +1,5 @@
 /* Checksums and hashes. crc32c uses the SSE4.2 CRC32 instruction (part of the x86-64-v3
- * baseline); lcx_hash64 is a multiply-xorshift hash for hash tables and feature hashing
+ * baseline); lcx__hash64 is a multiply-xorshift hash for hash tables and feature hashing
  * (stable across runs and machines: the weight-free embedder depends on it, so changing
  * it changes the embedder fingerprint); sha256 is FIPS 180-4, used for scope hashes. */
 #include "util/util.h"
@@ -45,7 +45,7 @@ static inline uint32_t crc_adv(uint32_t c)
     return g_crc_adv[0][c & 0xff] ^ g_crc_adv[1][c >> 8 & 0xff] ^ g_crc_adv[2][c >> 16 & 0xff] ^ g_crc_adv[3][c >> 24];
 }
 
-uint32_t lcx_crc32c(uint32_t crc, const void *p, size_t n)
+uint32_t lcx__crc32c(uint32_t crc, const void *p, size_t n)
 {
     const unsigned char *s = p;
     uint64_t c = ~crc;
@@ -79,7 +79,7 @@ uint32_t lcx_crc32c(uint32_t crc, const void *p, size_t n)
     return ~c32;
 }
 
-uint64_t lcx_hash64(const void *p, size_t n, uint64_t seed) { return lcx__hash64_inl(p, n, seed); }
+uint64_t lcx__hash64(const void *p, size_t n, uint64_t seed) { return lcx__hash64_inl(p, n, seed); }
 
 /* ---- SHA-256 (FIPS 180-4) */
 static const uint32_t K[64] = {
@@ -113,7 +113,7 @@ static void sha_block(uint32_t h[8], const unsigned char *p)
     h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
 }
 
-void lcx_sha256(const void *data, size_t n, uint8_t out[32])
+void lcx__sha256(const void *data, size_t n, uint8_t out[32])
 {
     uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -134,11 +134,11 @@ void lcx_sha256(const void *data, size_t n, uint8_t out[32])
     }
 }
 
-void lcx_sha256_hex(const void *p, size_t n, char *out, size_t nbytes)
+void lcx__sha256_hex(const void *p, size_t n, char *out, size_t nbytes)
 {
     uint8_t d[32];
     static const char hex[] = "0123456789abcdef";
-    lcx_sha256(p, n, d);
+    lcx__sha256(p, n, d);
     if (nbytes > 32) nbytes = 32;
     for (size_t i = 0; i < nbytes; i++) {
         out[2 * i] = hex[d[i] >> 4];

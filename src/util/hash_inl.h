@@ -1,4 +1,4 @@
-/* lcx_hash64's algorithm as inline functions (internal): util/hash.c's lcx_hash64 is this,
+/* lcx__hash64's algorithm as inline functions (internal): util/hash.c's lcx__hash64 is this,
  * and the ingest hot path (embed/hfeat.h) inlines it per token, where a call across
  * translation units (no LTO) and libc's variable-length memcpy cost ~8% of ingest
  * instructions. BM25 term hashes in snapshots and the embedding depend on the output:

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-void *lcx_alloc_huge(size_t n)
+void *lcx__alloc_huge(size_t n)
 {
     if (n > SIZE_MAX - LCX_HUGE_PAGE) return NULL;
     size_t tot = (n + LCX_HUGE_PAGE - 1) & ~(size_t)(LCX_HUGE_PAGE - 1);
@@ -19,7 +19,7 @@ void *lcx_alloc_huge(size_t n)
     return p;
 }
 
-void lcx_advise_huge(void *p, size_t n)
+void lcx__advise_huge(void *p, size_t n)
 {
     if (n < LCX_HUGE_MIN) return;
     uintptr_t a = ((uintptr_t)p + LCX_HUGE_PAGE - 1) & ~(uintptr_t)(LCX_HUGE_PAGE - 1);
@@ -42,7 +42,7 @@ static void *map_aligned(size_t tot)
     return a;
 }
 
-void *lcx_big_realloc(void *p, size_t old_n, size_t n)
+void *lcx__big_realloc(void *p, size_t old_n, size_t n)
 {
     if (!p) old_n = 0;
     if (n > SIZE_MAX / 2) return NULL;
@@ -73,14 +73,14 @@ void *lcx_big_realloc(void *p, size_t old_n, size_t n)
     } else {   /* crossing the threshold: copy once */
         if (!(r = big ? map_aligned(huge_round(n)) : malloc(n ? n : 1))) return NULL;
         if (p) memcpy(r, p, old_n < n ? old_n : n);
-        lcx_big_free(p, old_n);
+        lcx__big_free(p, old_n);
         if (big) fresh = old_n;
     }
     if (n > old_n) memset(r + old_n, 0, (fresh < n ? fresh : n) - old_n);
     return r;
 }
 
-void lcx_big_free(void *p, size_t n)
+void lcx__big_free(void *p, size_t n)
 {
     if (!p) return;
     if (n >= LCX_HUGE_MIN) munmap(p, huge_round(n));

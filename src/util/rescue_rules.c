@@ -21,12 +21,12 @@
 void lcx__rescue_text_begin(lcx__rescue_text *t, lcx_buf *out, size_t max_chars)
 {
     *t = (lcx__rescue_text){.out = out, .start = out->len, .max_chars = max_chars,
-                            .chars = lcx_utf8_chars(LCX_RESCUE_HEADER, strlen(LCX_RESCUE_HEADER))};
+                            .chars = lcx__utf8_chars(LCX_RESCUE_HEADER, strlen(LCX_RESCUE_HEADER))};
 }
 
 static void rollback(lcx__rescue_text *t)
 {
-    lcx_buf_truncate(t->out, t->start);
+    lcx__buf_truncate(t->out, t->start);
     t->n = 0;
 }
 
@@ -37,16 +37,16 @@ int lcx__rescue_text_add(lcx__rescue_text *t, const char *text, size_t len, int6
     char head[160];
     int hl = snprintf(head, sizeof head, "\n--- evicted span (tokens %" PRId64 "..%" PRId64 ", layer %" PRId32 ") ---\n",
                       tok_start, tok_end, layer);
-    size_t blk = (size_t)hl + lcx_utf8_chars(text, len) + 1;
+    size_t blk = (size_t)hl + lcx__utf8_chars(text, len) + 1;
     if (t->chars + blk > t->max_chars) {   /* stop at the first overflow, even if a later block fits */
         t->full = true;
         return 0;
     }
     int rc = 0;
-    if (!t->n) rc = lcx_buf_puts(t->out, LCX_RESCUE_HEADER);
-    if (rc >= 0) rc = lcx_buf_append(t->out, head, (size_t)hl);
-    if (rc >= 0 && len) rc = lcx_buf_append(t->out, text, len);
-    if (rc >= 0) rc = lcx_buf_append(t->out, "\n", 1);
+    if (!t->n) rc = lcx__buf_puts(t->out, LCX_RESCUE_HEADER);
+    if (rc >= 0) rc = lcx__buf_append(t->out, head, (size_t)hl);
+    if (rc >= 0 && len) rc = lcx__buf_append(t->out, text, len);
+    if (rc >= 0) rc = lcx__buf_append(t->out, "\n", 1);
     if (rc < 0) {
         rollback(t);
         t->full = true;
@@ -60,7 +60,7 @@ int lcx__rescue_text_add(lcx__rescue_text *t, const char *text, size_t len, int6
 /* ---------------------------------------------------------------- session ids */
 bool lcx__session_id_ok(const char *id, size_t n)
 {
-    if (!id || n < 1 || n > LCX_SESSION_ID_MAX || !lcx_utf8_valid(id, n)) return false;
+    if (!id || n < 1 || n > LCX_SESSION_ID_MAX || !lcx__utf8_valid(id, n)) return false;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)id[i] < 0x20 || id[i] == 0x7f) return false;
     return true;

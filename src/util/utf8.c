@@ -3,7 +3,7 @@
 
 /* Hot: every request body and chunk is checked. Runs of ASCII (the common case) are
  * skipped 32 bytes at a time; only multi-byte sequences take the slow path. */
-bool lcx_utf8_valid(const char *s, size_t n)
+bool lcx__utf8_valid(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s, *e = p + n;
     while (p < e) {
@@ -31,7 +31,7 @@ bool lcx_utf8_valid(const char *s, size_t n)
 }
 
 /* Counts lead bytes: valid UTF-8 has exactly one per code point. */
-size_t lcx_utf8_chars(const char *s, size_t n)
+size_t lcx__utf8_chars(const char *s, size_t n)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;

@@ -121,7 +121,7 @@ static void test_avx2(void **st)
 static void test_avx512(void **st)
 {
     (void)st;
-    if (!lcx_cpu_has_avx512()) {
+    if (!lcx__cpu_has_avx512()) {
         fprintf(stderr, "SKIPPED: AVX-512 kernels vs scalar (this CPU has no AVX-512)\n");
         skip();
     }

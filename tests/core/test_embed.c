@@ -140,7 +140,7 @@ static void test_hash_golden(void **st)
         char *data = NULL;
         size_t len = 0;
         if (f < 3) {
-            assert_int_equal(lcx_read_file(tu_fixture(files[f]), 0, &data, &len), 0);
+            assert_int_equal(lcx__read_file(tu_fixture(files[f]), 0, &data, &len), 0);
         }
         size_t step = f < 3 ? 1000 : 0;
         int parts = f < 3 ? (int)((len + step - 1) / step) : (int)(sizeof extra / sizeof *extra);
@@ -150,7 +150,7 @@ static void test_hash_golden(void **st)
             assert_int_equal(lcx_embed(e, &t, &l, 1, v), 0);
             assert_int_equal(lcx__prep_embed(&p, e, t, l, w), 0);
             assert_memory_equal(v, w, sizeof v);
-            crc = lcx_crc32c(crc, v, sizeof v);
+            crc = lcx__crc32c(crc, v, sizeof v);
             n++;
         }
         free(data);
@@ -162,8 +162,8 @@ static void test_hash_golden(void **st)
 }
 
 /* The ingest path's token hash (lcx__hash64_tok: the short-token pack passed in) equals
- * lcx_hash64 for every length the tokenizer can produce and beyond, any bytes, any seed
- * (term hashes are persisted). lcx_hash64 is lcx__hash64_inl (util/hash_inl.h), whose
+ * lcx__hash64 for every length the tokenizer can produce and beyond, any bytes, any seed
+ * (term hashes are persisted). lcx__hash64 is lcx__hash64_inl (util/hash_inl.h), whose
  * output tests/util pins with golden values. */
 static void test_hash64_inline(void **st)
 {
@@ -178,11 +178,11 @@ static void test_hash64_inline(void **st)
         for (size_t n = 0; n <= 200; n++) {
             uint64_t seed = rep % 2 ? r : 0;
             size_t off = (size_t)rep % 7;   /* unaligned starts too */
-            if (lcx__hash64_inl(buf + off, n, seed) != lcx_hash64(buf + off, n, seed))
+            if (lcx__hash64_inl(buf + off, n, seed) != lcx__hash64(buf + off, n, seed))
                 fail_msg("length %zu offset %zu: inline hash differs", n, off);
             /* the token form (seed 0, the short-token pack passed in) */
             uint64_t lo = n < 8 ? lcx__pack_lt8((const char *)buf + off, n) : 0;
-            if (lcx__hash64_tok(buf + off, n, lo) != lcx_hash64(buf + off, n, 0))
+            if (lcx__hash64_tok(buf + off, n, lo) != lcx__hash64(buf + off, n, 0))
                 fail_msg("length %zu offset %zu: token hash differs", n, off);
         }
     }
@@ -269,7 +269,7 @@ static void test_prep_embed_diff(void **st)
     for (int f = 0; f < 2; f++) {
         char *data = NULL;
         size_t len = 0;
-        assert_int_equal(lcx_read_file(tu_fixture(files[f]), 0, &data, &len), 0);
+        assert_int_equal(lcx__read_file(tu_fixture(files[f]), 0, &data, &len), 0);
         for (size_t o = 0; o < len; o += 700) {
             size_t l = len - o < 1000 ? len - o : 1000;
             assert_int_equal(lcx__prep_embed(&p, e, data + o, l, v), 0);
@@ -328,7 +328,7 @@ static void test_prep_embed_dims(void **st)
     (void)tu_fixture(file);
     char *data = NULL;
     size_t len = 0;
-    assert_int_equal(lcx_read_file(tu_fixture(file), 0, &data, &len), 0);
+    assert_int_equal(lcx__read_file(tu_fixture(file), 0, &data, &len), 0);
     static const int dims[] = {256, 512, 256, 200, 128, 256};
     float *v = malloc(512 * sizeof *v), *w = malloc(512 * sizeof *w);
     lcx__prep p = {0};

@@ -120,17 +120,17 @@ static void test_proximity(void **st)
 {
     (void)st;
     lcx_rerank_query *rq;
-    assert_int_equal(lcx_rerank_prepare("cracked guitar", 14, &rq), 0);   /* flat weights: 1 per word */
+    assert_int_equal(lcx__rerank_prepare("cracked guitar", 14, &rq), 0);   /* flat weights: 1 per word */
     float px;
-    lcx_rerank_score_prox(rq, "a cracked guitar here", 21, &px);
+    lcx__rerank_score_prox(rq, "a cracked guitar here", 21, &px);
     assert_float_equal(px, 1.0f, 1e-5);                                   /* 2.2·1/(1.2+1) */
     const char *far3 = "cracked red old guitar";
-    lcx_rerank_score_prox(rq, far3, strlen(far3), &px);
+    lcx__rerank_score_prox(rq, far3, strlen(far3), &px);
     assert_float_equal(px, 2.2f * (1.0f / 9) / (1.2f + 1.0f / 9), 1e-5);  /* d = 3 */
     const char *far6 = "cracked one two three four five guitar";
-    lcx_rerank_score_prox(rq, far6, strlen(far6), &px);
+    lcx__rerank_score_prox(rq, far6, strlen(far6), &px);
     assert_float_equal(px, 0.0f, 1e-6);                                   /* d = 6 > 5 */
-    lcx_rerank_free(rq);
+    lcx__rerank_free(rq);
 
     lcx_index *ix;
     assert_int_equal(lcx_index_new(g_emb, &ix), 0);

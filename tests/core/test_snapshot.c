@@ -144,11 +144,11 @@ static void same_results(const results *a, const results *b)
     }
 }
 
-/* ---- file helpers (asserting wrappers of lcx_read_file / tu_write) */
+/* ---- file helpers (asserting wrappers of lcx__read_file / tu_write) */
 static char *slurp(const char *path, size_t *len)
 {
     char *b;
-    assert_int_equal(lcx_read_file(path, 0, &b, len), 0);
+    assert_int_equal(lcx__read_file(path, 0, &b, len), 0);
     return b;
 }
 
@@ -191,8 +191,8 @@ static void edit_doc(const char *dir, uint32_t doc, void (*fn)(lcx_snap_doc *d, 
     assert_true(doc < h.n_docs);
     lcx_snap_doc *d = (lcx_snap_doc *)(b + h.sec[SEC_DOCS].off) + doc;
     fn(d, (uint64_t)st.st_size);
-    h.sec[SEC_DOCS].crc = lcx_crc32c(0, b + h.sec[SEC_DOCS].off, h.sec[SEC_DOCS].len);
-    h.crc = lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN);
+    h.sec[SEC_DOCS].crc = lcx__crc32c(0, b + h.sec[SEC_DOCS].off, h.sec[SEC_DOCS].len);
+    h.crc = lcx__crc32c(0, &h, LCX_SNAP_CRC_LEN);
     memcpy(b, &h, sizeof h);
     spit(sp, b, n);
     free(b);
@@ -211,7 +211,7 @@ static void patch_hdr(const char *dir, uint32_t version, const uint8_t boot_id[1
     h.version = version;
     memcpy(h.boot_id, boot_id, sizeof h.boot_id);
     h.flags = flags;
-    h.crc = lcx_crc32c(0, &h, LCX_SNAP_CRC_LEN);
+    h.crc = lcx__crc32c(0, &h, LCX_SNAP_CRC_LEN);
     memcpy(b, &h, sizeof h);
     if (flip_vec) b[h.sec[SEC_VEC].off + 3] ^= 0x40;
     spit(sp, b, n);
@@ -265,12 +265,12 @@ static void snap_to_v1(const char *dir)
         }
         nh.sec[sec].off = start;
         nh.sec[sec].len = off - start;
-        nh.sec[sec].crc = lcx_crc32c(0, o + start, off - start);
+        nh.sec[sec].crc = lcx__crc32c(0, o + start, off - start);
     }
     nh.version = 1;
     memset(nh.boot_id, 0, sizeof nh.boot_id);   /* reserved bytes in versions 1 and 2 */
     nh.flags = 0;
-    nh.crc = lcx_crc32c(0, &nh, LCX_SNAP_CRC_LEN);
+    nh.crc = lcx__crc32c(0, &nh, LCX_SNAP_CRC_LEN);
     memcpy(o, &nh, sizeof nh);
     spit(sp, o, off);
     free(o);
@@ -522,7 +522,7 @@ static void test_lazy_after_reboot(void **st)
 {
     (void)st;
     uint8_t me[16], other[16];
-    if (lcx_boot_id(me)) {
+    if (lcx__boot_id(me)) {
         print_message("no boot id on this machine: snapshots are synced; lazy cases skipped\n");
         return;
     }

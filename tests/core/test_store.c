@@ -538,7 +538,7 @@ static void write_v1_log(const char *dir, uint32_t n_batches, uint32_t per)
     const char *fp = lcx_embedder_fingerprint(g_emb);
     h.fp_len = (uint32_t)strlen(fp);
     memcpy(h.fp, fp, h.fp_len);
-    h.crc = lcx_crc32c(0, &h, 252);
+    h.crc = lcx__crc32c(0, &h, 252);
     assert_int_equal(fwrite(&h, sizeof h, 1, f), 1);
     for (uint32_t b = 0; b < n_batches; b++) {
         char *pay = malloc((size_t)per * (sizeof(lcx_rec_chunk) + 128 + 256)), *q = pay;
@@ -567,7 +567,7 @@ static void write_v1_log(const char *dir, uint32_t n_batches, uint32_t per)
             q += 256;
         }
         lcx_rec_hdr r = {LCX_REC_MAGIC, LCX_REC_BATCH, {0}, (uint32_t)(q - pay), per, 0, 0};
-        r.crc = lcx_crc32c(lcx_crc32c(0, &r, 16), pay, r.len);
+        r.crc = lcx__crc32c(lcx__crc32c(0, &r, 16), pay, r.len);
         assert_int_equal(fwrite(&r, sizeof r, 1, f), 1);
         assert_int_equal(fwrite(pay, r.len, 1, f), 1);
         free(pay);

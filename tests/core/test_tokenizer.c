@@ -214,7 +214,7 @@ static void test_vs_reference(void **st)
         snprintf(path, sizeof path, "%s/%s", tu_fixture("haystack/paul_graham"), e->d_name);
         char *data = NULL;
         size_t len = 0;
-        if (lcx_read_file(path, 0, &data, &len)) continue;
+        if (lcx__read_file(path, 0, &data, &len)) continue;
         for (size_t o = 0; o < len; o += 997) {   /* spans at odd offsets: cuts inside words */
             size_t l = len - o < 1100 ? len - o : 1100;
             diff_one(data + o, l, &a, &b);

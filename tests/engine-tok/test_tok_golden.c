@@ -28,7 +28,7 @@ static void golden_load(const char *gguf_rel, golden *gd) {
     char rel[512];
     snprintf(rel, sizeof rel, "%s.inp", gguf_rel);
     size_t len;
-    assert_int_equal(lcx_read_file(tu_fixture(rel), 1 << 20, &gd->inp_data, &len), 0);
+    assert_int_equal(lcx__read_file(tu_fixture(rel), 1 << 20, &gd->inp_data, &len), 0);
     const char *sep = "\n__ggml_vocab_test__\n";
     char *p = gd->inp_data, *end = gd->inp_data + len;
     while (p < end) {
@@ -42,7 +42,7 @@ static void golden_load(const char *gguf_rel, golden *gd) {
     }
     snprintf(rel, sizeof rel, "%s.out", gguf_rel);
     char *out;
-    assert_int_equal(lcx_read_file(tu_fixture(rel), 1 << 20, &out, &len), 0);
+    assert_int_equal(lcx__read_file(tu_fixture(rel), 1 << 20, &out, &len), 0);
     char *line = out;
     for (int i = 0; i < gd->n; i++) {
         char *nl = strchr(line, '\n');
@@ -82,7 +82,7 @@ static int check_golden(const eng_tokenizer *t, const golden *gd, bool check_dec
     int32_t *ids = malloc(sizeof(int32_t) * MAXIDS);
     char *text = malloc(1 << 16);
     for (int i = 0; i < gd->n; i++) {
-        int n = eng_tokenize(t, gd->cases[i], gd->case_len[i], false, false, ids, MAXIDS);
+        int n = eng__tokenize(t, gd->cases[i], gd->case_len[i], false, false, ids, MAXIDS);
         if (n != gd->nids[i] || memcmp(ids, gd->ids[i], sizeof(int32_t) * (size_t)(n > 0 ? n : 0)) != 0) {
             fprintf(stderr, "encode case %d '%.*s' differs\n", i, (int)(gd->case_len[i] > 60 ? 60 : gd->case_len[i]), gd->cases[i]);
             print_ids("got     ", ids, n);
@@ -90,7 +90,7 @@ static int check_golden(const eng_tokenizer *t, const golden *gd, bool check_dec
             fails++;
         }
         if (!check_decode) continue;
-        int l = eng_detokenize(t, gd->ids[i], gd->nids[i], text, 1 << 16);
+        int l = eng__detokenize(t, gd->ids[i], gd->nids[i], text, 1 << 16);
         if (l != (int)gd->case_len[i] || memcmp(text, gd->cases[i], (size_t)l) != 0) {
             fprintf(stderr, "decode case %d differs: got '%.*s'\n", i, l > 80 ? 80 : l, text);
             fails++;
@@ -104,15 +104,15 @@ static int check_golden(const eng_tokenizer *t, const golden *gd, bool check_dec
 static eng_tokenizer *load_gguf(const char *rel, eng_gguf **gout) {
     eng_gguf *g = NULL;
     char err[256] = "";
-    int rc = eng_gguf_open(tu_fixture(rel), &g, err, sizeof err);
+    int rc = eng__gguf_open(tu_fixture(rel), &g, err, sizeof err);
     if (rc < 0) fprintf(stderr, "gguf open %s: %s\n", rel, err);
     assert_int_equal(rc, 0);
     eng_tokenizer *t = NULL;
-    rc = eng_tokenizer_from_gguf(g, &t, err, sizeof err);
+    rc = eng__tokenizer_from_gguf(g, &t, err, sizeof err);
     if (rc < 0) fprintf(stderr, "tokenizer %s: %s\n", rel, err);
     assert_int_equal(rc, 0);
     if (gout) *gout = g;
-    else eng_gguf_close(g);
+    else eng__gguf_close(g);
     return t;
 }
 
@@ -122,7 +122,7 @@ static void run_vocab(const char *rel, bool decode) {
     eng_tokenizer *t = load_gguf(rel, NULL);
     int fails = check_golden(t, &gd, decode);
     fprintf(stderr, "%s: %d/%d cases pass\n", rel, gd.n * (decode ? 2 : 1) - fails, gd.n * (decode ? 2 : 1));
-    eng_tokenizer_free(t);
+    eng__tokenizer_free(t);
     golden_free(&gd);
     assert_int_equal(fails, 0);
 }
@@ -147,20 +147,20 @@ static void test_bert_decode(void **st) {
         {37, "3333"}, {0, "ied 4 \xC2\xBD months"},
     };
     for (size_t k = 0; k < LCX_ARRAY_LEN(known); k++) {
-        int l = eng_detokenize(t, gd.ids[known[k].i], gd.nids[known[k].i], text, sizeof text);
+        int l = eng__detokenize(t, gd.ids[known[k].i], gd.nids[known[k].i], text, sizeof text);
         assert_true(l >= 0);
         assert_string_equal(text, known[k].s);
     }
     for (int i = 0; i < gd.n; i++) {
         bool has_unk = false;
-        for (int j = 0; j < gd.nids[i]; j++) has_unk |= gd.ids[i][j] == eng_token_unk(t);
+        for (int j = 0; j < gd.nids[i]; j++) has_unk |= gd.ids[i][j] == eng__token_unk(t);
         if (has_unk) continue;
-        int l = eng_detokenize(t, gd.ids[i], gd.nids[i], text, sizeof text);
-        int n = eng_tokenize(t, text, (size_t)l, false, false, ids, MAXIDS);
+        int l = eng__detokenize(t, gd.ids[i], gd.nids[i], text, sizeof text);
+        int n = eng__tokenize(t, text, (size_t)l, false, false, ids, MAXIDS);
         assert_int_equal(n, gd.nids[i]);
         assert_memory_equal(ids, gd.ids[i], sizeof(int32_t) * (size_t)n);
     }
-    eng_tokenizer_free(t);
+    eng__tokenizer_free(t);
     golden_free(&gd);
 }
 
@@ -169,28 +169,28 @@ static void test_bert_vocab_txt(void **st) {
     (void)st;
     eng_tokenizer *tv = NULL;
     char err[256] = "";
-    int rc = eng_tokenizer_from_vocab_txt(tu_fixture("tokenizers/bert-base-uncased-vocab.txt"), &tv, err, sizeof err);
+    int rc = eng__tokenizer_from_vocab_txt(tu_fixture("tokenizers/bert-base-uncased-vocab.txt"), &tv, err, sizeof err);
     if (rc < 0) fprintf(stderr, "%s\n", err);
     assert_int_equal(rc, 0);
     eng_tokenizer *tg = load_gguf("tokenizers/ggml-vocab-bert-bge.gguf", NULL);
-    assert_int_equal(eng_tokenizer_n_vocab(tv), 30522);
-    assert_int_equal(eng_tokenizer_n_vocab(tv), eng_tokenizer_n_vocab(tg));
+    assert_int_equal(eng__tokenizer_n_vocab(tv), 30522);
+    assert_int_equal(eng__tokenizer_n_vocab(tv), eng__tokenizer_n_vocab(tg));
     int diff = 0;
-    for (int32_t i = 0; i < eng_tokenizer_n_vocab(tv); i++) {
+    for (int32_t i = 0; i < eng__tokenizer_n_vocab(tv); i++) {
         size_t a, b;
-        const char *x = eng_token_text(tv, i, &a), *y = eng_token_text(tg, i, &b);
+        const char *x = eng__token_text(tv, i, &a), *y = eng__token_text(tg, i, &b);
         if (a != b || memcmp(x, y, a) != 0) diff++;
     }
     assert_int_equal(diff, 0);
-    assert_int_equal(eng_token_bos(tv), 101);
-    assert_int_equal(eng_token_sep(tv), 102);
-    assert_int_equal(eng_token_unk(tv), 100);
+    assert_int_equal(eng__token_bos(tv), 101);
+    assert_int_equal(eng__token_sep(tv), 102);
+    assert_int_equal(eng__token_unk(tv), 100);
     golden gd;
     golden_load("tokenizers/ggml-vocab-bert-bge.gguf", &gd);
     assert_int_equal(check_golden(tv, &gd, false), 0);
     golden_free(&gd);
-    eng_tokenizer_free(tv);
-    eng_tokenizer_free(tg);
+    eng__tokenizer_free(tv);
+    eng__tokenizer_free(tg);
 }
 
 /* model2vec's tokenizer.json describes the same vocabulary and the normaliser we implement. */
@@ -198,7 +198,7 @@ static void test_bert_tokenizer_json(void **st) {
     (void)st;
     char *data;
     size_t len;
-    assert_int_equal(lcx_read_file(tu_fixture("tokenizers/model2vec-bert-base-uncased/tokenizer.json"), 8 << 20, &data, &len), 0);
+    assert_int_equal(lcx__read_file(tu_fixture("tokenizers/model2vec-bert-base-uncased/tokenizer.json"), 8 << 20, &data, &len), 0);
     cJSON *j = cJSON_Parse(data);
     free(data);
     assert_non_null(j);
@@ -213,7 +213,7 @@ static void test_bert_tokenizer_json(void **st) {
     assert_int_equal(cJSON_GetObjectItem(model, "max_input_chars_per_word")->valueint, 100);
     cJSON *vocab = cJSON_GetObjectItem(model, "vocab");
     eng_tokenizer *tv = NULL;
-    assert_int_equal(eng_tokenizer_from_vocab_txt(tu_fixture("tokenizers/bert-base-uncased-vocab.txt"), &tv, NULL, 0), 0);
+    assert_int_equal(eng__tokenizer_from_vocab_txt(tu_fixture("tokenizers/bert-base-uncased-vocab.txt"), &tv, NULL, 0), 0);
     int n = 0, bad = 0;
     for (cJSON *e = vocab->child; e; e = e->next, n++) {
         const char *w = e->string;
@@ -222,11 +222,11 @@ static void test_bert_tokenizer_json(void **st) {
         if (l >= 2 && w[0] == '#' && w[1] == '#') snprintf(conv, sizeof conv, "%s", w + 2);
         else if (w[0] == '[' && w[l - 1] == ']') snprintf(conv, sizeof conv, "%s", w);
         else snprintf(conv, sizeof conv, "\xE2\x96\x81%s", w);
-        if (eng_token_lookup(tv, conv, strlen(conv)) != e->valueint) bad++;
+        if (eng__token_lookup(tv, conv, strlen(conv)) != e->valueint) bad++;
     }
     assert_int_equal(n, 30522);
     assert_int_equal(bad, 0);
-    eng_tokenizer_free(tv);
+    eng__tokenizer_free(tv);
     cJSON_Delete(j);
 }
 
@@ -237,7 +237,7 @@ static void test_bert_tokenizer_json(void **st) {
 static eng_tokenizer *load_tok512(bool raw_spaces) {
     char *data;
     size_t len;
-    assert_int_equal(lcx_read_file(tu_fixture("llama2c/tok512.bin"), 1 << 20, &data, &len), 0);
+    assert_int_equal(lcx__read_file(tu_fixture("llama2c/tok512.bin"), 1 << 20, &data, &len), 0);
     enum { N = 512 };
     char *toks[N];
     size_t lens[N];
@@ -266,7 +266,7 @@ static eng_tokenizer *load_tok512(bool raw_spaces) {
     assert_int_equal(p, len);
     free(data);
     eng_tok_spec s;
-    eng_tok_spec_init(&s);
+    eng__tok_spec_init(&s);
     s.kind = ENG_TOK_SPM;
     s.n_tokens = N;
     s.tokens = (const char *const *)toks;
@@ -275,7 +275,7 @@ static eng_tokenizer *load_tok512(bool raw_spaces) {
     s.token_types = types;
     eng_tokenizer *t = NULL;
     char err[256] = "";
-    int rc = eng_tokenizer_from_spec(&s, &t, err, sizeof err);
+    int rc = eng__tokenizer_from_spec(&s, &t, err, sizeof err);
     if (rc < 0) fprintf(stderr, "%s\n", err);
     assert_int_equal(rc, 0);
     for (int i = 0; i < N; i++) free(toks[i]);
@@ -285,7 +285,7 @@ static eng_tokenizer *load_tok512(bool raw_spaces) {
 static cJSON *load_expected(void) {
     char *data;
     size_t len;
-    assert_int_equal(lcx_read_file(tu_fixture("llama2c/expected.json"), 1 << 20, &data, &len), 0);
+    assert_int_equal(lcx__read_file(tu_fixture("llama2c/expected.json"), 1 << 20, &data, &len), 0);
     cJSON *j = cJSON_Parse(data);
     free(data);
     assert_non_null(j);
@@ -303,7 +303,7 @@ static void tok512_cases(bool raw) {
     for (cJSON *c = cases->child; c; c = c->next) {
         const char *s = cJSON_GetObjectItem(c, "text")->valuestring;
         cJSON *exp = cJSON_GetObjectItem(c, "ids");
-        int n = eng_tokenize(t, s, strlen(s), true, false, ids, 1024);
+        int n = eng__tokenize(t, s, strlen(s), true, false, ids, 1024);
         bool ok = n == cJSON_GetArraySize(exp);
         int k = 0;
         for (cJSON *e = exp->child; e && ok; e = e->next, k++) ok = ids[k] == e->valueint;
@@ -312,7 +312,7 @@ static void tok512_cases(bool raw) {
             print_ids("got", ids, n);
             fails++;
         }
-        int l = eng_detokenize(t, ids, n, text, sizeof text);
+        int l = eng__detokenize(t, ids, n, text, sizeof text);
         if (l != (int)strlen(s) || strcmp(text, s) != 0) {
             fprintf(stderr, "tok512 decode '%s' gave '%s'\n", s, text);
             fails++;
@@ -326,7 +326,7 @@ static void tok512_cases(bool raw) {
         cJSON_ArrayForEach(a, cJSON_GetObjectItem(c, "prompt_ids")) ids[n++] = a->valueint;
         cJSON_ArrayForEach(a, cJSON_GetObjectItem(c, "generated_ids")) ids[n++] = a->valueint;
         if (n > 1 && ids[n - 1] == 1) n--;      /* a sampled BOS stops run.c unprinted */
-        int l = eng_detokenize(t, ids, n, text, sizeof text - 1);
+        int l = eng__detokenize(t, ids, n, text, sizeof text - 1);
         assert_true(l >= 0 && l < (int)sizeof text - 1);
         text[l] = '\n';
         text[l + 1] = 0;
@@ -337,7 +337,7 @@ static void tok512_cases(bool raw) {
         }
     }
     cJSON_Delete(j);
-    eng_tokenizer_free(t);
+    eng__tokenizer_free(t);
     assert_int_equal(fails, 0);
 }
 
@@ -352,7 +352,7 @@ static void gguf_tokenize_goldens(const char *rel) {
     snprintf(jrel, sizeof jrel, "%s.golden.json", rel);
     char *data;
     size_t len;
-    assert_int_equal(lcx_read_file(tu_fixture(jrel), 64 << 20, &data, &len), 0);
+    assert_int_equal(lcx__read_file(tu_fixture(jrel), 64 << 20, &data, &len), 0);
     cJSON *j = cJSON_Parse(data);
     free(data);
     assert_non_null(j);
@@ -366,7 +366,7 @@ static void gguf_tokenize_goldens(const char *rel) {
         const char *s = cJSON_GetObjectItem(c, "text")->valuestring;
         bool as = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_special"));
         bool ps = cJSON_IsTrue(cJSON_GetObjectItem(c, "parse_special"));
-        int n = eng_tokenize(t, s, strlen(s), as, ps, ids, 512);
+        int n = eng__tokenize(t, s, strlen(s), as, ps, ids, 512);
         cJSON *exp = cJSON_GetObjectItem(c, "tokens"), *e;
         bool ok = n == cJSON_GetArraySize(exp);
         int k = 0;
@@ -378,7 +378,7 @@ static void gguf_tokenize_goldens(const char *rel) {
         }
         /* plain text round-trips (control tokens print as nothing, so skip those) */
         if (!ps) {
-            int l = eng_detokenize(t, ids, n, text, sizeof text);
+            int l = eng__detokenize(t, ids, n, text, sizeof text);
             if (l != (int)strlen(s) || strcmp(text, s) != 0) {
                 fprintf(stderr, "%s: detokenize gave '%s' for '%s'\n", rel, text, s);
                 fails++;
@@ -386,16 +386,16 @@ static void gguf_tokenize_goldens(const char *rel) {
         }
     }
     /* EOG set as llama.cpp reports it */
-    if (eng_tokenizer_kind(t) == ENG_TOK_BPE) {
-        assert_true(eng_token_is_eog(t, 509));
-        assert_true(eng_token_is_eog(t, 511));
-        assert_false(eng_token_is_eog(t, 510));
+    if (eng__tokenizer_kind(t) == ENG_TOK_BPE) {
+        assert_true(eng__token_is_eog(t, 509));
+        assert_true(eng__token_is_eog(t, 511));
+        assert_false(eng__token_is_eog(t, 510));
     } else {
-        assert_true(eng_token_is_eog(t, 2));
-        assert_false(eng_token_is_eog(t, 1));
-        assert_int_equal(eng_token_sep(t), ENG_TOKEN_NONE);     /* 0xFFFFFFFF in the file */
+        assert_true(eng__token_is_eog(t, 2));
+        assert_false(eng__token_is_eog(t, 1));
+        assert_int_equal(eng__token_sep(t), ENG_TOKEN_NONE);     /* 0xFFFFFFFF in the file */
     }
-    eng_tokenizer_free(t);
+    eng__tokenizer_free(t);
     cJSON_Delete(j);
     assert_int_equal(fails, 0);
 }

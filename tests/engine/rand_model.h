@@ -44,29 +44,29 @@ static inline void trm_write(const char *path, const trm_spec *s)
     uint64_t rng = s->seed;
     float *pool[128];
     int np = 0;
-    eng_gguf_writer *w = eng_gguf_writer_new(32);
+    eng_gguf_writer *w = eng__gguf_writer_new(32);
     assert_non_null(w);
     char k[128];
 #define KEY(x) (snprintf(k, sizeof k, "%s." x, s->arch), k)
-    eng_gguf_w_str(w, "general.architecture", s->arch);
-    eng_gguf_w_u32(w, KEY("embedding_length"), TRM_E);
+    eng__gguf_w_str(w, "general.architecture", s->arch);
+    eng__gguf_w_u32(w, KEY("embedding_length"), TRM_E);
     const int nl = s->n_layer ? s->n_layer : TRM_NL;
-    eng_gguf_w_u32(w, KEY("block_count"), (uint32_t)nl);
-    eng_gguf_w_u32(w, KEY("feed_forward_length"), TRM_FF);
-    eng_gguf_w_u32(w, KEY("attention.head_count"), TRM_NH);
-    eng_gguf_w_u32(w, KEY("attention.head_count_kv"), TRM_NKV);
-    eng_gguf_w_u32(w, KEY("context_length"), (uint32_t)s->ctx_train);
-    eng_gguf_w_f32(w, KEY("rope.freq_base"), 10000.0f);
-    eng_gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    eng__gguf_w_u32(w, KEY("block_count"), (uint32_t)nl);
+    eng__gguf_w_u32(w, KEY("feed_forward_length"), TRM_FF);
+    eng__gguf_w_u32(w, KEY("attention.head_count"), TRM_NH);
+    eng__gguf_w_u32(w, KEY("attention.head_count_kv"), TRM_NKV);
+    eng__gguf_w_u32(w, KEY("context_length"), (uint32_t)s->ctx_train);
+    eng__gguf_w_f32(w, KEY("rope.freq_base"), 10000.0f);
+    eng__gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
     const int hd = s->hd ? s->hd : TRM_E / TRM_NH;
     if (s->hd) {
-        eng_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)hd);
-        eng_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)hd);
+        eng__gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)hd);
+        eng__gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)hd);
     }
-    if (s->n_rot) eng_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)s->n_rot);
+    if (s->n_rot) eng__gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)s->n_rot);
     if (s->rope_linear > 0) {
-        eng_gguf_w_str(w, KEY("rope.scaling.type"), "linear");
-        eng_gguf_w_f32(w, KEY("rope.scaling.factor"), s->rope_linear);
+        eng__gguf_w_str(w, KEY("rope.scaling.type"), "linear");
+        eng__gguf_w_f32(w, KEY("rope.scaling.factor"), s->rope_linear);
     }
 #undef KEY
     const float qk = s->qk_std > 0 ? s->qk_std : 0.25f, vs = s->v_std > 0 ? s->v_std : 0.25f;
@@ -78,8 +78,8 @@ static inline void trm_write(const char *path, const trm_spec *s)
         for (int i = 0; i < (n0) * (n1); i++) b[i] = ((one) ? 1.0f : 0.0f) + trm_rnd(&rng) * (sc); \
         assert_true(np < 128);                                                                \
         pool[np++] = b;                                                                       \
-        if ((n1) == 1) eng_gguf_w_tensor(w, nm, ENG_T_F32, 1, (int64_t[]){n0}, b);            \
-        else eng_gguf_w_tensor(w, nm, ENG_T_F32, 2, (int64_t[]){n0, n1}, b);                  \
+        if ((n1) == 1) eng__gguf_w_tensor(w, nm, ENG_T_F32, 1, (int64_t[]){n0}, b);            \
+        else eng__gguf_w_tensor(w, nm, ENG_T_F32, 2, (int64_t[]){n0, n1}, b);                  \
     } while (0)
     T("token_embd.weight", TRM_E, TRM_NV, 1.0f, 0);
     T("output_norm.weight", TRM_E, 1, 0.2f, 1);
@@ -109,8 +109,8 @@ static inline void trm_write(const char *path, const trm_spec *s)
     }
     T("output.weight", TRM_E, TRM_NV, 0.3f, 0);
 #undef T
-    assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL), 0);
-    eng_gguf_writer_free(w);
+    assert_int_equal(eng__gguf_writer_write(w, path, NULL, NULL), 0);
+    eng__gguf_writer_free(w);
     for (int i = 0; i < np; i++) free(pool[i]);
 }
 

@@ -29,7 +29,7 @@ static cJSON *expected(void)
 {
     char *s;
     size_t n;
-    assert_int_equal(lcx_read_file(tu_fixture("llama2c/expected.json"), 0, &s, &n), 0);
+    assert_int_equal(lcx__read_file(tu_fixture("llama2c/expected.json"), 0, &s, &n), 0);
     cJSON *j = cJSON_Parse(s);
     free(s);
     assert_non_null(j);
@@ -80,10 +80,10 @@ static void test_run_matches_runc(void **st)
         assert_int_equal(tu_run(cmd, &out), 0);
         lcx_buf b = {0};
         for (int i = 0; i < steps; i++)
-            lcx_buf_printf(&b, i ? " %d" : "%d", (int)cJSON_GetArrayItem(gen, i)->valuedouble);
-        lcx_buf_puts(&b, "\n");
+            lcx__buf_printf(&b, i ? " %d" : "%d", (int)cJSON_GetArrayItem(gen, i)->valuedouble);
+        lcx__buf_puts(&b, "\n");
         assert_string_equal(out, b.data);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
         free(out);
         n++;
     }
@@ -116,7 +116,7 @@ static void test_logits_json(void **st)
     cJSON *j = cJSON_Parse(out);
     free(out);
     assert_non_null(j);
-    assert_int_equal(lcx_read_file(tu_fixture("gguf/tiny-qwen2-q8_0.gguf.golden.json"), 0, &gs, &gn), 0);
+    assert_int_equal(lcx__read_file(tu_fixture("gguf/tiny-qwen2-q8_0.gguf.golden.json"), 0, &gs, &gn), 0);
     cJSON *g = cJSON_Parse(gs);
     free(gs);
     const cJSON *ref = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "sequences"), 1), "logits_last");
@@ -189,7 +189,7 @@ static void test_perplexity_v3(void **st)
     uint32_t x = 7;
     for (int i = 0; i < 4000; i++) {
         x = x * 1103515245u + 12345u;
-        lcx_buf_printf(&b, "%s ", w[(x >> 16) % LCX_ARRAY_LEN(w)]);
+        lcx__buf_printf(&b, "%s ", w[(x >> 16) % LCX_ARRAY_LEN(w)]);
     }
     assert_int_equal(tu_write(txt, b.data, b.len), 0);
     /* the off run against an independent computation from `logits --all` (chunk 1, ctx 128) */
@@ -209,9 +209,9 @@ static void test_perplexity_v3(void **st)
     free(toks);
     ids[0] = 1;   /* BOS replaces the chunk's first token */
     lcx_buf tl = {0};
-    for (int i = 0; i < 128; i++) lcx_buf_printf(&tl, i ? ",%d" : "%d", ids[i]);
+    for (int i = 0; i < 128; i++) lcx__buf_printf(&tl, i ? ",%d" : "%d", ids[i]);
     snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens %s --all", bin(), m, tl.data);
-    lcx_buf_free(&tl);
+    lcx__buf_free(&tl);
     assert_int_equal(tu_run(cmd, &out), 0);
     cJSON *j = cJSON_Parse(out);
     free(out);
@@ -273,7 +273,7 @@ static void test_perplexity_v3(void **st)
     assert_non_null(strstr(out, "triatt: rounds="));
     free(out);
     (void)text;
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
 }
 
 int main(void)

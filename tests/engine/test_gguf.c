@@ -19,29 +19,29 @@ static uint8_t *make_file(size_t *len, uint32_t align)
     for (int i = 0; i < 32; i++) b[i] = -(float)i;
     static uint8_t q8[34 * 2];
     for (int i = 0; i < (int)sizeof q8; i++) q8[i] = (uint8_t)i;
-    eng_gguf_writer *w = eng_gguf_writer_new(align);
+    eng_gguf_writer *w = eng__gguf_writer_new(align);
     assert_non_null(w);
-    assert_int_equal(eng_gguf_w_str(w, "general.architecture", "llama"), 0);
-    assert_int_equal(eng_gguf_w_u32(w, "llama.block_count", 5), 0);
-    assert_int_equal(eng_gguf_w_i32(w, "neg", -7), 0);
-    assert_int_equal(eng_gguf_w_f32(w, "eps", 1e-5f), 0);
-    assert_int_equal(eng_gguf_w_bool(w, "flag", true), 0);
-    assert_int_equal(eng_gguf_w_u32(w, "none_id", 0xFFFFFFFFu), 0);
+    assert_int_equal(eng__gguf_w_str(w, "general.architecture", "llama"), 0);
+    assert_int_equal(eng__gguf_w_u32(w, "llama.block_count", 5), 0);
+    assert_int_equal(eng__gguf_w_i32(w, "neg", -7), 0);
+    assert_int_equal(eng__gguf_w_f32(w, "eps", 1e-5f), 0);
+    assert_int_equal(eng__gguf_w_bool(w, "flag", true), 0);
+    assert_int_equal(eng__gguf_w_u32(w, "none_id", 0xFFFFFFFFu), 0);
     const char *strs[] = {"<unk>", "<s>", "", "\xe2\x96\x81hello"};
-    assert_int_equal(eng_gguf_w_arr_str(w, "tokenizer.ggml.tokens", strs, NULL, 4), 0);
+    assert_int_equal(eng__gguf_w_arr_str(w, "tokenizer.ggml.tokens", strs, NULL, 4), 0);
     float sc[4] = {0, -1, -2.5f, 3};
-    assert_int_equal(eng_gguf_w_arr(w, "tokenizer.ggml.scores", ENG_GGUF_F32, sc, 4), 0);
-    assert_int_equal(eng_gguf_w_tensor(w, "a", 0, 2, (int64_t[]){64, 3}, a), 0);
-    assert_int_equal(eng_gguf_w_tensor(w, "b", 0, 1, (int64_t[]){32}, b), 1);
-    assert_int_equal(eng_gguf_w_tensor(w, "q", 8, 2, (int64_t[]){32, 2}, q8), 2);
+    assert_int_equal(eng__gguf_w_arr(w, "tokenizer.ggml.scores", ENG_GGUF_F32, sc, 4), 0);
+    assert_int_equal(eng__gguf_w_tensor(w, "a", 0, 2, (int64_t[]){64, 3}, a), 0);
+    assert_int_equal(eng__gguf_w_tensor(w, "b", 0, 1, (int64_t[]){32}, b), 1);
+    assert_int_equal(eng__gguf_w_tensor(w, "q", 8, 2, (int64_t[]){32, 2}, q8), 2);
     /* shape that does not fit the type is refused by the writer too */
-    assert_true(eng_gguf_w_tensor(w, "bad", 8, 1, (int64_t[]){33}, q8) < 0);
+    assert_true(eng__gguf_w_tensor(w, "bad", 8, 1, (int64_t[]){33}, q8) < 0);
     char path[512];
     snprintf(path, sizeof path, "%s/t.gguf", g_dir);
-    assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL), 0);
-    eng_gguf_writer_free(w);
+    assert_int_equal(eng__gguf_writer_write(w, path, NULL, NULL), 0);
+    eng__gguf_writer_free(w);
     char *data;
-    assert_int_equal(lcx_read_file(path, 0, &data, len), 0);
+    assert_int_equal(lcx__read_file(path, 0, &data, len), 0);
     return (uint8_t *)data;
 }
 
@@ -50,27 +50,27 @@ static int open_copy(const uint8_t *p, size_t n, char *err, size_t errlen)
     uint8_t *c = malloc(n ? n : 1);
     memcpy(c, p, n);
     eng_gguf *g = NULL;
-    int rc = eng_gguf_open_mem(c, n, &g, err, errlen);
+    int rc = eng__gguf_open_mem(c, n, &g, err, errlen);
     if (rc == 0) {
         /* exercise every accessor over the whole file */
-        for (int64_t i = 0; i < eng_gguf_n_kv(g); i++) {
-            const char *k = eng_gguf_key_at(g, i);
+        for (int64_t i = 0; i < eng__gguf_n_kv(g); i++) {
+            const char *k = eng__gguf_key_at(g, i);
             size_t l;
             uint32_t u;
             float f;
-            eng_gguf_get_str(g, k, &l);
-            eng_gguf_get_u32(g, k, &u);
-            eng_gguf_get_f32(g, k, &f);
-            for (uint64_t j = 0; j < 8; j++) eng_gguf_get_arr_str(g, k, j, &l);
+            eng__gguf_get_str(g, k, &l);
+            eng__gguf_get_u32(g, k, &u);
+            eng__gguf_get_f32(g, k, &f);
+            for (uint64_t j = 0; j < 8; j++) eng__gguf_get_arr_str(g, k, j, &l);
         }
         volatile uint8_t sink = 0;
-        for (int64_t i = 0; i < eng_gguf_n_tensors(g); i++) {
-            const eng_tensor *t = eng_gguf_tensor_at(g, i);
+        for (int64_t i = 0; i < eng__gguf_n_tensors(g); i++) {
+            const eng_tensor *t = eng__gguf_tensor_at(g, i);
             for (size_t j = 0; j < t->nbytes; j++) sink ^= ((const uint8_t *)t->data)[j];
         }
         (void)sink;
     }
-    eng_gguf_close(g);
+    eng__gguf_close(g);
     free(c);
     return rc;
 }
@@ -81,65 +81,65 @@ static void test_roundtrip(void **st)
     uint8_t *f = make_file(&n, 32);
     eng_gguf *g;
     char err[256];
-    assert_int_equal(eng_gguf_open_mem(f, n, &g, err, sizeof err), 0);
-    assert_int_equal(eng_gguf_version(g), 3);
+    assert_int_equal(eng__gguf_open_mem(f, n, &g, err, sizeof err), 0);
+    assert_int_equal(eng__gguf_version(g), 3);
     uint32_t u;
     int32_t i;
     float x;
     bool b;
-    assert_int_equal(eng_gguf_get_u32(g, "llama.block_count", &u), 0);
+    assert_int_equal(eng__gguf_get_u32(g, "llama.block_count", &u), 0);
     assert_int_equal(u, 5);
-    assert_int_equal(eng_gguf_get_i32(g, "llama.block_count", &i), 0);
+    assert_int_equal(eng__gguf_get_i32(g, "llama.block_count", &i), 0);
     assert_int_equal(i, 5);
-    assert_int_equal(eng_gguf_get_i32(g, "neg", &i), 0);
+    assert_int_equal(eng__gguf_get_i32(g, "neg", &i), 0);
     assert_int_equal(i, -7);
-    assert_int_equal(eng_gguf_get_u32(g, "neg", &u), LCX_EINVAL);
-    assert_int_equal(eng_gguf_get_i32(g, "none_id", &i), 0);
+    assert_int_equal(eng__gguf_get_u32(g, "neg", &u), LCX_EINVAL);
+    assert_int_equal(eng__gguf_get_i32(g, "none_id", &i), 0);
     assert_int_equal(i, -1);
-    assert_int_equal(eng_gguf_get_f32(g, "eps", &x), 0);
+    assert_int_equal(eng__gguf_get_f32(g, "eps", &x), 0);
     assert_true(x == 1e-5f);
-    assert_int_equal(eng_gguf_get_bool(g, "flag", &b), 0);
+    assert_int_equal(eng__gguf_get_bool(g, "flag", &b), 0);
     assert_true(b);
-    assert_int_equal(eng_gguf_get_u32(g, "missing", &u), LCX_ENOTFOUND);
-    assert_int_equal(eng_gguf_get_u32(g, "general.architecture", &u), LCX_EINVAL);
-    assert_int_equal(eng_gguf_find_key(g, "missing"), -1);
-    assert_int_equal(eng_gguf_key_type(g, eng_gguf_find_key(g, "eps")), ENG_GGUF_F32);
+    assert_int_equal(eng__gguf_get_u32(g, "missing", &u), LCX_ENOTFOUND);
+    assert_int_equal(eng__gguf_get_u32(g, "general.architecture", &u), LCX_EINVAL);
+    assert_int_equal(eng__gguf_find_key(g, "missing"), -1);
+    assert_int_equal(eng__gguf_key_type(g, eng__gguf_find_key(g, "eps")), ENG_GGUF_F32);
     size_t l;
-    const char *s = eng_gguf_get_str(g, "general.architecture", &l);
+    const char *s = eng__gguf_get_str(g, "general.architecture", &l);
     assert_int_equal(l, 5);
     assert_memory_equal(s, "llama", 5);
-    assert_null(eng_gguf_get_str(g, "eps", &l));
-    s = eng_gguf_get_arr_str(g, "tokenizer.ggml.tokens", 3, &l);
+    assert_null(eng__gguf_get_str(g, "eps", &l));
+    s = eng__gguf_get_arr_str(g, "tokenizer.ggml.tokens", 3, &l);
     assert_int_equal(l, 8);
     assert_memory_equal(s, "\xe2\x96\x81hello", 8);
-    s = eng_gguf_get_arr_str(g, "tokenizer.ggml.tokens", 2, &l);
+    s = eng__gguf_get_arr_str(g, "tokenizer.ggml.tokens", 2, &l);
     assert_non_null(s);
     assert_int_equal(l, 0);
-    assert_null(eng_gguf_get_arr_str(g, "tokenizer.ggml.tokens", 4, &l));
+    assert_null(eng__gguf_get_arr_str(g, "tokenizer.ggml.tokens", 4, &l));
     int et;
     uint64_t an;
     const void *ad;
-    assert_int_equal(eng_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &an, &ad), 0);
+    assert_int_equal(eng__gguf_get_arr(g, "tokenizer.ggml.scores", &et, &an, &ad), 0);
     assert_int_equal(et, ENG_GGUF_F32);
     assert_int_equal(an, 4);
     float sc[4];
     memcpy(sc, ad, sizeof sc);
     assert_true(sc[2] == -2.5f);
-    assert_int_equal(eng_gguf_n_tensors(g), 3);
-    const eng_tensor *t = eng_gguf_tensor(g, "a");
+    assert_int_equal(eng__gguf_n_tensors(g), 3);
+    const eng_tensor *t = eng__gguf_tensor(g, "a");
     assert_non_null(t);
     assert_int_equal(t->ne[0], 64);
     assert_int_equal(t->ne[1], 3);
     assert_int_equal(t->nbytes, 64 * 3 * 4);
     assert_int_equal(((uintptr_t)t->data - (uintptr_t)f) % 32, 0);
     assert_true(((const float *)t->data)[5] == 2.5f);
-    t = eng_gguf_tensor(g, "q");
+    t = eng__gguf_tensor(g, "q");
     assert_int_equal(t->type, 8);
     assert_int_equal(t->nbytes, 68);
     assert_int_equal(((const uint8_t *)t->data)[67], 67);
-    assert_null(eng_gguf_tensor(g, "bad"));
-    eng_gguf_close(g);
-    eng_gguf_close(NULL);
+    assert_null(eng__gguf_tensor(g, "bad"));
+    eng__gguf_close(g);
+    eng__gguf_close(NULL);
     free(f);
 }
 
@@ -148,10 +148,10 @@ static void test_alignment_64(void **st)
     size_t n;
     uint8_t *f = make_file(&n, 64);
     eng_gguf *g;
-    assert_int_equal(eng_gguf_open_mem(f, n, &g, NULL, 0), 0);
-    assert_int_equal(eng_gguf_alignment(g), 64);
-    assert_int_equal(((uintptr_t)eng_gguf_tensor(g, "b")->data - (uintptr_t)f) % 64, 0);
-    eng_gguf_close(g);
+    assert_int_equal(eng__gguf_open_mem(f, n, &g, NULL, 0), 0);
+    assert_int_equal(eng__gguf_alignment(g), 64);
+    assert_int_equal(((uintptr_t)eng__gguf_tensor(g, "b")->data - (uintptr_t)f) % 64, 0);
+    eng__gguf_close(g);
     free(f);
 }
 
@@ -286,18 +286,18 @@ static void test_hostile_headers(void **st)
 
 static void test_bad_alignment_key(void **st)
 {
-    eng_gguf_writer *w = eng_gguf_writer_new(32);
-    eng_gguf_w_u32(w, "general.alignment", 48);
+    eng_gguf_writer *w = eng__gguf_writer_new(32);
+    eng__gguf_w_u32(w, "general.alignment", 48);
     char path[512];
     snprintf(path, sizeof path, "%s/al.gguf", g_dir);
-    assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL), 0);
-    eng_gguf_writer_free(w);
+    assert_int_equal(eng__gguf_writer_write(w, path, NULL, NULL), 0);
+    eng__gguf_writer_free(w);
     eng_gguf *g;
     char err[256];
-    assert_int_equal(eng_gguf_open(path, &g, err, sizeof err), LCX_ECORRUPT);
+    assert_int_equal(eng__gguf_open(path, &g, err, sizeof err), LCX_ECORRUPT);
     assert_non_null(strstr(err, "alignment"));
     assert_null(g);
-    assert_int_equal(eng_gguf_open("/nonexistent/x.gguf", &g, err, sizeof err), LCX_ENOTFOUND);
+    assert_int_equal(eng__gguf_open("/nonexistent/x.gguf", &g, err, sizeof err), LCX_ENOTFOUND);
 }
 
 static void test_random_flips(void **st)
@@ -331,32 +331,32 @@ static void test_fixture_files(void **st)
     const char *p = tu_fixture("gguf/tiny-qwen2-q4_k_m.gguf");
     eng_gguf *g;
     char err[256];
-    assert_int_equal(eng_gguf_open(p, &g, err, sizeof err), 0);
+    assert_int_equal(eng__gguf_open(p, &g, err, sizeof err), 0);
     size_t l;
-    const char *a = eng_gguf_get_str(g, "general.architecture", &l);
+    const char *a = eng__gguf_get_str(g, "general.architecture", &l);
     assert_int_equal(l, 5);
     assert_memory_equal(a, "qwen2", 5);
     uint32_t u;
-    assert_int_equal(eng_gguf_get_u32(g, "qwen2.attention.head_count_kv", &u), 0);
+    assert_int_equal(eng__gguf_get_u32(g, "qwen2.attention.head_count_kv", &u), 0);
     assert_int_equal(u, 2);
-    const eng_tensor *t = eng_gguf_tensor(g, "token_embd.weight");
+    const eng_tensor *t = eng__gguf_tensor(g, "token_embd.weight");
     assert_int_equal(t->type, 8);
     assert_int_equal(t->ne[0], 64);
     assert_int_equal(t->ne[1], 512);
-    assert_int_equal(eng_gguf_n_tensors(g), 26);
-    const char *m = eng_gguf_get_arr_str(g, "tokenizer.ggml.merges", 0, &l);
+    assert_int_equal(eng__gguf_n_tensors(g), 26);
+    const char *m = eng__gguf_get_arr_str(g, "tokenizer.ggml.merges", 0, &l);
     assert_non_null(m);
     assert_memory_equal(m, "\xc4\xa0 t", 4);
-    eng_gguf_close(g);
+    eng__gguf_close(g);
     p = tu_fixture("tokenizers/ggml-vocab-gpt-2.gguf");
-    assert_int_equal(eng_gguf_open(p, &g, err, sizeof err), 0);
-    assert_int_equal(eng_gguf_n_tensors(g), 0);
+    assert_int_equal(eng__gguf_open(p, &g, err, sizeof err), 0);
+    assert_int_equal(eng__gguf_n_tensors(g), 0);
     int et;
     uint64_t n;
-    assert_int_equal(eng_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL), 0);
+    assert_int_equal(eng__gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL), 0);
     assert_int_equal(n, 50257);
     assert_int_equal(et, ENG_GGUF_STRING);
-    eng_gguf_close(g);
+    eng__gguf_close(g);
 }
 
 int main(void)

@@ -20,7 +20,7 @@ static cJSON *load_json(const char *path)
 {
     char *s;
     size_t n;
-    assert_int_equal(lcx_read_file(path, 64u << 20, &s, &n), 0);
+    assert_int_equal(lcx__read_file(path, 64u << 20, &s, &n), 0);
     cJSON *j = cJSON_ParseWithLength(s, n);
     free(s);
     assert_non_null(j);
@@ -67,7 +67,7 @@ static void test_stories260k_llama2c(void **st)
     assert_int_equal(I->n_vocab, 512);
     assert_int_equal(I->n_ctx_train, 512);
     eng_tokenizer *tok;
-    rc = eng_tokenizer_from_gguf(eng_model_gguf(m), &tok, err, sizeof err);
+    rc = eng__tokenizer_from_gguf(eng_model_gguf(m), &tok, err, sizeof err);
     if (rc) fail_msg("tokenizer: %s", err);
     eng_ctx *c;
     eng_ctx_params cp = eng_ctx_default_params();
@@ -113,7 +113,7 @@ static void test_stories260k_llama2c(void **st)
         int np = ids_from(cJSON_GetObjectItem(e, "prompt_ids"), want_p, 64);
         int ng = ids_from(cJSON_GetObjectItem(e, "generated_ids"), want_g, 600);
         int32_t p[64];
-        int n = eng_tokenize(tok, prompt, strlen(prompt), true, false, p, 64);
+        int n = eng__tokenize(tok, prompt, strlen(prompt), true, false, p, 64);
         assert_int_equal(n, np);
         assert_memory_equal(p, want_p, n * sizeof(int32_t));
         eng_kv_clear(c);
@@ -136,17 +136,17 @@ static void test_stories260k_llama2c(void **st)
         for (int i = 0; i < ng && got[i] != 1; i++) all[na++] = got[i];
         for (int i = 0; i < na; i++) {
             char piece[64];
-            int pl = eng_token_to_piece(tok, all[i], piece, sizeof piece);
+            int pl = eng__token_to_piece(tok, all[i], piece, sizeof piece);
             assert_true(pl >= 0 && pl <= (int)sizeof piece);
             const char *pp = piece;
             if (prev == 1 && pl > 0 && pp[0] == ' ') { pp++; pl--; }
-            lcx_buf_append(&b, pp, (size_t)pl);
+            lcx__buf_append(&b, pp, (size_t)pl);
             prev = all[i];
         }
-        lcx_buf_puts(&b, "\n");
+        lcx__buf_puts(&b, "\n");
         const char *want = cJSON_GetObjectItem(e, "stdout")->valuestring;
         if (strcmp(b.data, want)) fail_msg("stdout differs:\n--- ours\n%s--- run.c\n%s", b.data, want);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
         ncases++;
     }
     assert_int_equal(ncases, 7);
@@ -157,13 +157,13 @@ static void test_stories260k_llama2c(void **st)
         const char *text = cJSON_GetObjectItem(e, "text")->valuestring;
         int32_t want[256], p[256];
         int nw = ids_from(cJSON_GetObjectItem(e, "ids"), want, 256);
-        int n = eng_tokenize(tok, text, strlen(text), true, false, p, 256);
+        int n = eng__tokenize(tok, text, strlen(text), true, false, p, 256);
         assert_int_equal(n, nw);
         assert_memory_equal(p, want, n * sizeof(int32_t));
     }
     cJSON_Delete(j);
     eng_ctx_free(c);
-    eng_tokenizer_free(tok);
+    eng__tokenizer_free(tok);
     eng_model_free(m);
 }
 
@@ -254,18 +254,18 @@ static void check_model(const char *name, double tol)
     assert_true(checked >= 32);
     /* tokenizer goldens */
     eng_tokenizer *tok;
-    rc = eng_tokenizer_from_gguf(eng_model_gguf(m), &tok, err, sizeof err);
+    rc = eng__tokenizer_from_gguf(eng_model_gguf(m), &tok, err, sizeof err);
     if (rc) fail_msg("%s tokenizer: %s", name, err);
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "tokenize"))
     {
         const char *text = cJSON_GetObjectItem(e, "text")->valuestring;
         int32_t want[512], got[512];
         int nw = ids_from(cJSON_GetObjectItem(e, "tokens"), want, 512);
-        int n = eng_tokenize(tok, text, strlen(text), cJSON_IsTrue(cJSON_GetObjectItem(e, "add_special")),
+        int n = eng__tokenize(tok, text, strlen(text), cJSON_IsTrue(cJSON_GetObjectItem(e, "add_special")),
                              cJSON_IsTrue(cJSON_GetObjectItem(e, "parse_special")), got, 512);
         if (n != nw || memcmp(got, want, n * sizeof(int32_t))) fail_msg("%s: tokenize '%s' differs", name, text);
     }
-    eng_tokenizer_free(tok);
+    eng__tokenizer_free(tok);
     print_message("%s: max |logit diff| %.3g (tol %.0e), %d greedy steps checked\n", name, worst, tol, checked);
     cJSON_Delete(j);
     eng_ctx_free(c);

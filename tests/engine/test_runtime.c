@@ -118,15 +118,15 @@ static void test_refusals(void **st)
     assert_non_null(strstr(err, "blk.1.attn_q.weight"));
     snprintf(path, sizeof path, "%s/yarn.gguf", g_dir);
     {
-        eng_gguf_writer *w = eng_gguf_writer_new(32);
-        eng_gguf_w_str(w, "general.architecture", "qwen2");
-        eng_gguf_w_u32(w, "qwen2.embedding_length", 64);
-        eng_gguf_w_u32(w, "qwen2.block_count", 1);
-        eng_gguf_w_u32(w, "qwen2.feed_forward_length", 64);
-        eng_gguf_w_u32(w, "qwen2.attention.head_count", 4);
-        eng_gguf_w_str(w, "qwen2.rope.scaling.type", "yarn");
-        assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL), 0);
-        eng_gguf_writer_free(w);
+        eng_gguf_writer *w = eng__gguf_writer_new(32);
+        eng__gguf_w_str(w, "general.architecture", "qwen2");
+        eng__gguf_w_u32(w, "qwen2.embedding_length", 64);
+        eng__gguf_w_u32(w, "qwen2.block_count", 1);
+        eng__gguf_w_u32(w, "qwen2.feed_forward_length", 64);
+        eng__gguf_w_u32(w, "qwen2.attention.head_count", 4);
+        eng__gguf_w_str(w, "qwen2.rope.scaling.type", "yarn");
+        assert_int_equal(eng__gguf_writer_write(w, path, NULL, NULL), 0);
+        eng__gguf_writer_free(w);
     }
     assert_int_equal(eng_model_load(path, &m, err, sizeof err), LCX_ENOTSUP);
     assert_non_null(strstr(err, "yarn"));

@@ -100,7 +100,7 @@ static int setup(void **st)
     char path[4200];
     snprintf(path, sizeof path, "%s/tiny.gguf", g_dir);
     lcx_ramp_shape sh;
-    if (lcx_ramp_model_shape("tiny", &sh) < 0 || lcx_ramp_write_model(path, &sh, 7) < 0) return -1;
+    if (lcx__ramp_model_shape("tiny", &sh) < 0 || lcx__ramp_write_model(path, &sh, 7) < 0) return -1;
     char err[256];
     if (eng_model_load(path, &g_m, err, sizeof err) < 0) return -1;
     eng_server_opts o = eng_server_defaults();
@@ -879,7 +879,7 @@ static void test_cli_rescue_through_server(void **st)
     cJSON_AddStringToObject(t1, "session_id", "rescue-e2e");
     cJSON_AddNumberToObject(t1, "temperature", 0);
     cJSON_AddStringToObject(t1, "longctx_probe", LCX_RAMP_FACT);
-    char *blob = lcx_ramp_blob(80, 0.5, 1), *m1;
+    char *blob = lcx__ramp_blob(80, 0.5, 1), *m1;
     assert_true(asprintf(&m1, "%s\n\n%s", blob, LCX_RAMP_TURN1_ASK) > 0);
     cJSON_AddStringToObject(u1, "role", "user");
     cJSON_AddStringToObject(u1, "content", m1);
@@ -910,7 +910,7 @@ static void test_cli_rescue_through_server(void **st)
     assert_true(usage_of(r2, "cached_tokens") > usage_of(r1, "prompt_tokens") / 2);   /* turn 1 reused */
 
     /* the sidecar is killed while a long turn of another session runs */
-    char *blob3 = lcx_ramp_blob(80, 0.3, 2), *b3;
+    char *blob3 = lcx__ramp_blob(80, 0.3, 2), *b3;
     cJSON *t3 = cJSON_CreateObject(), *m3 = cJSON_AddArrayToObject(t3, "messages"), *u3 = cJSON_CreateObject();
     cJSON_AddStringToObject(t3, "session_id", "after-kill");
     cJSON_AddStringToObject(u3, "role", "user");

@@ -26,7 +26,7 @@ static int setup(void **st)
     char path[4200];
     snprintf(path, sizeof path, "%s/tiny.gguf", g_dir);
     lcx_ramp_shape sh;
-    if (lcx_ramp_model_shape("tiny", &sh) < 0 || lcx_ramp_write_model(path, &sh, 7) < 0) return -1;
+    if (lcx__ramp_model_shape("tiny", &sh) < 0 || lcx__ramp_write_model(path, &sh, 7) < 0) return -1;
     char err[256];
     return eng_model_load(path, &g_m, err, sizeof err) < 0 ? -1 : 0;
 }
@@ -102,7 +102,7 @@ static void test_second_turn_prefills_only_new(void **st)
     (void)st;
     eng_session *s = new_session(0, NULL, ENG_RESCUE_TWO_TURN, 4096);
     eng_session_turn t1, t2;
-    char *r1 = NULL, *first = lcx_ramp_blob(10, 0.5, 3);
+    char *r1 = NULL, *first = lcx__ramp_blob(10, 0.5, 3);
     assert_true(eng_session_respond(s, first, &r1) >= 0);
     free(first);
     eng_session_last_turn(s, &t1);
@@ -132,7 +132,7 @@ static void test_second_turn_prefills_only_new(void **st)
 
 static char *blob_msg(int n_fill, double depth, const char *tail)
 {
-    char *b = lcx_ramp_blob(n_fill, depth, 1);
+    char *b = lcx__ramp_blob(n_fill, depth, 1);
     assert_non_null(b);
     char *m = NULL;
     assert_true(asprintf(&m, "%s\n\n%s", b, tail) > 0);

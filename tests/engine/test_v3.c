@@ -463,9 +463,9 @@ static void test_tier2_posts_decoded_text(void **st)
     eng_model *m = stories();
     eng_tokenizer *tk;
     char err[256];
-    assert_int_equal(eng_tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err), 0);
+    assert_int_equal(eng__tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err), 0);
     int32_t tok[512];
-    int n = eng_tokenize(tk, k_story, strlen(k_story), true, false, tok, 512);
+    int n = eng__tokenize(tk, k_story, strlen(k_story), true, false, tok, 512);
     assert_true(n > 100);
     minihttp h;
     assert_int_equal(mh_start(&h), 0);
@@ -502,12 +502,12 @@ static void test_tier2_posts_decoded_text(void **st)
             lcx_buf b = {0};
             for (int s = 0; s < ns; s++) {
                 char txt[4096];
-                int l = eng_detokenize(tk, tok + sp[s].a, sp[s].b - sp[s].a, txt, sizeof txt);
+                int l = eng__detokenize(tk, tok + sp[s].a, sp[s].b - sp[s].a, txt, sizeof txt);
                 assert_true(l > 0 && l < (int)sizeof txt);
-                lcx_buf_printf(&b, "%d-%d:%s\n", sp[s].a, sp[s].b, txt);
+                lcx__buf_printf(&b, "%d-%d:%s\n", sp[s].a, sp[s].b, txt);
             }
             assert_true(n_rounds < 64);
-            expect[n_rounds++] = lcx_buf_steal(&b, NULL);
+            expect[n_rounds++] = lcx__buf_steal(&b, NULL);
         }
         memcpy(prev, cur, sizeof(int32_t) * nc);
         np = nc;
@@ -537,10 +537,10 @@ static void test_tier2_posts_decoded_text(void **st)
             n_scored += sc->valuedouble != 0;
             n_chunks++;
             const cJSON *tr = cJSON_GetObjectItem(ch, "token_range");
-            lcx_buf_printf(&b, "%d-%d:%s\n", cJSON_GetArrayItem(tr, 0)->valueint, cJSON_GetArrayItem(tr, 1)->valueint,
+            lcx__buf_printf(&b, "%d-%d:%s\n", cJSON_GetArrayItem(tr, 0)->valueint, cJSON_GetArrayItem(tr, 1)->valueint,
                            cJSON_GetObjectItem(ch, "text")->valuestring);
         }
-        char *got = lcx_buf_steal(&b, NULL);
+        char *got = lcx__buf_steal(&b, NULL);
         if (strcmp(got, expect[r])) fail_msg("round %d posted\n%s\nexpected\n%s", r, got, expect[r]);
         free(got);
         cJSON_Delete(j);
@@ -550,7 +550,7 @@ static void test_tier2_posts_decoded_text(void **st)
     for (int r = 0; r < n_rounds; r++) free(expect[r]);
     mh_stop(&h);
     eng_ctx_free(c);
-    eng_tokenizer_free(tk);
+    eng__tokenizer_free(tk);
     eng_model_free(m);
 }
 

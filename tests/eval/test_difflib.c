@@ -51,7 +51,7 @@ static void put_cp(lcx_buf *b, uint32_t c)
         t[0] = (char)(0xf0 | c >> 18); t[1] = (char)(0x80 | ((c >> 12) & 63));
         t[2] = (char)(0x80 | ((c >> 6) & 63)); t[3] = (char)(0x80 | (c & 63)); n = 4;
     }
-    lcx_buf_append(b, t, n);
+    lcx__buf_append(b, t, n);
 }
 
 static const uint32_t uni_pool[] = {'a', 'b', 'c', ' ', 'e', 0xe9, 0xfc, 0x3b1, 0x3b2, 0x416,
@@ -88,7 +88,7 @@ static void gen_str(lcx_buf *b, int style, size_t len, size_t alpha)
             while (off < hay_len && ((unsigned char)hay[off] & 0xc0) == 0x80) off++;
             size_t end = LCX_MIN(off + len, hay_len);
             while (end < hay_len && ((unsigned char)hay[end] & 0xc0) == 0x80) end++;
-            lcx_buf_append(b, hay + off, end - off);
+            lcx__buf_append(b, hay + off, end - off);
         } else {
             for (size_t i = 0; i < len; i++) put_cp(b, 'a' + (uint32_t)rndn(26));
         }
@@ -107,7 +107,7 @@ static void mutate(lcx_buf *out, const char *a, size_t n, int style, double rate
         if (u < rate / 3) { i += cl; continue; }                          /* delete */
         if (u < 2 * rate / 3) { gen_str(out, style, 1 + rndn(3), 4); i += cl; continue; } /* replace */
         if (u < rate) gen_str(out, style, 1 + rndn(5), 4);                /* insert */
-        lcx_buf_append(out, a + i, cl);
+        lcx__buf_append(out, a + i, cl);
         i += cl;
     }
 }
@@ -115,13 +115,13 @@ static void mutate(lcx_buf *out, const char *a, size_t n, int style, double rate
 static int write_pair(FILE *f, const char *a, size_t na, const char *b, size_t nb)
 {
     lcx_buf l = {0};
-    lcx_buf_puts(&l, "{\"a\":");
-    lcx_buf_json_str(&l, a, na);
-    lcx_buf_puts(&l, ",\"b\":");
-    lcx_buf_json_str(&l, b, nb);
-    lcx_buf_puts(&l, "}\n");
+    lcx__buf_puts(&l, "{\"a\":");
+    lcx__buf_json_str(&l, a, na);
+    lcx__buf_puts(&l, ",\"b\":");
+    lcx__buf_json_str(&l, b, nb);
+    lcx__buf_puts(&l, "}\n");
     int ok = fwrite(l.data, 1, l.len, f) == l.len;
-    lcx_buf_free(&l);
+    lcx__buf_free(&l);
     return ok ? 0 : -1;
 }
 
@@ -135,7 +135,7 @@ static void load_haystack(void)
         char p[4096], *d = NULL;
         size_t n = 0;
         snprintf(p, sizeof p, "%s/haystack/paul_graham/%s", fx, names[i]);
-        if (lcx_read_file(p, 1 << 22, &d, &n) == 0) { lcx_buf_append(&b, d, n); free(d); }
+        if (lcx__read_file(p, 1 << 22, &d, &n) == 0) { lcx__buf_append(&b, d, n); free(d); }
     }
     hay = b.data;
     hay_len = b.len;
@@ -144,26 +144,26 @@ static void load_haystack(void)
 static void test_known_values(void **st)
 {
     double r;
-    assert_int_equal(lcx_seqmatch_ratio("abcd", 4, "bcde", 4, &r), 0);
+    assert_int_equal(lcx__seqmatch_ratio("abcd", 4, "bcde", 4, &r), 0);
     assert_true(r == 0.75);
-    assert_int_equal(lcx_seqmatch_ratio("", 0, "", 0, &r), 0);
+    assert_int_equal(lcx__seqmatch_ratio("", 0, "", 0, &r), 0);
     assert_true(r == 1.0);
-    assert_int_equal(lcx_seqmatch_ratio("a", 1, "", 0, &r), 0);
+    assert_int_equal(lcx__seqmatch_ratio("a", 1, "", 0, &r), 0);
     assert_true(r == 0.0);
     /* difflib docs example: qabxcd vs abycdf -> 2*5/12 ... blocks ab, cd = 4 → 8/12 */
-    assert_int_equal(lcx_seqmatch_ratio("qabxcd", 6, "abycdf", 6, &r), 0);
+    assert_int_equal(lcx__seqmatch_ratio("qabxcd", 6, "abycdf", 6, &r), 0);
     assert_true(fabs(r - 8.0 / 12.0) < 1e-15);
     /* grade: hash required, stripped from both */
-    assert_int_equal(lcx_mrcr_grade("HASHabc", "HASHabc", "HASH", &r), 0);
+    assert_int_equal(lcx__mrcr_grade("HASHabc", "HASHabc", "HASH", &r), 0);
     assert_true(r == 1.0);
-    assert_int_equal(lcx_mrcr_grade("abc", "HASHabc", "HASH", &r), 0);
+    assert_int_equal(lcx__mrcr_grade("abc", "HASHabc", "HASH", &r), 0);
     assert_true(r == 0.0);
-    assert_int_equal(lcx_mrcr_grade("HASH", "HASHabcd", "HASH", &r), 0);
+    assert_int_equal(lcx__mrcr_grade("HASH", "HASHabcd", "HASH", &r), 0);
     assert_true(r == 0.0);
-    assert_int_equal(lcx_mrcr_grade("HASHabcd", "HASHbcde", "HASH", &r), 0);
+    assert_int_equal(lcx__mrcr_grade("HASHabcd", "HASHbcde", "HASH", &r), 0);
     assert_true(r == 0.75);
     /* code points, not bytes: é vs e differ as one element each */
-    assert_int_equal(lcx_seqmatch_ratio("\xc3\xa9t\xc3\xa9", 5, "ete", 3, &r), 0);
+    assert_int_equal(lcx__seqmatch_ratio("\xc3\xa9t\xc3\xa9", 5, "ete", 3, &r), 0);
     assert_true(fabs(r - 2.0 / 6.0) < 1e-15);
 }
 
@@ -213,7 +213,7 @@ static void test_python_parity(void **st)
         } else if (p < 96) {
             /* identical */
             gen_str(&A, style, la, alpha);
-            lcx_buf_append(&B, A.data ? A.data : "", A.len);
+            lcx__buf_append(&B, A.data ? A.data : "", A.len);
         } else if (kind < 5) {
             /* b is an edited copy of a: the realistic grading case */
             gen_str(&A, style, la, alpha);
@@ -224,18 +224,18 @@ static void test_python_parity(void **st)
             lcx_buf mid = {0};
             gen_str(&mid, style, la / 2, alpha);
             gen_str(&A, style, rndn(la / 2 + 1), alpha);
-            lcx_buf_append(&A, mid.data ? mid.data : "", mid.len);
+            lcx__buf_append(&A, mid.data ? mid.data : "", mid.len);
             gen_str(&B, (int)rndn(4), rndn(la / 2 + 1), alpha);
-            lcx_buf_append(&B, mid.data ? mid.data : "", mid.len);
+            lcx__buf_append(&B, mid.data ? mid.data : "", mid.len);
             gen_str(&B, style, rndn(la / 4 + 1), alpha);
-            lcx_buf_free(&mid);
+            lcx__buf_free(&mid);
         } else {
             /* independent strings, possibly very different lengths */
             gen_str(&A, style, la, alpha);
             gen_str(&B, (int)rndn(4), rnd_len(MAX_LEN), alpha);
         }
-        if (!A.data) lcx_buf_puts(&A, "");
-        if (!B.data) lcx_buf_puts(&B, "");
+        if (!A.data) lcx__buf_puts(&A, "");
+        if (!B.data) lcx__buf_puts(&B, "");
         if (rndn(2)) { lcx_buf t = A; A = B; B = t; }
         assert_int_equal(write_pair(f, A.data, A.len, B.data, B.len), 0);
         as[p] = A.data; nas[p] = A.len;
@@ -251,14 +251,14 @@ static void test_python_parity(void **st)
     assert_int_equal(rc, 0);
     char *ref = NULL;
     size_t ref_len = 0;
-    assert_int_equal(lcx_read_file(out_path, 0, &ref, &ref_len), 0);
+    assert_int_equal(lcx__read_file(out_path, 0, &ref, &ref_len), 0);
 
     char *save = NULL, *line = strtok_r(ref, "\n", &save);
     size_t n_exact = 0, n_bad = 0;
     for (size_t p = 0; p < npairs; p++) {
         assert_non_null(line);
         double want = strtod(line, NULL), got = -1;
-        assert_int_equal(lcx_seqmatch_ratio(as[p], nas[p], bs[p], nbs[p], &got), 0);
+        assert_int_equal(lcx__seqmatch_ratio(as[p], nas[p], bs[p], nbs[p], &got), 0);
         if (got == want) n_exact++;
         if (!(fabs(got - want) <= 1e-12)) {
             if (n_bad++ < 5)

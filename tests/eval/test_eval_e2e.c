@@ -29,14 +29,14 @@ static int setup(void **st)
     const char *fx = getenv("LCX_FIXTURES");
     if (!fx) return 0;
     snprintf(hay, sizeof hay, "%s/haystack/paul_graham", fx);
-    if (lcx_mrcr_gen_open(hay, &gen)) gen = NULL;
+    if (lcx__mrcr_gen_open(hay, &gen)) gen = NULL;
     if (lcx_embedder_hash_new(0, &emb)) return -1;
     return 0;
 }
 
 static int teardown(void **st)
 {
-    lcx_mrcr_gen_close(gen);
+    lcx__mrcr_gen_close(gen);
     lcx_embedder_free(emb);
     return 0;
 }
@@ -50,15 +50,15 @@ static agg_t run_recipe(int recipe, int offset, int needles)
     for (int bin = 0; bin < 3; bin++)
         for (long i = 0; i < PER_BIN; i++) {
             lcx_mrcr_rec r;
-            assert_int_equal(lcx_mrcr_gen_record(gen, 7, needles, bin, i, &r), 0);
+            assert_int_equal(lcx__mrcr_gen_record(gen, 7, needles, bin, i, &r), 0);
             lcx_mrcr_outcome oc;
-            assert_int_equal(lcx_mrcr_eval_one(&r, &o, &oc), 0);
+            assert_int_equal(lcx__mrcr_eval_one(&r, &o, &oc), 0);
             a.mean += oc.score;
             a.recall += oc.target_hit;
             a.fail_closed += oc.fail_closed;
             a.n++;
-            lcx_mrcr_outcome_free(&oc);
-            lcx_mrcr_rec_free(&r);
+            lcx__mrcr_outcome_free(&oc);
+            lcx__mrcr_rec_free(&r);
         }
     a.mean /= (double)a.n;
     a.recall /= (double)a.n;
@@ -88,10 +88,10 @@ static void test_recipes(void **st)
         assert_true(mq.recall >= 0.95);
     }
     /* varied final questions (ordinal words, typos, last, 0-indexed, "Nth time I asked") */
-    lcx_mrcr_gen_set_varied(gen, 1);
+    lcx__mrcr_gen_set_varied(gen, 1);
     agg_t v = run_recipe(LCX_MRCR_RECIPE_SELECTOR, 0, 8);
     agg_t vp = run_recipe(LCX_MRCR_RECIPE_PLAIN, 0, 8);
-    lcx_mrcr_gen_set_varied(gen, 0);
+    lcx__mrcr_gen_set_varied(gen, 0);
     fprintf(stderr, "varied questions, 8 needles: selector %.4f (failc %d) | plain recall@8 %.3f\n", v.mean,
             v.fail_closed, vp.recall);
     assert_true(v.mean >= 0.99);
@@ -129,7 +129,7 @@ static void test_compaction(void **st)
 #if defined(__SANITIZE_ADDRESS__)
     bin = 3;
 #endif
-    assert_int_equal(lcx_mrcr_gen_record(gen, 11, 8, bin, 0, &r), 0);
+    assert_int_equal(lcx__mrcr_gen_record(gen, 11, 8, bin, 0, &r), 0);
     /* ordinal request → the Selector's pick, verbatim */
     cJSON *a = to_json(&r);
     lcx_compact_opts o = lcx_compact_defaults();
@@ -172,24 +172,24 @@ static void test_compaction(void **st)
     cJSON *obj = cJSON_Parse("{\"a\":1}");
     assert_int_equal(lcx_compact_messages(obj, emb, &o, &rep), LCX_EINVAL);
     cJSON_Delete(obj);
-    lcx_mrcr_rec_free(&r);
+    lcx__mrcr_rec_free(&r);
 }
 
 /* message shapes the proxy sees: system messages, list content, budget trimming */
 static void test_compaction_shapes(void **st)
 {
     lcx_buf b = {0};
-    lcx_buf_puts(&b, "[{\"role\":\"system\",\"content\":\"be brief\"}");
+    lcx__buf_puts(&b, "[{\"role\":\"system\",\"content\":\"be brief\"}");
     const char *topics[] = {"owls", "tapirs", "bees", "rain"};
     for (int i = 0; i < 40; i++) {
-        lcx_buf_printf(&b, ",{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"write a poem about %s\"}]}",
+        lcx__buf_printf(&b, ",{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"write a poem about %s\"}]}",
                        topics[i % 4]);
-        lcx_buf_printf(&b, ",{\"role\":\"assistant\",\"content\":\"reply %d ", i);
-        for (int k = 0; k < 200; k++) lcx_buf_puts(&b, "lorem ipsum ");
-        lcx_buf_puts(&b, "\"}");
+        lcx__buf_printf(&b, ",{\"role\":\"assistant\",\"content\":\"reply %d ", i);
+        for (int k = 0; k < 200; k++) lcx__buf_puts(&b, "lorem ipsum ");
+        lcx__buf_puts(&b, "\"}");
     }
-    lcx_buf_puts(&b, ",{\"role\":\"system\",\"content\":\"mid-conversation system note\"}");
-    lcx_buf_puts(&b, ",{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"the 3rd poem about bees\"}]}]");
+    lcx__buf_puts(&b, ",{\"role\":\"system\",\"content\":\"mid-conversation system note\"}");
+    lcx__buf_puts(&b, ",{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"the 3rd poem about bees\"}]}]");
     cJSON *a = cJSON_Parse(b.data);
     assert_non_null(a);
     lcx_compact_opts o = lcx_compact_defaults();
@@ -220,7 +220,7 @@ static void test_compaction_shapes(void **st)
     assert_true(rep.n_retrieved >= 1 && rep.n_retrieved < 8);
     assert_true(rep.tokens_after <= o.budget_tokens);
     cJSON_Delete(a);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
 }
 
 static void test_cli(void **st)
@@ -256,7 +256,7 @@ static void test_cli(void **st)
     char p[4200], *resp = NULL;
     size_t rl = 0;
     snprintf(p, sizeof p, "%s/r.jsonl", dir);
-    assert_int_equal(lcx_read_file(p, 0, &resp, &rl), 0);
+    assert_int_equal(lcx__read_file(p, 0, &resp, &rl), 0);
     int lines = 0;
     for (char *s = NULL, *l = strtok_r(resp, "\n", &s); l; l = strtok_r(NULL, "\n", &s), lines++) {
         cJSON *o = cJSON_Parse(l);

@@ -31,7 +31,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (*upload_size) {
-        lcx_buf_append(&cc->body, upload, *upload_size);
+        lcx__buf_append(&cc->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -51,7 +51,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 static void done_cb(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
 {
     conn_t *cc = *con_cls;
-    if (cc) { lcx_buf_free(&cc->body); free(cc); }
+    if (cc) { lcx__buf_free(&cc->body); free(cc); }
     *con_cls = NULL;
 }
 
@@ -87,7 +87,7 @@ static void test_upstream(void **st)
     snprintf(p, sizeof p, "%s/a.jsonl", dir);
     lcx_mrcr_set set = {0};
     char err[256];
-    assert_int_equal(lcx_mrcr_read_jsonl(p, &set, err, sizeof err), 0);
+    assert_int_equal(lcx__mrcr_read_jsonl(p, &set, err, sizeof err), 0);
     for (int i = 0; i < 2; i++) {
         cJSON *req = cJSON_Parse(bodies[i]);
         assert_non_null(req);
@@ -109,11 +109,11 @@ static void test_upstream(void **st)
         assert_string_equal(cJSON_GetObjectItem(last, "content")->valuestring, r->msgs[r->n_msgs - 1].content);
         cJSON_Delete(req);
     }
-    lcx_mrcr_set_free(&set);
+    lcx__mrcr_set_free(&set);
     char *resp = NULL;
     size_t rl;
     snprintf(p, sizeof p, "%s/r.jsonl", dir);
-    assert_int_equal(lcx_read_file(p, 0, &resp, &rl), 0);
+    assert_int_equal(lcx__read_file(p, 0, &resp, &rl), 0);
     assert_non_null(strstr(resp, "\"response\": \"MODEL-ANSWER\""));
     free(resp);
 

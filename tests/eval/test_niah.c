@@ -26,13 +26,13 @@ static void test_niah(void **st)
         {"Context: PURPLE ELEPHANT 7742. Q? PURPLE ELEPHANT 7742", "Context: PURPLE ELEPHANT 7742. Q?", LCX_NIAH_PASS},
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
-        int g = lcx_niah_grade(c[i].gen, c[i].prompt, ans);
-        if (g != c[i].want) fprintf(stderr, "case %zu: %s (want %s)\n", i, lcx_niah_grade_name(g), lcx_niah_grade_name(c[i].want));
+        int g = lcx__niah_grade(c[i].gen, c[i].prompt, ans);
+        if (g != c[i].want) fprintf(stderr, "case %zu: %s (want %s)\n", i, lcx__niah_grade_name(g), lcx__niah_grade_name(c[i].want));
         assert_int_equal(g, c[i].want);
     }
-    assert_int_equal(lcx_niah_grade(NULL, NULL, ans), LCX_EINVAL);
-    assert_int_equal(lcx_niah_grade("x", NULL, ""), LCX_EINVAL);
-    assert_string_equal(lcx_niah_grade_name(LCX_NIAH_PASS), "PASS");
+    assert_int_equal(lcx__niah_grade(NULL, NULL, ans), LCX_EINVAL);
+    assert_int_equal(lcx__niah_grade("x", NULL, ""), LCX_EINVAL);
+    assert_string_equal(lcx__niah_grade_name(LCX_NIAH_PASS), "PASS");
 }
 
 int main(void)

@@ -21,7 +21,7 @@ static int setup(void **st)
     g_dir = tu_tmpdir();
     snprintf(g_model, sizeof g_model, "%s/tiny.gguf", g_dir);
     lcx_ramp_shape sh;
-    return lcx_ramp_model_shape("tiny", &sh) < 0 || lcx_ramp_write_model(g_model, &sh, 3) < 0 ? -1 : 0;
+    return lcx__ramp_model_shape("tiny", &sh) < 0 || lcx__ramp_write_model(g_model, &sh, 3) < 0 ? -1 : 0;
 }
 
 static int teardown(void **st)
@@ -35,7 +35,7 @@ static int teardown(void **st)
 static void test_blob(void **st)
 {
     (void)st;
-    char *b = lcx_ramp_blob(100, 0.5, 1);
+    char *b = lcx__ramp_blob(100, 0.5, 1);
     assert_non_null(b);
     const char *f = strstr(b, LCX_RAMP_FACT);
     assert_non_null(f);
@@ -48,7 +48,7 @@ static void test_blob(void **st)
     for (const char *p = strstr(b, LCX_RAMP_FILLER); p; p = strstr(p + 1, LCX_RAMP_FILLER)) total++;
     assert_int_equal(total, 100);
     free(b);
-    b = lcx_ramp_blob(100, 0.0, 1);
+    b = lcx__ramp_blob(100, 0.0, 1);
     assert_true(strncmp(b, LCX_RAMP_FACT, 10) == 0 || strstr(b, LCX_RAMP_FACT) - b < 3 * (long)strlen(LCX_RAMP_FILLER));
     free(b);
 }
@@ -67,7 +67,7 @@ static void run_ramp(int rescue)
     char err[512] = "";
     if (lcx_sidecar_spawn(&so, &sc, err, sizeof err) < 0) fail_msg("longctx-svc: %s", err);
     lcx_ramp_opts o;
-    lcx_ramp_defaults(&o);
+    lcx__ramp_defaults(&o);
     o.model_path = g_model;
     o.sizes[0] = 2048;
     o.n_sizes = 1;
@@ -80,7 +80,7 @@ static void run_ramp(int rescue)
     o.prepopulate = false;
     lcx_ramp_cell *c = NULL;
     int n = 0;
-    int rc = lcx_ramp_run(&o, &c, &n, err, sizeof err);
+    int rc = lcx__ramp_run(&o, &c, &n, err, sizeof err);
     if (rc < 0) fail_msg("ramp: %s", err);
     assert_int_equal(n, 2 * 3 * 10);
     int kept[LCX_RAMP_NARMS] = {0}, cells[LCX_RAMP_NARMS] = {0};
@@ -93,14 +93,14 @@ static void run_ramp(int rescue)
         if (c[i].arm == LCX_RAMP_V3_LONGCTX && !c[i].cache_recall)
             print_message("v3+longctx lost the fact: depth %.1f seed %d\n", c[i].depth, c[i].seed);
     }
-    print_message("%s: v3 kept %d/%d, v3+longctx kept %d/%d\n", lcx_ramp_rescue_name(rescue), kept[LCX_RAMP_V3],
+    print_message("%s: v3 kept %d/%d, v3+longctx kept %d/%d\n", lcx__ramp_rescue_name(rescue), kept[LCX_RAMP_V3],
                   cells[LCX_RAMP_V3], kept[LCX_RAMP_V3_LONGCTX], cells[LCX_RAMP_V3_LONGCTX]);
     /* V3 alone evicts ~10 % of the blob: a 25-token fact rarely survives whole */
     assert_true(kept[LCX_RAMP_V3] <= cells[LCX_RAMP_V3] / 5);
     assert_int_equal(kept[LCX_RAMP_V3_LONGCTX], cells[LCX_RAMP_V3_LONGCTX]);
 
     /* JSON: the shape */
-    char *j = lcx_ramp_json("tiny.gguf", c, n);
+    char *j = lcx__ramp_json("tiny.gguf", c, n);
     cJSON *d = cJSON_Parse(j);
     assert_non_null(d);
     assert_string_equal(cJSON_GetObjectItem(d, "model")->valuestring, "tiny.gguf");
@@ -111,10 +111,10 @@ static void run_ramp(int rescue)
     const cJSON *e0 = cJSON_GetArrayItem(arr, 0);
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) assert_non_null(cJSON_GetObjectItem(e0, keys[k]));
     assert_int_equal(cJSON_GetArraySize(e0), (int)(sizeof keys / sizeof *keys));
-    assert_string_equal(cJSON_GetObjectItem(e0, "rescue")->valuestring, lcx_ramp_rescue_name(rescue));
+    assert_string_equal(cJSON_GetObjectItem(e0, "rescue")->valuestring, lcx__ramp_rescue_name(rescue));
     cJSON_Delete(d);
     free(j);
-    char *svg = lcx_ramp_svg("tiny.gguf", c, n);
+    char *svg = lcx__ramp_svg("tiny.gguf", c, n);
     assert_non_null(svg);
     assert_non_null(strstr(svg, "<svg"));
     assert_non_null(strstr(svg, "v3+longctx"));
@@ -130,18 +130,18 @@ static void test_refusals(void **st)
 {
     (void)st;
     lcx_ramp_opts o;
-    lcx_ramp_defaults(&o);
+    lcx__ramp_defaults(&o);
     o.model_path = g_model;
     o.sizes[0] = 4096;
     o.n_sizes = 1;
     lcx_ramp_cell *c = NULL;
     int n = 0;
     char err[256];
-    assert_int_equal(lcx_ramp_run(&o, &c, &n, err, sizeof err), LCX_EINVAL);   /* v3+longctx without endpoint */
+    assert_int_equal(lcx__ramp_run(&o, &c, &n, err, sizeof err), LCX_EINVAL);   /* v3+longctx without endpoint */
     assert_non_null(strstr(err, "endpoint"));
     o.arms[LCX_RAMP_V3_LONGCTX] = false;
     o.sizes[0] = 300;
-    assert_int_equal(lcx_ramp_run(&o, &c, &n, err, sizeof err), LCX_EINVAL);   /* too small for V3 */
+    assert_int_equal(lcx__ramp_run(&o, &c, &n, err, sizeof err), LCX_EINVAL);   /* too small for V3 */
     assert_non_null(strstr(err, "too small"));
 }
 

@@ -157,10 +157,10 @@ static void test_tokenizer_matches_engine(void **st)
     if (!m) skip();
     eng_tokenizer *tk = NULL;
     char err[256];
-    assert_int_equal(eng_tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err), 0);
+    assert_int_equal(eng__tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err), 0);
     int s;
     char *out = gen("tokcheck", 3, 8, &s);
-    if (s == 127 || !out || !*out) { free(out); eng_tokenizer_free(tk); eng_model_free(m); skip(); }
+    if (s == 127 || !out || !*out) { free(out); eng__tokenizer_free(tk); eng_model_free(m); skip(); }
     assert_int_equal(s, 0);
     int lines = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++) {
@@ -169,7 +169,7 @@ static void test_tokenizer_matches_engine(void **st)
         const cJSON *ids = cJSON_GetObjectItem(j, "ids");
         size_t L = strlen(text);
         int32_t *e = malloc((L + 16) * sizeof *e);
-        int n = eng_tokenize(tk, text, L, true, false, e, (int)L + 16);
+        int n = eng__tokenize(tk, text, L, true, false, e, (int)L + 16);
         assert_int_equal(n, cJSON_GetArraySize(ids));
         for (int i = 0; i < n; i++) assert_int_equal(e[i], cJSON_GetArrayItem(ids, i)->valueint);
         free(e);
@@ -177,7 +177,7 @@ static void test_tokenizer_matches_engine(void **st)
     }
     assert_int_equal(lines, 8);
     free(out);
-    eng_tokenizer_free(tk);
+    eng__tokenizer_free(tk);
     eng_model_free(m);
     if (*tmp) unlink(tmp);
 }
@@ -260,7 +260,7 @@ static void test_answers_held_out_at_2k(void **st)
     eng_model *m = NULL;
     if (eng_model_load(model_path(p, sizeof p), &m, err, sizeof err) < 0) skip();
     eng_tokenizer *tk = NULL;
-    assert_int_equal(eng_tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err), 0);
+    assert_int_equal(eng__tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err), 0);
     const double depth[3] = {0.1, 0.5, 0.9};
     for (int k = 0; k < 3; k++) {
         const int nf = 17;   /* 17 filler sentences + fact + template ~ 2K tokens of tok512 */
@@ -277,10 +277,10 @@ static void test_answers_held_out_at_2k(void **st)
         strcat(blob, q);
         eng_chat_msg msg = {"user", blob};
         char *prompt = NULL;
-        assert_true(eng_chat_apply(eng_model_gguf(m), &msg, 1, true, &prompt, NULL) > 0);
+        assert_true(eng__chat_apply(eng_model_gguf(m), &msg, 1, true, &prompt, NULL) > 0);
         size_t L = strlen(prompt);
         int32_t *ids = malloc((L + 16) * sizeof *ids);
-        int n = eng_tokenize(tk, prompt, L, true, false, ids, (int)L + 16);
+        int n = eng__tokenize(tk, prompt, L, true, false, ids, (int)L + 16);
         assert_true(n > 1800 && n < 2300);
         eng_ctx_params cp = eng_ctx_default_params();
         cp.n_ctx = n + 32;
@@ -296,11 +296,11 @@ static void test_answers_held_out_at_2k(void **st)
             int32_t t = 0;
             for (int i = 1; i < 512; i++)
                 if (lg[i] > lg[t]) t = i;
-            if (eng_token_is_eog(tk, t)) { eog = true; break; }
+            if (eng__token_is_eog(tk, t)) { eog = true; break; }
             gen[ng++] = t;
             assert_int_equal(eng_decode(c, &t, NULL, 1, false), 0);
         }
-        eng_detokenize(tk, gen, ng, reply, sizeof reply);
+        eng__detokenize(tk, gen, ng, reply, sizeof reply);
         print_message("%s at depth %.1f (%d tokens): '%s'\n", HELD[k][0], depth[k], n, reply);
         assert_string_equal(reply, HELD[k][1]);
         assert_true(eog);
@@ -309,7 +309,7 @@ static void test_answers_held_out_at_2k(void **st)
         free(prompt);
         free(blob);
     }
-    eng_tokenizer_free(tk);
+    eng__tokenizer_free(tk);
     eng_model_free(m);
 }
 

@@ -18,7 +18,7 @@
 __attribute__((noinline)) static char *slurp(const char *path, size_t *n)
 {
     char *s = NULL;
-    assert_int_equal(lcx_read_file(path, 0, &s, n), 0);
+    assert_int_equal(lcx__read_file(path, 0, &s, n), 0);
     return s;
 }
 
@@ -65,17 +65,17 @@ static void test_gguf_truncated(void **st)
     size_t n;
     char *buf = slurp(tu_fixture("bert/tiny-bert-rerank-f32.gguf"), &n);
     eng_gguf *g;
-    assert_int_equal(eng_gguf_open_mem(buf, n, &g, NULL, 0), 0);
+    assert_int_equal(eng__gguf_open_mem(buf, n, &g, NULL, 0), 0);
     size_t data0 = n, data_end = 0;
-    for (int64_t i = 0; i < eng_gguf_n_tensors(g); i++) {
-        const eng_tensor *t = eng_gguf_tensor_at(g, i);
+    for (int64_t i = 0; i < eng__gguf_n_tensors(g); i++) {
+        const eng_tensor *t = eng__gguf_tensor_at(g, i);
         size_t o = (size_t)((const char *)t->data - buf);
         if (o < data0) data0 = o;
         if (o + t->nbytes > data_end) data_end = o + t->nbytes;
     }
-    eng_gguf_close(g);
+    eng__gguf_close(g);
     char *dir = tu_tmpdir();
-    char *p = lcx_path_join(dir, "m.gguf");
+    char *p = lcx__path_join(dir, "m.gguf");
     assert_int_equal(tu_write(p, buf, n), 0);
     char err[512];
     assert_int_equal(try_load(p, err, sizeof err), 0);     /* the intact copy loads */
@@ -105,7 +105,7 @@ static void test_gguf_fields(void **st)
     const char *src = tu_fixture("bert/tiny-bert-f32.gguf");
     char *orig = slurp(src, &n);
     char *dir = tu_tmpdir();
-    char *p = lcx_path_join(dir, "m.gguf");
+    char *p = lcx__path_join(dir, "m.gguf");
     struct { const char *key; uint32_t v; const char *want; } cases[] = {
         {"bert.attention.head_count", 5, "head count"},
         {"bert.attention.head_count", 0, "head count"},
@@ -168,7 +168,7 @@ static void test_safetensors_truncated(void **st)
 {
     (void)st;
     char *dir = hf_copy("bert/tiny-bert-hf");
-    char *p = lcx_path_join(dir, "model.safetensors");
+    char *p = lcx__path_join(dir, "model.safetensors");
     size_t n;
     char *s = slurp(p, &n);
     uint64_t hl;
@@ -209,14 +209,14 @@ static void st_rewrite(const char *dir, const char *orig, size_t n, void (*edit)
     size_t ol = strlen(out);
     uint64_t nl = force_len ? force_len : ol;
     lcx_buf b = {0};
-    lcx_buf_append(&b, &nl, 8);
-    lcx_buf_append(&b, out, ol);
-    lcx_buf_append(&b, orig + 8 + hl, n - 8 - hl);
+    lcx__buf_append(&b, &nl, 8);
+    lcx__buf_append(&b, out, ol);
+    lcx__buf_append(&b, orig + 8 + hl, n - 8 - hl);
     free(out);
-    char *p = lcx_path_join(dir, "model.safetensors");
+    char *p = lcx__path_join(dir, "model.safetensors");
     assert_int_equal(tu_write(p, b.data, b.len), 0);
     free(p);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
 }
 
 static cJSON *entry(cJSON *h, const char *name) { return cJSON_GetObjectItem(h, name); }
@@ -261,7 +261,7 @@ static void test_safetensors_fields(void **st)
 {
     (void)st;
     char *dir = hf_copy("bert/tiny-bert-hf");
-    char *p = lcx_path_join(dir, "model.safetensors");
+    char *p = lcx__path_join(dir, "model.safetensors");
     size_t n;
     char *orig = slurp(p, &n);
     char err[512];
@@ -284,7 +284,7 @@ static void test_safetensors_fields(void **st)
     free(orig);
 
     /* config.json fields */
-    char *cp = lcx_path_join(dir, "config.json");
+    char *cp = lcx__path_join(dir, "config.json");
     char *cfg = slurp(cp, &n);
     struct { const char *from, *to, *want; } cc[] = {
         {"\"hidden_size\": 64", "\"hidden_size\": 65", "head count"},
@@ -301,11 +301,11 @@ static void test_safetensors_fields(void **st)
         char *at = strstr(cfg, cc[i].from);
         if (!at) fail_msg("config.json lacks %s", cc[i].from);
         lcx_buf b = {0};
-        lcx_buf_append(&b, cfg, (size_t)(at - cfg));
-        lcx_buf_puts(&b, cc[i].to);
-        lcx_buf_puts(&b, at + strlen(cc[i].from));
+        lcx__buf_append(&b, cfg, (size_t)(at - cfg));
+        lcx__buf_puts(&b, cc[i].to);
+        lcx__buf_puts(&b, at + strlen(cc[i].from));
         assert_int_equal(tu_write(cp, b.data, b.len), 0);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
         int rc = try_load(dir, err, sizeof err);
         if (rc >= 0 || !strstr(err, cc[i].want))
             fail_msg("config %s: rc %d, message '%s' (expected '%s')", cc[i].to, rc, err, cc[i].want);
@@ -313,7 +313,7 @@ static void test_safetensors_fields(void **st)
     assert_int_equal(tu_write(cp, cfg, n), 0);
     assert_int_equal(try_load(dir, err, sizeof err), 0);
     /* missing files */
-    char *vp = lcx_path_join(dir, "vocab.txt");
+    char *vp = lcx__path_join(dir, "vocab.txt");
     unlink(vp);
     assert_true(try_load(dir, err, sizeof err) < 0);
     assert_non_null(strstr(err, "vocab.txt"));

@@ -18,7 +18,7 @@ static cJSON *load_json(const char *path)
 {
     char *s = NULL;
     size_t n = 0;
-    assert_int_equal(lcx_read_file(path, 0, &s, &n), 0);
+    assert_int_equal(lcx__read_file(path, 0, &s, &n), 0);
     cJSON *j = cJSON_ParseWithLength(s, n);
     free(s);
     assert_non_null(j);
@@ -321,7 +321,7 @@ static void test_tokenizer(void **st)
     }
     /* a 10k-word text: [CLS] + the first 126 pieces + [SEP] */
     lcx_buf b = {0};
-    for (int i = 0; i < 10000; i++) lcx_buf_puts(&b, i % 3 ? "quick brown " : "tokenization ");
+    for (int i = 0; i < 10000; i++) lcx__buf_puts(&b, i % 3 ? "quick brown " : "tokenization ");
     int32_t ids[512], pieces[200];
     int n = lcx_nn_tokenize(m, b.data, b.len, ids, 512);
     assert_int_equal(n, 128);
@@ -345,7 +345,7 @@ static void test_tokenizer(void **st)
     float v[64];
     const char *big = b.data;
     assert_int_equal(lcx_nn_embed(m, &big, &b.len, 1, v), 0);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     lcx_nn_free(m);
 }
 
@@ -353,7 +353,7 @@ static void copy_file(const char *src, const char *dst)
 {
     char *s = NULL;
     size_t n = 0;
-    assert_int_equal(lcx_read_file(src, 0, &s, &n), 0);
+    assert_int_equal(lcx__read_file(src, 0, &s, &n), 0);
     assert_int_equal(tu_write(dst, s, n), 0);
     free(s);
 }
@@ -506,7 +506,7 @@ static void test_gemm(void **st)
             uint16_t *Wh = malloc(2 * (size_t)K * N);
             for (int i = 0; i < K * N; i++) W[i] = (float)((i * 7919) % 211 - 105) / 97.0f;
             for (int i = 0; i < K * T; i++) X[i] = (float)((i * 104729) % 197 - 98) / 89.0f;
-            for (int i = 0; i < K * N; i++) Wh[i] = eng_fp32_to_fp16(W[i]);
+            for (int i = 0; i < K * N; i++) Wh[i] = eng__fp32_to_fp16(W[i]);
             lcx__nn_mat w = {f16 ? ENG_T_F16 : ENG_T_F32, f16 ? (const void *)Wh : (const void *)W,
                              (size_t)K * (f16 ? 2 : 4), K, N, false, {0}};
             assert_int_equal(lcx__nn_mat_pack(m, &w), 0);
@@ -518,7 +518,7 @@ static void test_gemm(void **st)
             for (int t = 0; t < T; t++)
                 for (int r = 0; r < N; r++) {
                     double s = 0;
-                    for (int k = 0; k < K; k++) s += (double)X[t * K + k] * (f16 ? eng_fp16_to_fp32(Wh[r * K + k]) : W[r * K + k]);
+                    for (int k = 0; k < K; k++) s += (double)X[t * K + k] * (f16 ? eng__fp16_to_fp32(Wh[r * K + k]) : W[r * K + k]);
                     assert_true(fabs(ref[t * ldy + r] - s) <= 1e-4 * (1 + fabs(s)));
                 }
             for (int t = 0; t < T; t++) assert_true(ref[t * ldy + N] == -7.0f);   /* nothing past n_out */
@@ -622,7 +622,7 @@ static void test_numpy_reference(void **st)
     assert_int_equal(inf->max_seq_len, 64);
     assert_true(m->layers[0].q.packed && m->layers[0].q.pk.f16);
     lcx_buf lt = {0};
-    for (int i = 0; i < 200; i++) lcx_buf_puts(&lt, "the quick brown fox ");
+    for (int i = 0; i < 200; i++) lcx__buf_puts(&lt, "the quick brown fox ");
     const char *texts[4] = {"Hello world", lt.data, "", "Tokenization splits unbelievably long embeddings"};
     float v[4 * 48];
     assert_int_equal(lcx_nn_embed(m, texts, NULL, 4, v), 0);
@@ -632,10 +632,10 @@ static void test_numpy_reference(void **st)
         int n = lcx_nn_tokenize(m, texts[t], strlen(texts[t]), tk, 128);
         assert_true(n >= 2);
         if (t == 1) assert_int_equal(n, 64);
-        for (int i = 0; i < n; i++) lcx_buf_printf(&ids, "%s%d", i ? " " : "", tk[i]);
-        lcx_buf_puts(&ids, "\n");
+        for (int i = 0; i < n; i++) lcx__buf_printf(&ids, "%s%d", i ? " " : "", tk[i]);
+        lcx__buf_puts(&ids, "\n");
     }
-    char *idp = lcx_path_join(dir, "ids.txt");
+    char *idp = lcx__path_join(dir, "ids.txt");
     assert_int_equal(tu_write(idp, ids.data, ids.len), 0);
     snprintf(cmd, sizeof cmd, "%s %s/tests/neural/ref_bert.py forward %s %s", py ? py : "/usr/bin/python3",
              srcdir ? srcdir : ".", dir, idp);
@@ -653,8 +653,8 @@ static void test_numpy_reference(void **st)
     assert_true(mx <= 1e-5);
     free(out);
     free(idp);
-    lcx_buf_free(&ids);
-    lcx_buf_free(&lt);
+    lcx__buf_free(&ids);
+    lcx__buf_free(&lt);
     lcx_nn_free(m);
     tu_rmrf(dir);
     free(dir);

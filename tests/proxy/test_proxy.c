@@ -272,15 +272,15 @@ static void test_compaction(void **st)
     snprintf(up, sizeof up, "http://127.0.0.1:%d", fu_port(f));
     svc_proc s = start_svc_args(up, "--compact-tokens", "2000");
     lcx_buf b = {0};
-    lcx_buf_puts(&b, "{\"model\":\"plain\",\"messages\":[{\"role\":\"system\",\"content\":\"You are helpful.\"}");
+    lcx__buf_puts(&b, "{\"model\":\"plain\",\"messages\":[{\"role\":\"system\",\"content\":\"You are helpful.\"}");
     const char *topics[] = {"tapirs", "glaciers", "lighthouses", "tapirs", "violins"};
     for (int i = 0; i < 60; i++) {
-        lcx_buf_printf(&b, ",{\"role\":\"user\",\"content\":\"write a poem about %s\"}", topics[i % 5]);
-        lcx_buf_printf(&b, ",{\"role\":\"assistant\",\"content\":\"Poem %d about %s. ", i, topics[i % 5]);
-        for (int k = 0; k < 40; k++) lcx_buf_printf(&b, "line %d of verse %d with words and more words. ", k, i);
-        lcx_buf_puts(&b, "\"}");
+        lcx__buf_printf(&b, ",{\"role\":\"user\",\"content\":\"write a poem about %s\"}", topics[i % 5]);
+        lcx__buf_printf(&b, ",{\"role\":\"assistant\",\"content\":\"Poem %d about %s. ", i, topics[i % 5]);
+        for (int k = 0; k < 40; k++) lcx__buf_printf(&b, "line %d of verse %d with words and more words. ", k, i);
+        lcx__buf_puts(&b, "\"}");
     }
-    lcx_buf_puts(&b, ",{\"role\":\"user\",\"content\":\"Prepend ab12cd34ef to the 2nd (1 indexed) poem about "
+    lcx__buf_puts(&b, ",{\"role\":\"user\",\"content\":\"Prepend ab12cd34ef to the 2nd (1 indexed) poem about "
                      "glaciers. Do not include any other text in your response.\"}]}");
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", s.port);
     tu_resp r;
@@ -297,7 +297,7 @@ static void test_compaction(void **st)
     assert_non_null(strstr(ub, "Prepend ab12cd34ef"));      /* the question itself */
     assert_non_null(strstr(ub, "You are helpful."));        /* system messages stay */
     free(ub);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     stop_svc(&s);
     fu_stop(f);
 }
@@ -307,7 +307,7 @@ static void test_splice_placement(void **st)
     const char *sp = "## Retrieved code context\n\nX\n";
     /* string system message: prefixed */
     cJSON *m = cJSON_Parse("[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"q\"}]");
-    assert_int_equal(lcx_proxy_splice_messages(m, sp), 1);
+    assert_int_equal(lcx__proxy_splice_messages(m, sp), 1);
     char *s = cJSON_PrintUnformatted(m);
     assert_string_equal(s, "[{\"role\":\"system\",\"content\":\"## Retrieved code context\\n\\nX\\nBe brief.\"},"
                            "{\"role\":\"user\",\"content\":\"q\"}]");
@@ -316,7 +316,7 @@ static void test_splice_placement(void **st)
     /* list content: a text part prepended */
     m = cJSON_Parse("[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"system\",\"content\":[{\"type\":\"text\","
                     "\"text\":\"Be brief.\"}]}]");
-    assert_int_equal(lcx_proxy_splice_messages(m, sp), 1);
+    assert_int_equal(lcx__proxy_splice_messages(m, sp), 1);
     s = cJSON_PrintUnformatted(m);
     assert_non_null(strstr(s, "\"content\":[{\"type\":\"text\",\"text\":\"## Retrieved code context\\n\\nX\\n\"},"
                               "{\"type\":\"text\",\"text\":\"Be brief.\"}]"));
@@ -324,26 +324,26 @@ static void test_splice_placement(void **st)
     cJSON_Delete(m);
     /* no system message: one inserted at index 0 */
     m = cJSON_Parse("[{\"role\":\"user\",\"content\":\"q\"}]");
-    assert_int_equal(lcx_proxy_splice_messages(m, sp), 1);
+    assert_int_equal(lcx__proxy_splice_messages(m, sp), 1);
     s = cJSON_PrintUnformatted(m);
     assert_string_equal(s, "[{\"role\":\"system\",\"content\":\"## Retrieved code context\\n\\nX\\n\"},"
                            "{\"role\":\"user\",\"content\":\"q\"}]");
     free(s);
     /* empty splice: untouched */
-    assert_int_equal(lcx_proxy_splice_messages(m, ""), 0);
+    assert_int_equal(lcx__proxy_splice_messages(m, ""), 0);
     cJSON_Delete(m);
     /* query = last user message (string or parts), prefill = all text */
     m = cJSON_Parse("[{\"role\":\"user\",\"content\":\"first /a/b.c\"},{\"role\":\"assistant\",\"content\":\"ok\"},"
                     "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"second\"},{\"type\":\"image_url\"}]}]");
     char *q, *pre;
-    assert_int_equal(lcx_proxy_query_and_prefill(m, &q, &pre), 0);
+    assert_int_equal(lcx__proxy_query_and_prefill(m, &q, &pre), 0);
     assert_string_equal(q, "second\n");
     assert_non_null(strstr(pre, "first /a/b.c"));
     assert_non_null(strstr(pre, "ok"));
     free(q);
     free(pre);
     cJSON_Delete(m);
-    assert_int_equal(lcx_proxy_query_and_prefill(NULL, &q, &pre), LCX_EINVAL);
+    assert_int_equal(lcx__proxy_query_and_prefill(NULL, &q, &pre), LCX_EINVAL);
 }
 
 int main(void)

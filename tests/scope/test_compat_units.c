@@ -117,11 +117,11 @@ static void test_canon_loose(void **st)
     (void)st;
     char in[PATH_MAX * 2], out[PATH_MAX], want[PATH_MAX];
     snprintf(in, sizeof in, "%s/a/src/../../b/", g_root);
-    assert_int_equal(lcx_scope__canon_loose(in, out, sizeof out), 0);
+    assert_int_equal(lcx__scope_canon_loose(in, out, sizeof out), 0);
     snprintf(want, sizeof want, "%s/b", g_root);
     assert_string_equal(out, want);
     snprintf(in, sizeof in, "%s/a/not/there/", g_root);   /* need not exist */
-    assert_int_equal(lcx_scope__canon_loose(in, out, sizeof out), 0);
+    assert_int_equal(lcx__scope_canon_loose(in, out, sizeof out), 0);
     snprintf(want, sizeof want, "%s/a/not/there", g_root);
     assert_string_equal(out, want);
     char link[PATH_MAX], tgt[PATH_MAX];
@@ -129,16 +129,16 @@ static void test_canon_loose(void **st)
     snprintf(tgt, sizeof tgt, "%s/a", g_root);
     assert_int_equal(symlink(tgt, link), 0);
     snprintf(in, sizeof in, "%s/lnk/src", g_root);
-    assert_int_equal(lcx_scope__canon_loose(in, out, sizeof out), 0);
+    assert_int_equal(lcx__scope_canon_loose(in, out, sizeof out), 0);
     snprintf(want, sizeof want, "%s/a/src", g_root);
     assert_string_equal(out, want);
     char cwd[PATH_MAX];
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(g_root), 0);
-    assert_int_equal(lcx_scope__canon_loose("a/./src", out, sizeof out), 0);   /* relative: the cwd */
+    assert_int_equal(lcx__scope_canon_loose("a/./src", out, sizeof out), 0);   /* relative: the cwd */
     assert_string_equal(out, want);
     assert_int_equal(chdir(cwd), 0);
-    assert_int_equal(lcx_scope__canon_loose("", out, sizeof out), LCX_EINVAL);
+    assert_int_equal(lcx__scope_canon_loose("", out, sizeof out), LCX_EINVAL);
 }
 
 static lcx_scopes *open_mgr(char *data, lcx_embedder **emb)
@@ -162,7 +162,7 @@ static void turn(lcx_scopes *m, const char *session, const char *dir, int from, 
         paths[n] = buf[n];
         n++;
     }
-    lcx_scopes__cluster_turn(m, session, paths, n, active, LCX_SCOPE_PATH_MAX, spec, n_spec);
+    lcx__scopes_cluster_turn(m, session, paths, n, active, LCX_SCOPE_PATH_MAX, spec, n_spec);
 }
 
 static void test_clusters(void **st)
@@ -269,7 +269,7 @@ static void test_splice_budget(void **st)
     h[0].text = u;
     assert_int_equal(lcx_code_splice(h, 1, 27 + 25 + 250, &out, &n), 0);
     assert_int_equal(n, 27 + 13 + 5 + 500 + 16 + 6);
-    assert_true(lcx_utf8_valid(out, n));
+    assert_true(lcx__utf8_valid(out, n));
     free(out);
     free(u);
     free(fit);

@@ -7,7 +7,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #endif
 #include "longctx/lcx_scope.h"
-#include "scope/scopes_int.h"   /* lcx_scopes__set_batch: multi-batch builds and checkpoints */
+#include "scope/scopes_int.h"   /* lcx__scopes_set_batch: multi-batch builds and checkpoints */
 #include "util/util.h"
 #include <sched.h>
 #include <fcntl.h>
@@ -41,14 +41,14 @@ static char *make_project(void)
     wr(d, "README.md", "# Demo project\n\nA tiny HTTP server used by the tests.\n\nIt parses headers.\n");
     wr(d, "config.json", "{\n  \"port\": 8080,\n  \"workers\": 4\n}\n");
     lcx_buf b = {0};
-    for (int i = 0; i < 200; i++) lcx_buf_printf(&b, "static int filler_%d(int x) { return x * %d; }\n", i, i);
-    lcx_buf_puts(&b, "int parse_header(const char *line, struct hdr *out)\n{\n    /* split name: value */\n"
+    for (int i = 0; i < 200; i++) lcx__buf_printf(&b, "static int filler_%d(int x) { return x * %d; }\n", i, i);
+    lcx__buf_puts(&b, "int parse_header(const char *line, struct hdr *out)\n{\n    /* split name: value */\n"
                      "    const char *colon = strchr(line, ':');\n    if (!colon) return -1;\n    return 0;\n}\n");
-    for (int i = 0; i < 100; i++) lcx_buf_printf(&b, "static int tail_%d(void) { return %d; }\n", i, i);
+    for (int i = 0; i < 100; i++) lcx__buf_printf(&b, "static int tail_%d(void) { return %d; }\n", i, i);
     wr(d, "src/http.c", b.data);
-    lcx_buf_free(&b);
-    for (int i = 0; i < 30; i++) lcx_buf_printf(&b, "    if (parse_header(lines[%d], &h) < 0) return -1; /* parse header line */\n", i);
-    char *calls = lcx_buf_steal(&b, NULL);
+    lcx__buf_free(&b);
+    for (int i = 0; i < 30; i++) lcx__buf_printf(&b, "    if (parse_header(lines[%d], &h) < 0) return -1; /* parse header line */\n", i);
+    char *calls = lcx__buf_steal(&b, NULL);
     char txt[8192];
     snprintf(txt, sizeof txt, "#include \"http.h\"\nint handle_request(char **lines)\n{\n    struct hdr h;\n%s    return 0;\n}\n", calls);
     free(calls);
@@ -132,7 +132,7 @@ static void test_splice_format(void **st)
     u[60000] = 0;
     lcx_code_hit hu[2] = {{.text = u, .file_path = "/p/u.txt", .start_line = 1, .end_line = 1}, h[0]};
     assert_int_equal(lcx_code_splice(hu, 2, 0, &s, &n), 0);
-    assert_true(lcx_utf8_valid(s, n));
+    assert_true(lcx__utf8_valid(s, n));
     assert_string_equal(s + n - strlen("\n... [truncated]\n```\n\n"), "\n... [truncated]\n```\n\n");
     assert_null(strstr(s, "/p/a.c"));   /* nothing fits after the cut block */
     free(s);
@@ -284,8 +284,8 @@ static int index_child(const char *data, const char *proj, const child_opts *co,
         lcx_scopes *m;
         int rc = lcx_scopes_open(&o, e, &m);
         if (rc < 0) { fprintf(stderr, "child: lcx_scopes_open: %s\n", lcx_strerror(rc)); _exit(3); }
-        if (co->batch) lcx_scopes__set_batch(m, co->batch, co->checkpoint_ms);
-        if (co->fly) lcx_scopes__set_fly(m, co->fly);
+        if (co->batch) lcx__scopes_set_batch(m, co->batch, co->checkpoint_ms);
+        if (co->fly) lcx__scopes_set_fly(m, co->fly);
         lcx_scope_info inf;
         uint64_t crash = co->crash_after;
         const char *why = NULL;
@@ -392,13 +392,13 @@ static char *make_big_project(int n)
     for (int i = 0; i < n; i++) {
         lcx_buf b = {0};
         for (int l = 1; l <= 60; l++) {
-            if (l == 30) lcx_buf_printf(&b, "int big_fn_%03d(int x) { return x + %d; }\n", i, i);
-            else lcx_buf_printf(&b, "/* file %d line %d filler text */\n", i, l);
+            if (l == 30) lcx__buf_printf(&b, "int big_fn_%03d(int x) { return x + %d; }\n", i, i);
+            else lcx__buf_printf(&b, "/* file %d line %d filler text */\n", i, l);
         }
         char rel[64];
         snprintf(rel, sizeof rel, "src/f%03d.c", i);
         wr(d, rel, b.data);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
     }
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/blob.bin", d);
@@ -535,8 +535,8 @@ static void test_crash_reload(void **st)
 typedef bool (*pred_fn)(const lcx_code_result *r, const void *arg);
 static bool poll_until(lcx_scopes *m, const char *prefill, const char *query, pred_fn pred, const void *arg)
 {
-    double t0 = lcx_now_ms();
-    while (lcx_now_ms() - t0 < 10000) {
+    double t0 = lcx__now_ms();
+    while (lcx__now_ms() - t0 < 10000) {
         lcx_code_result r;
         int rc = retrieve(m, prefill, query, 8, NULL, &r);
         bool ok = rc == 0 && pred(&r, arg);

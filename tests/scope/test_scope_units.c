@@ -43,7 +43,7 @@ static void test_wildmatch(void **st)
         {"*.c", "x.c", 1}, {"*.c", "d/x.c", 0}, {"[]]", "]", 1}, {"[a-]", "-", 1},
     };
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
-        if (lcx_wildmatch(t[i].pat, t[i].text) != t[i].m)
+        if (lcx__wildmatch(t[i].pat, t[i].text) != t[i].m)
             fail_msg("wildmatch(%s, %s) != %d", t[i].pat, t[i].text, t[i].m);
     }
 }
@@ -79,9 +79,9 @@ static void test_ignore_table(void **st)
     };
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
         lcx_ignore *ig;
-        assert_int_equal(lcx_ignore_parse(t[i].gi, strlen(t[i].gi), t[i].base, &ig), 0);
-        int r = lcx_ignore_match(ig, t[i].path, t[i].dir);
-        lcx_ignore_free(ig);
+        assert_int_equal(lcx__ignore_parse(t[i].gi, strlen(t[i].gi), t[i].base, &ig), 0);
+        int r = lcx__ignore_match(ig, t[i].path, t[i].dir);
+        lcx__ignore_free(ig);
         if (r != t[i].want) fail_msg("row %zu: '%s' on %s → %d want %d", i, t[i].gi, t[i].path, r, t[i].want);
     }
 }
@@ -171,7 +171,7 @@ static void git_compare(const char *d, int seed)
     free(out);
     lcx_walk_stats wst = {0};
     lcx_walk_opts o = {.max_file_bytes = 5u << 20, .recursive = true};
-    assert_int_equal(lcx_walk(d, "", &o, collect, NULL, &w, &wst), 0);
+    assert_int_equal(lcx__walk(d, "", &o, collect, NULL, &w, &wst), 0);
     if (g.n > 1) qsort(g.v, g.n, sizeof *g.v, cmps);
     if (w.n > 1) qsort(w.v, w.n, sizeof *w.v, cmps);
     int i = 0, j = 0, bad = 0;
@@ -258,7 +258,7 @@ static void test_walker_filters(void **st)
     strv w = {0};
     lcx_walk_stats ws = {0};
     lcx_walk_opts o = {.max_file_bytes = 5u << 20, .recursive = true};
-    assert_int_equal(lcx_walk(d, "", &o, collect, NULL, &w, &ws), 0);
+    assert_int_equal(lcx__walk(d, "", &o, collect, NULL, &w, &ws), 0);
     if (w.n > 1) qsort(w.v, w.n, sizeof *w.v, cmps);
     const char *want[] = {".github/workflows/ci.yml", "README.md", "exact.c", "ok/notes.txt", "src/main.c"};
     for (int i = 0; i < w.n; i++) fprintf(stderr, "  walked %s\n", w.v[i]);
@@ -276,9 +276,9 @@ static void test_walker_filters(void **st)
     assert_int_equal(lcx_scope_count_files(d, (5u << 20) - 1, 1000), 4);   /* exact.c is over that */
     assert_int_equal(lcx_scope_count_files(d, 5u << 20, 0), 0);
     /* walking a start dir below an ignored/skipped dir yields nothing */
-    assert_int_equal(lcx_walk(d, "node_modules/p", &o, collect, NULL, &w, &ws), 0);
+    assert_int_equal(lcx__walk(d, "node_modules/p", &o, collect, NULL, &w, &ws), 0);
     assert_int_equal(w.n, 0);
-    assert_int_equal(lcx_walk(d, "deploy/secrets", &o, collect, NULL, &w, &ws), 0);
+    assert_int_equal(lcx__walk(d, "deploy/secrets", &o, collect, NULL, &w, &ws), 0);
     assert_int_equal(w.n, 0);
     assert_true(lcx_scope_is_secret("a/b/.env.prod"));
     assert_true(lcx_scope_is_secret("/home/u/.ssh/config"));
@@ -298,24 +298,24 @@ static void test_read_file(void **st)
     size_t n;
     wr(d, "ok.c", "int x; // café\n");
     snprintf(p, sizeof p, "%s/ok.c", d);
-    assert_int_equal(lcx_scope_read_file(p, 5 << 20, &t, &n), 0);
+    assert_int_equal(lcx__scope_read_file(p, 5 << 20, &t, &n), 0);
     assert_int_equal(n, strlen("int x; // café\n"));
     free(t);
     snprintf(p, sizeof p, "%s/nul.bin", d);
     assert_int_equal(tu_write(p, "ab\0cd", 5), 0);
-    assert_int_equal(lcx_scope_read_file(p, 5 << 20, &t, &n), LCX_ENOTSUP);
+    assert_int_equal(lcx__scope_read_file(p, 5 << 20, &t, &n), LCX_ENOTSUP);
     snprintf(p, sizeof p, "%s/latin1.txt", d);
     assert_int_equal(tu_write(p, "caf\xe9\n", 5), 0);
-    assert_int_equal(lcx_scope_read_file(p, 5 << 20, &t, &n), LCX_ENOTSUP);
+    assert_int_equal(lcx__scope_read_file(p, 5 << 20, &t, &n), LCX_ENOTSUP);
     /* invalid byte after the first 8 KB: kept, byte replaced by '?' */
     char *big = malloc(9001);
     memset(big, 'a', 9000);
     big[8500] = (char)0xff;
     snprintf(p, sizeof p, "%s/late.txt", d);
     assert_int_equal(tu_write(p, big, 9000), 0);
-    assert_int_equal(lcx_scope_read_file(p, 5 << 20, &t, &n), 0);
+    assert_int_equal(lcx__scope_read_file(p, 5 << 20, &t, &n), 0);
     assert_int_equal(t[8500], '?');
-    assert_true(lcx_utf8_valid(t, n));
+    assert_true(lcx__utf8_valid(t, n));
     free(t);
     free(big);
     /* a multibyte char cut by the 8 KB boundary is not binary */
@@ -323,18 +323,18 @@ static void test_read_file(void **st)
     memset(big, 'a', 8200);
     memcpy(big + 8191, "\xc3\xa9", 2);
     assert_int_equal(tu_write(p, big, 8200), 0);
-    assert_int_equal(lcx_scope_read_file(p, 5 << 20, &t, &n), 0);
+    assert_int_equal(lcx__scope_read_file(p, 5 << 20, &t, &n), 0);
     free(t);
     free(big);
-    assert_int_equal(lcx_scope_read_file(p, 100, &t, &n), LCX_ELIMIT);
+    assert_int_equal(lcx__scope_read_file(p, 100, &t, &n), LCX_ELIMIT);
     snprintf(p, sizeof p, "%s/missing", d);
-    assert_int_equal(lcx_scope_read_file(p, 100, &t, &n), LCX_ENOTFOUND);
+    assert_int_equal(lcx__scope_read_file(p, 100, &t, &n), LCX_ENOTFOUND);
     /* a symlink is never followed */
     char l[PATH_MAX];
     snprintf(p, sizeof p, "%s/ok.c", d);
     snprintf(l, sizeof l, "%s/l.c", d);
     assert_int_equal(symlink(p, l), 0);
-    assert_int_equal(lcx_scope_read_file(l, 100, &t, &n), LCX_EIO);
+    assert_int_equal(lcx__scope_read_file(l, 100, &t, &n), LCX_EIO);
     tu_rmrf(d);
     free(d);
 }
@@ -492,8 +492,8 @@ static void test_detect(void **st)
 static char *lines(int n, const char *fmt)
 {
     lcx_buf b = {0};
-    for (int i = 1; i <= n; i++) lcx_buf_printf(&b, fmt, i);
-    return lcx_buf_steal(&b, NULL);
+    for (int i = 1; i <= n; i++) lcx__buf_printf(&b, fmt, i);
+    return lcx__buf_steal(&b, NULL);
 }
 
 static void test_chunk_code(void **st)
@@ -506,7 +506,7 @@ static void test_chunk_code(void **st)
     };
     for (size_t k = 0; k < sizeof t / sizeof *t; k++) {
         char *txt = lines(t[k].lines, "line %d\n");
-        assert_int_equal(lcx_chunk_text(txt, strlen(txt), LCX_FT_CODE, &s, &n), 0);
+        assert_int_equal(lcx__chunk_text(txt, strlen(txt), LCX_FT_CODE, &s, &n), 0);
         assert_int_equal(n, t[k].n);
         for (int i = 0; i < n; i++) {
             assert_int_equal(s[i].line_start, t[k].r[i][0]);
@@ -522,34 +522,34 @@ static void test_chunk_code(void **st)
         free(txt);
     }
     /* no trailing newline; blank text */
-    assert_int_equal(lcx_chunk_text("a\nb", 3, LCX_FT_CODE, &s, &n), 0);
+    assert_int_equal(lcx__chunk_text("a\nb", 3, LCX_FT_CODE, &s, &n), 0);
     assert_int_equal(n, 1);
     assert_int_equal(s[0].len, 3);
     assert_int_equal(s[0].line_end, 2);
     free(s);
-    assert_int_equal(lcx_chunk_text(" \n\n\t\n", 5, LCX_FT_CODE, &s, &n), 0);
+    assert_int_equal(lcx__chunk_text(" \n\n\t\n", 5, LCX_FT_CODE, &s, &n), 0);
     assert_int_equal(n, 0);
     free(s);
     /* config: whole file ≤ 50 lines, windows beyond */
     char *cfg = lines(50, "k%d: v\n");
-    assert_int_equal(lcx_chunk_text(cfg, strlen(cfg), LCX_FT_CONFIG, &s, &n), 0);
+    assert_int_equal(lcx__chunk_text(cfg, strlen(cfg), LCX_FT_CONFIG, &s, &n), 0);
     assert_int_equal(n, 1);
     free(s);
     free(cfg);
     cfg = lines(80, "k%d: v\n");
-    assert_int_equal(lcx_chunk_text(cfg, strlen(cfg), LCX_FT_CONFIG, &s, &n), 0);
+    assert_int_equal(lcx__chunk_text(cfg, strlen(cfg), LCX_FT_CONFIG, &s, &n), 0);
     assert_int_equal(n, 2);
     assert_int_equal(s[1].line_start, 46);
     free(s);
     free(cfg);
-    assert_int_equal(lcx_file_type_of("a/b.md"), LCX_FT_PROSE);
-    assert_int_equal(lcx_file_type_of("a/b.RST"), LCX_FT_PROSE);
-    assert_int_equal(lcx_file_type_of("notes.org"), LCX_FT_PROSE);
-    assert_int_equal(lcx_file_type_of("a.yaml"), LCX_FT_CONFIG);
-    assert_int_equal(lcx_file_type_of("a.toml"), LCX_FT_CONFIG);
-    assert_int_equal(lcx_file_type_of("x/CMakeLists.txt"), LCX_FT_CODE);
-    assert_int_equal(lcx_file_type_of("x/Makefile"), LCX_FT_CODE);
-    assert_int_equal(lcx_file_type_of("main.rs"), LCX_FT_CODE);
+    assert_int_equal(lcx__file_type_of("a/b.md"), LCX_FT_PROSE);
+    assert_int_equal(lcx__file_type_of("a/b.RST"), LCX_FT_PROSE);
+    assert_int_equal(lcx__file_type_of("notes.org"), LCX_FT_PROSE);
+    assert_int_equal(lcx__file_type_of("a.yaml"), LCX_FT_CONFIG);
+    assert_int_equal(lcx__file_type_of("a.toml"), LCX_FT_CONFIG);
+    assert_int_equal(lcx__file_type_of("x/CMakeLists.txt"), LCX_FT_CODE);
+    assert_int_equal(lcx__file_type_of("x/Makefile"), LCX_FT_CODE);
+    assert_int_equal(lcx__file_type_of("main.rs"), LCX_FT_CODE);
 }
 
 /* The line index (memchr based) against a byte-by-byte reference on random texts: many
@@ -578,7 +578,7 @@ static void test_chunk_random(void **st)
         ls[nl] = len;
         lcx_span *sp;
         int n;
-        assert_int_equal(lcx_chunk_text(t, len, LCX_FT_CODE, &sp, &n), 0);
+        assert_int_equal(lcx__chunk_text(t, len, LCX_FT_CODE, &sp, &n), 0);
         int k = 0;
         for (uint32_t a = 1; nl && a <= nl; a += 45) {
             uint32_t b = a + 49 < nl ? a + 49 : nl;
@@ -610,18 +610,18 @@ static void test_chunk_prose(void **st)
     lcx_buf b = {0};
     int ln = 0;
     for (int p = 0; p < 3; p++) {
-        for (int i = 0; i < 20; i++) lcx_buf_printf(&b, "para %d line %d\n", p, ++ln);
-        lcx_buf_puts(&b, "\n");
+        for (int i = 0; i < 20; i++) lcx__buf_printf(&b, "para %d line %d\n", p, ++ln);
+        lcx__buf_puts(&b, "\n");
         ln++;
     }
-    for (int i = 0; i < 60; i++) lcx_buf_printf(&b, "long line %d\n", ++ln);
-    lcx_buf_puts(&b, "\n\n");
+    for (int i = 0; i < 60; i++) lcx__buf_printf(&b, "long line %d\n", ++ln);
+    lcx__buf_puts(&b, "\n\n");
     ln += 2;
-    lcx_buf_printf(&b, "tail\n");
+    lcx__buf_printf(&b, "tail\n");
     ln++;
     lcx_span *s;
     int n;
-    assert_int_equal(lcx_chunk_text(b.data, b.len, LCX_FT_PROSE, &s, &n), 0);
+    assert_int_equal(lcx__chunk_text(b.data, b.len, LCX_FT_PROSE, &s, &n), 0);
     uint32_t want[][2] = {{1, 41}, {43, 62}, {64, 113}, {109, 123}, {126, 126}};
     for (int i = 0; i < n; i++) fprintf(stderr, "  prose %u-%u\n", s[i].line_start, s[i].line_end);
     assert_int_equal(n, 5);
@@ -632,7 +632,7 @@ static void test_chunk_prose(void **st)
     assert_memory_equal(b.data + s[4].off, "tail", 4);
     assert_int_equal(s[4].len, 4);
     free(s);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
 }
 
 /* ---------------------------------------------------------------- symbols */
@@ -642,7 +642,7 @@ typedef struct { const char *name; uint32_t line; int kind; const char *owner; }
 static void sym_check(const char *path, const char *src, const sym_want *w, int nw)
 {
     lcx_symbol *s;
-    int n = lcx_symbols_extract(path, src, strlen(src), &s);
+    int n = lcx__symbols_extract(path, src, strlen(src), &s);
     assert_true(n >= 0);
     for (int i = 0; i < nw; i++) {
         bool found = false;
@@ -651,7 +651,7 @@ static void sym_check(const char *path, const char *src, const sym_want *w, int 
                     (!w[i].owner || !strcmp(s[j].owner, w[i].owner));
         if (!found) {
             for (int j = 0; j < n; j++)
-                fprintf(stderr, "  %s: %s:%u %s owner=%s\n", path, s[j].name, s[j].line, lcx_symbol_kind_name(s[j].kind), s[j].owner);
+                fprintf(stderr, "  %s: %s:%u %s owner=%s\n", path, s[j].name, s[j].line, lcx__symbol_kind_name(s[j].kind), s[j].owner);
             fail_msg("%s: missing %s (line %u, kind %d)", path, w[i].name, w[i].line, w[i].kind);
         }
     }
@@ -661,7 +661,7 @@ static void sym_check(const char *path, const char *src, const sym_want *w, int 
 static void sym_absent(const char *path, const char *src, const char *name)
 {
     lcx_symbol *s;
-    int n = lcx_symbols_extract(path, src, strlen(src), &s);
+    int n = lcx__symbols_extract(path, src, strlen(src), &s);
     for (int j = 0; j < n; j++)
         if (!strcmp(s[j].name, name)) fail_msg("%s: %s should not be a definition", path, name);
     free(s);
@@ -799,7 +799,7 @@ static void test_symbols(void **st)
     sym_check("App/ImageLoader.swift", sw, sww, sizeof sww / sizeof *sww);
     /* unknown language → nothing */
     lcx_symbol *s;
-    assert_int_equal(lcx_symbols_extract("notes.md", "def x():\n", 9, &s), 0);
+    assert_int_equal(lcx__symbols_extract("notes.md", "def x():\n", 9, &s), 0);
 }
 
 int main(void)

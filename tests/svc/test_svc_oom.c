@@ -21,14 +21,14 @@ static char base[64];
 static int setup(void **st)
 {
     lcx_svc_config c;
-    lcx_svc_config_defaults(&c);
+    lcx__svc_config_defaults(&c);
     dir = tu_tmpdir();
     snprintf(c.data_dir, sizeof c.data_dir, "%s", dir);
     snprintf(c.host, sizeof c.host, "127.0.0.1");
     c.port = 0;
     c.quiet = true;
     char msg[256];
-    if (lcx_svc_start(&c, &svc, msg, sizeof msg) < 0) {
+    if (lcx__svc_start(&c, &svc, msg, sizeof msg) < 0) {
         fprintf(stderr, "start: %s\n", msg);
         return -1;
     }
@@ -39,7 +39,7 @@ static int setup(void **st)
 static int teardown(void **st)
 {
     lcx__buf_fail_nth(0, 0);
-    lcx_svc_stop(svc);
+    lcx__svc_stop(svc);
     tu_rmrf(dir);
     free(dir);
     return 0;
@@ -98,19 +98,19 @@ static void test_retrieve_never_sends_broken_200(void **st)
 {
     /* spans with escapes, non-ASCII and enough text that the reply takes several growths */
     lcx_buf b = {0};
-    lcx_buf_puts(&b, "{\"session_id\":\"oom\",\"chunks\":[");
+    lcx__buf_puts(&b, "{\"session_id\":\"oom\",\"chunks\":[");
     for (int i = 0; i < 24; i++) {
-        if (i) lcx_buf_puts(&b, ",");
-        lcx_buf_printf(&b, "{\"text\":\"span %d: the vault code \\\"%d\\\" caf\\u00e9 \\\\ tab\\tline\\n", i, 4000 + i);
-        for (int k = 0; k < 30; k++) lcx_buf_puts(&b, "filler words about the vault ");
-        lcx_buf_printf(&b, "\",\"token_range\":[%d,%d],\"layer\":%d,\"score\":0.5}", i * 100, i * 100 + 99, i % 4);
+        if (i) lcx__buf_puts(&b, ",");
+        lcx__buf_printf(&b, "{\"text\":\"span %d: the vault code \\\"%d\\\" caf\\u00e9 \\\\ tab\\tline\\n", i, 4000 + i);
+        for (int k = 0; k < 30; k++) lcx__buf_puts(&b, "filler words about the vault ");
+        lcx__buf_printf(&b, "\",\"token_range\":[%d,%d],\"layer\":%d,\"score\":0.5}", i * 100, i * 100 + 99, i % 4);
     }
-    lcx_buf_puts(&b, "]}");
+    lcx__buf_puts(&b, "]}");
     assert_int_equal(b.err, 0);
     tu_resp r;
     assert_int_equal(req("POST", "/evict/write", b.data, &r), 200);
     tu_resp_free(&r);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     int n = sweep("POST", "/evict/retrieve",
                   "{\"session_id\":\"oom\",\"query\":\"What is the vault code?\",\"top_k\":16}");
     assert_true(n > 3);   /* failures really were injected into the reply */
@@ -123,20 +123,20 @@ static void test_retrieve_never_sends_broken_200(void **st)
 static void test_buf_error_sticky(void **st)
 {
     lcx_buf b = {.cap = 8};
-    assert_int_equal(lcx_buf_puts(&b, "abcd"), 0);
-    assert_int_equal(lcx_buf_puts(&b, "efghijk"), LCX_ELIMIT);
-    assert_int_equal(lcx_buf_puts(&b, "ef"), 0);
+    assert_int_equal(lcx__buf_puts(&b, "abcd"), 0);
+    assert_int_equal(lcx__buf_puts(&b, "efghijk"), LCX_ELIMIT);
+    assert_int_equal(lcx__buf_puts(&b, "ef"), 0);
     assert_int_equal(b.err, LCX_ELIMIT);   /* "abcdef" is missing a piece */
-    lcx_buf_truncate(&b, 4);
+    lcx__buf_truncate(&b, 4);
     assert_int_equal(b.err, 0);
     assert_string_equal(b.data, "abcd");
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     lcx__buf_fail_nth(1, 1);
-    assert_int_equal(lcx_buf_puts(&b, "x"), LCX_ENOMEM);
+    assert_int_equal(lcx__buf_puts(&b, "x"), LCX_ENOMEM);
     assert_int_equal(lcx__buf_fail_pending(), 0);
-    assert_int_equal(lcx_buf_puts(&b, "y"), 0);
+    assert_int_equal(lcx__buf_puts(&b, "y"), 0);
     assert_int_equal(b.err, LCX_ENOMEM);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     assert_int_equal(b.err, 0);
 }
 

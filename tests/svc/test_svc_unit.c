@@ -23,13 +23,13 @@ static void test_rescue_format_exact(void **st)
 {
     lcx_chunk cs[2] = {mk("alpha beta", 10, 20, 3), mk("gamma", 0, 4, 0)};
     lcx_buf b = {0};
-    assert_int_equal(lcx_rescue_format(&b, cs, 2, 8000), 2);
+    assert_int_equal(lcx__rescue_format(&b, cs, 2, 8000), 2);
     const char *want = "[Recovered context from earlier in this session (evicted from KV cache, restored via longctx)]:\n"
                        "\n--- evicted span (tokens 10..20, layer 3) ---\nalpha beta\n"
                        "\n--- evicted span (tokens 0..4, layer 0) ---\ngamma\n";
     assert_string_equal(b.data, want);
-    lcx_buf_free(&b);
-    assert_int_equal(lcx_rescue_format(&b, cs, 0, 8000), 0);   /* nothing → empty */
+    lcx__buf_free(&b);
+    assert_int_equal(lcx__rescue_format(&b, cs, 0, 8000), 0);   /* nothing → empty */
     assert_int_equal(b.len, 0);
 }
 
@@ -46,37 +46,37 @@ static void test_rescue_format_cap(void **st)
     size_t b1 = hl + 100 + 1, b2 = hl + 3000 + 1;
     lcx_buf b = {0};
     /* exactly header + block 1 fits; block 2 overflows → stop (block 3 would fit but is not used) */
-    assert_int_equal(lcx_rescue_format(&b, cs, 3, hdr + b1 + b2 - 1), 1);
+    assert_int_equal(lcx__rescue_format(&b, cs, 3, hdr + b1 + b2 - 1), 1);
     assert_int_equal(b.len, hdr + b1);
-    lcx_buf_free(&b);
-    assert_int_equal(lcx_rescue_format(&b, cs, 3, hdr + b1 + b2), 2);
+    lcx__buf_free(&b);
+    assert_int_equal(lcx__rescue_format(&b, cs, 3, hdr + b1 + b2), 2);
     assert_int_equal(b.len, hdr + b1 + b2);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     /* not even one block → nothing at all */
-    assert_int_equal(lcx_rescue_format(&b, cs, 3, hdr + 10), 0);
+    assert_int_equal(lcx__rescue_format(&b, cs, 3, hdr + 10), 0);
     assert_int_equal(b.len, 0);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     /* the cap counts characters, not bytes: 100 × "é" (200 bytes) counts 100 */
     char *u = malloc(201);
     for (int i = 0; i < 100; i++) u[2 * i] = (char)0xc3, u[2 * i + 1] = (char)0xa9;
     u[200] = 0;
     lcx_chunk cu = mk(u, 1, 2, 0);
-    assert_int_equal(lcx_rescue_format(&b, &cu, 1, hdr + hl + 101), 1);
+    assert_int_equal(lcx__rescue_format(&b, &cu, 1, hdr + hl + 101), 1);
     assert_int_equal(b.len, hdr + hl + 201);
-    lcx_buf_free(&b);
-    assert_int_equal(lcx_rescue_format(&b, &cu, 1, hdr + hl + 100), 0);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
+    assert_int_equal(lcx__rescue_format(&b, &cu, 1, hdr + hl + 100), 0);
+    lcx__buf_free(&b);
     free(t1), free(t2), free(u);
     /* the production cap */
     lcx_chunk many[40];
     char *t4 = malloc(401);
     memset(t4, 'c', 400), t4[400] = 0;
     for (int i = 0; i < 40; i++) many[i] = mk(t4, i * 100, i * 100 + 99, 1);
-    int n = lcx_rescue_format(&b, many, 40, LCX_RESCUE_MAX_CHARS);
+    int n = lcx__rescue_format(&b, many, 40, LCX_RESCUE_MAX_CHARS);
     assert_true(n > 10 && n < 40);
     assert_true(b.len <= 8000);
     assert_true(b.len + 400 + hl > 8000 - 20);   /* the next block really would not fit */
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     free(t4);
 }
 
@@ -85,23 +85,23 @@ static void test_routes(void **st)
     lcx_route_params p = {0};
     bool known;
     char allow[64];
-    const lcx_route *r = lcx_route_match("POST", "/sessions/abc-1/hibernate", &p, &known, allow, sizeof allow);
+    const lcx_route *r = lcx__route_match("POST", "/sessions/abc-1/hibernate", &p, &known, allow, sizeof allow);
     assert_non_null(r);
-    assert_ptr_equal(r->fn, lcx_svc_h_session_hibernate);
+    assert_ptr_equal(r->fn, lcx__svc_h_session_hibernate);
     assert_int_equal(p.n, 1);
     assert_string_equal(p.value[0], "abc-1");
     assert_int_equal(p.name_len[0], 2);
     assert_memory_equal(p.name[0], "id", 2);
-    lcx_route_params_free(&p);
-    r = lcx_route_match("GET", "/sessions/x/hibernation-status", &p, &known, allow, sizeof allow);
-    assert_ptr_equal(r->fn, lcx_svc_h_session_status);
-    lcx_route_params_free(&p);
+    lcx__route_params_free(&p);
+    r = lcx__route_match("GET", "/sessions/x/hibernation-status", &p, &known, allow, sizeof allow);
+    assert_ptr_equal(r->fn, lcx__svc_h_session_status);
+    lcx__route_params_free(&p);
     /* wrong method: 405 with Allow */
-    r = lcx_route_match("GET", "/sessions/x/resume", &p, &known, allow, sizeof allow);
+    r = lcx__route_match("GET", "/sessions/x/resume", &p, &known, allow, sizeof allow);
     assert_null(r);
     assert_true(known);
     assert_string_equal(allow, "POST");
-    r = lcx_route_match("PUT", "/healthz", &p, &known, allow, sizeof allow);
+    r = lcx__route_match("PUT", "/healthz", &p, &known, allow, sizeof allow);
     assert_null(r);
     assert_true(known);
     assert_string_equal(allow, "GET");
@@ -109,15 +109,15 @@ static void test_routes(void **st)
     const char *bad[] = {"/", "/healthzz", "/sessions//hibernate", "/sessions/a/b/hibernate", "/evict", "/evict/write/x",
                          "/v1/chat", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        r = lcx_route_match("POST", bad[i], &p, &known, allow, sizeof allow);
+        r = lcx__route_match("POST", bad[i], &p, &known, allow, sizeof allow);
         assert_null(r);
         assert_false(known);
     }
     /* trailing slash tolerated */
-    r = lcx_route_match("GET", "/healthz/", &p, &known, allow, sizeof allow);
-    assert_ptr_equal(r->fn, lcx_svc_h_healthz);
+    r = lcx__route_match("GET", "/healthz/", &p, &known, allow, sizeof allow);
+    assert_ptr_equal(r->fn, lcx__svc_h_healthz);
     /* every route in the table matches itself */
-    for (const lcx_route *x = lcx_svc_routes; x->method; x++) {
+    for (const lcx_route *x = lcx__svc_routes; x->method; x++) {
         char path[256];
         snprintf(path, sizeof path, "%s", x->pattern);
         char *b = strchr(path, '{');
@@ -127,9 +127,9 @@ static void test_routes(void **st)
             snprintf(rest, sizeof rest, "%s", e + 1);
             snprintf(b, sizeof path - (size_t)(b - path), "S1%s", rest);
         }
-        r = lcx_route_match(x->method, path, &p, &known, allow, sizeof allow);
+        r = lcx__route_match(x->method, path, &p, &known, allow, sizeof allow);
         assert_ptr_equal(r, x);
-        lcx_route_params_free(&p);
+        lcx__route_params_free(&p);
     }
 }
 
@@ -140,10 +140,10 @@ static void test_config(void **st)
     setenv("LONGCTX_PORT", "6000", 1);
     setenv("LONGCTX_MAX_MEM_MB", "100", 1);
     setenv("LONGCTX_DATA_DIR", "/tmp/from-env", 1);
-    lcx_svc_config_defaults(&c);
+    lcx__svc_config_defaults(&c);
     char *a1[] = {"serve", "--port", "7000", "--host=0.0.0.0", "--max-body-bytes", "1024", "--idle-hibernate-s", "2.5",
                   "--quiet", NULL};
-    assert_int_equal(lcx_svc_config_parse(&c, 9, a1, devnull), 0);
+    assert_int_equal(lcx__svc_config_parse(&c, 9, a1, devnull), 0);
     assert_int_equal(c.port, 7000);                       /* flag beats env */
     assert_string_equal(c.host, "0.0.0.0");
     assert_string_equal(c.data_dir, "/tmp/from-env");     /* env beats default */
@@ -157,9 +157,9 @@ static void test_config(void **st)
     unsetenv("LONGCTX_DATA_DIR");
     /* defaults */
     setenv("XDG_DATA_HOME", "/xdg", 1);
-    lcx_svc_config_defaults(&c);
+    lcx__svc_config_defaults(&c);
     char *a0[] = {"serve", NULL};
-    assert_int_equal(lcx_svc_config_parse(&c, 1, a0, devnull), 0);
+    assert_int_equal(lcx__svc_config_parse(&c, 1, a0, devnull), 0);
     assert_string_equal(c.host, "127.0.0.1");
     assert_int_equal(c.port, 5054);
     assert_string_equal(c.data_dir, "/xdg/longctx");
@@ -168,23 +168,23 @@ static void test_config(void **st)
     assert_true(c.janitor_interval_s == 60);
     unsetenv("XDG_DATA_HOME");
     setenv("HOME", "/home/u", 1);
-    lcx_svc_config_defaults(&c);
+    lcx__svc_config_defaults(&c);
     assert_string_equal(c.data_dir, "/home/u/.local/share/longctx");
     /* errors */
     char *bad[][4] = {{"serve", "--port", "70000", NULL}, {"serve", "--port", "12x", NULL}, {"serve", "--bogus", NULL, NULL},
                       {"serve", "--port", NULL, NULL},   {"serve", "--threads", "0", NULL},  {"serve", "--max-mem-mb", "1.5", NULL}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        lcx_svc_config_defaults(&c);
+        lcx__svc_config_defaults(&c);
         int argc = 0;
         while (bad[i][argc]) argc++;
-        assert_int_equal(lcx_svc_config_parse(&c, argc, bad[i], devnull), LCX_EINVAL);
+        assert_int_equal(lcx__svc_config_parse(&c, argc, bad[i], devnull), LCX_EINVAL);
     }
     setenv("LONGCTX_THREADS", "abc", 1);
-    lcx_svc_config_defaults(&c);
-    assert_int_equal(lcx_svc_config_parse(&c, 1, a0, devnull), LCX_EINVAL);
+    lcx__svc_config_defaults(&c);
+    assert_int_equal(lcx__svc_config_parse(&c, 1, a0, devnull), LCX_EINVAL);
     unsetenv("LONGCTX_THREADS");
     char *h[] = {"serve", "--help", NULL};
-    assert_int_equal(lcx_svc_config_parse(&c, 2, h, devnull), 1);
+    assert_int_equal(lcx__svc_config_parse(&c, 2, h, devnull), 1);
     fclose(devnull);
 }
 
@@ -204,11 +204,11 @@ static void test_session_ids_and_errors(void **st)
     assert_false(lcx__session_id_ok("victim\0x", 8));
     assert_true(lcx__session_id_ok("victim\0x", 6));
     const char *code;
-    assert_int_equal(lcx_svc_err_status(LCX_EMISMATCH, &code), 409);
+    assert_int_equal(lcx__svc_err_status(LCX_EMISMATCH, &code), 409);
     assert_string_equal(code, "embedder_mismatch");
-    assert_int_equal(lcx_svc_err_status(LCX_ENOTFOUND, &code), 404);
-    assert_int_equal(lcx_svc_err_status(LCX_ELIMIT, &code), 429);
-    assert_int_equal(lcx_svc_err_status(LCX_EIO, &code), 500);
+    assert_int_equal(lcx__svc_err_status(LCX_ENOTFOUND, &code), 404);
+    assert_int_equal(lcx__svc_err_status(LCX_ELIMIT, &code), 429);
+    assert_int_equal(lcx__svc_err_status(LCX_EIO, &code), 500);
 }
 
 /* One rule: libtriatt's rescue client and the service build the same bytes for the same
@@ -225,14 +225,14 @@ static void test_rescue_format_same_as_triatt(void **st)
     size_t caps[] = {8000, 0, 50, 97, 160, 170, 190, 230, 260};
     for (size_t c = 0; c < LCX_ARRAY_LEN(caps); c++) {
         lcx_buf b = {0};
-        int used = -1, n = lcx_rescue_format(&b, cs, 4, caps[c]);
+        int used = -1, n = lcx__rescue_format(&b, cs, 4, caps[c]);
         char *t = triatt_rescue_format(tc, 4, (int)caps[c], &used);
         assert_non_null(t);
         assert_int_equal(n, used);
         assert_string_equal(t, b.data ? b.data : "");
-        assert_true(lcx_utf8_chars(t, strlen(t)) <= caps[c]);
+        assert_true(lcx__utf8_chars(t, strlen(t)) <= caps[c]);
         free(t);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
     }
 }
 
@@ -243,7 +243,7 @@ static void test_rescue_format_same_as_triatt(void **st)
 static void check_fast_matches_cjson(const char *body, const char *qid)
 {
     lcx_svc_wbatch w;
-    int rc = lcx_svc_write_parse_fast(body, strlen(body), qid, 1000, 1 << 20, &w);
+    int rc = lcx__svc_write_parse_fast(body, strlen(body), qid, 1000, 1 << 20, &w);
     if (rc != 0) fprintf(stderr, "fast path refused: %s\n", body);
     assert_int_equal(rc, 0);
     cJSON *j = cJSON_Parse(body);
@@ -287,16 +287,16 @@ static void check_fast_matches_cjson(const char *body, const char *qid)
     assert_int_equal(w.m, m);
     assert_int_equal(w.n_derive, n_derive);
     cJSON_Delete(j);
-    lcx_svc_wbatch_free(&w);
+    lcx__svc_wbatch_free(&w);
 }
 
 static void refused(const char *body, size_t n, const char *qid)
 {
     lcx_svc_wbatch w;
-    int rc = lcx_svc_write_parse_fast(body, n, qid, 3, 64, &w);
+    int rc = lcx__svc_write_parse_fast(body, n, qid, 3, 64, &w);
     if (rc != 1) fprintf(stderr, "fast path accepted: %.*s\n", (int)n, body);
     assert_int_equal(rc, 1);
-    lcx_svc_wbatch_free(&w);
+    lcx__svc_wbatch_free(&w);
 }
 #define REFUSED(lit) refused(lit, sizeof(lit) - 1, NULL)
 
@@ -430,9 +430,9 @@ static void test_write_fast_parser_fuzz(void **st)
         assert_non_null(body);
         memcpy(body, work, n);
         lcx_svc_wbatch w;
-        int rc = lcx_svc_write_parse_fast(body, n, (it & 1) ? "s1" : NULL, 1000, 1 << 20, &w);
+        int rc = lcx__svc_write_parse_fast(body, n, (it & 1) ? "s1" : NULL, 1000, 1 << 20, &w);
         assert_true(rc == 0 || rc == 1);
-        lcx_svc_wbatch_free(&w);
+        lcx__svc_wbatch_free(&w);
         if (rc == 0) {
             accepted++;
             assert_null(memchr(body, 0, n)); /* an accepted body holds no NUL byte */

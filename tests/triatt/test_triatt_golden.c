@@ -212,7 +212,7 @@ static void test_blockmean_kernels(void **st)
     load_scoring(&s);
     const cJSON *tb = cJSON_GetObjectItem(s.j, "tom_blockmean");
     int Pm = (int)tj_num(tb, "P_max_pos"), win = (int)tj_num(tb, "window");
-    int n_kernels = lcx_cpu_has_avx512() ? 3 : 2;
+    int n_kernels = lcx__cpu_has_avx512() ? 3 : 2;
     if (n_kernels == 2) fprintf(stderr, "note: CPU has no AVX-512: AVX-512 block-mean comparison skipped\n");
     float sc[256];
     for (int li = 0; li < 2; li++) {
@@ -426,7 +426,7 @@ static void test_replay_selection(void **st)
     const char *path = tu_fixture("triattention/selection.json");
     char *d, *out;
     size_t n;
-    assert_int_equal(lcx_read_file(path, 0, &d, &n), 0);
+    assert_int_equal(lcx__read_file(path, 0, &d, &n), 0);
     assert_int_equal(triatt_replay_json(d, n, &out), 0);
     cJSON *got = cJSON_Parse(out), *want = cJSON_ParseWithLength(d, n);
     assert_non_null(got);
@@ -465,7 +465,7 @@ static void test_replay_scoring(void **st)
     load_scoring(&s);
     char *d, *out;
     size_t n;
-    assert_int_equal(lcx_read_file(tu_fixture("triattention/scoring.json"), 0, &d, &n), 0);
+    assert_int_equal(lcx__read_file(tu_fixture("triattention/scoring.json"), 0, &d, &n), 0);
     assert_int_equal(triatt_replay_json(d, n, &out), 0);
     cJSON *r = cJSON_Parse(out);
     assert_non_null(r);

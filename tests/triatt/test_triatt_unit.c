@@ -80,7 +80,7 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
         assert_true(fabs(o3[c] - o2[c]) <= 1e-5 * (1 + fabs(o2[c])));
         assert_true(fabs(o4[c] - o2[c]) <= 1e-4 * (1 + fabs(o2[c])));
     }
-    if (lcx_cpu_has_avx512()) {
+    if (lcx__cpu_has_avx512()) {
         triatt__kernel_avx512(&kh, k16, stride, n, o4, false);
         for (int c = 0; c < n; c++) assert_true(fabs(o4[c] - o2[c]) <= 1e-4 * (1 + fabs(o2[c])));
     }
@@ -116,7 +116,7 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
                         assert_true(m1[j][c] == m2[j][c]);
                     }
                 }
-                if (lcx_cpu_has_avx512()) {
+                if (lcx__cpu_has_avx512()) {
                     for (int j = 0; j < ns; j++)
                         for (int c = 0; c < 9; c++) m2[j][c] = (float)(j + c);
                     triatt__kernel_ms_avx512(pa, ns, ks, sts, 9, p2, acc);
@@ -167,7 +167,7 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
                     if (fabs(a0[c] - a2[c]) > 1e-4 * (1 + fabs(a2[c])))
                         fail_msg("head streams vs scalar n_rot=%d f16=%d ns=%d row %d: %g vs %g", n_rot, h, ns, c, a0[c], a2[c]);
                 }
-                if (lcx_cpu_has_avx512()) {
+                if (lcx__cpu_has_avx512()) {
                     for (int c = 0; c < 9; c++) a1[c] = (float)c - 4;
                     for (int j = 0; j < ns; j++) outs[j] = a1;
                     triatt__kernel_ms_avx512(pa, ns, ks, sts, 9, outs, true);
@@ -195,7 +195,7 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
         for (int c = 0; c < n; c++)
             if (fabs(q0[c] - q1[c]) > 1e-4 * (1 + fabs(q0[c])))
                 fail_msg("q8 avx2 n_rot=%d pair=%d terms=%d cell %d: %g vs %g", n_rot, pr, terms, c, q1[c], q0[c]);
-        if (lcx_cpu_has_avx512()) {
+        if (lcx__cpu_has_avx512()) {
             triatt__kernel_avx512(&kq8, kq, qst, n, q2, false);
             for (int c = 0; c < n; c++) assert_true(fabs(q0[c] - q2[c]) <= 1e-4 * (1 + fabs(q0[c])));
         }
@@ -228,7 +228,7 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
     memcpy(o2, o1, sizeof o1);
     triatt__kernel_avx2(&kp, keys, stride, n, o2, true);
     for (int c = 0; c < n; c++) assert_true(fabs(o2[c] - 2 * o1[c]) <= 1e-4 * (1 + fabs(o1[c])));
-    if (lcx_cpu_has_avx512()) {
+    if (lcx__cpu_has_avx512()) {
         triatt__kernel_avx512(&kp, keys, stride, n, o2, false);
         for (int c = 0; c < n; c++) assert_true(fabs(o0[c] - o2[c]) <= 1e-4 * (1 + fabs(o0[c])));
     }
@@ -239,7 +239,7 @@ static void kernel_case(int n_rot, triatt_pairing pr, triatt_terms terms)
     triatt__fast_kernel_scalar(feat, 2 * fc + 8, fc, v, n, o0);
     triatt__fast_kernel_avx2(feat, 2 * fc + 8, fc, v, n, o1);
     for (int c = 0; c < n; c++) assert_true(fabs(o0[c] - o1[c]) <= 1e-4 * (1 + fabs(o0[c])));
-    if (lcx_cpu_has_avx512()) {
+    if (lcx__cpu_has_avx512()) {
         triatt__fast_kernel_avx512(feat, 2 * fc + 8, fc, v, n, o2);
         for (int c = 0; c < n; c++) assert_true(fabs(o0[c] - o2[c]) <= 1e-4 * (1 + fabs(o0[c])));
     }
@@ -282,7 +282,7 @@ static void test_kernels_vs_scalar(void **st)
     for (size_t i = 0; i < sizeof rots / sizeof rots[0]; i++)
         for (int pr = 0; pr < 2; pr++)
             for (int t = 0; t < 4; t++) kernel_case(rots[i], (triatt_pairing)pr, (triatt_terms)t);
-    if (!lcx_cpu_has_avx512())
+    if (!lcx__cpu_has_avx512())
         fprintf(stderr, "note: CPU has no AVX-512: AVX-512 kernel comparison skipped (compiled and dispatched only)\n");
 }
 
@@ -662,7 +662,7 @@ static void test_calibration_file(void **st)
     }
     char *data;
     size_t n;
-    assert_int_equal(lcx_read_file(path, 0, &data, &n), 0);
+    assert_int_equal(lcx__read_file(path, 0, &data, &n), 0);
     triatt_calib *e = NULL;
     triatt_calib_init(&w.g, 100, 0, &e);
     /* every single-byte flip is detected (magic, version, geometry, payload, checksum) */

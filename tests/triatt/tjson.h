@@ -12,7 +12,7 @@ static cJSON *tj_load(const char *path)
 {
     char *d = NULL;
     size_t n = 0;
-    if (lcx_read_file(path, 16u << 20, &d, &n) < 0) return NULL;
+    if (lcx__read_file(path, 16u << 20, &d, &n) < 0) return NULL;
     cJSON *j = cJSON_ParseWithLength(d, n);
     free(d);
     return j;

@@ -1,6 +1,6 @@
-/* lcx_buf_json_f32's printf-free path against the printf/strtof reference
+/* lcx__buf_json_f32's printf-free path against the printf/strtof reference
  * (lcx__buf_json_f32_ref): byte-identical output for edge cases, every "short binary
- * fraction" (where decimal ties happen), and millions of random floats; lcx_buf_int
+ * fraction" (where decimal ties happen), and millions of random floats; lcx__buf_int
  * against "%lld". */
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,13 +27,13 @@ static long n_fail;
 static void check(float f)
 {
     lcx_buf a = {0}, r = {0};
-    assert_int_equal(lcx_buf_json_f32(&a, f), 0);
+    assert_int_equal(lcx__buf_json_f32(&a, f), 0);
     assert_int_equal(lcx__buf_json_f32_ref(&r, f), 0);
     if (a.len != r.len || memcmp(a.data, r.data, a.len)) {
         if (n_fail++ < 10) print_error("mismatch for %a: fast '%s' ref '%s'\n", (double)f, a.data, r.data);
     }
-    lcx_buf_free(&a);
-    lcx_buf_free(&r);
+    lcx__buf_free(&a);
+    lcx__buf_free(&r);
 }
 
 static float from_bits(uint32_t u)
@@ -107,15 +107,15 @@ static void test_buf_int(void **st)
     for (size_t i = 0; i < sizeof e / sizeof e[0] + 200000; i++) {
         long long v = i < sizeof e / sizeof e[0] ? e[i] : (long long)next_u64() >> (next_u64() % 64);
         lcx_buf b = {0};
-        assert_int_equal(lcx_buf_int(&b, v), 0);
+        assert_int_equal(lcx__buf_int(&b, v), 0);
         snprintf(ref, sizeof ref, "%lld", v);
         assert_string_equal(b.data, ref);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
     }
     lcx_buf c = {.cap = 3};                                   /* the cap still applies */
-    assert_int_equal(lcx_buf_int(&c, 123), 0);
-    assert_int_equal(lcx_buf_int(&c, 4), LCX_ELIMIT);
-    lcx_buf_free(&c);
+    assert_int_equal(lcx__buf_int(&c, 123), 0);
+    assert_int_equal(lcx__buf_int(&c, 4), LCX_ELIMIT);
+    lcx__buf_free(&c);
 }
 
 int main(void)

@@ -10,55 +10,55 @@
 static void test_buf_cap(void **st)
 {
     lcx_buf b = {.cap = 8};
-    assert_int_equal(lcx_buf_puts(&b, "12345678"), LCX_OK);
-    assert_int_equal(lcx_buf_puts(&b, "9"), LCX_ELIMIT);
+    assert_int_equal(lcx__buf_puts(&b, "12345678"), LCX_OK);
+    assert_int_equal(lcx__buf_puts(&b, "9"), LCX_ELIMIT);
     assert_int_equal(b.len, 8);
     assert_string_equal(b.data, "12345678");
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
 }
 
 static void test_json_str(void **st)
 {
     lcx_buf b = {0};
-    assert_int_equal(lcx_buf_json_str(&b, "a\"b\\c\n\x01", 7), LCX_OK);
+    assert_int_equal(lcx__buf_json_str(&b, "a\"b\\c\n\x01", 7), LCX_OK);
     assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\"");
-    lcx_buf_free(&b);
-    assert_int_equal(lcx_buf_json_num(&b, 3), LCX_OK);
-    assert_int_equal(lcx_buf_json_num(&b, 0.5), LCX_OK);
+    lcx__buf_free(&b);
+    assert_int_equal(lcx__buf_json_num(&b, 3), LCX_OK);
+    assert_int_equal(lcx__buf_json_num(&b, 0.5), LCX_OK);
     assert_string_equal(b.data, "30.5");
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     /* shortest text that round-trips: floats print as written, doubles keep every bit */
-    lcx_buf_json_f32(&b, 0.4f);
-    lcx_buf_puts(&b, " ");
-    lcx_buf_json_f32(&b, 1.0f / 3);
-    lcx_buf_puts(&b, " ");
-    lcx_buf_json_num(&b, 1764480000.123456);
-    lcx_buf_puts(&b, " ");
-    lcx_buf_json_num(&b, 0.1 + 0.2);
+    lcx__buf_json_f32(&b, 0.4f);
+    lcx__buf_puts(&b, " ");
+    lcx__buf_json_f32(&b, 1.0f / 3);
+    lcx__buf_puts(&b, " ");
+    lcx__buf_json_num(&b, 1764480000.123456);
+    lcx__buf_puts(&b, " ");
+    lcx__buf_json_num(&b, 0.1 + 0.2);
     assert_string_equal(b.data, "0.4 0.33333334 1764480000.123456 0.30000000000000004");
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
 }
 
 static void test_sha256(void **st)
 {
     char hex[65];
-    lcx_sha256_hex("", 0, hex, 32);
+    lcx__sha256_hex("", 0, hex, 32);
     assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    lcx_sha256_hex("abc", 3, hex, 32);
+    lcx__sha256_hex("abc", 3, hex, 32);
     assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     /* 56..64-byte messages take the two-block padding path */
     const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    lcx_sha256_hex(m, strlen(m), hex, 8);
+    lcx__sha256_hex(m, strlen(m), hex, 8);
     assert_string_equal(hex, "248d6a61d20638b8");
 }
 
 static void test_crc32c(void **st)
 {
     /* RFC 3720 check value for "123456789" */
-    assert_int_equal(lcx_crc32c(0, "123456789", 9), 0xe3069283u);
+    assert_int_equal(lcx__crc32c(0, "123456789", 9), 0xe3069283u);
     /* incremental == one-shot */
-    uint32_t c = lcx_crc32c(0, "12345", 5);
-    assert_int_equal(lcx_crc32c(c, "6789", 4), 0xe3069283u);
+    uint32_t c = lcx__crc32c(0, "12345", 5);
+    assert_int_equal(lcx__crc32c(c, "6789", 4), 0xe3069283u);
     /* the 3-stream path (inputs of 768 bytes and more) against one bitwise CRC, at every
      * length up to 3000, odd alignments, a chained call, and 1 MB */
     static unsigned char buf[(1 << 20) + 8];
@@ -74,26 +74,26 @@ static void test_crc32c(void **st)
                 ref ^= buf[off + i];
                 for (int k = 0; k < 8; k++) ref = ref >> 1 ^ (0x82f63b78u & (0u - (ref & 1)));
             }
-            assert_int_equal(lcx_crc32c(0, buf + off, len), ~ref);
-            assert_int_equal(lcx_crc32c(lcx_crc32c(0, buf + off, len / 3), buf + off + len / 3, len - len / 3), ~ref);
+            assert_int_equal(lcx__crc32c(0, buf + off, len), ~ref);
+            assert_int_equal(lcx__crc32c(lcx__crc32c(0, buf + off, len / 3), buf + off + len / 3, len - len / 3), ~ref);
         }
     uint32_t ref = ~0u;
     for (size_t i = 0; i < (1 << 20); i++) {
         ref ^= buf[i];
         for (int k = 0; k < 8; k++) ref = ref >> 1 ^ (0x82f63b78u & (0u - (ref & 1)));
     }
-    assert_int_equal(lcx_crc32c(0, buf, 1 << 20), ~ref);
+    assert_int_equal(lcx__crc32c(0, buf, 1 << 20), ~ref);
 }
 
 static void test_hash64_stable(void **st)
 {
-    assert_true(lcx_hash64("abc", 3, 0) == lcx_hash64("abc", 3, 0));
-    assert_true(lcx_hash64("abc", 3, 0) != lcx_hash64("abd", 3, 0));
-    assert_true(lcx_hash64("abc", 3, 0) != lcx_hash64("abc", 3, 1));
-    assert_true(lcx_hash64("", 0, 0) != lcx_hash64("a", 1, 0));
+    assert_true(lcx__hash64("abc", 3, 0) == lcx__hash64("abc", 3, 0));
+    assert_true(lcx__hash64("abc", 3, 0) != lcx__hash64("abd", 3, 0));
+    assert_true(lcx__hash64("abc", 3, 0) != lcx__hash64("abc", 3, 1));
+    assert_true(lcx__hash64("", 0, 0) != lcx__hash64("a", 1, 0));
 }
 
-/* Golden values, recorded before lcx_hash64 moved into hash_inl.h: BM25 term hashes in
+/* Golden values, recorded before lcx__hash64 moved into hash_inl.h: BM25 term hashes in
  * snapshots and the hash embedder's features depend on them, so any change must be
  * deliberate (and bump the snapshot format / embedder fingerprint). Covers every tail
  * length 0..64 and 3 seeds. */
@@ -104,30 +104,30 @@ static void test_hash64_golden(void **st)
     for (int i = 0; i < 80; i++) buf[i] = (unsigned char)(i * 37 + 11);
     uint64_t acc = 0;
     for (uint64_t seed = 0; seed < 3; seed++)
-        for (size_t n = 0; n <= 64; n++) acc = acc * 0x100000001b3ull ^ lcx_hash64(buf + n % 7, n, seed);
+        for (size_t n = 0; n <= 64; n++) acc = acc * 0x100000001b3ull ^ lcx__hash64(buf + n % 7, n, seed);
     assert_true(acc == 0xdd5e7aed661ea29bull);
-    assert_true(lcx_hash64("abc", 3, 0) == 0xc2a2b6aa98715a47ull);
-    assert_true(lcx_hash64("", 0, 0) == 0x140f9e0bd2bf1e27ull);
+    assert_true(lcx__hash64("abc", 3, 0) == 0xc2a2b6aa98715a47ull);
+    assert_true(lcx__hash64("", 0, 0) == 0x140f9e0bd2bf1e27ull);
 }
 
 static void test_utf8(void **st)
 {
-    assert_true(lcx_utf8_valid("h\xc3\xa9llo \xf0\x9f\x98\x80", 11));
-    assert_false(lcx_utf8_valid("\xc0\xaf", 2));          /* overlong */
-    assert_false(lcx_utf8_valid("\xed\xa0\x80", 3));      /* surrogate */
-    assert_false(lcx_utf8_valid("\xe2\x82", 2));          /* truncated */
-    assert_false(lcx_utf8_valid("\xff", 1));
-    assert_int_equal(lcx_utf8_chars("h\xc3\xa9llo \xf0\x9f\x9a\x80", 11), 7);
-    assert_int_equal(lcx_utf8_chars("", 0), 0);
+    assert_true(lcx__utf8_valid("h\xc3\xa9llo \xf0\x9f\x98\x80", 11));
+    assert_false(lcx__utf8_valid("\xc0\xaf", 2));          /* overlong */
+    assert_false(lcx__utf8_valid("\xed\xa0\x80", 3));      /* surrogate */
+    assert_false(lcx__utf8_valid("\xe2\x82", 2));          /* truncated */
+    assert_false(lcx__utf8_valid("\xff", 1));
+    assert_int_equal(lcx__utf8_chars("h\xc3\xa9llo \xf0\x9f\x9a\x80", 11), 7);
+    assert_int_equal(lcx__utf8_chars("", 0), 0);
     /* long ASCII runs (the 32-byte fast path) with a bad or good sequence at every offset */
     char buf[200];
     for (int at = 0; at < 190; at++) {
         memset(buf, 'a', sizeof buf);
         memcpy(buf + at, "\xc3\xa9", 2);
-        assert_true(lcx_utf8_valid(buf, sizeof buf));
+        assert_true(lcx__utf8_valid(buf, sizeof buf));
         buf[at + 1] = 'x';
-        assert_false(lcx_utf8_valid(buf, sizeof buf));
-        assert_true(lcx_utf8_valid(buf, (size_t)at));
+        assert_false(lcx__utf8_valid(buf, sizeof buf));
+        assert_true(lcx__utf8_valid(buf, (size_t)at));
     }
 }
 
@@ -136,19 +136,19 @@ static void test_atomic_write(void **st)
     char *d = tu_tmpdir();
     char p[4400], sub[4200];
     snprintf(sub, sizeof sub, "%s/a/b", d);
-    assert_int_equal(lcx_mkdirs(sub), LCX_OK);
+    assert_int_equal(lcx__mkdirs(sub), LCX_OK);
     snprintf(p, sizeof p, "%s/f", sub);
-    assert_int_equal(lcx_write_file_atomic(p, "one", 3), LCX_OK);
-    assert_int_equal(lcx_write_file_atomic(p, "two!", 4), LCX_OK);
+    assert_int_equal(lcx__write_file_atomic(p, "one", 3), LCX_OK);
+    assert_int_equal(lcx__write_file_atomic(p, "two!", 4), LCX_OK);
     char *s;
     size_t n;
-    assert_int_equal(lcx_read_file(p, 0, &s, &n), LCX_OK);
+    assert_int_equal(lcx__read_file(p, 0, &s, &n), LCX_OK);
     assert_int_equal(n, 4);
     assert_string_equal(s, "two!");
     free(s);
-    assert_int_equal(lcx_read_file(p, 2, &s, &n), LCX_ELIMIT);
+    assert_int_equal(lcx__read_file(p, 2, &s, &n), LCX_ELIMIT);
     snprintf(p, sizeof p, "%s/missing", d);
-    assert_int_equal(lcx_read_file(p, 0, &s, &n), LCX_ENOTFOUND);
+    assert_int_equal(lcx__read_file(p, 0, &s, &n), LCX_ENOTFOUND);
     tu_rmrf(d);
     free(d);
 }
@@ -158,19 +158,19 @@ static void test_alloc_huge(void **st)
     (void)st;
     size_t sizes[] = {0, 1, (2u << 20) - 1, (5u << 20) + 3};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        unsigned char *p = lcx_alloc_huge(sizes[i]);
+        unsigned char *p = lcx__alloc_huge(sizes[i]);
         assert_non_null(p);
         assert_int_equal((uintptr_t)p % (2u << 20), 0);
         memset(p, 0xa5, sizes[i]);   /* the whole size is usable (ASan checks the bounds) */
         if (sizes[i]) assert_int_equal(p[sizes[i] - 1], 0xa5);
-        lcx_advise_huge(p, sizes[i]);
+        lcx__advise_huge(p, sizes[i]);
         free(p);
     }
-    assert_null(lcx_alloc_huge(SIZE_MAX));
-    assert_null(lcx_alloc_huge(SIZE_MAX - (1u << 20)));
+    assert_null(lcx__alloc_huge(SIZE_MAX));
+    assert_null(lcx__alloc_huge(SIZE_MAX - (1u << 20)));
 }
 
-/* lcx_big_realloc through every transition (small → small → big → bigger → same pages →
+/* lcx__big_realloc through every transition (small → small → big → bigger → same pages →
  * smaller big → small → big again): contents kept, every growth zero beyond the old size
  * (also where a shrink left written bytes inside the kept pages), big blocks 2 MiB
  * aligned; then freed with their sizes (ASan/LSan see the small ones). */
@@ -183,7 +183,7 @@ static void test_big_realloc(void **st)
     size_t old = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
-        unsigned char *q = lcx_big_realloc(p, old, n);
+        unsigned char *q = lcx__big_realloc(p, old, n);
         assert_non_null(q);
         size_t keep = old < n ? old : n;
         for (size_t k = 0; k < keep; k += 4093) assert_int_equal(q[k], (unsigned char)(k * 7 + old));
@@ -194,13 +194,13 @@ static void test_big_realloc(void **st)
         p = q;
         old = n;
     }
-    lcx_big_free(p, old);
-    lcx_big_free(NULL, 0);
-    p = lcx_big_realloc(NULL, 0, 5 * M);   /* fresh big block: zero */
+    lcx__big_free(p, old);
+    lcx__big_free(NULL, 0);
+    p = lcx__big_realloc(NULL, 0, 5 * M);   /* fresh big block: zero */
     assert_non_null(p);
     assert_int_equal(p[0] | p[5 * M - 1], 0);
-    lcx_big_free(p, 5 * M);
-    assert_null(lcx_big_realloc(NULL, 0, SIZE_MAX - 1));
+    lcx__big_free(p, 5 * M);
+    assert_null(lcx__big_realloc(NULL, 0, SIZE_MAX - 1));
 }
 
 static void test_strerror(void **st)
@@ -208,17 +208,17 @@ static void test_strerror(void **st)
     assert_string_equal(lcx_strerror(LCX_ELIMIT), "limit exceeded");
     assert_string_equal(lcx_strerror(-999), "unknown error");
     /* the errno behind LCX_EIO is kept for the message */
-    char *d = tu_tmpdir(), *f = lcx_path_join(d, "file"), *sub = lcx_path_join(f, "sub");
-    assert_int_equal(lcx_write_file_atomic(f, "x", 1), 0);
-    assert_int_equal(lcx_mkdirs(sub), LCX_EIO);   /* a path under a regular file */
+    char *d = tu_tmpdir(), *f = lcx__path_join(d, "file"), *sub = lcx__path_join(f, "sub");
+    assert_int_equal(lcx__write_file_atomic(f, "x", 1), 0);
+    assert_int_equal(lcx__mkdirs(sub), LCX_EIO);   /* a path under a regular file */
     assert_int_equal(lcx_last_errno(), ENOTDIR);
     char why[160];
     assert_string_equal(lcx_strerror_detail(LCX_EIO, why, sizeof why), "I/O error: Not a directory");
-    assert_int_equal(lcx_write_file_atomic(sub, "x", 1), LCX_EIO);
+    assert_int_equal(lcx__write_file_atomic(sub, "x", 1), LCX_EIO);
     assert_int_equal(lcx_last_errno(), ENOTDIR);
     free(sub);
-    sub = lcx_path_join(d, "missing/x");
-    assert_int_equal(lcx_write_file_atomic(sub, "x", 1), LCX_EIO);
+    sub = lcx__path_join(d, "missing/x");
+    assert_int_equal(lcx__write_file_atomic(sub, "x", 1), LCX_EIO);
     assert_int_equal(lcx_last_errno(), ENOENT);
     assert_string_equal(lcx_strerror_detail(LCX_ELIMIT, why, sizeof why), "limit exceeded");   /* no detail */
     assert_string_equal(lcx_strerror_detail(LCX_EIO, why, 5), "I/O ");                        /* truncated */
@@ -231,20 +231,20 @@ static void test_strerror(void **st)
  * every offset of an otherwise clean 40-byte string, and random mixes. */
 static void json_str_ref(lcx_buf *b, const unsigned char *s, size_t n)
 {
-    lcx_buf_puts(b, "\"");
+    lcx__buf_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned c = s[i];
-        if (c == '"') lcx_buf_puts(b, "\\\"");
-        else if (c == '\\') lcx_buf_puts(b, "\\\\");
-        else if (c == '\n') lcx_buf_puts(b, "\\n");
-        else if (c == '\r') lcx_buf_puts(b, "\\r");
-        else if (c == '\t') lcx_buf_puts(b, "\\t");
-        else if (c == '\b') lcx_buf_puts(b, "\\b");
-        else if (c == '\f') lcx_buf_puts(b, "\\f");
-        else if (c < 0x20) lcx_buf_printf(b, "\\u%04x", c);
-        else lcx_buf_append(b, &s[i], 1);
+        if (c == '"') lcx__buf_puts(b, "\\\"");
+        else if (c == '\\') lcx__buf_puts(b, "\\\\");
+        else if (c == '\n') lcx__buf_puts(b, "\\n");
+        else if (c == '\r') lcx__buf_puts(b, "\\r");
+        else if (c == '\t') lcx__buf_puts(b, "\\t");
+        else if (c == '\b') lcx__buf_puts(b, "\\b");
+        else if (c == '\f') lcx__buf_puts(b, "\\f");
+        else if (c < 0x20) lcx__buf_printf(b, "\\u%04x", c);
+        else lcx__buf_append(b, &s[i], 1);
     }
-    lcx_buf_puts(b, "\"");
+    lcx__buf_puts(b, "\"");
 }
 
 static void test_json_str_fast_vs_ref(void **st)
@@ -255,8 +255,8 @@ static void test_json_str_fast_vs_ref(void **st)
         for (int c = 1; c < 256; c++) {
             memset(s, 'a', sizeof s);
             s[pos] = (unsigned char)c;
-            lcx_buf_truncate(&a, 0), lcx_buf_truncate(&r, 0);
-            assert_int_equal(lcx_buf_json_str(&a, (const char *)s, sizeof s), 0);
+            lcx__buf_truncate(&a, 0), lcx__buf_truncate(&r, 0);
+            assert_int_equal(lcx__buf_json_str(&a, (const char *)s, sizeof s), 0);
             json_str_ref(&r, s, sizeof s);
             assert_int_equal(a.len, r.len);
             assert_memory_equal(a.data, r.data, r.len);
@@ -268,13 +268,13 @@ static void test_json_str_fast_vs_ref(void **st)
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             s[i] = (unsigned char)(x % 5 ? 'A' + x % 26 : x >> 8);
         }
-        lcx_buf_truncate(&a, 0), lcx_buf_truncate(&r, 0);
-        lcx_buf_json_str(&a, (const char *)s, n);
+        lcx__buf_truncate(&a, 0), lcx__buf_truncate(&r, 0);
+        lcx__buf_json_str(&a, (const char *)s, n);
         json_str_ref(&r, s, n);
         assert_int_equal(a.len, r.len);
         assert_memory_equal(a.data, r.data, r.len);
     }
-    lcx_buf_free(&a), lcx_buf_free(&r);
+    lcx__buf_free(&a), lcx__buf_free(&r);
 }
 
 int main(void)

@@ -148,7 +148,7 @@ static int load_model(const opts *o, eng_model **m)
 static int load_tok(const eng_model *m, eng_tokenizer **t)
 {
     char err[512];
-    int rc = eng_tokenizer_from_gguf(eng_model_gguf(m), t, err, sizeof err);
+    int rc = eng__tokenizer_from_gguf(eng_model_gguf(m), t, err, sizeof err);
     if (rc) {
         fprintf(stderr, "longctx-engine: tokenizer: %s\n", err[0] ? err : lcx_strerror(rc));
         return -1;
@@ -164,7 +164,7 @@ static int tokenize_all(const eng_tokenizer *t, const char *text, bool add_speci
     int cap = (int)len + 8;
     int32_t *buf = malloc((size_t)cap * sizeof *buf);
     if (!buf) return LCX_ENOMEM;
-    int n = eng_tokenize(t, text, len, add_special, special, buf, cap);
+    int n = eng__tokenize(t, text, len, add_special, special, buf, cap);
     if (n < 0) { free(buf); return n; }
     *ids = buf;
     return n;
@@ -228,7 +228,7 @@ static int cmd_run(int argc, char **argv)
     int n = tokenize_all(tk, o.prompt, !o.no_bos, o.special, &ids);
     if (n < 0) { fprintf(stderr, "longctx-engine: tokenize: %s\n", lcx_strerror(n)); goto out; }
     if (n == 0) {
-        int32_t b = eng_token_bos(tk);
+        int32_t b = eng__token_bos(tk);
         if (b < 0) { fprintf(stderr, "longctx-engine: empty prompt and the model has no BOS token\n"); goto out; }
         ids[0] = b;
         n = 1;
@@ -245,23 +245,23 @@ static int cmd_run(int argc, char **argv)
     int rc = eng_decode(c, ids, NULL, n, false);
     if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); goto out; }
     const int nv = eng_model_get_info(m)->n_vocab;
-    const int32_t bos = eng_token_bos(tk);
+    const int32_t bos = eng__token_bos(tk);
     int32_t prev = ids[n - 1];
     char piece[8192];
     for (int i = 0; i < o.n_predict; i++) {
         int32_t t = eng_sample(s, eng_logits(c, -1), nv);
         if (t < 0) { fprintf(stderr, "longctx-engine: sampler: %s\n", lcx_strerror(t)); goto out; }
-        if (eng_token_is_eog(tk, t)) break;
+        if (eng__token_is_eog(tk, t)) break;
         if (o.ids) {
             printf(i ? " %d" : "%d", t);
         } else {
-            int pl = eng_token_to_piece(tk, t, piece, sizeof piece);
+            int pl = eng__token_to_piece(tk, t, piece, sizeof piece);
             if (pl > (int)sizeof piece) pl = sizeof piece;
             if (pl > 0) {
                 const char *pp = piece;
                 /* the dummy-prefix space of the first word after BOS is not text (llama2.c,
                  * llama.cpp do the same) */
-                if (prev == bos && eng_tokenizer_adds_space_prefix(tk) && pp[0] == ' ') { pp++; pl--; }
+                if (prev == bos && eng__tokenizer_adds_space_prefix(tk) && pp[0] == ' ') { pp++; pl--; }
                 fwrite(pp, 1, (size_t)pl, stdout);
                 fflush(stdout);
             }
@@ -283,7 +283,7 @@ out:
     free(ids);
     eng_sampler_free(s);
     eng_ctx_free(c);
-    eng_tokenizer_free(tk);
+    eng__tokenizer_free(tk);
     eng_model_free(m);
     return ret;
 }
@@ -317,14 +317,14 @@ static int parse_tokens(const char *s, int32_t **out)
 static void print_row(const float *l, int nv)
 {
     lcx_buf b = {0};
-    lcx_buf_puts(&b, "[");
+    lcx__buf_puts(&b, "[");
     for (int i = 0; i < nv; i++) {
-        if (i) lcx_buf_puts(&b, ",");
-        lcx_buf_json_num(&b, l[i]);
+        if (i) lcx__buf_puts(&b, ",");
+        lcx__buf_json_num(&b, l[i]);
     }
-    lcx_buf_puts(&b, "]");
+    lcx__buf_puts(&b, "]");
     fwrite(b.data, 1, b.len, stdout);
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
 }
 
 static int cmd_logits(int argc, char **argv)
@@ -397,18 +397,18 @@ static int cmd_bench(int argc, char **argv)
     for (int r = 0; r < o.reps; r++) {
         eng_kv_clear(c);
         if (v3_attach(c, &o, NULL, false)) goto out;   /* fresh calibration per repetition */
-        double t0 = lcx_now_ms();
+        double t0 = lcx__now_ms();
         int rc = eng_decode(c, toks, NULL, o.n_pp, false);
-        double t1 = lcx_now_ms();
+        double t1 = lcx__now_ms();
         if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); goto out; }
         pp[r] = o.n_pp / ((t1 - t0) / 1000.0);
         eng_kv_clear(c);
-        t0 = lcx_now_ms();
+        t0 = lcx__now_ms();
         for (int i = 0; i < o.n_predict; i++) {
             rc = eng_decode(c, &toks[i], NULL, 1, false);
             if (rc) { fprintf(stderr, "longctx-engine: decode: %s\n", lcx_strerror(rc)); goto out; }
         }
-        t1 = lcx_now_ms();
+        t1 = lcx__now_ms();
         tg[r] = o.n_predict / ((t1 - t0) / 1000.0);
         fprintf(stderr, "rep %d: pp%d %.2f tok/s, tg%d %.2f tok/s\n", r + 1, o.n_pp, pp[r], o.n_predict, tg[r]);
         if (eng_triatt_attached(c)) v3_summary(c);
@@ -446,7 +446,7 @@ static int cmd_perplexity(int argc, char **argv)
     char *text = NULL;
     int ret = 1;
     size_t tlen = 0;
-    int rc = lcx_read_file(o.file, MAX_PROMPT_BYTES, &text, &tlen);
+    int rc = lcx__read_file(o.file, MAX_PROMPT_BYTES, &text, &tlen);
     if (rc < 0) { fprintf(stderr, "longctx-engine: cannot read %s: %s\n", o.file, lcx_strerror(rc)); return 1; }
     if (load_model(&o, &m) || load_tok(m, &tk)) goto out;
     int n = tokenize_all(tk, text, true, false, &ids);
@@ -462,11 +462,11 @@ static int cmd_perplexity(int argc, char **argv)
     oc.n_ctx = ctx;
     if (ctx_for(m, &oc, ctx, &c)) goto out;
     const int nv = I->n_vocab;
-    const int32_t bos = eng_token_bos(tk);
+    const int32_t bos = eng__token_bos(tk);
     double nll = 0;
     long scored = 0;
     unsigned long long rounds = 0, evicted = 0;
-    double round_ms = 0, t_start = lcx_now_ms();
+    double round_ms = 0, t_start = lcx__now_ms();
     int32_t *chunk = malloc((size_t)ctx * sizeof *chunk);
     if (!chunk) goto out;
     for (int k = 0; k < n_chunks; k++) {
@@ -501,7 +501,7 @@ static int cmd_perplexity(int argc, char **argv)
         if (!o.json) fprintf(stderr, "[%d] chunk ppl %.4f, running ppl %.4f\n", k + 1, exp(cn / cs), exp(nll / scored));
     }
     free(chunk);
-    const double ppl = exp(nll / scored), secs = (lcx_now_ms() - t_start) / 1000.0;
+    const double ppl = exp(nll / scored), secs = (lcx__now_ms() - t_start) / 1000.0;
     if (o.tc.enabled && rounds == 0) {
         fprintf(stderr, "longctx-engine: void run: TriAttention was on but no eviction round fired (budget %d, ctx %d, "
                 "batch %d, divide %d): nothing was measured; lower --triatt-budget or -b\n",
@@ -524,7 +524,7 @@ out:
     free(text);
     free(ids);
     eng_ctx_free(c);
-    eng_tokenizer_free(tk);
+    eng__tokenizer_free(tk);
     eng_model_free(m);
     return ret;
 }
@@ -541,9 +541,9 @@ static int cmd_tokenize(int argc, char **argv)
     char err[512];
     if (!o.model) { fprintf(stderr, "longctx-engine: -m MODEL.gguf is required\n"); return 2; }
     /* only the metadata is needed: vocab-only GGUFs work too */
-    int rc = eng_gguf_open(o.model, &g, err, sizeof err);
+    int rc = eng__gguf_open(o.model, &g, err, sizeof err);
     if (rc) { fprintf(stderr, "longctx-engine: %s\n", err); goto out; }
-    rc = eng_tokenizer_from_gguf(g, &tk, err, sizeof err);
+    rc = eng__tokenizer_from_gguf(g, &tk, err, sizeof err);
     if (rc) { fprintf(stderr, "longctx-engine: tokenizer: %s\n", err); goto out; }
     int n = tokenize_all(tk, o.prompt, !o.no_bos, o.special, &ids);
     if (n < 0) { fprintf(stderr, "longctx-engine: tokenize: %s\n", lcx_strerror(n)); goto out; }
@@ -552,8 +552,8 @@ static int cmd_tokenize(int argc, char **argv)
     ret = 0;
 out:
     free(ids);
-    eng_tokenizer_free(tk);
-    eng_gguf_close(g);
+    eng__tokenizer_free(tk);
+    eng__gguf_close(g);
     return ret;
 }
 

@@ -90,21 +90,21 @@ int cmd_embed(int argc, char **argv)
     } else {
         lcx_buf b = {0};
         if (json) {
-            lcx_buf_puts(&b, "{\"model\":");
-            lcx_buf_json_str(&b, inf->name, strlen(inf->name));
-            lcx_buf_printf(&b, ",\"dim\":%d,\"vectors\":[", inf->dim);
+            lcx__buf_puts(&b, "{\"model\":");
+            lcx__buf_json_str(&b, inf->name, strlen(inf->name));
+            lcx__buf_printf(&b, ",\"dim\":%d,\"vectors\":[", inf->dim);
         }
         for (int t = 0; t < n; t++) {
-            if (json) lcx_buf_puts(&b, t ? ",[" : "[");
+            if (json) lcx__buf_puts(&b, t ? ",[" : "[");
             for (int e = 0; e < inf->dim; e++) {
-                if (e) lcx_buf_puts(&b, json ? "," : " ");
-                lcx_buf_json_f32(&b, v[(size_t)t * inf->dim + e]);
+                if (e) lcx__buf_puts(&b, json ? "," : " ");
+                lcx__buf_json_f32(&b, v[(size_t)t * inf->dim + e]);
             }
-            lcx_buf_puts(&b, json ? "]" : "\n");
+            lcx__buf_puts(&b, json ? "]" : "\n");
         }
-        if (json) lcx_buf_puts(&b, "]}\n");
+        if (json) lcx__buf_puts(&b, "]}\n");
         fwrite(b.data, 1, b.len, stdout);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
     }
     free(v);
     free(texts);

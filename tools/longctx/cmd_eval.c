@@ -68,25 +68,25 @@ static int cmd_gen(int argc, char **argv)
     char tmp[256];
     snprintf(tmp, sizeof tmp, "%s", bins);
     for (char *s = NULL, *t = strtok_r(tmp, ",", &s); t; t = strtok_r(NULL, ",", &s)) {
-        int b = lcx_mrcr_bin_parse(t);
+        int b = lcx__mrcr_bin_parse(t);
         if (b < 0 || nb >= LCX_MRCR_NBINS) { fprintf(stderr, "longctx eval mrcr-gen: bad bin '%s'\n", t); return 2; }
         bl[nb++] = b;
     }
     lcx_mrcr_gen *g = NULL;
-    int rc = lcx_mrcr_gen_open(hay, &g);
+    int rc = lcx__mrcr_gen_open(hay, &g);
     if (rc) { fprintf(stderr, "longctx eval mrcr-gen: haystack %s: %s\n", hay, lcx_strerror(rc)); return 1; }
-    lcx_mrcr_gen_set_varied(g, varied);
+    lcx__mrcr_gen_set_varied(g, varied);
     FILE *f = fopen(out, "wb");
-    if (!f) { fprintf(stderr, "longctx eval mrcr-gen: cannot write %s\n", out); lcx_mrcr_gen_close(g); return 1; }
+    if (!f) { fprintf(stderr, "longctx eval mrcr-gen: cannot write %s\n", out); lcx__mrcr_gen_close(g); return 1; }
     for (int b = 0; b < nb && !rc; b++)
         for (long i = 0; i < n && !rc; i++) {
             lcx_mrcr_rec r;
-            rc = lcx_mrcr_gen_record(g, seed, needles, bl[b], i, &r);
-            if (!rc) rc = lcx_mrcr_write_line(f, &r);
-            lcx_mrcr_rec_free(&r);
+            rc = lcx__mrcr_gen_record(g, seed, needles, bl[b], i, &r);
+            if (!rc) rc = lcx__mrcr_write_line(f, &r);
+            lcx__mrcr_rec_free(&r);
         }
     if (fclose(f) && !rc) rc = LCX_EIO;
-    lcx_mrcr_gen_close(g);
+    lcx__mrcr_gen_close(g);
     if (rc) { fprintf(stderr, "longctx eval mrcr-gen: %s\n", lcx_strerror(rc)); return 1; }
     return 0;
 }
@@ -98,7 +98,7 @@ typedef struct { lcx_buf b; } sink_t;
 static size_t on_body(char *p, size_t sz, size_t nm, void *ud)
 {
     sink_t *s = ud;
-    return lcx_buf_append(&s->b, p, sz * nm) ? 0 : sz * nm;
+    return lcx__buf_append(&s->b, p, sz * nm) ? 0 : sz * nm;
 }
 
 /* POST {model, messages, temperature 0} to base/v1/chat/completions; content of choice 0. */
@@ -157,7 +157,7 @@ static int chat_upstream(const char *base, const char *model, const cJSON *messa
     }
     curl_slist_free_all(h);
     if (c) curl_easy_cleanup(c);
-    lcx_buf_free(&s.b);
+    lcx__buf_free(&s.b);
     free(body);
     return rc;
 }
@@ -232,7 +232,7 @@ static int parse_mrcr_args(int argc, char **argv, mrcr_args *o)
  * trip. */
 static char *upstream_response(const mrcr_args *o, const lcx_mrcr_rec *rec, lcx_embedder *emb, long index, double *ms)
 {
-    const double t0 = lcx_now_ms();
+    const double t0 = lcx__now_ms();
     char *resp = NULL;
     cJSON *msgs = cJSON_CreateArray();
     for (size_t i = 0; msgs && i < rec->n_msgs; i++) {
@@ -249,7 +249,7 @@ static char *upstream_response(const mrcr_args *o, const lcx_mrcr_rec *rec, lcx_
     int rc = msgs ? lcx_compact_messages(msgs, emb, &co, NULL) : LCX_ENOMEM;
     if (!rc) rc = chat_upstream(o->upstream, o->model, msgs, 600000, &resp, uerr, sizeof uerr);
     cJSON_Delete(msgs);
-    *ms = lcx_now_ms() - t0;
+    *ms = lcx__now_ms() - t0;
     if (rc) {
         fprintf(stderr, "longctx eval mrcr: record %ld: upstream: %s %s\n", index, lcx_strerror(rc), uerr);
         resp = strdup("");
@@ -261,15 +261,15 @@ static char *upstream_response(const mrcr_args *o, const lcx_mrcr_rec *rec, lcx_
 static int write_response_line(FILE *ro, long index, const lcx_mrcr_outcome *oc)
 {
     lcx_buf b = {0};
-    lcx_buf_printf(&b, "{\"index\": %ld, \"response\": ", index);
-    lcx_buf_json_str(&b, oc->response, strlen(oc->response));
-    lcx_buf_puts(&b, ", \"score\": ");
-    lcx_buf_printf(&b, "%.17g", oc->score);
-    lcx_buf_puts(&b, ", \"retrieved_msg_indices\": [");
-    for (int i = 0; i < oc->n_retrieved; i++) lcx_buf_printf(&b, i ? ", %ld" : "%ld", oc->retrieved[i]);
-    lcx_buf_puts(&b, "]}\n");
+    lcx__buf_printf(&b, "{\"index\": %ld, \"response\": ", index);
+    lcx__buf_json_str(&b, oc->response, strlen(oc->response));
+    lcx__buf_puts(&b, ", \"score\": ");
+    lcx__buf_printf(&b, "%.17g", oc->score);
+    lcx__buf_puts(&b, ", \"retrieved_msg_indices\": [");
+    for (int i = 0; i < oc->n_retrieved; i++) lcx__buf_printf(&b, i ? ", %ld" : "%ld", oc->retrieved[i]);
+    lcx__buf_puts(&b, "]}\n");
     const int bad = !b.data || fwrite(b.data, 1, b.len, ro) != b.len;
-    lcx_buf_free(&b);
+    lcx__buf_free(&b);
     return bad;
 }
 
@@ -285,16 +285,16 @@ static void print_report(binacc_t *acc, int json)
         binacc_t *a = &acc[b];
         if (!a->n) continue;
         double mean, ci, hits = 0;
-        lcx_eval_mean_ci(a->score, a->n, &mean, &ci);
+        lcx__eval_mean_ci(a->score, a->n, &mean, &ci);
         for (size_t i = 0; i < a->n; i++) hits += a->hit[i];
-        double p50 = lcx_eval_percentile(a->ms, a->n, 0.5), p95 = lcx_eval_percentile(a->ms, a->n, 0.95);
+        double p50 = lcx__eval_percentile(a->ms, a->n, 0.5), p95 = lcx__eval_percentile(a->ms, a->n, 0.95);
         if (json)
             printf("%s{\"bin\": \"%s\", \"n\": %zu, \"mean\": %.6f, \"ci95\": %.6f, \"recall_at_k\": %.6f, "
                    "\"p50_ms\": %.3f, \"p95_ms\": %.3f, \"fail_closed\": %ld}",
-                   first ? "" : ", ", lcx_mrcr_bin_name(b), a->n, mean, ci, hits / (double)a->n, p50, p95,
+                   first ? "" : ", ", lcx__mrcr_bin_name(b), a->n, mean, ci, hits / (double)a->n, p50, p95,
                    a->fail_closed);
         else
-            printf("%-6s %6zu %8.4f %8.4f %10.4f %9.2f %9.2f %6ld\n", lcx_mrcr_bin_name(b), a->n, mean, ci,
+            printf("%-6s %6zu %8.4f %8.4f %10.4f %9.2f %9.2f %6ld\n", lcx__mrcr_bin_name(b), a->n, mean, ci,
                    hits / (double)a->n, p50, p95, a->fail_closed);
         first = 0;
         free(a->score); free(a->ms); free(a->hit);
@@ -325,31 +325,31 @@ static int cmd_mrcr(int argc, char **argv)
     lcx_buf lb = {0};
     long lineno = 0, index = 0;
     int status = 0, got;
-    while ((got = lcx_mrcr_next_line(in, &lb)) > 0) {
+    while ((got = lcx__mrcr_next_line(in, &lb)) > 0) {
         lineno++;
         if (!lb.len) continue;
         lcx_mrcr_rec rec;
         char err[256] = "";
-        rc = lcx_mrcr_parse_line(lb.data, lb.len, &rec, err, sizeof err);
+        rc = lcx__mrcr_parse_line(lb.data, lb.len, &rec, err, sizeof err);
         if (rc) { fprintf(stderr, "longctx eval mrcr: %s:%ld: %s\n", file, lineno, err); status = 1; break; }
         lcx_mrcr_outcome oc;
         double up_ms = 0;
         char *up_resp = o.upstream ? upstream_response(&o, &rec, emb, index, &up_ms) : NULL;
-        rc = up_resp ? lcx_mrcr_eval_with_response(&rec, &eo, up_resp, &oc) : lcx_mrcr_eval_one(&rec, &eo, &oc);
+        rc = up_resp ? lcx__mrcr_eval_with_response(&rec, &eo, up_resp, &oc) : lcx__mrcr_eval_one(&rec, &eo, &oc);
         free(up_resp);
         if (rc) {
             fprintf(stderr, "longctx eval mrcr: record %ld: %s\n", index, lcx_strerror(rc));
-            lcx_mrcr_rec_free(&rec);
+            lcx__mrcr_rec_free(&rec);
             status = 1;
             break;
         }
         oc.ms += up_ms;   /* compaction + model round trip count in latency */
-        int bin = lcx_mrcr_bin_of(rec.n_chars);
+        int bin = lcx__mrcr_bin_of(rec.n_chars);
         acc_push(&acc[bin], oc.score, oc.ms, oc.target_hit);
         acc[bin].fail_closed += oc.fail_closed;
         if (ro && write_response_line(ro, index, &oc)) status = 1;
-        lcx_mrcr_outcome_free(&oc);
-        lcx_mrcr_rec_free(&rec);
+        lcx__mrcr_outcome_free(&oc);
+        lcx__mrcr_rec_free(&rec);
         index++;
     }
     if (got < 0) {
@@ -357,7 +357,7 @@ static int cmd_mrcr(int argc, char **argv)
                 got == LCX_ELIMIT ? "record longer than the 64 MiB cap" : lcx_strerror(got));
         status = 1;
     }
-    lcx_buf_free(&lb);
+    lcx__buf_free(&lb);
     fclose(in);
     if (ro && fclose(ro)) status = 1;
     print_report(acc, o.json);

@@ -56,8 +56,8 @@ static void on_cell(void *ud, const lcx_ramp_cell *c, int i, int n)
 {
     (void)ud;
     fprintf(stderr, "[ramp %d/%d] %d tokens %-10s depth %.2f seed %d: %s, answer %s, %.2f s\n", i, n, c->size,
-            lcx_ramp_arm_name(c->arm), c->depth, c->seed, c->cache_recall ? "fact kept" : "fact LOST",
-            lcx_niah_grade_name(c->answer), c->total_s);
+            lcx__ramp_arm_name(c->arm), c->depth, c->seed, c->cache_recall ? "fact kept" : "fact LOST",
+            lcx__niah_grade_name(c->answer), c->total_s);
 }
 
 static int cmd_ramp_model(int argc, char **argv)
@@ -73,11 +73,11 @@ static int cmd_ramp_model(int argc, char **argv)
         else { fprintf(stderr, "longctx eval ramp-model: bad argument %s\n", a); usage(stderr); return 2; }
     }
     lcx_ramp_shape sh;
-    if (!out || lcx_ramp_model_shape(shape, &sh) < 0) {
+    if (!out || lcx__ramp_model_shape(shape, &sh) < 0) {
         fprintf(stderr, "longctx eval ramp-model: need OUT.gguf and --shape tiny|qwen2.5-0.5b\n");
         return 2;
     }
-    int rc = lcx_ramp_write_model(out, &sh, seed);
+    int rc = lcx__ramp_write_model(out, &sh, seed);
     if (rc < 0) { fprintf(stderr, "longctx eval ramp-model: %s: %s\n", out, lcx_strerror(rc)); return 1; }
     return 0;
 }
@@ -86,7 +86,7 @@ int cmd_eval_ramp(int argc, char **argv)
 {
     if (argc >= 1 && !strcmp(argv[0], "ramp-model")) return cmd_ramp_model(argc, argv);
     lcx_ramp_opts o;
-    lcx_ramp_defaults(&o);
+    lcx__ramp_defaults(&o);
     const char *svg = NULL, *svc_bin = NULL, *endpoint = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -115,7 +115,7 @@ int cmd_eval_ramp(int argc, char **argv)
             for (char *t = strtok_r(d, ",", &sp); t; t = strtok_r(NULL, ",", &sp)) {
                 int k = -1;
                 for (int j = 0; j < LCX_RAMP_NARMS; j++)
-                    if (!strcmp(t, lcx_ramp_arm_name(j))) k = j;
+                    if (!strcmp(t, lcx__ramp_arm_name(j))) k = j;
                 if (k < 0) { fprintf(stderr, "longctx eval ramp: unknown arm '%s' (baseline, v3, v3+longctx)\n", t); free(d); return 2; }
                 o.arms[k] = true;
             }
@@ -192,7 +192,7 @@ int cmd_eval_ramp(int argc, char **argv)
     lcx_ramp_cell *cells = NULL;
     int n = 0;
     char err[512] = "";
-    int rc = lcx_ramp_run(&o, &cells, &n, err, sizeof err);
+    int rc = lcx__ramp_run(&o, &cells, &n, err, sizeof err);
     int status = 0;
     if (rc < 0) {
         fprintf(stderr, "longctx eval ramp: %s\n", err[0] ? err : lcx_strerror(rc));
@@ -201,15 +201,15 @@ int cmd_eval_ramp(int argc, char **argv)
         const char *base = strrchr(o.model_path, '/');
         base = base ? base + 1 : o.model_path;
         if (json) {
-            char *j = lcx_ramp_json(base, cells, n);
+            char *j = lcx__ramp_json(base, cells, n);
             if (!j) status = 1;
             else { puts(j); free(j); }
         } else {
-            lcx_ramp_print_table(stdout, cells, n);
+            lcx__ramp_print_table(stdout, cells, n);
         }
         if (svg) {
-            char *s = lcx_ramp_svg(base, cells, n);
-            if (!s || lcx_write_file_atomic(svg, s, strlen(s)) < 0) {
+            char *s = lcx__ramp_svg(base, cells, n);
+            if (!s || lcx__write_file_atomic(svg, s, strlen(s)) < 0) {
                 fprintf(stderr, "longctx eval ramp: cannot write %s\n", svg);
                 status = 1;
             }

@@ -35,7 +35,7 @@ static void *count_run(void *arg)
     uint64_t n = 0;
     lcx_walk_stats ws = {0};
     lcx_walk_opts wo = {.max_file_bytes = 5u << 20, .recursive = true};
-    lcx_walk(p->root, "", &wo, count_cb, NULL, &n, &ws);
+    lcx__walk(p->root, "", &wo, count_cb, NULL, &n, &ws);
     if (n > 50000) n = 50000;
     __atomic_store_n(&p->total, n ? n : 1, __ATOMIC_RELEASE);
     return NULL;
@@ -45,7 +45,7 @@ static int on_progress(uint64_t done, uint64_t found, uint64_t bytes, void *ud)
 {
     progress *p = ud;
     if (!p->tty) return 0;
-    double now = lcx_now_ms();
+    double now = lcx__now_ms();
     uint64_t known = __atomic_load_n(&p->total, __ATOMIC_ACQUIRE);
     uint64_t total = known > found ? known : found;
     if (now - p->last < 100 && done < total) return 0;   /* the last call (done = found) always prints */
@@ -74,7 +74,7 @@ static void usage(FILE *f)
 int cmd_index(int argc, char **argv)
 {
     lcx_svc_config cfg;
-    lcx_svc_config_defaults(&cfg);
+    lcx__svc_config_defaults(&cfg);
     const char *path = NULL;
     bool want_progress = true;
     for (int i = 1; i < argc; i++) {
@@ -86,7 +86,7 @@ int cmd_index(int argc, char **argv)
         else { usage(stderr); return 2; }
     }
     if (!path) { usage(stderr); return 2; }
-    double t_cmd = lcx_now_ms();
+    double t_cmd = lcx__now_ms();
     char abs[LCX_SCOPE_PATH_MAX * 2];
     if (path[0] != '/') {
         char cwd[LCX_SCOPE_PATH_MAX];
@@ -102,7 +102,7 @@ int cmd_index(int argc, char **argv)
         fprintf(stderr, "longctx index: %s: %s (%s)\n", path, why ? why : "error", lcx_strerror(rc));
         return 1;
     }
-    progress pr = {.tty = want_progress && isatty(2), .t0 = lcx_now_ms(), .root = canon};
+    progress pr = {.tty = want_progress && isatty(2), .t0 = lcx__now_ms(), .root = canon};
     pthread_t cth;
     bool counting = pr.tty && pthread_create(&cth, NULL, count_run, &pr) == 0;
     lcx_embedder *emb = NULL;
@@ -119,9 +119,9 @@ int cmd_index(int argc, char **argv)
         return 1;
     }
     lcx_scope_info inf;
-    double t0 = lcx_now_ms();
+    double t0 = lcx__now_ms();
     rc = lcx_scopes_index(m, canon, on_progress, &pr, &inf, &why);
-    double ms = lcx_now_ms() - t0;
+    double ms = lcx__now_ms() - t0;
     if (counting) pthread_join(cth, NULL);
     if (pr.tty) fprintf(stderr, "\n");
     if (rc) {
@@ -137,9 +137,9 @@ int cmd_index(int argc, char **argv)
     /* close saves the store's index snapshot (what makes the next open fast): part of the
      * command's time, so it is reported too */
     if (!rc && pr.tty) fprintf(stderr, "saving the index...");
-    double t_close = lcx_now_ms();
+    double t_close = lcx__now_ms();
     lcx_scopes_close(m);
-    double now = lcx_now_ms();
+    double now = lcx__now_ms();
     if (!rc && pr.tty) fprintf(stderr, "\r\033[K");
     if (!rc) {
         double all = (now - t_cmd) / 1000.0;

@@ -26,7 +26,7 @@ static const char *ft_name(lcx_file_type t)
 int cmd_query(int argc, char **argv)
 {
     lcx_svc_config cfg;
-    lcx_svc_config_defaults(&cfg);
+    lcx__svc_config_defaults(&cfg);
     const char *path = NULL, *text = NULL;
     int k = 8;
     bool json = false;
@@ -84,28 +84,28 @@ int cmd_query(int argc, char **argv)
         fprintf(stderr, "longctx query: %s: %s\n", res.err_code ? res.err_code : "error", res.err_msg);
     } else if (json) {
         lcx_buf b = {0};
-        lcx_buf_puts(&b, "{\"chunks\":[");
+        lcx__buf_puts(&b, "{\"chunks\":[");
         for (int i = 0; i < res.n_hits; i++) {
             const lcx_code_hit *h = &res.hits[i];
-            lcx_buf_puts(&b, i ? ",{\"text\":" : "{\"text\":");
-            lcx_buf_json_str(&b, h->text, strlen(h->text));
-            lcx_buf_puts(&b, ",\"file_path\":");
-            lcx_buf_json_str(&b, h->file_path, strlen(h->file_path));
-            lcx_buf_printf(&b, ",\"start_line\":%u,\"end_line\":%u,\"file_type\":\"%s\",\"score\":", h->start_line,
+            lcx__buf_puts(&b, i ? ",{\"text\":" : "{\"text\":");
+            lcx__buf_json_str(&b, h->text, strlen(h->text));
+            lcx__buf_puts(&b, ",\"file_path\":");
+            lcx__buf_json_str(&b, h->file_path, strlen(h->file_path));
+            lcx__buf_printf(&b, ",\"start_line\":%u,\"end_line\":%u,\"file_type\":\"%s\",\"score\":", h->start_line,
                            h->end_line, ft_name(h->file_type));
-            lcx_buf_json_num(&b, h->score);
-            lcx_buf_printf(&b, ",\"symbol_hit\":%s}", h->symbol_hit ? "true" : "false");
+            lcx__buf_json_num(&b, h->score);
+            lcx__buf_printf(&b, ",\"symbol_hit\":%s}", h->symbol_hit ? "true" : "false");
         }
-        lcx_buf_puts(&b, "],\"scope_path\":");
-        lcx_buf_json_str(&b, res.scope.scope_path, strlen(res.scope.scope_path));
-        lcx_buf_printf(&b, ",\"scope_hash\":\"%s\",\"scope_status\":\"%s\",\"scope_sentinel\":", res.scope.scope_hash,
+        lcx__buf_puts(&b, "],\"scope_path\":");
+        lcx__buf_json_str(&b, res.scope.scope_path, strlen(res.scope.scope_path));
+        lcx__buf_printf(&b, ",\"scope_hash\":\"%s\",\"scope_status\":\"%s\",\"scope_sentinel\":", res.scope.scope_hash,
                        res.scope.status);
-        lcx_buf_json_str(&b, res.scope.sentinel, strlen(res.scope.sentinel));
-        lcx_buf_puts(&b, ",\"confidence\":");
-        lcx_buf_json_num(&b, res.confidence);
-        lcx_buf_puts(&b, "}\n");
+        lcx__buf_json_str(&b, res.scope.sentinel, strlen(res.scope.sentinel));
+        lcx__buf_puts(&b, ",\"confidence\":");
+        lcx__buf_json_num(&b, res.confidence);
+        lcx__buf_puts(&b, "}\n");
         fwrite(b.data, 1, b.len, stdout);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
     } else {
         fwrite(res.splice, 1, res.splice_len, stdout);
         if (!res.n_hits) fprintf(stderr, "longctx query: no matching chunks in %s\n", res.scope.scope_path);

@@ -49,15 +49,15 @@ int cmd_rerank(int argc, char **argv)
         fprintf(stderr, "longctx rerank: %s\n", lcx_strerror(rc));
     } else {
         lcx_buf b = {0};
-        if (json) lcx_buf_puts(&b, "{\"scores\":[");
+        if (json) lcx__buf_puts(&b, "{\"scores\":[");
         for (int i = 0; i < n; i++) {
-            if (json && i) lcx_buf_puts(&b, ",");
-            lcx_buf_json_f32(&b, s[i]);
-            if (!json) lcx_buf_puts(&b, "\n");
+            if (json && i) lcx__buf_puts(&b, ",");
+            lcx__buf_json_f32(&b, s[i]);
+            if (!json) lcx__buf_puts(&b, "\n");
         }
-        if (json) lcx_buf_puts(&b, "]}\n");
+        if (json) lcx__buf_puts(&b, "]}\n");
         fwrite(b.data, 1, b.len, stdout);
-        lcx_buf_free(&b);
+        lcx__buf_free(&b);
     }
     free(s);
     free(docs);

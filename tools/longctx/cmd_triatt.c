@@ -21,7 +21,7 @@ static int do_replay(const char *path)
 {
     char *data = NULL, *out = NULL;
     size_t len = 0;
-    int rc = lcx_read_file(path, 64u << 20, &data, &len);
+    int rc = lcx__read_file(path, 64u << 20, &data, &len);
     if (rc < 0) { fprintf(stderr, "longctx triatt: %s: %s\n", path, lcx_strerror(rc)); return 1; }
     rc = triatt_replay_json(data, len, &out);
     free(data);
