@@ -1,14 +1,54 @@
-/* longctx-svc as a library entry point: what a program needs to run the HTTP service
- * (SPEC §2) in-process, e.g. tools/longctx-svc and `longctx serve`. The service's internals
- * (configuration struct, server state, routes) stay in src/svc/svc.h. */
+/* longctx-svc as a library: what a program needs to run the HTTP service (SPEC §2)
+ * in-process (tools/longctx-svc, `longctx serve`), the service's configuration (so a CLI
+ * opens the same data dir with the same embedder as the service would), and the MCP server
+ * behind `longctx mcp`. The service's internals (server state, routes, flag parser) stay in
+ * src/svc/svc.h. */
 #ifndef LONGCTX_LCX_SVC_H
 #define LONGCTX_LCX_SVC_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include "longctx/lcx_scope.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- configuration (config.c): every flag has a LONGCTX_* environment equivalent;
+ * precedence flag > env > default. Sizes in bytes unless the name says otherwise. */
+typedef struct {
+    char host[256];                 /* --host / LONGCTX_HOST (127.0.0.1) */
+    int port;                       /* --port / LONGCTX_PORT (5054; 0 = any free port) */
+    char data_dir[4096];            /* --data-dir / LONGCTX_DATA_DIR ($XDG_DATA_HOME/longctx or ~/.local/share/longctx) */
+    int threads;                    /* --threads / LONGCTX_THREADS (HTTP worker pool, default 4) */
+    int max_connections;            /* --max-connections / LONGCTX_MAX_CONNECTIONS (512) */
+    uint64_t max_body_bytes;        /* --max-body-bytes / LONGCTX_MAX_BODY_BYTES (64 MiB) → 413 */
+    uint32_t max_chunk_bytes;       /* --max-chunk-bytes / LONGCTX_MAX_CHUNK_BYTES (1 MiB) → 413 */
+    uint32_t max_chunks_per_request;/* --max-chunks-per-request / LONGCTX_MAX_CHUNKS_PER_REQUEST (10000) → 413 */
+    uint32_t max_chunks_per_session;/* --max-chunks-per-session / LONGCTX_MAX_CHUNKS_PER_SESSION (10,000,000) → 429 */
+    uint32_t max_sessions;          /* --max-sessions / LONGCTX_MAX_SESSIONS (100000 known sessions) → 429 */
+    uint32_t max_sessions_in_ram;   /* --max-sessions-in-ram / LONGCTX_MAX_SESSIONS_IN_RAM (1024, LRU hibernation) */
+    uint64_t max_mem_bytes;         /* --max-mem-mb / LONGCTX_MAX_MEM_MB (4096 MiB, LRU hibernation) */
+    uint64_t max_inflight_body_bytes;/* --max-inflight-body-mb / LONGCTX_MAX_INFLIGHT_BODY_MB (256 MiB): request bodies
+                                       buffered at once over all connections → 429 server_busy */
+    double idle_hibernate_s;        /* --idle-hibernate-s / LONGCTX_IDLE_HIBERNATE_S (1800) */
+    double janitor_interval_s;      /* --janitor-interval-s / LONGCTX_JANITOR_INTERVAL_S (min(60, idle/4), ≥ 0.05) */
+    int embed_dim;                  /* --embed-dim / LONGCTX_EMBED_DIM (0 = embedder default) */
+    char upstream[2048];            /* --upstream / LONGCTX_UPSTREAM ("" = proxy disabled) */
+    double upstream_timeout_s;      /* --upstream-timeout-s / LONGCTX_UPSTREAM_TIMEOUT_S (600): silent upstream → 504 */
+    uint64_t compact_tokens;        /* --compact-tokens / LONGCTX_COMPACT_TOKENS (0 = off): long-history compaction budget */
+    int parent_pid;                 /* --parent-pid / LONGCTX_PARENT_PID (0 = none): exit when that process dies */
+    int idle_timeout_s;             /* --idle-timeout-s / LONGCTX_IDLE_TIMEOUT_S (30): keep-alive idle, request head */
+    int body_timeout_s;             /* --body-timeout-s / LONGCTX_BODY_TIMEOUT_S (10): a request body that stalls */
+    bool quiet;                     /* --quiet / LONGCTX_QUIET: no per-start banner */
+    char store[4096];               /* --store / LONGCTX_STORE ("" = embedded store): postgresql://… shared store */
+    double store_write_timeout_s;   /* --store-write-timeout-s / LONGCTX_STORE_WRITE_TIMEOUT_S (10): unconfirmed write → 503 */
+    char store_reads[16];           /* --store-reads / LONGCTX_STORE_READS: "strict" (default) or "notify" (docs/multinode.md) */
+} lcx_svc_config;
+
+/* Fills *c with the defaults, then the LONGCTX_* environment (argv is not consulted). */
+void lcx_svc_config_defaults(lcx_svc_config *c);
 
 /* `serve` entry point shared by `longctx-svc serve` and `longctx serve`: parses flags
  * (argv[0] is the subcommand name and is skipped), starts, waits for SIGINT/SIGTERM, stops.
@@ -16,6 +56,15 @@ extern "C" {
 int lcx_svc_serve_main(int argc, char **argv);
 /* Prints the `serve` flags (prog names the program in the synopsis). */
 void lcx_svc_usage(FILE *f, const char *prog);
+
+/* ---- MCP server (`longctx mcp`): JSON-RPC 2.0 over newline-delimited stdio with the tools
+ * search_codebase, list_projects, index_status, find_related, add_project. */
+typedef struct {
+    lcx_scopes *scopes;   /* borrowed: the projects the tools search */
+} lcx_mcp;
+/* Reads messages from in until EOF and writes one answer line per request to out (flushed
+ * per line). Malformed messages get JSON-RPC errors, never a failure. Returns 0. */
+int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out);
 
 #ifdef __cplusplus
 }

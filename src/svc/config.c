@@ -76,7 +76,7 @@ static const opt opts[] = {
      "strict (default: each read asks PostgreSQL whether this node is behind) or notify (LISTEN-driven, no query when not behind)"},
 };
 
-void lcx__svc_config_defaults(lcx_svc_config *c)
+void lcx_svc_config_defaults(lcx_svc_config *c)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->host, sizeof c->host, "127.0.0.1");
@@ -230,7 +230,7 @@ static void *parent_watch(void *ud)
 int lcx_svc_serve_main(int argc, char **argv)
 {
     lcx_svc_config cfg;
-    lcx__svc_config_defaults(&cfg);
+    lcx_svc_config_defaults(&cfg);
     int rc = lcx__svc_config_parse(&cfg, argc, argv, stderr);
     if (rc == 1) { lcx_svc_usage(stdout, "longctx-svc"); return 0; }
     if (rc) return 2;

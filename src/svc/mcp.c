@@ -339,7 +339,7 @@ done:
     return out;
 }
 
-int lcx__mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
+int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
 {
     lcx_buf line = {.cap = MCP_MAX_LINE};
     bool overflow = false, eof = false;

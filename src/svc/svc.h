@@ -66,40 +66,8 @@ struct MHD_Connection;
 struct MHD_Response;
 struct MHD_Daemon;
 
-/* ---- configuration (config.c): every flag has a LONGCTX_* environment equivalent;
- * precedence flag > env > default. Sizes in bytes unless the name says otherwise. */
-typedef struct {
-    char host[256];                 /* --host / LONGCTX_HOST (127.0.0.1) */
-    int port;                       /* --port / LONGCTX_PORT (5054; 0 = any free port) */
-    char data_dir[4096];            /* --data-dir / LONGCTX_DATA_DIR ($XDG_DATA_HOME/longctx or ~/.local/share/longctx) */
-    int threads;                    /* --threads / LONGCTX_THREADS (HTTP worker pool, default 4) */
-    int max_connections;            /* --max-connections / LONGCTX_MAX_CONNECTIONS (512) */
-    uint64_t max_body_bytes;        /* --max-body-bytes / LONGCTX_MAX_BODY_BYTES (64 MiB) → 413 */
-    uint32_t max_chunk_bytes;       /* --max-chunk-bytes / LONGCTX_MAX_CHUNK_BYTES (1 MiB) → 413 */
-    uint32_t max_chunks_per_request;/* --max-chunks-per-request / LONGCTX_MAX_CHUNKS_PER_REQUEST (10000) → 413 */
-    uint32_t max_chunks_per_session;/* --max-chunks-per-session / LONGCTX_MAX_CHUNKS_PER_SESSION (10,000,000) → 429 */
-    uint32_t max_sessions;          /* --max-sessions / LONGCTX_MAX_SESSIONS (100000 known sessions) → 429 */
-    uint32_t max_sessions_in_ram;   /* --max-sessions-in-ram / LONGCTX_MAX_SESSIONS_IN_RAM (1024, LRU hibernation) */
-    uint64_t max_mem_bytes;         /* --max-mem-mb / LONGCTX_MAX_MEM_MB (4096 MiB, LRU hibernation) */
-    uint64_t max_inflight_body_bytes;/* --max-inflight-body-mb / LONGCTX_MAX_INFLIGHT_BODY_MB (256 MiB): request bodies
-                                       buffered at once over all connections → 429 server_busy */
-    double idle_hibernate_s;        /* --idle-hibernate-s / LONGCTX_IDLE_HIBERNATE_S (1800) */
-    double janitor_interval_s;      /* --janitor-interval-s / LONGCTX_JANITOR_INTERVAL_S (min(60, idle/4), ≥ 0.05) */
-    int embed_dim;                  /* --embed-dim / LONGCTX_EMBED_DIM (0 = embedder default) */
-    char upstream[2048];            /* --upstream / LONGCTX_UPSTREAM ("" = proxy disabled) */
-    double upstream_timeout_s;      /* --upstream-timeout-s / LONGCTX_UPSTREAM_TIMEOUT_S (600): silent upstream → 504 */
-    uint64_t compact_tokens;        /* --compact-tokens / LONGCTX_COMPACT_TOKENS (0 = off): long-history compaction budget */
-    int parent_pid;                 /* --parent-pid / LONGCTX_PARENT_PID (0 = none): exit when that process dies */
-    int idle_timeout_s;             /* --idle-timeout-s / LONGCTX_IDLE_TIMEOUT_S (30): keep-alive idle, request head */
-    int body_timeout_s;             /* --body-timeout-s / LONGCTX_BODY_TIMEOUT_S (10): a request body that stalls */
-    bool quiet;                     /* --quiet / LONGCTX_QUIET: no per-start banner */
-    char store[4096];               /* --store / LONGCTX_STORE ("" = embedded store): postgresql://… shared store */
-    double store_write_timeout_s;   /* --store-write-timeout-s / LONGCTX_STORE_WRITE_TIMEOUT_S (10): unconfirmed write → 503 */
-    char store_reads[16];           /* --store-reads / LONGCTX_STORE_READS: "strict" (default) or "notify" (docs/multinode.md) */
-} lcx_svc_config;
-
-/* Defaults + environment (argv not consulted). */
-void lcx__svc_config_defaults(lcx_svc_config *c);
+/* ---- configuration (config.c): lcx_svc_config and lcx_svc_config_defaults are public
+ * (include/longctx/lcx_svc.h); the flag parser is the service's own. */
 /* Parses `serve` flags (argv[0] is the subcommand name and is skipped) on top of *c.
  * Returns 0 ok, 1 when --help was printed (exit 0), LCX_EINVAL on a bad flag (message
  * printed to err). */

@@ -108,7 +108,7 @@ static void test_serve_stream(void **st)
     size_t olen = 0;
     FILE *fo = open_memstream(&out, &olen);
     lcx_mcp m = {.scopes = scopes};
-    assert_int_equal(lcx__mcp_serve(&m, fi, fo), 0);
+    assert_int_equal(lcx_mcp_serve(&m, fi, fo), 0);
     fclose(fi);
     fclose(fo);
     assert_string_equal(out, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n"

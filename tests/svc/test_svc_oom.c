@@ -21,7 +21,7 @@ static char base[64];
 static int setup(void **st)
 {
     lcx_svc_config c;
-    lcx__svc_config_defaults(&c);
+    lcx_svc_config_defaults(&c);
     dir = tu_tmpdir();
     snprintf(c.data_dir, sizeof c.data_dir, "%s", dir);
     snprintf(c.host, sizeof c.host, "127.0.0.1");

@@ -140,7 +140,7 @@ static void test_config(void **st)
     setenv("LONGCTX_PORT", "6000", 1);
     setenv("LONGCTX_MAX_MEM_MB", "100", 1);
     setenv("LONGCTX_DATA_DIR", "/tmp/from-env", 1);
-    lcx__svc_config_defaults(&c);
+    lcx_svc_config_defaults(&c);
     char *a1[] = {"serve", "--port", "7000", "--host=0.0.0.0", "--max-body-bytes", "1024", "--idle-hibernate-s", "2.5",
                   "--quiet", NULL};
     assert_int_equal(lcx__svc_config_parse(&c, 9, a1, devnull), 0);
@@ -157,7 +157,7 @@ static void test_config(void **st)
     unsetenv("LONGCTX_DATA_DIR");
     /* defaults */
     setenv("XDG_DATA_HOME", "/xdg", 1);
-    lcx__svc_config_defaults(&c);
+    lcx_svc_config_defaults(&c);
     char *a0[] = {"serve", NULL};
     assert_int_equal(lcx__svc_config_parse(&c, 1, a0, devnull), 0);
     assert_string_equal(c.host, "127.0.0.1");
@@ -168,19 +168,19 @@ static void test_config(void **st)
     assert_true(c.janitor_interval_s == 60);
     unsetenv("XDG_DATA_HOME");
     setenv("HOME", "/home/u", 1);
-    lcx__svc_config_defaults(&c);
+    lcx_svc_config_defaults(&c);
     assert_string_equal(c.data_dir, "/home/u/.local/share/longctx");
     /* errors */
     char *bad[][4] = {{"serve", "--port", "70000", NULL}, {"serve", "--port", "12x", NULL}, {"serve", "--bogus", NULL, NULL},
                       {"serve", "--port", NULL, NULL},   {"serve", "--threads", "0", NULL},  {"serve", "--max-mem-mb", "1.5", NULL}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        lcx__svc_config_defaults(&c);
+        lcx_svc_config_defaults(&c);
         int argc = 0;
         while (bad[i][argc]) argc++;
         assert_int_equal(lcx__svc_config_parse(&c, argc, bad[i], devnull), LCX_EINVAL);
     }
     setenv("LONGCTX_THREADS", "abc", 1);
-    lcx__svc_config_defaults(&c);
+    lcx_svc_config_defaults(&c);
     assert_int_equal(lcx__svc_config_parse(&c, 1, a0, devnull), LCX_EINVAL);
     unsetenv("LONGCTX_THREADS");
     char *h[] = {"serve", "--help", NULL};

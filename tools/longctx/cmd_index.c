@@ -9,34 +9,24 @@
 #include <unistd.h>
 #include "cmds.h"
 #include "longctx/lcx_scope.h"
-#include "scope/scope_int.h"
-#include "svc/svc.h"
+#include "longctx/lcx_svc.h"
 #include "util/util.h"
 
 typedef struct {
     bool tty;
     uint64_t total;          /* files the counting walk found (0 = not known yet); atomic */
     const char *root;
+    uint64_t max_file_bytes; /* the scope's limits, so the count walks what indexing walks */
+    uint64_t max_files;
     double t0, last;
 } progress;
-
-static int count_cb(const char *rel, const struct stat *st, void *ud)
-{
-    (void)rel; (void)st;
-    (*(uint64_t *)ud)++;
-    return 0;
-}
 
 /* The bar's denominator: a counting walk (no file is read) on its own thread, so the
  * 0.1 s it takes on /usr/include overlaps the indexing instead of delaying it. */
 static void *count_run(void *arg)
 {
     progress *p = arg;
-    uint64_t n = 0;
-    lcx_walk_stats ws = {0};
-    lcx_walk_opts wo = {.max_file_bytes = 5u << 20, .recursive = true};
-    lcx__walk(p->root, "", &wo, count_cb, NULL, &n, &ws);
-    if (n > 50000) n = 50000;
+    uint64_t n = lcx_scope_count_files(p->root, p->max_file_bytes, p->max_files);
     __atomic_store_n(&p->total, n ? n : 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -74,7 +64,7 @@ static void usage(FILE *f)
 int cmd_index(int argc, char **argv)
 {
     lcx_svc_config cfg;
-    lcx__svc_config_defaults(&cfg);
+    lcx_svc_config_defaults(&cfg);
     const char *path = NULL;
     bool want_progress = true;
     for (int i = 1; i < argc; i++) {
@@ -102,15 +92,16 @@ int cmd_index(int argc, char **argv)
         fprintf(stderr, "longctx index: %s: %s (%s)\n", path, why ? why : "error", lcx_strerror(rc));
         return 1;
     }
-    progress pr = {.tty = want_progress && isatty(2), .t0 = lcx__now_ms(), .root = canon};
+    lcx_scopes_opts so = lcx_scopes_defaults();
+    so.data_dir = cfg.data_dir;
+    so.watch = false;
+    progress pr = {.tty = want_progress && isatty(2), .t0 = lcx__now_ms(), .root = canon,
+                   .max_file_bytes = so.max_file_bytes, .max_files = so.package_cap};
     pthread_t cth;
     bool counting = pr.tty && pthread_create(&cth, NULL, count_run, &pr) == 0;
     lcx_embedder *emb = NULL;
     lcx_scopes *m = NULL;
     rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
-    lcx_scopes_opts so = lcx_scopes_defaults();
-    so.data_dir = cfg.data_dir;
-    so.watch = false;
     if (!rc) rc = lcx_scopes_open(&so, emb, &m);
     if (rc) {
         fprintf(stderr, "longctx index: cannot open %s: %s\n", cfg.data_dir, lcx_strerror(rc));

@@ -3,13 +3,12 @@
 #include <string.h>
 #include "cmds.h"
 #include "longctx/lcx_scope.h"
-#include "svc/mcp.h"
-#include "svc/svc.h"
+#include "longctx/lcx_svc.h"
 
 int cmd_mcp(int argc, char **argv)
 {
     lcx_svc_config cfg;
-    lcx__svc_config_defaults(&cfg);
+    lcx_svc_config_defaults(&cfg);
     bool watch = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data-dir") && i + 1 < argc) {
@@ -41,7 +40,7 @@ int cmd_mcp(int argc, char **argv)
         return 1;
     }
     lcx_mcp m = {.scopes = scopes};
-    lcx__mcp_serve(&m, stdin, stdout);
+    lcx_mcp_serve(&m, stdin, stdout);
     lcx_scopes_close(scopes);
     lcx_embedder_free(emb);
     return 0;

@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include "cmds.h"
 #include "longctx/lcx_scope.h"
-#include "svc/svc.h"
+#include "longctx/lcx_svc.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -26,7 +26,7 @@ static const char *ft_name(lcx_file_type t)
 int cmd_query(int argc, char **argv)
 {
     lcx_svc_config cfg;
-    lcx__svc_config_defaults(&cfg);
+    lcx_svc_config_defaults(&cfg);
     const char *path = NULL, *text = NULL;
     int k = 8;
     bool json = false;
