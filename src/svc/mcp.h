@@ -1,4 +1,5 @@
 /* The MCP server behind `longctx mcp` (mcp.c): JSON-RPC 2.0 over newline-delimited stdio
+ * (and longctx-svc's POST /mcp, Streamable HTTP)
  * with the tools search_codebase, list_projects, index_status, find_related, add_project. */
 #ifndef LCX_SVC_MCP_H
 #define LCX_SVC_MCP_H
