@@ -160,7 +160,8 @@ int lcx_scopes_session(lcx_scopes *m, const char *session_id, char (*out)[LCX_SC
  *   or "[longctx] scope: none\n[longctx] indexed: 0 files, 0 chunks, status none\n".
  *   Returns bytes written or LCX_ENOMEM. */
 int lcx_scopes_status_text(lcx_scopes *m, char **out);
-/* The JSON array for the status route's "scopes" field (malloc'd text "[{…},…]"). */
+/* The JSON array for the status route's "scopes" field (malloc'd text "[{…},…]"), least recently
+ * used first; each entry also carries memory_mb (RAM of its tables and store). */
 int lcx_scopes_status_json(lcx_scopes *m, char **out);
 uint64_t lcx_scopes_mem_bytes(lcx_scopes *m);
 

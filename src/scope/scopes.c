@@ -407,15 +407,20 @@ uint32_t lcx_scopes_loaded(lcx_scopes *m)
     return n;
 }
 
+/* RAM held by one loaded scope: its tables and its store. */
+static uint64_t scope_mem_bytes(const lcx_scope *s)
+{
+    uint64_t t = sizeof *s + (uint64_t)s->cap_files * sizeof(lcx_file_ent) + (uint64_t)s->fmap_cap * 4 +
+                 (uint64_t)s->symidx_cap * 4 + (uint64_t)s->n_syms * sizeof(lcx_symref);
+    if (s->store) t += lcx_store_mem_bytes(s->store);
+    return t;
+}
+
 uint64_t lcx_scopes_mem_bytes(lcx_scopes *m)
 {
     uint64_t t = 0;
     pthread_mutex_lock(&m->mu);
-    for (lcx_scope *s = m->head; s; s = s->next) {
-        t += sizeof *s + (uint64_t)s->cap_files * sizeof(lcx_file_ent) + (uint64_t)s->fmap_cap * 4 +
-             (uint64_t)s->symidx_cap * 4 + (uint64_t)s->n_syms * sizeof(lcx_symref);
-        if (s->store) t += lcx_store_mem_bytes(s->store);
-    }
+    for (lcx_scope *s = m->head; s; s = s->next) t += scope_mem_bytes(s);
     pthread_mutex_unlock(&m->mu);
     return t;
 }
@@ -452,18 +457,38 @@ int lcx_scopes_status_text(lcx_scopes *m, char **out)
 
 int lcx_scopes_status_json(lcx_scopes *m, char **out)
 {
-    lcx_scope_info inf[32];
-    int n = lcx_scopes_list(m, inf, 32);
+    enum { MAX = 32 };
+    lcx_scope *v[MAX];
+    lcx_scope_info inf[MAX];
+    uint64_t mem[MAX];
+    int n = 0;
+    pthread_mutex_lock(&m->mu);
+    for (lcx_scope *s = m->head; s && n < MAX; s = s->next) {
+        s->refs++;
+        v[n++] = s;
+    }
+    pthread_mutex_unlock(&m->mu);
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&v[i]->mu);
+        lcx__scope_fill_info(v[i], &inf[i]);
+        mem[i] = scope_mem_bytes(v[i]);
+        pthread_mutex_unlock(&v[i]->mu);
+        lcx__scopes_release(m, v[i]);
+    }
     lcx_buf b = {0};
     int rc = lcx__buf_puts(&b, "[");
-    for (int i = 0; i < n && !rc; i++) {
-        rc = lcx__buf_puts(&b, i ? ",{\"scope_path\":" : "{\"scope_path\":");
+    /* the list is most recent first; the reference reports least recently used first */
+    for (int k = 0; k < n && !rc; k++) {
+        int i = n - 1 - k;
+        rc = lcx__buf_puts(&b, k ? ",{\"scope_path\":" : "{\"scope_path\":");
         if (!rc) rc = lcx__buf_json_str(&b, inf[i].scope_path, strlen(inf[i].scope_path));
         if (!rc)
             rc = lcx__buf_printf(&b, ",\"scope_hash\":\"%s\",\"sentinel\":\"%s\",\"status\":\"%s\",\"files\":%u,"
-                                    "\"chunks\":%u,\"symbols\":%u,\"bytes\":%llu,\"watched_dirs\":%u}",
+                                    "\"chunks\":%u,\"symbols\":%u,\"bytes\":%llu,\"watched_dirs\":%u,"
+                                    "\"memory_mb\":%.3f}",
                                 inf[i].scope_hash, inf[i].sentinel, inf[i].status, inf[i].files, inf[i].chunks,
-                                inf[i].symbols, (unsigned long long)inf[i].bytes, inf[i].watched_dirs);
+                                inf[i].symbols, (unsigned long long)inf[i].bytes, inf[i].watched_dirs,
+                                (double)mem[i] / (1024.0 * 1024.0));
     }
     if (!rc) rc = lcx__buf_puts(&b, "]");
     if (rc) { lcx__buf_free(&b); return rc; }

@@ -11,11 +11,16 @@
  *
  * Budgets: every tool's text is cut to max_tokens (default MCP_DEFAULT_TOKENS, never more
  * than MCP_MAX_TOKENS) estimated at 4 bytes per token — a deliberate over-estimate for
- * code, so the hard budget holds for any tokenizer an agent's model uses within ~2×. */
+ * code, so the hard budget holds for any tokenizer an agent's model uses within ~2×.
+ *
+ * The same handler also serves MCP Streamable HTTP on longctx-svc (POST /mcp, below). */
 #include "svc/mcp.h"
+#include "svc/svc.h"
 #include "util/util.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,5 +379,159 @@ int lcx_mcp_serve(lcx_mcp *m, FILE *in, FILE *out)
         overflow = false;
     }
     lcx__buf_free(&line);
+    return 0;
+}
+
+/* ---- Streamable HTTP transport (POST /mcp on longctx-svc) ---------------------------
+ * The MCP Streamable HTTP transport over the same lcx__mcp_handle: one JSON-RPC message
+ * per POST. A request is answered with application/json, or with a one-event
+ * text/event-stream when the client's Accept lists only that; notifications and client
+ * responses get 202 and no body. initialize creates a session: its id comes back in
+ * Mcp-Session-Id, every later POST must carry it (400 without, 404 unknown or ended), and
+ * DELETE /mcp ends it. The server opens no stream of its own, so GET /mcp is 405 (the
+ * transport allows that). Origin, when sent, must be a loopback host (DNS rebinding). */
+#define MCP_HTTP_SESSIONS 256   /* live ids kept; the oldest is forgotten past this */
+#define MCP_SID_LEN 32          /* hex digits of 128 random bits */
+
+static pthread_mutex_t g_sid_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_sid[MCP_HTTP_SESSIONS][MCP_SID_LEN + 1];
+static unsigned g_sid_next;
+
+static int sid_new(char out[MCP_SID_LEN + 1])
+{
+    unsigned char r[MCP_SID_LEN / 2];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) return LCX_EIO;
+    for (size_t i = 0; i < sizeof r; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
+    pthread_mutex_lock(&g_sid_mu);
+    memcpy(g_sid[g_sid_next], out, MCP_SID_LEN + 1);
+    g_sid_next = (g_sid_next + 1) % MCP_HTTP_SESSIONS;
+    pthread_mutex_unlock(&g_sid_mu);
+    return 0;
+}
+
+/* Slot of a live session id, or -1. g_sid_mu held. */
+static int sid_find_locked(const char *id)
+{
+    if (!id || strlen(id) != MCP_SID_LEN) return -1;
+    for (int i = 0; i < MCP_HTTP_SESSIONS; i++)
+        if (g_sid[i][0] && !strcmp(g_sid[i], id)) return i;
+    return -1;
+}
+
+static bool sid_live(const char *id)
+{
+    pthread_mutex_lock(&g_sid_mu);
+    bool ok = sid_find_locked(id) >= 0;
+    pthread_mutex_unlock(&g_sid_mu);
+    return ok;
+}
+
+static bool origin_ok(const lcx_req *req)
+{
+    const char *o = lcx__req_header(req, "Origin");
+    if (!o) return true;   /* not a browser: nothing to rebind */
+    const char *h = strstr(o, "://");
+    h = h ? h + 3 : o;
+    static const char *const loop[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < LCX_ARRAY_LEN(loop); i++) {
+        size_t n = strlen(loop[i]);
+        if (!strncmp(h, loop[i], n) && (h[n] == 0 || h[n] == ':' || h[n] == '/')) return true;
+    }
+    return false;
+}
+
+/* Checks Origin and the session header; 0 = go on, else the error is set. */
+static int check_session(lcx_req *req, lcx_resp *resp)
+{
+    if (!origin_ok(req)) {
+        lcx__resp_error(resp, 403, "forbidden", "Origin %s is not a loopback origin", lcx__req_header(req, "Origin"));
+        return -1;
+    }
+    const char *sid = lcx__req_header(req, "Mcp-Session-Id");
+    if (!sid || !*sid) {
+        lcx__resp_error(resp, 400, "missing_session_id", "Mcp-Session-Id is required (from the initialize reply)");
+        return -1;
+    }
+    if (!sid_live(sid)) {
+        lcx__resp_error(resp, 404, "session_not_found", "unknown or ended MCP session");
+        return -1;
+    }
+    return 0;
+}
+
+int lcx__svc_h_mcp_post(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    if (!svc->code) {
+        lcx__resp_error(resp, 503, "unavailable", "code retrieval is not loaded");
+        return 0;
+    }
+    const char *accept = lcx__req_header(req, "Accept");
+    bool json_ok = accept && (strstr(accept, "application/json") || strstr(accept, "*/*"));
+    bool sse_ok = accept && strstr(accept, "text/event-stream");
+    if (!json_ok && !sse_ok) {
+        lcx__resp_error(resp, 406, "not_acceptable", "Accept must list application/json or text/event-stream");
+        return 0;
+    }
+    size_t len = 0;
+    const char *body = lcx__req_body(req, &len);
+    cJSON *msg = body && len ? cJSON_ParseWithLength(body, len) : NULL;
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+    bool init = cJSON_IsString(method) && !strcmp(method->valuestring, "initialize");
+    cJSON_Delete(msg);
+    char sid[MCP_SID_LEN + 1] = "";
+    if (init) {
+        if (!origin_ok(req)) {
+            lcx__resp_error(resp, 403, "forbidden", "Origin %s is not a loopback origin", lcx__req_header(req, "Origin"));
+            return 0;
+        }
+    } else if (check_session(req, resp) < 0) {
+        return 0;
+    }
+    lcx_mcp m = {.scopes = svc->code};
+    char *out = lcx__mcp_handle(&m, body ? body : "", len);
+    if (!out) {   /* a notification or a client response */
+        lcx__resp_text(resp, 202, "application/json", "", 0);
+        return 0;
+    }
+    if (init) {
+        /* only a successful initialize opens a session */
+        cJSON *o = cJSON_Parse(out);
+        bool ok = o && cJSON_GetObjectItemCaseSensitive(o, "result");
+        cJSON_Delete(o);
+        if (ok && sid_new(sid) < 0) {
+            free(out);
+            lcx__resp_error(resp, 500, "internal", "no random bytes for a session id");
+            return 0;
+        }
+        if (ok) lcx__resp_header(resp, "Mcp-Session-Id", sid);
+    }
+    if (json_ok) {
+        lcx__resp_text(resp, 200, "application/json", out, strlen(out));
+    } else {
+        lcx_buf b = {0};
+        if (lcx__buf_printf(&b, "event: message\ndata: %s\n\n", out) < 0) {
+            lcx__buf_free(&b);
+            free(out);
+            lcx__resp_error(resp, 503, "out_of_memory", "out of memory");
+            return 0;
+        }
+        lcx__resp_text(resp, 200, "text/event-stream", b.data, b.len);
+        lcx__resp_header(resp, "Cache-Control", "no-cache");
+        lcx__buf_free(&b);
+    }
+    free(out);
+    return 0;
+}
+
+int lcx__svc_h_mcp_delete(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    (void)svc;
+    if (check_session(req, resp) < 0) return 0;
+    const char *sid = lcx__req_header(req, "Mcp-Session-Id");
+    pthread_mutex_lock(&g_sid_mu);
+    int i = sid_find_locked(sid);
+    if (i >= 0) g_sid[i][0] = 0;
+    pthread_mutex_unlock(&g_sid_mu);
+    lcx__resp_json_str(resp, 200, "{\"terminated\":true}");
     return 0;
 }

@@ -1,5 +1,8 @@
-/* The MCP server behind `longctx mcp` (mcp.c). Its entry point (lcx_mcp, lcx_mcp_serve) is
- * public, in include/longctx/lcx_svc.h; this adds the one-message step the tests drive. */
+/* The MCP server behind `longctx mcp` and longctx-svc's POST /mcp (mcp.c): JSON-RPC 2.0
+ * over newline-delimited stdio or Streamable HTTP, with the tools search_codebase,
+ * list_projects, index_status, find_related, add_project. Its stdio entry point (lcx_mcp,
+ * lcx_mcp_serve) is public, in include/longctx/lcx_svc.h; this adds the one-message step
+ * the HTTP route and the tests drive. */
 #ifndef LCX_SVC_MCP_H
 #define LCX_SVC_MCP_H
 

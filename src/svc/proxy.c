@@ -462,12 +462,15 @@ int lcx__proxy_splice_messages(cJSON *messages, const char *splice)
 }
 
 /* Session id for the proxy: body session_id → x-session-affinity → x-session-id. */
-static const char *session_of(lcx_req *req, const cJSON *body, size_t *len)
+static const char *session_of(lcx_req *req, const cJSON *body, size_t *len, const char **via)
 {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "session_id");
+    *via = "body";
     if (cJSON_IsString(s) && s->valuestring[0]) { *len = strlen(s->valuestring); return s->valuestring; }
+    *via = "x-session-affinity";
     const char *h = lcx__req_header_n(req, "x-session-affinity", len);
     if (h && *h) return h;
+    *via = "x-session-id";
     h = lcx__req_header_n(req, "x-session-id", len);
     return h && *h ? h : NULL;
 }
@@ -478,11 +481,13 @@ static char *enrich(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *pref
                     const cJSON *body)
 {
     size_t session_len = 0;
-    const char *session = session_of(req, body, &session_len);
+    const char *via = NULL;
+    const char *session = session_of(req, body, &session_len, &via);
     if (session && !lcx__session_id_ok(session, session_len)) {
         lcx__resp_error(resp, 400, "invalid_session_id", "session id must be " LCX_SVC_SESSION_ID_RULE);
         return NULL;
     }
+    if (session) lcx__svc_note_session(svc, session, session_len, via);
     lcx_scopes *scopes = svc->code; /* routes_code.c module; NULL when not loaded */
     char *splice = strdup("");
     if (!splice) return NULL;

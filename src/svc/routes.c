@@ -21,6 +21,9 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx__svc_code_init(lcx_svc *svc);
 void lcx__svc_code_fini(lcx_svc *svc);
 void lcx__svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
+/* mcp.c: MCP Streamable HTTP */
+int lcx__svc_h_mcp_post(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_mcp_delete(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 
 const lcx_route lcx__svc_routes[] = {
     {"GET", "/healthz", lcx__svc_h_healthz},
@@ -35,6 +38,9 @@ const lcx_route lcx__svc_routes[] = {
     /* code-aware retrieval (routes_code.c) */
     {"POST", "/index", lcx__svc_h_index},
     {"POST", "/retrieve", lcx__svc_h_retrieve},
+    /* MCP over Streamable HTTP (mcp.c), the same tools as `longctx mcp` */
+    {"POST", "/mcp", lcx__svc_h_mcp_post},
+    {"DELETE", "/mcp", lcx__svc_h_mcp_delete},
     /* OpenAI proxy (proxy.c): 503 proxy_disabled without --upstream */
     {"POST", "/v1/chat/completions", lcx__svc_h_proxy_chat},
     {"POST", "/v1/completions", lcx__svc_h_proxy_completions},

@@ -32,6 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <dirent.h>
+#include <limits.h>
+#include <sys/stat.h>
 
 int lcx__svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
@@ -63,24 +66,83 @@ void lcx__svc_code_fini(lcx_svc *svc)
     svc->code = NULL;
 }
 
+/* Bytes of the regular files under dir (depth-limited; symlinks not followed). */
+static uint64_t dir_bytes(const char *dir, int depth)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    uint64_t t = 0;
+    struct dirent *e;
+    char p[PATH_MAX];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) continue;
+        struct stat st;
+        if (lstat(p, &st) != 0) continue;
+        if (S_ISREG(st.st_mode)) t += (uint64_t)st.st_size;
+        else if (S_ISDIR(st.st_mode) && depth > 0) t += dir_bytes(p, depth - 1);
+    }
+    closedir(d);
+    return t;
+}
+
+/* The persisted scope cache: DATA_DIR/scopes/<hash>/ per scope (loaded or not). */
+static void disk_cache(lcx_svc *svc, char *dir, size_t cap, uint32_t *n, double *mb)
+{
+    *n = 0;
+    *mb = 0;
+    if (snprintf(dir, cap, "%s/scopes", svc->cfg.data_dir) >= (int)cap) return;
+    uint64_t bytes = 0;
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[PATH_MAX];
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) continue;
+            struct stat st;
+            if (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+            (*n)++;
+            bytes += dir_bytes(p, 4);
+        }
+        closedir(d);
+    }
+    *mb = (double)(long long)((double)bytes / (1024.0 * 1024.0) * 10) / 10;
+}
+
 void lcx__svc_code_status(lcx_svc *svc, lcx_buf *text, cJSON *json)
 {
     lcx_scopes *m = svc->code;
     if (!m) return;
+    char dir[PATH_MAX];
+    uint32_t n_disk;
+    double disk_mb;
+    disk_cache(svc, dir, sizeof dir, &n_disk, &disk_mb);
     if (text) {
         char *t = NULL;
         if (lcx_scopes_status_text(m, &t) >= 0 && t) lcx__buf_puts(text, t);
         free(t);
         lcx__buf_printf(text, "[longctx] scopes: %u loaded, %.1f MB\n", lcx_scopes_loaded(m),
                        (double)lcx_scopes_mem_bytes(m) / (1024.0 * 1024.0));
+        lcx__buf_printf(text, "[longctx] disk cache: %s, %u scopes, %.1f MB\n", dir, n_disk, disk_mb);
         return;
     }
     char *arr = NULL;
     if (lcx_scopes_status_json(m, &arr) >= 0 && arr) {
         cJSON *a = cJSON_Parse(arr);
-        if (a) cJSON_ReplaceItemInObjectCaseSensitive(json, "scopes", a);
+        if (a) {
+            cJSON *tot = cJSON_CreateNumber(cJSON_GetArraySize(a));
+            if (tot) cJSON_ReplaceItemInObjectCaseSensitive(json, "scopes_total", tot);
+            cJSON_ReplaceItemInObjectCaseSensitive(json, "scopes", a);
+        }
     }
     free(arr);
+    cJSON *dc = cJSON_AddObjectToObject(json, "disk_cache");
+    if (dc) {
+        cJSON_AddStringToObject(dc, "dir", dir);
+        cJSON_AddNumberToObject(dc, "scopes", n_disk);
+        cJSON_AddNumberToObject(dc, "mb", disk_mb);
+    }
     cJSON *n = cJSON_CreateNumber(lcx_scopes_loaded(m));
     if (n) cJSON_ReplaceItemInObjectCaseSensitive(json, "scopes_loaded", n);
     cJSON_AddNumberToObject(json, "scopes_memory_mb",
@@ -154,7 +216,7 @@ int lcx__svc_h_index(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         if (!s) s = cJSON_GetObjectItemCaseSensitive(body, "scope_path");
         if (s && !cJSON_IsString(s)) {
             cJSON_Delete(body);
-            lcx__resp_error(resp, 422, "invalid_type", "'scope' must be a string");
+            lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "'scope' must be a string");
             return 0;
         }
         scope = s ? s->valuestring : NULL;
@@ -234,14 +296,14 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         /* schema errors in well-formed JSON answer 422 (the reference's status for them) */
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(body, "query");
         if (!q || cJSON_IsNull(q)) {
-            lcx__resp_error(resp, 422, "missing_field", "'query' is required");
+            lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "missing_field", "'query' is required");
             goto out;
         }
         static const char *const strs[] = {"query", "prefill_text", "explicit_scope", "default_scope", "session_id"};
         for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
             const cJSON *x = cJSON_GetObjectItemCaseSensitive(body, strs[i]);
             if (x && !cJSON_IsNull(x) && !cJSON_IsString(x)) {
-                lcx__resp_error(resp, 422, "invalid_type", "'%s' must be a string", strs[i]);
+                lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "'%s' must be a string", strs[i]);
                 goto out;
             }
         }
@@ -252,11 +314,11 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         const cJSON *tk = cJSON_GetObjectItemCaseSensitive(body, "top_k");
         if (tk && !cJSON_IsNull(tk)) {
             if (!cJSON_IsNumber(tk) || !isfinite(tk->valuedouble) || tk->valuedouble != floor(tk->valuedouble)) {
-                lcx__resp_error(resp, 422, "invalid_type", "top_k must be an integer in " LCX_TOP_K_RANGE);
+                lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "top_k must be an integer in " LCX_TOP_K_RANGE);
                 goto out;
             }
             if (tk->valuedouble < 1 || tk->valuedouble > LCX_TOP_K_MAX) {
-                lcx__resp_error(resp, 422, "out_of_range", "top_k must be an integer in " LCX_TOP_K_RANGE);
+                lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "out_of_range", "top_k must be an integer in " LCX_TOP_K_RANGE);
                 goto out;
             }
             rq.top_k = (int)tk->valuedouble;
@@ -277,9 +339,11 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         goto out;
     }
     size_t session_len = strlen(session);
+    const char *via = "body";
     if (!session[0]) {
+        via = "x-session-affinity";
         const char *h = lcx__req_header_n(req, "x-session-affinity", &session_len);
-        if (!h || !*h) h = lcx__req_header_n(req, "x-session-id", &session_len);
+        if (!h || !*h) { via = "x-session-id"; h = lcx__req_header_n(req, "x-session-id", &session_len); }
         if (h && *h) {
             size_t c = LCX_MIN(session_len, sizeof session - 1);
             memcpy(session, h, c);
@@ -294,7 +358,10 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx__resp_error(resp, 400, "bad_request", "invalid session id");
         goto out;
     }
-    if (!ephemeral) rq.session_id = session;
+    if (!ephemeral) {
+        rq.session_id = session;
+        lcx__svc_note_session(svc, session, strlen(session), via);
+    }
     rq.async = truthy(lcx__req_header(req, "x-longctx-async"));
     lcx_code_result res;
     int rc = lcx_code_retrieve(m, &rq, &res);

@@ -34,12 +34,12 @@ static int opt_range(lcx_resp *resp, const cJSON *o, const char *name, double lo
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!x || cJSON_IsNull(x)) return 0;
     if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || (integer && x->valuedouble != floor(x->valuedouble))) {
-        lcx__resp_error(resp, 400, "invalid_type", "'%s' must be %s", name, integer ? "an integer" : "a number");
+        lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "'%s' must be %s", name, integer ? "an integer" : "a number");
         return LCX_EINVAL;
     }
     if (x->valuedouble < lo || x->valuedouble > hi) {
-        if (integer) lcx__resp_error(resp, 400, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
-        else lcx__resp_error(resp, 400, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
+        if (integer) lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "out_of_range", "'%s' must be in %.0f..%.0f (got %.17g)", name, lo, hi, x->valuedouble);
+        else lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "out_of_range", "'%s' must be in %g..%g (got %.17g)", name, lo, hi, x->valuedouble);
         return LCX_EINVAL;
     }
     *v = x->valuedouble;
@@ -61,7 +61,7 @@ static int opt_bool(lcx_resp *resp, const cJSON *o, const char *name, bool *v)
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!x || cJSON_IsNull(x)) return 0;
     if (!cJSON_IsBool(x)) {
-        lcx__resp_error(resp, 400, "invalid_type", "'%s' must be true or false", name);
+        lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "'%s' must be true or false", name);
         return LCX_EINVAL;
     }
     *v = cJSON_IsTrue(x);
@@ -81,7 +81,7 @@ static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const
     }
     if (x && !cJSON_IsNull(x)) {
         if (!cJSON_IsString(x)) {
-            lcx__resp_error(resp, 400, "invalid_type", "'session_id' must be a string");
+            lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "'session_id' must be a string");
             return LCX_EINVAL;
         }
         id = x->valuestring;   /* lcx__req_json refused \u0000: the C string is all of it */
@@ -95,7 +95,7 @@ static int get_session_id(lcx_req *req, lcx_resp *resp, const cJSON *body, const
         idl = ql;
     }
     if (!id) {
-        lcx__resp_error(resp, 400, "missing_session_id", "session_id is required (JSON body or ?session_id=)");
+        lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "missing_session_id", "session_id is required (JSON body or ?session_id=)");
         return LCX_EINVAL;
     }
     if (!lcx__session_id_ok(id, idl)) {
@@ -637,8 +637,8 @@ static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON *
     if (rc < 0) return rc;
     if (get_session_id(req, resp, body, idp) < 0) return LCX_EINVAL;
     const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(body, "chunks");
-    if (!chunks) { lcx__resp_error(resp, 400, "missing_field", "'chunks' is required"); return LCX_EINVAL; }
-    if (!cJSON_IsArray(chunks)) { lcx__resp_error(resp, 400, "invalid_type", "'chunks' must be an array"); return LCX_EINVAL; }
+    if (!chunks) { lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "missing_field", "'chunks' is required"); return LCX_EINVAL; }
+    if (!cJSON_IsArray(chunks)) { lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "'chunks' must be an array"); return LCX_EINVAL; }
     int n = cJSON_GetArraySize(chunks);
     if ((uint32_t)n > svc->cfg.max_chunks_per_request) {
         lcx__resp_error(resp, 413, "too_many_chunks", "%d chunks in one request; the limit is %u (--max-chunks-per-request)",
@@ -653,12 +653,12 @@ static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON *
     const cJSON *c;
     cJSON_ArrayForEach(c, chunks) {
         if (!cJSON_IsObject(c)) {
-            lcx__resp_error(resp, 400, "invalid_type", "chunks[%d] must be an object", i);
+            lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "chunks[%d] must be an object", i);
             return LCX_EINVAL;
         }
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
-        if (!t) { lcx__resp_error(resp, 400, "missing_field", "chunks[%d].text is required", i); return LCX_EINVAL; }
-        if (!cJSON_IsString(t)) { lcx__resp_error(resp, 400, "invalid_type", "chunks[%d].text must be a string", i); return LCX_EINVAL; }
+        if (!t) { lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "missing_field", "chunks[%d].text is required", i); return LCX_EINVAL; }
+        if (!cJSON_IsString(t)) { lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "chunks[%d].text must be a string", i); return LCX_EINVAL; }
         size_t tl = strlen(t->valuestring);
         if (tl > svc->cfg.max_chunk_bytes) {
             lcx__resp_error(resp, 413, "chunk_too_large", "chunks[%d].text is %zu bytes; the limit is %u (--max-chunk-bytes)",
@@ -688,25 +688,25 @@ static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON *
             const cJSON *a = cJSON_GetArrayItem(tr, 0), *b = cJSON_GetArrayItem(tr, 1);
             if (!cJSON_IsArray(tr) || cJSON_GetArraySize(tr) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
                 a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble)) {
-                lcx__resp_error(resp, 400, "invalid_type", "chunks[%d].token_range must be [start, end] integers", i);
+                lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "chunks[%d].token_range must be [start, end] integers", i);
                 return LCX_EINVAL;
             }
             if (a->valuedouble < 0 || b->valuedouble < a->valuedouble || b->valuedouble >= MAX_INT_JSON) {
-                lcx__resp_error(resp, 400, "out_of_range", "chunks[%d].token_range needs 0 <= start <= end < 2^53", i);
+                lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "out_of_range", "chunks[%d].token_range needs 0 <= start <= end < 2^53", i);
                 return LCX_EINVAL;
             }
             ch.tok_start = (int64_t)a->valuedouble;
             ch.tok_end = (int64_t)b->valuedouble;
         } else if (tk && !cJSON_IsNull(tk)) {
             if (!cJSON_IsArray(tk)) {
-                lcx__resp_error(resp, 400, "invalid_type", "chunks[%d].tokens must be an array of token ids", i);
+                lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "chunks[%d].tokens must be an array of token ids", i);
                 return LCX_EINVAL;
             }
             const cJSON *x;
             int64_t cnt = 0;
             cJSON_ArrayForEach(x, tk) {
                 if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0) {
-                    lcx__resp_error(resp, 400, "invalid_type", "chunks[%d].tokens[%lld] must be a non-negative integer",
+                    lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "chunks[%d].tokens[%lld] must be a non-negative integer",
                                    i, (long long)cnt);
                     return LCX_EINVAL;
                 }
@@ -715,7 +715,7 @@ static int write_parse_cjson(lcx_svc *svc, lcx_req *req, lcx_resp *resp, cJSON *
             derive_len[m] = cnt ? cnt : 1;
             n_derive++;
         } else {
-            lcx__resp_error(resp, 400, "missing_field", "chunks[%d] needs token_range [a,b] (or tokens [ids])", i);
+            lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "missing_field", "chunks[%d] needs token_range [a,b] (or tokens [ids])", i);
             return LCX_EINVAL;
         }
         i++;
@@ -849,10 +849,10 @@ int lcx__svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     const char *q = lcx__req_query(req, "query");
     const cJSON *qj = cJSON_GetObjectItemCaseSensitive(body, "query");
     if (qj && !cJSON_IsNull(qj)) {
-        if (!cJSON_IsString(qj)) { lcx__resp_error(resp, 400, "invalid_type", "'query' must be a string"); goto out; }
+        if (!cJSON_IsString(qj)) { lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "'query' must be a string"); goto out; }
         q = qj->valuestring;
     }
-    if (!q) { lcx__resp_error(resp, 400, "missing_field", "'query' is required"); goto out; }
+    if (!q) { lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "missing_field", "'query' is required"); goto out; }
     if (!lcx__utf8_valid(q, strlen(q))) { lcx__resp_error(resp, 400, "invalid_utf8", "'query' is not valid UTF-8"); goto out; }
 
     lcx_search_opts o = lcx_search_defaults();
@@ -876,7 +876,7 @@ int lcx__svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "linear")) o.fusion = LCX_FUSE_LINEAR;
         else if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "rrf")) o.fusion = LCX_FUSE_RRF;
         else if (cJSON_IsString(fu) && !strcmp(fu->valuestring, "score")) o.fusion = LCX_FUSE_SCORE;
-        else { lcx__resp_error(resp, 400, "invalid_type", "'fusion' must be \"score\", \"linear\" or \"rrf\""); goto out; }
+        else { lcx__resp_error(resp, LCX_SVC_SCHEMA_STATUS, "invalid_type", "'fusion' must be \"score\", \"linear\" or \"rrf\""); goto out; }
     }
     if (o.prefilter < o.top_k) o.prefilter = o.top_k;
 

@@ -10,6 +10,16 @@ int lcx__svc_h_healthz(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     return 0;
 }
 
+void lcx__svc_note_session(lcx_svc *svc, const char *id, size_t len, const char *via)
+{
+    if (len > LCX_SESSION_ID_MAX) len = LCX_SESSION_ID_MAX;
+    pthread_mutex_lock(&svc->mu);
+    memcpy(svc->last_session, id, len);
+    svc->last_session[len] = 0;
+    svc->last_session_via = via;
+    pthread_mutex_unlock(&svc->mu);
+}
+
 /* GET /longctx/status: text lines for humans and engines' log scrapers (Accept:
  * text/plain), JSON otherwise. Modules (code scopes, proxy) add their own lines. */
 int lcx__svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
@@ -21,8 +31,13 @@ int lcx__svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     pthread_mutex_lock(&svc->mu);
     uint32_t known = svc->n_sessions_known;
     uint64_t nreq = svc->n_requests, nerr = svc->n_errors;
+    char last[LCX_SESSION_ID_MAX + 1];
+    memcpy(last, svc->last_session, sizeof last);
+    const char *via = svc->last_session_via;
     pthread_mutex_unlock(&svc->mu);
-    const char *mode = svc->cfg.upstream[0] ? "proxy" : "service";
+    /* the reference's storage mode: "local-only" = the embedded store; whether the
+     * OpenAI proxy is on is proxy_enabled */
+    const char *mode = svc->pg ? "postgresql" : "local-only";
 
     if (lcx__req_wants_text(req)) {
         lcx_buf t = {0};
@@ -36,6 +51,7 @@ int lcx__svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
             lcx__buf_puts(&t, "[longctx] scope: none\n");
             lcx__buf_puts(&t, "[longctx] indexed: 0 files, 0 chunks, status none\n");
         }
+        if (last[0]) lcx__buf_printf(&t, "[longctx] session: %s (via: %s)\n", last, via);
         lcx__buf_printf(&t, "[longctx] sessions: %u in RAM, %u known (data dir %s)\n", active, known, svc->cfg.data_dir);
         lcx__buf_printf(&t, "[longctx] embedder: %s\n", lcx_embedder_fingerprint(svc->emb));
         lcx__buf_printf(&t, "[longctx] memory: %.1f MB in sessions, %.1f MB RSS (limit %llu MB)\n", mem_mb, rss_mb,
@@ -56,6 +72,7 @@ int lcx__svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     cJSON_AddNumberToObject(j, "sessions_known", known);
     /* defaults; the code-retrieval module overwrites these in its status hook */
     cJSON_AddNumberToObject(j, "scopes_loaded", 0);
+    cJSON_AddNumberToObject(j, "scopes_total", 0);
     cJSON_AddItemToObject(j, "scopes", cJSON_CreateArray());
     cJSON_AddNumberToObject(j, "memory_mb", (double)(long long)(mem_mb * 10) / 10);
     cJSON_AddNumberToObject(j, "rss_mb", (double)(long long)(rss_mb * 10) / 10);
@@ -66,6 +83,13 @@ int lcx__svc_h_status(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     cJSON_AddNumberToObject(j, "open_connections", (double)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));
     cJSON_AddStringToObject(j, "embedder_fingerprint", lcx_embedder_fingerprint(svc->emb));
     cJSON_AddBoolToObject(j, "proxy_enabled", svc->cfg.upstream[0] != 0);
+    if (last[0]) {
+        cJSON_AddStringToObject(j, "last_session_id", last);
+        cJSON_AddStringToObject(j, "last_session_via", via);
+    } else {
+        cJSON_AddNullToObject(j, "last_session_id");
+        cJSON_AddNullToObject(j, "last_session_via");
+    }
     for (int i = 0; lcx__svc_modules[i].name; i++)
         if (lcx__svc_modules[i].status) lcx__svc_modules[i].status(svc, NULL, j);
     char *s = cJSON_PrintUnformatted(j);

@@ -99,6 +99,8 @@ struct lcx_svc {
     uint64_t n_requests, n_errors;
     uint64_t body_inflight;         /* bytes of request bodies buffered now (atomic builtins) */
     uint64_t n_connections;         /* open HTTP connections (atomic builtins; /longctx/status) */
+    char last_session[LCX_SESSION_ID_MAX + 1];   /* most recent /retrieve or proxy session ("" = none) */
+    const char *last_session_via;   /* where it came from: "body", "x-session-affinity", "x-session-id" */
 
     /* janitor */
     pthread_t janitor;
@@ -237,7 +239,13 @@ int lcx__rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_
 
 /* THE session-id rule of every route is lcx__session_id_ok (util.h), shared with
  * libtriatt's rescue client. */
+/* Status of a schema error in a well-formed JSON body (missing or mistyped field, value
+ * out of range): the reference's (FastAPI) 422. Malformed JSON stays 400. */
+#define LCX_SVC_SCHEMA_STATUS 422
 #define LCX_SVC_SESSION_ID_RULE LCX_SESSION_ID_RANGE " bytes of UTF-8 without control characters (no NUL)"
+/* Records the session id of a /retrieve or proxy request (valid, len bytes) and where it
+ * came from (a static string) for the status route's "session:" line. */
+void lcx__svc_note_session(lcx_svc *svc, const char *id, size_t len, const char *via);
 /* Maps an LCX_E* code from the core to an HTTP status + error code string. */
 int lcx__svc_err_status(int rc, const char **code);
 

@@ -1,6 +1,7 @@
 /* Conformance with the reference service over HTTP (docs/compat.md): no-scope replies and
  * the headers on every 200, explicit scopes, scope_status values (empty, indexing via
- * x-longctx-async), path clusters across turns, workspace binding and merging. Against
+ * x-longctx-async), path clusters across turns, workspace binding and merging, the status
+ * route's fields. Against
  * the real longctx-svc binary. */
 #include "testutil.h"
 #if defined(__GNUC__) && !defined(__clang__)   /* gcc-only warning */
@@ -302,6 +303,91 @@ static void test_workspace(void **st)
     cJSON_Delete(j);
 }
 
+static void status_get(bool text, tu_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/longctx/status", g_port);
+    const char *h[] = {text ? "Accept: text/plain" : "Accept: application/json", NULL};
+    tu_http("GET", url, NULL, 0, h, r);
+    assert_int_equal(r->status, 200);
+}
+
+/* /longctx/status as the reference has it: mode, scopes_total, per-scope memory_mb,
+ * least recently used first; the text form's session and disk-cache lines. */
+static void test_status_fields(void **st)
+{
+    (void)st;
+    char body[PATH_MAX * 2], a[PATH_MAX], b[PATH_MAX];
+    snprintf(a, sizeof a, "%s/alpha", g_root);
+    snprintf(b, sizeof b, "%s/beta", g_root);
+    /* beta used, then alpha: alpha is the most recent, so it comes after beta */
+    snprintf(body, sizeof body, "{\"query\":\"ServeWombat\",\"explicit_scope\":\"%s\"}", b);
+    assert_int_equal(post(body, NULL, NULL, NULL), 200);
+    const char *aff[] = {"x-session-affinity: stat-aff", NULL};
+    snprintf(body, sizeof body, "{\"query\":\"parse_header\",\"explicit_scope\":\"%s\"}", a);
+    assert_int_equal(post(body, aff, NULL, NULL), 200);
+
+    tu_resp r;
+    status_get(false, &r);
+    cJSON *j = cJSON_Parse(r.body);
+    tu_resp_free(&r);
+    assert_non_null(j);
+    assert_string_equal(jstr(j, "mode"), "local-only");
+    const cJSON *sc = get(j, "scopes");
+    int n = cJSON_GetArraySize(sc);
+    assert_true(n >= 2);
+    assert_true(cJSON_IsNumber(get(j, "scopes_total")));
+    assert_int_equal((int)get(j, "scopes_total")->valuedouble, n);
+    int ia = -1, ib = -1;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(sc, i);
+        const char *p = jstr(e, "scope_path");
+        assert_non_null(p);
+        assert_non_null(jstr(e, "scope_hash"));
+        assert_non_null(jstr(e, "sentinel"));
+        assert_non_null(jstr(e, "status"));
+        assert_true(cJSON_IsNumber(get(e, "chunks")) && cJSON_IsNumber(get(e, "files")));
+        const cJSON *mb = get(e, "memory_mb");
+        assert_true(cJSON_IsNumber(mb));
+        assert_true(mb->valuedouble > 0);   /* a loaded scope holds its tables */
+        if (!strcmp(p, a)) ia = i;
+        if (!strcmp(p, b)) ib = i;
+    }
+    assert_true(ib >= 0 && ia >= 0);
+    assert_true(ib < ia);
+    assert_int_equal(ia, n - 1);   /* the most recent is last */
+    assert_string_equal(jstr(j, "last_session_id"), "stat-aff");
+    assert_string_equal(jstr(j, "last_session_via"), "x-session-affinity");
+    const cJSON *dc = get(j, "disk_cache");
+    assert_true(cJSON_IsNumber(get(dc, "scopes")) && get(dc, "scopes")->valuedouble >= 2);
+    assert_true(cJSON_IsNumber(get(dc, "mb")));
+    cJSON_Delete(j);
+
+    status_get(true, &r);
+    assert_non_null(strstr(r.body, "[longctx] session: stat-aff (via: x-session-affinity)\n"));
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "[longctx] disk cache: %s/scopes, ", g_svc.data_dir);
+    const char *dl = strstr(r.body, want);
+    if (!dl) fail_msg("no disk cache line in:\n%s", r.body);
+    unsigned nd = 0;
+    double mbd = -1;
+    assert_int_equal(sscanf(dl + strlen(want), "%u scopes, %lf MB", &nd, &mbd), 2);
+    assert_true(nd >= 2 && mbd >= 0);
+    assert_non_null(strstr(r.body, "[longctx] mode: local-only"));
+    tu_resp_free(&r);
+
+    /* the body's session_id wins over the headers, and says so */
+    const char *both[] = {"x-session-id: stat-hdr", NULL};
+    assert_int_equal(post("{\"session_id\":\"stat-body\",\"query\":\"x\"}", both, NULL, NULL), 200);
+    status_get(true, &r);
+    assert_non_null(strstr(r.body, "[longctx] session: stat-body (via: body)\n"));
+    tu_resp_free(&r);
+    assert_int_equal(post("{\"query\":\"x\"}", both, NULL, NULL), 200);
+    status_get(true, &r);
+    assert_non_null(strstr(r.body, "[longctx] session: stat-hdr (via: x-session-id)\n"));
+    tu_resp_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_async_indexing),
         cmocka_unit_test(test_clusters_across_turns),
         cmocka_unit_test(test_workspace),
+        cmocka_unit_test(test_status_fields),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
