@@ -300,18 +300,29 @@ static void test_sigterm_graceful(void **state)
     send_all(idle, ping, strlen(ping));
     char buf[4096];
     assert_true(recv(idle, buf, sizeof buf, 0) > 0);
+    buf[0] = 0;
 
     const char *body = "{\"session_id\":\"graceful\",\"chunks\":[{\"text\":\"the in-flight fact\",\"token_range\":[0,9]}]}";
     size_t bl = strlen(body), half = bl / 2;
     char head[256];
     int hl = snprintf(head, sizeof head,
-                      "POST /evict/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                      "POST /evict/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                      "Expect: 100-continue\r\n\r\n",
                       bl);
     int fd = tcp_connect(S.port);
     assert_true(fd >= 0);
     send_all(fd, head, (size_t)hl);
+    /* "100 Continue" means the server has taken the head: the request is in flight */
+    size_t got = 0;
+    while (!strstr(buf, "100 Continue\r\n\r\n")) {
+        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        assert_true(r > 0);
+        got += (size_t)r;
+        buf[got] = 0;
+    }
+    got = 0;
+    buf[0] = 0;
     send_all(fd, body, half);
-    usleep(300000);   /* let the server read the head (no timing is asserted) */
     kill(S.pid, SIGTERM);
     /* the listening socket closes: new connections are refused */
     bool refused = false;
@@ -323,7 +334,6 @@ static void test_sigterm_graceful(void **state)
     assert_true(refused);
     /* the in-flight request still completes */
     send_all(fd, body + half, bl - half);
-    size_t got = 0;
     for (;;) {
         ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
         if (r <= 0) break;
