@@ -45,6 +45,9 @@ typedef struct {
     char store[4096];               /* --store / LONGCTX_STORE ("" = embedded store): postgresql://… shared store */
     double store_write_timeout_s;   /* --store-write-timeout-s / LONGCTX_STORE_WRITE_TIMEOUT_S (10): unconfirmed write → 503 */
     char store_reads[16];           /* --store-reads / LONGCTX_STORE_READS: "strict" (default) or "notify" (docs/multinode.md) */
+    char auth_token[512];           /* --auth-token / LONGCTX_AUTH_TOKEN ("" = none): bearer token on every route but /healthz */
+    bool insecure_no_auth;          /* --insecure-no-auth / LONGCTX_INSECURE_NO_AUTH: allow a non-loopback --host without a token */
+    double shutdown_grace_s;        /* --shutdown-grace-s / LONGCTX_SHUTDOWN_GRACE_S (10): SIGTERM waits this long for in-flight requests */
 } lcx_svc_config;
 
 /* Fills *c with the defaults, then the LONGCTX_* environment (argv is not consulted). */

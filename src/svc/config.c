@@ -74,6 +74,12 @@ static const opt opts[] = {
      "a write the shared store has not confirmed (replicated) this long answers 503 (default 10)"},
     {"--store-reads", "LONGCTX_STORE_READS", K_STR, F(store_reads), 0, 0,
      "strict (default: each read asks PostgreSQL whether this node is behind) or notify (LISTEN-driven, no query when not behind)"},
+    {"--auth-token", "LONGCTX_AUTH_TOKEN", K_STR, F(auth_token), 0, 0,
+     "bearer token required on every route but /healthz (unset = none; prefer the variable: argv is visible in ps)"},
+    {"--insecure-no-auth", "LONGCTX_INSECURE_NO_AUTH", K_BOOL, F(insecure_no_auth), 0, 0,
+     "allow a non-loopback --host without a token (refused otherwise)"},
+    {"--shutdown-grace-s", "LONGCTX_SHUTDOWN_GRACE_S", K_DBL, F(shutdown_grace_s), 0, 86400,
+     "on SIGTERM/SIGINT, wait this long for in-flight requests before closing (default 10)"},
 };
 
 void lcx_svc_config_defaults(lcx_svc_config *c)
@@ -101,6 +107,7 @@ void lcx_svc_config_defaults(lcx_svc_config *c)
     c->idle_timeout_s = 30;
     c->body_timeout_s = 10;
     c->store_write_timeout_s = 10;
+    c->shutdown_grace_s = 10;
 }
 
 static int set_value(lcx_svc_config *c, const opt *o, const char *v, const char *src, FILE *err)
@@ -154,7 +161,8 @@ void lcx_svc_usage(FILE *f, const char *prog)
     for (size_t i = 0; i < LCX_ARRAY_LEN(opts); i++)
         fprintf(f, "  %-26s %-32s %s\n", opts[i].k == K_BOOL ? opts[i].flag : opts[i].flag, opts[i].env, opts[i].help);
     fprintf(f, "\n  %-26s %-32s %s\n", "--help", "", "this text");
-    fprintf(f, "\nSIGINT/SIGTERM stop the server cleanly (stores are flushed and closed).\n");
+    fprintf(f, "\nSIGINT/SIGTERM stop the server cleanly: new connections are refused, in-flight requests\n"
+               "finish (up to --shutdown-grace-s), stores are flushed and closed, exit status 0.\n");
 }
 
 static int apply_env(lcx_svc_config *c, FILE *err)
@@ -261,6 +269,11 @@ int lcx_svc_serve_main(int argc, char **argv)
     int sig = 0;
     while (sigwait(&set, &sig) != 0) {}
     if (!cfg.quiet) fprintf(stderr, "longctx-svc: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    /* graceful: no new connections, in-flight requests finish, then the stores flush */
+    uint64_t left = lcx__svc_drain(svc, cfg.shutdown_grace_s);
+    if (left && !cfg.quiet)
+        fprintf(stderr, "longctx-svc: %llu request(s) still running after %.1f s, closing them\n",
+                (unsigned long long)left, cfg.shutdown_grace_s);
     lcx__svc_stop(svc);
     if (!cfg.quiet) fprintf(stderr, "longctx-svc: stopped cleanly\n");
     return 0;

@@ -28,6 +28,7 @@ int lcx__svc_h_mcp_delete(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 const lcx_route lcx__svc_routes[] = {
     {"GET", "/healthz", lcx__svc_h_healthz},
     {"GET", "/longctx/status", lcx__svc_h_status},
+    {"GET", "/metrics", lcx__svc_h_metrics},           /* Prometheus text (metrics.c) */
     /* rescue API (SPEC §2, Tier 2/3) */
     {"POST", "/evict/write", lcx__svc_h_evict_write},
     {"POST", "/evict/retrieve", lcx__svc_h_evict_retrieve},

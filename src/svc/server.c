@@ -76,6 +76,7 @@ enum early_error { EARLY_NONE, EARLY_TOO_MANY_PARAMS, EARLY_NUL_IN_URL, EARLY_HE
 struct lcx_req {
     lcx_svc *svc;
     bool started;        /* on_access has seen the request head (method, path set) */
+    double t0_ms;        /* lcx__now_ms() when the head arrived (latency metric) */
     enum early_error early;  /* found before any body is read: answered at once, directly */
     size_t uri_len;          /* bytes of the raw URI (counts toward MAX_HEAD_BYTES) */
     struct MHD_Connection *conn;
@@ -402,6 +403,7 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
 {
     lcx_resp resp;
     memset(&resp, 0, sizeof resp);
+    int route = -1;
     /* The request has been received (or is refused): back to the keep-alive timeout. */
     MHD_set_connection_option(req->conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)svc->cfg.idle_timeout_s);
     if (req->early == EARLY_TOO_MANY_PARAMS) {
@@ -425,8 +427,10 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
     } else {
         bool known = false;
         char allow[128] = "";
-        const lcx_route *rt = lcx__route_match(req->method, req->path, &req->params, &known, allow, sizeof allow);
-        if (!rt) {
+        const lcx_route *rt = NULL;
+        if (!lcx__svc_auth_ok(svc, req, &resp)) {
+            /* 401 set; checked before routing so that unknown paths say nothing either */
+        } else if (!(rt = lcx__route_match(req->method, req->path, &req->params, &known, allow, sizeof allow))) {
             if (known) {
                 lcx__resp_error(&resp, 405, "method_not_allowed", "method %s is not allowed on %s", req->method, req->path);
                 lcx__resp_header(&resp, "Allow", allow);
@@ -434,6 +438,7 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
                 lcx__resp_error(&resp, 404, "not_found", "no route for %s %s", req->method, req->path);
             }
         } else {
+            route = (int)(rt - lcx__svc_routes);
             int rc = rt->fn(svc, req, &resp);
             if (!resp.set)
                 lcx__resp_error(&resp, 500, "internal", "handler failed: %s", lcx_strerror(rc < 0 ? rc : LCX_ESTATE));
@@ -441,6 +446,8 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
     }
     resp_check(&resp);
     count(svc, resp.status);
+    lcx__svc_metrics_request(svc, route, resp.status, lcx__now_ms() - req->t0_ms);
+    if (__atomic_load_n(&svc->draining, __ATOMIC_RELAXED)) lcx__resp_header(&resp, "Connection", "close");
     if (req->early != EARLY_NONE) {   /* see direct_reply */
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) {
@@ -470,6 +477,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             *con_cls = req;
         }
         req->started = true;
+        req->t0_ms = lcx__now_ms();
+        __atomic_add_fetch(&svc->n_inflight, 1, __ATOMIC_RELAXED);
         snprintf(req->method, sizeof req->method, "%s", method);
         req->path = strdup(url ? url : "/");
         if (!req->path) return MHD_NO;   /* on_completed frees req */
@@ -545,6 +554,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     lcx_req *req = *con_cls;
     if (!req) return;
     if (req->done_fn) req->done_fn(req->done_ud);
+    if (req->started) __atomic_sub_fetch(&req->svc->n_inflight, 1, __ATOMIC_RELAXED);
     if (req->counted) __atomic_sub_fetch(&req->svc->body_inflight, req->counted, __ATOMIC_RELAXED);
     lcx__route_params_free(&req->params);
     lcx__buf_free(&req->body);
@@ -834,6 +844,8 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
     int modules_inited = 0;
     char why[160];
 
+    rc = rc ? rc : lcx__svc_auth_config_check(cfg, msg, ml);
+    if (!rc && (rc = lcx__svc_metrics_new(&svc->metrics)) < 0) snprintf(msg, ml, "out of memory");
     if (!rc && (rc = lcx__mkdirs(cfg->data_dir)) < 0)
         snprintf(msg, ml, "cannot create data dir %s: %s", cfg->data_dir, lcx_strerror_detail(rc, why, sizeof why));
     if (!rc && (rc = lcx_embedder_hash_new(cfg->embed_dim, &svc->emb)) < 0)
@@ -861,7 +873,8 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
         }
     }
     if (!rc) {
-        unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+        /* ITC: MHD_quiesce_daemon (lcx__svc_drain) needs it in thread-pool mode */
+        unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
         unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : 1;
         svc->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, svc,
                                        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, svc,
@@ -891,6 +904,7 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
         lcx_sessions_close(svc->sessions);
         lcx_embedder_free(svc->emb);
         free_cursors(svc);
+        lcx__svc_metrics_free(svc->metrics);
         pthread_mutex_destroy(&svc->mu);
         pthread_mutex_destroy(&svc->jmu);
         pthread_cond_destroy(&svc->jcv);
@@ -931,10 +945,31 @@ void lcx__svc_stop(lcx_svc *svc)
     lcx_sessions_close(svc->sessions);
     lcx_embedder_free(svc->emb);
     free_cursors(svc);
+    lcx__svc_metrics_free(svc->metrics);
     pthread_mutex_destroy(&svc->mu);
     pthread_mutex_destroy(&svc->jmu);
     pthread_cond_destroy(&svc->jcv);
     free(svc);
+}
+
+uint64_t lcx__svc_drain(lcx_svc *svc, double grace_s)
+{
+    if (!svc || !svc->daemon) return 0;
+    __atomic_store_n(&svc->draining, true, __ATOMIC_RELAXED);
+    /* New connections are refused from here on (the socket is ours: LISTEN_SOCKET);
+     * connections already open keep being served until the deadline or lcx__svc_stop. */
+    MHD_socket fd = MHD_quiesce_daemon(svc->daemon);
+    if (fd != MHD_INVALID_SOCKET) {
+        close(fd);
+        svc->listen_fd = -1;
+    }
+    double end = lcx__now_ms() + grace_s * 1000.0;
+    uint64_t n;
+    while ((n = __atomic_load_n(&svc->n_inflight, __ATOMIC_RELAXED)) > 0 && lcx__now_ms() < end) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return n;
 }
 
 uint64_t lcx__svc_rss_bytes(void)

@@ -101,6 +101,9 @@ struct lcx_svc {
     uint64_t n_connections;         /* open HTTP connections (atomic builtins; /longctx/status) */
     char last_session[LCX_SESSION_ID_MAX + 1];   /* most recent /retrieve or proxy session ("" = none) */
     const char *last_session_via;   /* where it came from: "body", "x-session-affinity", "x-session-id" */
+    uint64_t n_inflight;            /* requests between their head and their completion (atomic builtins; drain) */
+    bool draining;                  /* SIGTERM drain: replies carry Connection: close (atomic builtins) */
+    struct lcx_svc_metrics *metrics;/* GET /metrics counters (metrics.c), owned */
 
     /* janitor */
     pthread_t janitor;
@@ -265,6 +268,32 @@ bool lcx__svc_pg_session_op(lcx_svc *svc, lcx_resp *resp, const char *id, int op
  * node (re)read files for (after). */
 void lcx__svc_pg_scope_fetch(lcx_svc *svc, const char *scope);
 void lcx__svc_pg_scope_publish(lcx_svc *svc, const char *scope_path, const char *scope_hash);
+
+/* ---- auth (auth.c): --auth-token. */
+/* true when every address host resolves to is loopback (127.0.0.0/8, ::1). */
+bool lcx__svc_host_is_loopback(const char *host);
+/* Start-up rule: a non-loopback host needs a token or --insecure-no-auth. 0 or
+ * LCX_EINVAL with msg set. */
+int lcx__svc_auth_config_check(const lcx_svc_config *c, char *msg, size_t ml);
+/* true when the request may pass (no token configured, /healthz, or the right
+ * "Authorization: Bearer TOKEN"); false: resp holds the 401. */
+bool lcx__svc_auth_ok(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+/* Constant-time equality of two byte strings (time depends on the lengths only). */
+bool lcx__svc_ct_equal(const char *a, size_t al, const char *b, size_t bl);
+
+/* ---- metrics (metrics.c): relaxed atomics only on the request path. route: index in
+ * lcx__svc_routes or -1 (no route matched / refused before routing). */
+int lcx__svc_metrics_new(struct lcx_svc_metrics **out);
+void lcx__svc_metrics_free(struct lcx_svc_metrics *m);
+void lcx__svc_metrics_request(lcx_svc *svc, int route, int status, double ms);
+void lcx__svc_metrics_spans(lcx_svc *svc, int n);      /* spans appended by /evict/write */
+void lcx__svc_metrics_rescue(lcx_svc *svc, int hits);  /* one /evict/retrieve with hits chunks */
+int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+
+/* SIGTERM drain (server.c): stops accepting (listening socket closed), then waits up to
+ * grace_s for in-flight requests to finish; replies meanwhile carry Connection: close.
+ * lcx__svc_stop follows. Returns the requests still running at the deadline. */
+uint64_t lcx__svc_drain(lcx_svc *svc, double grace_s);
 
 /* Resident set size of this process in bytes (0 when unknown). */
 uint64_t lcx__svc_rss_bytes(void);

@@ -149,8 +149,8 @@ static void test_gguf_fields(void **st)
 /* a copy of the HF folder in a temp dir; returns the dir */
 static char *hf_copy(const char *rel)
 {
+    const char *src = tu_fixture(rel);   /* first: a missing fixture skips (longjmp) */
     char *dir = tu_tmpdir();
-    const char *src = tu_fixture(rel);
     const char *files[] = {"config.json", "vocab.txt", "model.safetensors", "tokenizer_config.json"};
     for (size_t i = 0; i < LCX_ARRAY_LEN(files); i++) {
         char a[600], b[600];

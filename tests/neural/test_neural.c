@@ -363,8 +363,8 @@ static void copy_file(const char *src, const char *dst)
 static void test_tokenizer_cased(void **st)
 {
     (void)st;
+    const char *src = tu_fixture("bert/tiny-bert-hf");   /* first: a missing fixture skips */
     char *dir = tu_tmpdir();
-    const char *src = tu_fixture("bert/tiny-bert-hf");
     char a[512], b[512];
     const char *files[] = {"config.json", "vocab.txt", "model.safetensors"};
     for (int i = 0; i < 3; i++) {

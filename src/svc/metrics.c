@@ -1,0 +1,188 @@
+/* longctx-svc: GET /metrics in the Prometheus text exposition format (0.0.4).
+ *
+ * The request path only does relaxed atomic adds into fixed arrays allocated at start
+ * (one row per route of lcx__svc_routes plus one for requests no route took): no lock,
+ * no allocation, no branch on the metrics being read. Readers see each counter exactly,
+ * but not a consistent snapshot across counters (a histogram's _count may trail its
+ * buckets by the requests finishing during the scrape), which Prometheus tolerates.
+ *
+ * Statuses are counted per exact code for the codes the service answers (STATUSES);
+ * anything else lands in status="other". Latency runs from the request head to the
+ * reply being queued (upload time included; streaming proxy replies count until their
+ * head is queued). */
+#include "svc/svc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int STATUSES[] = {200, 201, 204, 400, 401, 403, 404, 405, 409, 413, 414, 415, 422, 429, 431,
+                               500, 501, 502, 503, 504, 507};
+#define N_STATUS ((int)LCX_ARRAY_LEN(STATUSES) + 1)   /* + "other" */
+/* Histogram upper bounds in seconds (+Inf implicit). */
+static const double BUCKETS_S[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+#define N_BUCKET ((int)LCX_ARRAY_LEN(BUCKETS_S) + 1)  /* + +Inf */
+
+struct lcx_svc_metrics {
+    int n_rows;               /* routes + 1 ("other": no route) */
+    uint64_t *req;            /* [row][N_STATUS] */
+    uint64_t *hist;           /* [row][N_BUCKET], per bucket (made cumulative when written) */
+    uint64_t *sum_us;         /* [row] */
+    uint64_t spans, rescue_queries, rescue_hits;
+};
+
+int lcx__svc_metrics_new(struct lcx_svc_metrics **out)
+{
+    *out = NULL;
+    int nr = 0;
+    while (lcx__svc_routes[nr].method) nr++;
+    struct lcx_svc_metrics *m = calloc(1, sizeof *m);
+    if (!m) return LCX_ENOMEM;
+    m->n_rows = nr + 1;
+    m->req = calloc((size_t)m->n_rows * N_STATUS, sizeof *m->req);
+    m->hist = calloc((size_t)m->n_rows * N_BUCKET, sizeof *m->hist);
+    m->sum_us = calloc((size_t)m->n_rows, sizeof *m->sum_us);
+    if (!m->req || !m->hist || !m->sum_us) { lcx__svc_metrics_free(m); return LCX_ENOMEM; }
+    *out = m;
+    return 0;
+}
+
+void lcx__svc_metrics_free(struct lcx_svc_metrics *m)
+{
+    if (!m) return;
+    free(m->req);
+    free(m->hist);
+    free(m->sum_us);
+    free(m);
+}
+
+static int status_slot(int status)
+{
+    for (int i = 0; i < (int)LCX_ARRAY_LEN(STATUSES); i++)
+        if (STATUSES[i] == status) return i;
+    return N_STATUS - 1;
+}
+
+void lcx__svc_metrics_request(lcx_svc *svc, int route, int status, double ms)
+{
+    struct lcx_svc_metrics *m = svc->metrics;
+    if (!m) return;
+    int row = route >= 0 && route < m->n_rows - 1 ? route : m->n_rows - 1;
+    __atomic_add_fetch(&m->req[(size_t)row * N_STATUS + (size_t)status_slot(status)], 1, __ATOMIC_RELAXED);
+    double s = ms / 1000.0;
+    int b = 0;
+    while (b < N_BUCKET - 1 && s > BUCKETS_S[b]) b++;
+    __atomic_add_fetch(&m->hist[(size_t)row * N_BUCKET + (size_t)b], 1, __ATOMIC_RELAXED);
+    uint64_t us = ms > 0 ? (uint64_t)(ms * 1000.0 + 0.5) : 0;
+    __atomic_add_fetch(&m->sum_us[row], us, __ATOMIC_RELAXED);
+}
+
+void lcx__svc_metrics_spans(lcx_svc *svc, int n)
+{
+    if (svc->metrics && n > 0) __atomic_add_fetch(&svc->metrics->spans, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
+void lcx__svc_metrics_rescue(lcx_svc *svc, int hits)
+{
+    if (!svc->metrics) return;
+    __atomic_add_fetch(&svc->metrics->rescue_queries, 1, __ATOMIC_RELAXED);
+    if (hits > 0) __atomic_add_fetch(&svc->metrics->rescue_hits, (uint64_t)hits, __ATOMIC_RELAXED);
+}
+
+static uint64_t ld(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+
+static const char *row_route(const struct lcx_svc_metrics *m, int row)
+{
+    return row < m->n_rows - 1 ? lcx__svc_routes[row].pattern : "other";
+}
+static const char *row_method(const struct lcx_svc_metrics *m, int row)
+{
+    return row < m->n_rows - 1 ? lcx__svc_routes[row].method : "";
+}
+
+static void head(lcx_buf *b, const char *name, const char *type, const char *help)
+{
+    lcx__buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
+{
+    struct lcx_svc_metrics *m = svc->metrics;
+    if (!m) return LCX_ESTATE;
+    lcx_buf t = {0};
+    head(&t, "longctx_build_info", "gauge", "Version of this longctx-svc.");
+    lcx__buf_printf(&t, "longctx_build_info{version=\"%s\"} 1\n", LCX_VERSION);
+
+    head(&t, "longctx_http_requests_total", "counter", "HTTP requests answered, by route and status.");
+    for (int r = 0; r < m->n_rows; r++)
+        for (int s = 0; s < N_STATUS; s++) {
+            uint64_t v = ld(&m->req[(size_t)r * N_STATUS + (size_t)s]);
+            if (!v) continue;
+            char st[16];
+            if (s < N_STATUS - 1) snprintf(st, sizeof st, "%d", STATUSES[s]);
+            else snprintf(st, sizeof st, "other");
+            lcx__buf_printf(&t, "longctx_http_requests_total{method=\"%s\",route=\"%s\",status=\"%s\"} %llu\n",
+                           row_method(m, r), row_route(m, r), st, (unsigned long long)v);
+        }
+    head(&t, "longctx_http_errors_total", "counter", "HTTP requests answered with status >= 400, by route and status.");
+    for (int r = 0; r < m->n_rows; r++)
+        for (int s = 0; s < N_STATUS; s++) {
+            if (s < N_STATUS - 1 && STATUSES[s] < 400) continue;
+            uint64_t v = ld(&m->req[(size_t)r * N_STATUS + (size_t)s]);
+            if (!v) continue;
+            char st[16];
+            if (s < N_STATUS - 1) snprintf(st, sizeof st, "%d", STATUSES[s]);
+            else snprintf(st, sizeof st, "other");
+            lcx__buf_printf(&t, "longctx_http_errors_total{method=\"%s\",route=\"%s\",status=\"%s\"} %llu\n",
+                           row_method(m, r), row_route(m, r), st, (unsigned long long)v);
+        }
+    head(&t, "longctx_http_request_duration_seconds", "histogram",
+         "Time from the request head to the reply being queued, by route.");
+    for (int r = 0; r < m->n_rows; r++) {
+        uint64_t cum = 0, c[N_BUCKET];
+        for (int k = 0; k < N_BUCKET; k++) c[k] = ld(&m->hist[(size_t)r * N_BUCKET + (size_t)k]);
+        uint64_t total = 0;
+        for (int k = 0; k < N_BUCKET; k++) total += c[k];
+        if (!total) continue;
+        for (int k = 0; k < N_BUCKET; k++) {
+            cum += c[k];
+            if (k < N_BUCKET - 1)
+                lcx__buf_printf(&t, "longctx_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
+                               row_method(m, r), row_route(m, r), BUCKETS_S[k], (unsigned long long)cum);
+            else
+                lcx__buf_printf(&t, "longctx_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
+                               row_method(m, r), row_route(m, r), (unsigned long long)cum);
+        }
+        lcx__buf_printf(&t, "longctx_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
+                       row_method(m, r), row_route(m, r), (double)ld(&m->sum_us[r]) / 1e6);
+        lcx__buf_printf(&t, "longctx_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
+                       row_method(m, r), row_route(m, r), (unsigned long long)cum);
+    }
+
+    pthread_mutex_lock(&svc->mu);
+    uint32_t known = svc->n_sessions_known;
+    pthread_mutex_unlock(&svc->mu);
+    head(&t, "longctx_sessions_in_ram", "gauge", "Sessions loaded in RAM.");
+    lcx__buf_printf(&t, "longctx_sessions_in_ram %u\n", lcx_sessions_active(svc->sessions));
+    head(&t, "longctx_sessions_on_disk", "gauge", "Sessions known to the service (each has a directory on disk).");
+    lcx__buf_printf(&t, "longctx_sessions_on_disk %u\n", known);
+    head(&t, "longctx_session_memory_bytes", "gauge", "RAM held by the loaded sessions.");
+    lcx__buf_printf(&t, "longctx_session_memory_bytes %llu\n", (unsigned long long)lcx_sessions_mem_bytes(svc->sessions));
+    head(&t, "longctx_spans_stored_total", "counter", "Spans (chunks) made durable by /evict/write since start.");
+    lcx__buf_printf(&t, "longctx_spans_stored_total %llu\n", (unsigned long long)ld(&m->spans));
+    head(&t, "longctx_rescue_retrievals_total", "counter", "Answered /evict/retrieve calls on existing sessions.");
+    lcx__buf_printf(&t, "longctx_rescue_retrievals_total %llu\n", (unsigned long long)ld(&m->rescue_queries));
+    head(&t, "longctx_rescue_hits_total", "counter", "Chunks returned by /evict/retrieve.");
+    lcx__buf_printf(&t, "longctx_rescue_hits_total %llu\n", (unsigned long long)ld(&m->rescue_hits));
+    head(&t, "longctx_open_connections", "gauge", "Open HTTP connections (including the scraper's).");
+    lcx__buf_printf(&t, "longctx_open_connections %llu\n",
+                   (unsigned long long)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));
+    head(&t, "longctx_uptime_seconds", "gauge", "Seconds since the service started.");
+    lcx__buf_printf(&t, "longctx_uptime_seconds %.3f\n", (lcx__now_ms() - svc->started_ms) / 1000.0);
+    head(&t, "longctx_resident_memory_bytes", "gauge", "Resident set size of the process.");
+    lcx__buf_printf(&t, "longctx_resident_memory_bytes %llu\n", (unsigned long long)lcx__svc_rss_bytes());
+    if (t.err) { int e = t.err; lcx__buf_free(&t); return e; }
+    lcx__resp_text(resp, 200, "text/plain; version=0.0.4; charset=utf-8", t.data ? t.data : "", t.len);
+    lcx__buf_free(&t);
+    return 0;
+}
