@@ -8,7 +8,8 @@
 #      the longctx-svc they start; any TSan report fails the run (scripts/tsan.supp lists the
 #      suppressions, each with its reason)
 #   5. the installed libraries: cmake --install into a temporary prefix, the example engine
-#      built there through pkg-config and run (examples/engine-integration/run-installed.sh)
+#      built there through pkg-config and run (examples/engine-integration/run-installed.sh);
+#      contrib/longctx.service through systemd-analyze verify
 # Every build is -Werror (LCX_WERROR=ON). LCX_SKIP_ASAN=1 / LCX_SKIP_TSAN=1 skip tiers 3 / 4.
 # Extra ctest arguments pass through, e.g. scripts/test.sh -R triatt
 set -euo pipefail
@@ -65,4 +66,5 @@ fi
 # there through pkg-config (shared and static) and run it, also against a real longctx-svc.
 echo "== Installed libraries: examples/engine-integration against a temporary prefix =="
 bash examples/engine-integration/run-installed.sh build || status=1
+bash contrib/verify-unit.sh build || status=1      # systemd-analyze verify, when present
 exit $status
