@@ -7,6 +7,9 @@
 #   4. ThreadSanitizer build of the store, index and service tests (ctest label tsan) and
 #      the longctx-svc they start; any TSan report fails the run (scripts/tsan.supp lists the
 #      suppressions, each with its reason)
+#   5. the installed libraries: cmake --install into a temporary prefix, the example engine
+#      built there through pkg-config and run (examples/engine-integration/run-installed.sh);
+#      contrib/longctx.service through systemd-analyze verify
 # Every build is -Werror (LCX_WERROR=ON). LCX_SKIP_ASAN=1 / LCX_SKIP_TSAN=1 skip tiers 3 / 4.
 # Extra ctest arguments pass through, e.g. scripts/test.sh -R triatt
 set -euo pipefail
@@ -58,4 +61,10 @@ if [ "${LCX_SKIP_TSAN:-0}" != 1 ]; then
     status=1
   fi
 fi
+# The installed libraries as an engine author uses them (docs/INSTALL.md): install the
+# Release build into a temporary prefix, check the exports, build examples/engine-integration
+# there through pkg-config (shared and static) and run it, also against a real longctx-svc.
+echo "== Installed libraries: examples/engine-integration against a temporary prefix =="
+bash examples/engine-integration/run-installed.sh build || status=1
+bash contrib/verify-unit.sh build || status=1      # systemd-analyze verify, when present
 exit $status
