@@ -3,7 +3,7 @@
 # and use them the way an engine author would, from a directory outside the source tree:
 #   1. the shared libraries export exactly their public API: every function declared in
 #      their installed headers (static inline ones aside) and no other name
-#   2. every installed header compiles on its own (C11, -Wall -Wextra -Werror; after <stddef.h>)
+#   2. every installed header compiles on its own (C11, -Wall -Wextra -Werror)
 #   3. toy_engine.c built with its Makefile through pkg-config, shared and static, runs
 #      offline, and (shared) against a real longctx-svc: Tier 2 writes, Tier 3 rehydrate
 #   4. a liblongctx program (index + search) built through longctx.pc, shared and static
@@ -43,10 +43,9 @@ for lib in longctx triatt; do
   echo "engine-integration: lib$lib ($soname) exports its $(echo "$want" | wc -l) API functions and nothing else"
 done
 
-# 2. every installed header on its own, after <stddef.h> only: lcx_err.h uses size_t without
-# including it (a one-line fix in include/, outside this step's files)
+# 2. every installed header on its own
 for h in "$prefix"/include/longctx/*.h; do
-  printf '#include <stddef.h>\n#include <longctx/%s>\n' "$(basename "$h")" | cc -std=c11 -Wall -Wextra -Werror -fsyntax-only \
+  printf '#include <longctx/%s>\n' "$(basename "$h")" | cc -std=c11 -Wall -Wextra -Werror -fsyntax-only \
     $(pkg-config --cflags longctx triatt) -x c - || fail "$(basename "$h") does not compile on its own"
 done
 

@@ -13,6 +13,8 @@
 #ifndef LONGCTX_LCX_ERR_H
 #define LONGCTX_LCX_ERR_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
