@@ -18,14 +18,14 @@
 
 #define WPM_MAX_WORD_CHARS 100      /* HF max_input_chars_per_word */
 
-static bool is_ws(uint32_t c) {
+bool eng__bert_is_ws(uint32_t c) {
     /* '\t' '\n' '\r' plus Unicode White_Space (Rust char::is_whitespace) */
     return c == ' ' || (c >= 0x09 && c <= 0x0D) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
            c == 0x205F || c == 0x3000;
 }
 
-static bool is_control(uint32_t c) {
+bool eng__bert_is_control(uint32_t c) {
     /* HF checks this before whitespace: VT, FF, NEL are Cc and get dropped, not split on */
     if (c == '\t' || c == '\n' || c == '\r') return false;
     switch (utf8proc_category((utf8proc_int32_t)c)) {
@@ -37,15 +37,14 @@ static bool is_control(uint32_t c) {
     }
 }
 
-static bool is_cjk(uint32_t c) {
-    /* HF's ranges (0x2B920 start as in the Rust code, not 0x2B820) */
+bool eng__bert_is_cjk(uint32_t c, bool rust_ranges) {
     return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
            (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-           (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0x2B740 && c <= 0x2B81F) || (c >= (rust_ranges ? 0x2B920u : 0x2B820u) && c <= 0x2CEAF) ||
            (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-static bool is_punct(uint32_t c) {
+bool eng__bert_is_punct(uint32_t c) {
     if (c < 0x80)
         return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
     switch (utf8proc_category((utf8proc_int32_t)c)) {
@@ -110,9 +109,9 @@ int eng__wpm_encode(const eng_tokenizer *t, const char *text, size_t len, eng_to
         int adv;
         uint32_t c = eng__utf8_decode((const unsigned char *)text + i, len - i, &adv);
         i += (size_t)adv;
-        if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-        if (is_ws(c)) { if ((rc = cp_push(&cps, ' ')) < 0) goto out; continue; }
-        if (is_cjk(c)) {
+        if (c == 0 || c == 0xFFFD || eng__bert_is_control(c)) continue;
+        if (eng__bert_is_ws(c)) { if ((rc = cp_push(&cps, ' ')) < 0) goto out; continue; }
+        if (eng__bert_is_cjk(c, true)) {   /* the Rust tokenizers' ranges, as llama.cpp */
             if ((rc = cp_push(&cps, ' ')) < 0 || (rc = cp_push(&cps, c)) < 0 || (rc = cp_push(&cps, ' ')) < 0) goto out;
             continue;
         }
@@ -137,7 +136,7 @@ int eng__wpm_encode(const eng_tokenizer *t, const char *text, size_t len, eng_to
     size_t wl = 0, nch = 0;
     for (size_t i = 0; i <= cps.n; i++) {
         uint32_t c = i < cps.n ? cps.v[i] : ' ';
-        bool p = c != ' ' && is_punct(c);
+        bool p = c != ' ' && eng__bert_is_punct(c);
         if (c == ' ' || p) {
             if (wl) wordpiece(t, wbuf, wl, nch, o);
             wl = nch = 0;

@@ -167,4 +167,15 @@ int eng__chat_format(eng_chat_tmpl k, const char *eos_text, const eng_chat_msg *
 int eng__chat_apply(const eng_gguf *g, const eng_chat_msg *m, int n, bool add_assistant_prompt,
                    char **out, bool *fell_back);
 
+/* BERT BasicTokenizer character classes (Hugging Face), the one home for the engine's WPM
+ * tokenizer and src/neural's WordPiece (tok_wpm.c). is_ws: Unicode White_Space; is_control:
+ * Cc/Cf/Cs/Co/Cn except tab, newline, CR (checked before is_ws: VT, FF, NEL are dropped, not
+ * split on); is_punct: ASCII symbols plus Unicode P*. is_cjk: the CJK ideograph blocks; HF's
+ * Python BertTokenizer starts Extension E at 0x2B820 (the Unicode block), the Rust tokenizers
+ * (and so llama.cpp) at 0x2B920 — rust_ranges picks the latter. */
+bool eng__bert_is_ws(uint32_t c);
+bool eng__bert_is_control(uint32_t c);
+bool eng__bert_is_punct(uint32_t c);
+bool eng__bert_is_cjk(uint32_t c, bool rust_ranges);
+
 #endif

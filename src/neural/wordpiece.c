@@ -20,6 +20,7 @@
 #include <utf8proc.h>
 
 #include "neural/nn_internal.h"
+#include "engine/tokenizer.h"
 #include "util/util.h"
 
 #define WP_MAX_WORD_CHARS 100      /* HF max_input_chars_per_word */
@@ -84,44 +85,7 @@ int32_t lcx__nn_vocab_get(const lcx__nn_vocab *v, const char *s, size_t n)
     return -1;
 }
 
-/* ------------------------------------------------------------------------------ chars */
-
-static bool is_ws(uint32_t c)
-{
-    return c == ' ' || (c >= 0x09 && c <= 0x0D) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-static bool is_control(uint32_t c)
-{
-    if (c == '\t' || c == '\n' || c == '\r') return false;
-    switch (utf8proc_category((utf8proc_int32_t)c)) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS:
-    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CN:
-        return true;
-    default:
-        return false;
-    }
-}
-
-static bool is_cjk(uint32_t c)
-{
-    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
-           (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
-           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
-}
-
-static bool is_punct(uint32_t c)
-{
-    if (c < 0x80) return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
-    switch (utf8proc_category((utf8proc_int32_t)c)) {
-    case UTF8PROC_CATEGORY_PC: case UTF8PROC_CATEGORY_PD: case UTF8PROC_CATEGORY_PS: case UTF8PROC_CATEGORY_PE:
-    case UTF8PROC_CATEGORY_PI: case UTF8PROC_CATEGORY_PF: case UTF8PROC_CATEGORY_PO:
-        return true;
-    default:
-        return false;
-    }
-}
+/* Character classes: engine/tokenizer.h (eng__bert_is_*), shared with the engine's WPM tokenizer. */
 
 /* ------------------------------------------------------------------------------ encoder */
 
@@ -196,7 +160,7 @@ static void add_char(wp_state *s, uint32_t c)
 static void emit_cp(wp_state *s, wp_out *o, uint32_t c)
 {
     if (c == ' ') { flush_word(s, o); return; }
-    if (is_punct(c)) {
+    if (eng__bert_is_punct(c)) {
         flush_word(s, o);
         add_char(s, c);
         s->nch = 1;
@@ -251,9 +215,10 @@ static int encode_plain(const lcx_nn_model *m, const char *text, size_t len, wp_
         if (adv <= 0) { i++; continue; }              /* invalid byte: dropped like U+FFFD */
         i += (size_t)adv;
         uint32_t u = (uint32_t)c;
-        if (u == 0 || u == 0xFFFD || is_control(u)) continue;
-        if (is_ws(u)) { emit_cp(&s, o, ' '); continue; }
-        if (inf->cjk_split && is_cjk(u)) { emit_cp(&s, o, ' '); emit_norm(&s, o, u); emit_cp(&s, o, ' '); continue; }
+        if (u == 0 || u == 0xFFFD || eng__bert_is_control(u)) continue;
+        if (eng__bert_is_ws(u)) { emit_cp(&s, o, ' '); continue; }
+        /* CJK with the Python BertTokenizer's ranges (the Hugging Face semantics we follow) */
+        if (inf->cjk_split && eng__bert_is_cjk(u, false)) { emit_cp(&s, o, ' '); emit_norm(&s, o, u); emit_cp(&s, o, ' '); continue; }
         emit_norm(&s, o, u);
     }
     flush_word(&s, o);
