@@ -1,8 +1,9 @@
 /* Sessions and scopes: the session → scopes binding table, the per-session path-cluster
- * tracker (lcx__scopes_cluster_turn), and background builds (lcx__scopes_index_async).
- * Locks: the binding table, clusters and job slots are guarded by m->mu (jobs signal
- * m->cv on exit); a background job takes s->mu only after releasing m->mu (scopes.c has
- * the lock order). */
+ * tracker (lcx__scopes_cluster_turn), and background jobs: index builds
+ * (lcx__scopes_index_async) and Hot → Package promotions (lcx__scopes_promote_async).
+ * Locks: the binding table, clusters, job slots and the promotion hold are guarded by
+ * m->mu (jobs signal m->cv on exit); a background job takes s->mu only after releasing
+ * m->mu (scopes.c has the lock order). */
 #include "scope/scope_int.h"
 #include "scope/scopes_int.h"
 #include "util/util.h"
@@ -172,12 +173,47 @@ typedef struct {
     char **mentions;
     int n_mentions;
     char tag[24];
+    lcx_scope *promote;      /* a promotion of this scope (referenced by the job) */
 } index_job;
 
 static int job_progress(uint64_t done, uint64_t found, uint64_t bytes, void *ud)
 {
     (void)done, (void)found, (void)bytes;
     return __atomic_load_n(&((lcx_scopes *)ud)->closing, __ATOMIC_ACQUIRE) ? 1 : 0;
+}
+
+/* Frees the job's slot (wakes lcx_scopes_close and lcx__scopes_wait_jobs) and the job. */
+static void job_end(index_job *j)
+{
+    lcx_scopes *m = j->m;
+    for (int i = 0; i < j->n_mentions; i++) free(j->mentions[i]);
+    free(j->mentions);
+    pthread_mutex_lock(&m->mu);
+    free(m->jobs[j->slot]);
+    m->jobs[j->slot] = NULL;
+    m->n_jobs--;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    free(j);
+}
+
+static void *promote_main(void *arg)
+{
+    index_job *j = arg;
+    lcx_scopes *m = j->m;
+    lcx_scope *s = j->promote;
+    pthread_mutex_lock(&m->mu);
+    while (m->promote_hold && !m->closing) pthread_cond_wait(&m->cv, &m->mu);
+    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&s->mu);
+    int rc = lcx__scope_promote(m, s, job_progress, m);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) fprintf(stderr, "longctx: scope %s: Hot → Package promotion failed (%s); the Hot index serves\n",
+                    lcx__scope_root(s), lcx_strerror(rc));
+    lcx__scope_watcher_kick(m);   /* changes queued meanwhile can be applied now */
+    lcx__scopes_release(m, s);
+    job_end(j);
+    return NULL;
 }
 
 static void *job_main(void *arg)
@@ -193,16 +229,78 @@ static void *job_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         lcx__scopes_release(m, s);
     }
-    for (int i = 0; i < j->n_mentions; i++) free(j->mentions[i]);
-    free(j->mentions);
+    job_end(j);
+    return NULL;
+}
+
+/* Starts j on a slot (m->mu taken here): 0 started, 1 already running (index builds) or
+ * closing, LCX_ELIMIT / LCX_ENOMEM. A promotion job takes a reference to its scope. */
+static int job_start(lcx_scopes *m, index_job *j, const char *root)
+{
+    int rc = 0;
     pthread_mutex_lock(&m->mu);
-    free(m->jobs[j->slot]);
-    m->jobs[j->slot] = NULL;
-    m->n_jobs--;
+    int slot = -1;
+    bool running = false;
+    for (int i = 0; i < LCX_MAX_JOBS; i++) {
+        if (m->jobs[i] && !strcmp(m->jobs[i], root)) running = true;
+        if (!m->jobs[i] && slot < 0) slot = i;
+    }
+    /* a promotion is deduplicated by s->promoting; it may run beside a job that loaded
+     * the same root and is finishing */
+    if ((running && !j->promote) || m->closing) rc = 1;
+    else if (slot < 0) rc = LCX_ELIMIT;
+    else if (!(m->jobs[slot] = strdup(root))) rc = LCX_ENOMEM;
+    if (rc == 0) {
+        j->slot = slot;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_t t;
+        if (j->promote) j->promote->refs++;
+        if (pthread_create(&t, &a, j->promote ? promote_main : job_main, j) != 0) {
+            if (j->promote) j->promote->refs--;   /* the caller's reference remains */
+            free(m->jobs[slot]);
+            m->jobs[slot] = NULL;
+            rc = LCX_ELIMIT;
+        } else {
+            m->n_jobs++;
+        }
+        pthread_attr_destroy(&a);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+void lcx__scopes_promote_async(lcx_scopes *m, lcx_scope *s)
+{
+    index_job *j = calloc(1, sizeof *j);
+    int rc = LCX_ENOMEM;
+    if (j) {
+        j->m = m;
+        j->promote = s;
+        rc = job_start(m, j, s->root);
+    }
+    if (rc == 0) return;
+    free(j);
+    /* no job (too many, out of memory, closing): promote on this thread, as before */
+    pthread_mutex_lock(&s->mu);
+    lcx__scope_promote(m, s, NULL, NULL);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void lcx__scopes_hold_promotions(lcx_scopes *m, bool hold)
+{
+    pthread_mutex_lock(&m->mu);
+    m->promote_hold = hold;
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
-    free(j);
-    return NULL;
+}
+
+void lcx__scopes_wait_jobs(lcx_scopes *m)
+{
+    pthread_mutex_lock(&m->mu);
+    while (m->n_jobs > 0) pthread_cond_wait(&m->cv, &m->mu);
+    pthread_mutex_unlock(&m->mu);
 }
 
 int lcx__scopes_index_async(lcx_scopes *m, const char *root, const char *const *mentions, int n_mentions,
@@ -215,33 +313,7 @@ int lcx__scopes_index_async(lcx_scopes *m, const char *root, const char *const *
     if (n_mentions > 0 && !(j->mentions = calloc((size_t)n_mentions, sizeof *j->mentions))) { free(j); return LCX_ENOMEM; }
     for (int i = 0; i < n_mentions; i++)
         if ((j->mentions[j->n_mentions] = strdup(mentions[i]))) j->n_mentions++;
-    int rc = 0;
-    pthread_mutex_lock(&m->mu);
-    int slot = -1;
-    bool running = false;
-    for (int i = 0; i < LCX_MAX_JOBS; i++) {
-        if (m->jobs[i] && !strcmp(m->jobs[i], root)) running = true;
-        if (!m->jobs[i] && slot < 0) slot = i;
-    }
-    if (running || m->closing) rc = 1;
-    else if (slot < 0) rc = LCX_ELIMIT;
-    else if (!(m->jobs[slot] = strdup(root))) rc = LCX_ENOMEM;
-    if (rc == 0) {
-        j->slot = slot;
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        pthread_t t;
-        if (pthread_create(&t, &a, job_main, j) != 0) {
-            free(m->jobs[slot]);
-            m->jobs[slot] = NULL;
-            rc = LCX_ELIMIT;
-        } else {
-            m->n_jobs++;
-        }
-        pthread_attr_destroy(&a);
-    }
-    pthread_mutex_unlock(&m->mu);
+    int rc = job_start(m, j, root);
     if (rc == 0) return 0;
     for (int i = 0; i < j->n_mentions; i++) free(j->mentions[i]);
     free(j->mentions);

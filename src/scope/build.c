@@ -1,10 +1,14 @@
 /* The indexing pipeline of a scope (lcx__scope_build: cold index, refresh walk, Hot →
  * Package rebuild) and the watcher's apply hooks (lcx__scope_apply_path, lcx__scope_rescan),
  * which run the same prepare / apply steps for single paths.
- * Locks: the calling thread holds s->mu throughout (it applies files and owns the file
- * table); appender threads take no scope lock: they call the store (its own locks) and
- * wait their commit turn on the build's commit_order mutex and condition variable, a
- * leaf (nothing else is taken while holding it). */
+ * Locks: the calling thread holds s->mu (it applies files and owns the file table);
+ * appender threads take no scope lock: they call the store (its own locks) and wait their
+ * commit turn on the build's commit_order mutex and condition variable, a leaf (nothing
+ * else is taken while holding it). A Hot → Package promotion (s->promoting set) releases
+ * s->mu while it reads and prepares a file and while it joins an append — work that
+ * touches no scope state — so requests keep searching the Hot index meanwhile; nothing
+ * else mutates the scope while s->promoting is set (scopes_int.h), so the table the
+ * build resumes with is the one it left. */
 #include "scope/scope_int.h"
 #include "scope/scopes_int.h"
 #include "util/util.h"
@@ -243,6 +247,7 @@ typedef struct {
     void *ud;
     uint64_t done, read_bytes;
     uint64_t found;          /* files the walk found (the producer's count, at the end) */
+    bool yield;              /* a promotion: s->mu is released around reads and joins */
 } builder;
 
 static void batch_free(batch *t)
@@ -283,8 +288,12 @@ static int complete_oldest(builder *b)
     batch *t = b->fly[0];
     memmove(b->fly, b->fly + 1, (size_t)(b->n_fly - 1) * sizeof b->fly[0]);
     b->n_fly--;
-    if (t->threaded) pthread_join(t->th, NULL);
     lcx_scope *s = b->s;
+    if (t->threaded) {
+        if (b->yield) pthread_mutex_unlock(&s->mu);
+        pthread_join(t->th, NULL);
+        if (b->yield) pthread_mutex_lock(&s->mu);
+    }
     int rc = t->rc;
     if (t->n_ch) s->store_changed = true;
     uint32_t id = t->first;
@@ -520,7 +529,10 @@ static int prod_file_cb(const char *rel, const struct stat *st, void *ud)
     P->found++;
     prior pr = ptab_get(&P->prior, rel);
     int err = 0;
+    bool yield = P->b->yield;
+    if (yield) pthread_mutex_unlock(&P->b->s->mu);   /* pure work: it reads no scope state */
     prep *p = prep_file(P->root, rel, st, &pr, P->max_bytes, &err);
+    if (yield) pthread_mutex_lock(&P->b->s->mu);
     if (!p) return err;
     return emit(P, p);
 }
@@ -597,6 +609,7 @@ int lcx__scope_build(lcx_scopes *m, lcx_scope *s, lcx_scope_progress cb, void *u
     b.cb = cb;
     b.ud = ud;
     b.last_checkpoint = t0;
+    b.yield = s->promoting;
     producer *P = calloc(1, sizeof *P);
     if (!P) return LCX_ENOMEM;
     P->root = s->root;

@@ -2,7 +2,7 @@
  * fails a check), reconciliation of chunks the manifest does not name, and its Hot roots
  * (root files, src/, the directory of every mention); Hot → Package promotion.
  * Locks: callers hold s->mu (scopes.c has the lock order); store calls take the store's
- * own locks. */
+ * own locks. The promotion's build lets go of s->mu at times (build.c). */
 #define _GNU_SOURCE 1   /* nftw flags */
 #include "scope/scope_int.h"
 #include "scope/scopes_int.h"
@@ -274,15 +274,18 @@ int lcx__scope_load(lcx_scopes *m, lcx_scope *s, const char *const *mentions, in
     return rc;
 }
 
-int lcx__scope_promote(lcx_scopes *m, lcx_scope *s)
+int lcx__scope_promote(lcx_scopes *m, lcx_scope *s, lcx_scope_progress cb, void *ud)
 {
-    if (s->package) return 0;
-    s->package = true;
-    s->n_hot = 0;
-    s->low_turns = 0;
-    s->manifest_dirty = true;
-    int rc = lcx__scope_build(m, s, NULL, NULL);
-    s->promote_failed = rc != 0;
+    int rc = 0;
+    if (!s->package) {
+        s->package = true;
+        s->n_hot = 0;
+        s->low_turns = 0;
+        s->manifest_dirty = true;
+        rc = lcx__scope_build(m, s, cb, ud);   /* yields s->mu: s->promoting is set */
+        s->promote_failed = rc != 0;
+    }
+    s->promoting = false;
+    pthread_cond_broadcast(&s->pcv);
     return rc;
 }
-

@@ -11,8 +11,11 @@
  * together: m->mu is released before a scope's mu is taken. Store calls (lcx_store_*) are
  * made with s->mu held (or, for lcx_store_mem_bytes, m->mu) and take the store's own locks
  * (src/store/store.c has their order). The watcher (watch.c) takes s->mu alone.
+ * A promotion's build releases and retakes s->mu (build.c); waiting for one is a wait on
+ * s->pcv with s->mu. lcx__scopes_promoting reads s->promoting atomically under m->mu alone.
  * This file: acquire takes m->mu (waiting on m->cv for a dying scope), releases it, then
- * takes s->mu to load or refresh the scope; info, list and status take m->mu to pick
+ * takes s->mu to load or refresh the scope (starting a background promotion after
+ * releasing it); info, list and status take m->mu to pick
  * scopes, release it, then take each scope's mu. */
 #include "scope/scope_int.h"
 #include "scope/scopes_int.h"
@@ -71,6 +74,7 @@ static void scope_close(lcx_scopes *m, lcx_scope *s)
 static void scope_free(lcx_scopes *m, lcx_scope *s)
 {
     scope_close(m, s);
+    pthread_cond_destroy(&s->pcv);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -112,6 +116,7 @@ void lcx_scopes_close(lcx_scopes *m)
     if (!m) return;
     pthread_mutex_lock(&m->mu);
     __atomic_store_n(&m->closing, true, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&m->cv);   /* held promotions (test hook) go on and cancel */
     while (m->n_jobs > 0) pthread_cond_wait(&m->cv, &m->mu);   /* they cancel at the next progress call */
     pthread_mutex_unlock(&m->mu);
     lcx__scope_watcher_stop(m);
@@ -204,6 +209,7 @@ int lcx__scopes_acquire(lcx_scopes *m, const char *root, const char *const *ment
         snprintf(s->dir, sizeof s->dir, "%s/scopes/%s", m->data_dir, s->hash);
         s->inotify_fd = -1;
         pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->pcv, NULL);
         m->n_loaded++;
         m->gen++;
     }
@@ -215,20 +221,29 @@ int lcx__scopes_acquire(lcx_scopes *m, const char *root, const char *const *ment
 
     pthread_mutex_lock(&s->mu);
     int rc = 0;
+    bool promote_bg = false;
+    if (package) {
+        /* a Package is wanted now (an explicit index): wait for a running promotion */
+        while (s->promoting) pthread_cond_wait(&s->pcv, &s->mu);
+    }
     if (!s->ready) {
         rc = lcx__scope_load(m, s, mentions, n_mentions, package, cb, ud);
         lcx__scope_watcher_kick(m);
     } else if (package && !s->package) {
-        rc = lcx__scope_promote(m, s);
+        s->promoting = true;
+        rc = lcx__scope_promote(m, s, NULL, NULL);
+    } else if (s->promoting) {
+        /* a background promotion runs: the Hot index answers meanwhile */
     } else if (!s->package && lcx__hot_from_mentions(s, mentions, n_mentions, false)) {
-        /* SPEC §3: a mentioned path outside Hot promotes to the whole Package; when that
-         * fails the Hot index keeps serving (status "error", as the reference) */
-        rc = lcx__scope_promote(m, s);
-        if (rc) rc = 0;
+        /* SPEC §3: a mentioned path outside Hot promotes to the whole Package, in the
+         * background (scope_status "promoting"); when that fails the Hot index keeps
+         * serving (status "error", as the reference) */
+        s->promoting = promote_bg = true;
     } else if (!m->o.watch && lcx__now_ms() - s->last_refresh_ms > 2000) {
         rc = lcx__scope_build(m, s, NULL, NULL);   /* no watcher: poll the tree at most every 2 s */
     }
     pthread_mutex_unlock(&s->mu);
+    if (promote_bg) lcx__scopes_promote_async(m, s);   /* we hold a reference: s stays */
     if (rc) {
         bool ready = s->ready;   /* read before the release: s may be freed by it */
         lcx__scopes_release(m, s);
@@ -252,6 +267,7 @@ void lcx__scopes_release(lcx_scopes *m, lcx_scope *s)
     dying_unlink(m, s);  /* only now may the root be opened again */
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
+    pthread_cond_destroy(&s->pcv);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -337,6 +353,7 @@ int lcx_scopes_index(lcx_scopes *m, const char *path, lcx_scope_progress cb, voi
     /* an explicit index request always leaves the scope fresh: when it was already loaded
      * (nothing walked by acquire), refresh now — only changed files are read */
     pthread_mutex_lock(&s->mu);
+    while (s->promoting) pthread_cond_wait(&s->pcv, &s->mu);
     if (s->last_refresh_ms < t0) rc = lcx__scope_build(m, s, cb, ud);
     pthread_mutex_unlock(&s->mu);
     if (info) {
@@ -432,8 +449,20 @@ void lcx__scopes_note_turn(lcx_scopes *m, lcx_scope *s, float confidence)
     pthread_mutex_lock(&s->mu);
     if (confidence < m->o.low_confidence) s->low_turns++;
     else s->low_turns = 0;
-    if (!s->package && s->low_turns >= 2) lcx__scope_promote(m, s);   /* SPEC §3: 2 low turns */
+    bool promote = !s->package && !s->promoting && s->low_turns >= 2;   /* SPEC §3: 2 low turns */
+    if (promote) s->promoting = true;
     pthread_mutex_unlock(&s->mu);
+    if (promote) lcx__scopes_promote_async(m, s);   /* the caller holds a reference */
+}
+
+bool lcx__scopes_promoting(lcx_scopes *m, const char *root)
+{
+    pthread_mutex_lock(&m->mu);
+    lcx_scope *s = m->head;
+    while (s && strcmp(s->root, root)) s = s->next;
+    bool p = s && __atomic_load_n(&s->promoting, __ATOMIC_ACQUIRE);
+    pthread_mutex_unlock(&m->mu);
+    return p;
 }
 
 /* ---------------------------------------------------------------- status */

@@ -44,6 +44,9 @@ int lcx__scopes_bound_loaded(lcx_scopes *m, const char *session, char (*out)[LCX
 void lcx__scopes_cluster_turn(lcx_scopes *m, const char *session, char *const *paths, int n_paths,
                               char *active, size_t cap, char (*spec)[LCX_SCOPE_PATH_MAX], int *n_spec);
 void lcx__scopes_note_turn(lcx_scopes *m, lcx_scope *s, float confidence);
+/* true while a Hot → Package rebuild of the loaded scope root runs in the background (its
+ * Hot index serves meanwhile): scope_status "promoting". */
+bool lcx__scopes_promoting(lcx_scopes *m, const char *root);
 
 /* One scope (held by acquire until release) */
 /* Its canonical root (fixed for the scope's life). */

@@ -50,6 +50,13 @@ struct lcx_scope {
     pthread_mutex_t mu;       /* guards everything below */
     bool ready, package, loaded_from_disk, rebuilt, truncated;
     bool promote_failed;      /* the last Hot → Package rebuild failed (the old index serves) */
+    /* A Hot → Package rebuild is scheduled or running (lcx__scope_promote): its build lets
+     * go of mu while it reads files and waits for appends, so requests keep searching the
+     * Hot chunks meanwhile; everything else that would build or mutate the table (the
+     * watcher, another promotion, an explicit index, the no-watch poll) backs off or waits
+     * on pcv, which is broadcast when it ends. */
+    bool promoting;
+    pthread_cond_t pcv;
     lcx_store *store;
     lcx_file_ent *files;
     uint32_t n_files, cap_files, live_files;
@@ -135,6 +142,7 @@ struct lcx_scopes {
     char *jobs[LCX_MAX_JOBS]; /* roots being built (NULL = free slot) */
     int n_jobs;
     bool closing;             /* lcx_scopes_close: jobs cancel at their next progress call */
+    bool promote_hold;        /* test hook: background promotions wait before building */
 };
 
 /* scopes.c and the files above */
@@ -149,7 +157,18 @@ void lcx__scopes_set_fly(lcx_scopes *m, int max_fly);
 void lcx__scope_fill_info(lcx_scope *s, lcx_scope_info *info);          /* s->mu held */
 int lcx__scope_find_file(const lcx_scope *s, const char *rel);
 bool lcx__scope_covers(const lcx_scope *s, const char *rel);
-int lcx__scope_promote(lcx_scopes *m, lcx_scope *s);
+/* The Hot → Package rebuild (s->mu held, s->promoting set by the caller, which the call
+ * clears, broadcasting s->pcv). The build releases s->mu while it reads files and waits
+ * for appends (see promoting). */
+int lcx__scope_promote(lcx_scopes *m, lcx_scope *s, lcx_scope_progress cb, void *ud);
+/* bindings.c: runs lcx__scope_promote of s (s->promoting already set) on a background job
+ * that holds its own reference; falls back to promoting on the calling thread when no job
+ * can start. No lock held. */
+void lcx__scopes_promote_async(lcx_scopes *m, lcx_scope *s);
+/* Test hooks: hold (or let go) background promotions before they build; wait until no
+ * background job runs. */
+void lcx__scopes_hold_promotions(lcx_scopes *m, bool hold);
+void lcx__scopes_wait_jobs(lcx_scopes *m);
 int lcx__scope_apply_path(lcx_scopes *m, lcx_scope *s, const char *rel);  /* s->mu held */
 int lcx__scope_rescan(lcx_scopes *m, lcx_scope *s);                        /* s->mu held */
 int lcx__scope_save(lcx_scope *s);                                         /* s->mu held */

@@ -158,7 +158,7 @@ static void drain(lcx_scope *s)
 /* Applies the queue of s. s->mu held. */
 static void apply(lcx_scopes *m, lcx_scope *s)
 {
-    if (!s->ready) return;
+    if (!s->ready || s->promoting) return;   /* after the promotion: its build may have the table */
     int rc = 0;
     if (s->pending_rescan) {
         s->pending_rescan = false;
@@ -228,7 +228,7 @@ static void *watcher_main(void *arg)
         for (int i = 0; i < n; i++) {
             pthread_mutex_lock(&v[i]->mu);
             int fd = v[i]->inotify_fd;
-            if (v[i]->n_pending || v[i]->pending_rescan) {
+            if ((v[i]->n_pending || v[i]->pending_rescan) && !v[i]->promoting) {   /* applied after it (kicked) */
                 double left = LCX_MIN(v[i]->last_event_ms + m->o.debounce_ms, v[i]->first_event_ms + MAX_BURST_MS) - now;
                 int t = left <= 0 ? 0 : (int)left + 1;
                 if (t < timeout) timeout = t;

@@ -12,7 +12,7 @@
  *        "used_rerank","paraphrases_count","confidence","system_message"}
  *   Both /retrieve forms set, on every 200, x-longctx-session (the id, "ephemeral" without
  *   one), x-longctx-scope (the root, "" when none, "ws:"; percent-encoded outside printable
- *   ASCII), x-longctx-chunks-used, x-longctx-scope-status (ready | empty | indexing | error |
+ *   ASCII), x-longctx-chunks-used, x-longctx-scope-status (ready | empty | indexing | promoting | error |
  *   no-scope) and, when a search ran, x-longctx-confidence (first chunk's score, 3 decimals).
  *   Header x-longctx-async: 1|true|yes builds an unloaded scope in the background.
  * Session id: body session_id → header x-session-affinity → x-session-id; none →
@@ -26,6 +26,7 @@
  * proxy and the MCP server call lcx_code_retrieve(svc->code, …) directly. */
 #include "svc/svc.h"
 #include "longctx/lcx_scope.h"
+#include "scope/scopes_api.h"   /* lcx__scopes_promoting */
 
 #include <math.h>
 #include <stdio.h>
@@ -371,6 +372,10 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_code_result_free(&res);
         goto out;
     }
+    /* a Hot → Package rebuild in the background: the Hot index answered (reference: "promoting") */
+    if (res.retrieved && !res.workspace && res.scope.scope_path[0] && strcmp(res.status, "error") &&
+        lcx__scopes_promoting(m, res.scope.scope_path))
+        res.status = "promoting";
     set_headers(resp, &res, ephemeral ? NULL : session);
     if (text_form) {
         lcx__resp_text(resp, 200, "text/plain; charset=utf-8", res.splice, res.splice_len);

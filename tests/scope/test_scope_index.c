@@ -7,7 +7,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #endif
 #include "longctx/lcx_scope.h"
-#include "scope/scopes_int.h"   /* lcx__scopes_set_batch: multi-batch builds and checkpoints */
+#include "scope/scopes_int.h"   /* lcx__scopes_set_batch (multi-batch builds, checkpoints), promotion hooks */
 #include "util/util.h"
 #include <sched.h>
 #include <fcntl.h>
@@ -631,9 +631,29 @@ static void test_hot_promotion(void **st)
     assert_string_equal(r.scope.status, "hot");
     assert_int_equal(r.scope.files, 61);   /* src/ + root files */
     lcx_code_result_free(&r);
-    /* a mention outside Hot promotes to the whole package */
+    /* a mention outside Hot promotes to the whole package, in the background: while the
+     * rebuild is held the Hot index answers and the scope reports promoting */
+    lcx__scopes_hold_promotions(m, true);
     snprintf(prefill, sizeof prefill, "and %s/lib/l03.js", proj);
     assert_int_equal(retrieve(m, prefill, "libFunc3", 4, "s", &r), 0);
+    assert_true(lcx__scopes_promoting(m, proj));
+    assert_string_equal(r.scope.status, "hot");
+    assert_int_equal(r.scope.files, 61);
+    assert_true(r.n_hits > 0);               /* Hot chunks are still served */
+    assert_false(any_hit_contains(&r, "capybara"));
+    lcx_code_result_free(&r);
+    char pre2[PATH_MAX + 64];
+    snprintf(pre2, sizeof pre2, "see %s/src/s02.js", proj);
+    assert_int_equal(retrieve(m, pre2, "srcFunc2", 4, "s", &r), 0);   /* a later turn: still Hot */
+    assert_string_equal(r.scope.status, "hot");
+    assert_true(lcx__scopes_promoting(m, proj));
+    assert_true(any_hit_contains(&r, "srcFunc2"));
+    lcx_code_result_free(&r);
+    lcx__scopes_hold_promotions(m, false);
+    lcx__scopes_wait_jobs(m);
+    assert_false(lcx__scopes_promoting(m, proj));
+    assert_int_equal(retrieve(m, prefill, "libFunc3", 4, "s", &r), 0);
+    assert_string_equal(r.status, "ready");
     assert_string_equal(r.scope.status, "package");
     assert_int_equal(r.scope.files, 91);
     assert_true(any_hit_contains(&r, "capybara 3"));
@@ -651,6 +671,7 @@ static void test_hot_promotion(void **st)
     lcx_code_result_free(&r);
     assert_int_equal(retrieve(m, prefill, "qqqq zzzz wwww", 4, NULL, &r), 0);
     lcx_code_result_free(&r);
+    lcx__scopes_wait_jobs(m);   /* the second low turn started a background promotion */
     assert_int_equal(retrieve(m, prefill, "capybara", 4, NULL, &r), 0);
     assert_string_equal(r.scope.status, "package");
     assert_true(any_hit_contains(&r, "capybara"));
