@@ -721,8 +721,11 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
         res->status = promote_failed ? "error" : chunks == 0 ? "empty" : "ready";
     }
     if (primary) {
-        lcx__scopes_note_turn(m, primary, res->confidence);
+        lcx__scopes_note_turn(m, primary, res->confidence);   /* may start a Hot → Package rebuild */
         lcx__scopes_release(m, primary);
+        /* the rebuild runs in the background and the Hot index answered (reference: "promoting") */
+        if (strcmp(res->status, "error") && lcx__scopes_promoting(m, res->scope.scope_path))
+            res->status = "promoting";
     }
     free(roots);
     return finish(res, &h, top_k, rq->budget, ws);

@@ -26,7 +26,6 @@
  * proxy and the MCP server call lcx_code_retrieve(svc->code, …) directly. */
 #include "svc/svc.h"
 #include "longctx/lcx_scope.h"
-#include "scope/scopes_api.h"   /* lcx__scopes_promoting */
 
 #include <math.h>
 #include <stdio.h>
@@ -372,10 +371,6 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx_code_result_free(&res);
         goto out;
     }
-    /* a Hot → Package rebuild in the background: the Hot index answered (reference: "promoting") */
-    if (res.retrieved && !res.workspace && res.scope.scope_path[0] && strcmp(res.status, "error") &&
-        lcx__scopes_promoting(m, res.scope.scope_path))
-        res.status = "promoting";
     set_headers(resp, &res, ephemeral ? NULL : session);
     if (text_form) {
         lcx__resp_text(resp, 200, "text/plain; charset=utf-8", res.splice, res.splice_len);
