@@ -19,9 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-
-
 void eng_ctx_set_q_hook(eng_ctx *c, eng_q_hook fn, void *ud)
 {
     c->q_hook = fn;
@@ -159,28 +156,6 @@ static inline void axpy_f32(float *y, float a, const float *x, int n)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
-}
-
-/* exp of 8 floats (Cephes expf: range reduction by ln 2 split in two constants, degree-5
- * polynomial, exponent built in integer). Max relative error ~2 ulp vs libm expf on
- * [-87, 88]; inputs are clamped to that range (exp(-87) ~ 1.6e-38 stands in for 0). Used by
- * softmax and SiLU, where libm's scalar expf was ~5% of prompt processing. */
-static inline __m256 exp8(__m256 x)
-{
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(1.3981999507E-3f));
-    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(8.3334519073E-3f));
-    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(4.1665795894E-2f));
-    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(1.6666665459E-1f));
-    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(5.0000001201E-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 /* Sums of 8 vectors at once: out[i] = hsum(v[i]) (one hadd tree instead of 8 reductions). */
@@ -497,7 +472,7 @@ static void att_task(void *arg, long chunk, int ith)
         int jj = 0;
         const __m256 vm = _mm256_set1_ps(mx[g]);
         for (; jj + 8 <= nvis; jj += 8) {
-            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + jj), vm));
+            const __m256 e = lcx__exp8_ps(_mm256_sub_ps(_mm256_loadu_ps(sg + jj), vm));
             _mm256_storeu_ps(sg + jj, e);
             /* sum in double like ggml's softmax */
             const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(e)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
@@ -542,7 +517,7 @@ static void swiglu_task(void *arg, long chunk, int ith)
     const __m256 one = _mm256_set1_ps(1.0f);
     for (; i + 8 <= b; i += 8) {   /* hot: silu(g) * u */
         const __m256 g = _mm256_loadu_ps(s->g + i);
-        const __m256 sg = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+        const __m256 sg = _mm256_div_ps(g, _mm256_add_ps(one, lcx__exp8_ps(_mm256_sub_ps(_mm256_setzero_ps(), g))));
         _mm256_storeu_ps(s->g + i, _mm256_mul_ps(sg, _mm256_loadu_ps(s->u + i)));
     }
     for (; i < b; i++) {

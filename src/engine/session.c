@@ -523,18 +523,27 @@ static int pieces(const eng_session *s, char **txt, size_t **off)
     return *txt ? 0 : LCX_ENOMEM;
 }
 
-int eng_session_cache_holds(const eng_session *s, const char *text)
+/* have[p − a] = 1 for each position p in [a, b) that a surviving KV cell holds (malloc'd;
+ * NULL when out of memory). */
+static unsigned char *cached_positions(const eng_session *s, int a, int b)
 {
-    if (!s || !text || !*text) return LCX_EINVAL;
-    int a, b, rc = find_tokens(s, text, &a, &b);
-    if (rc < 0) return rc;
     unsigned char *have = calloc((size_t)(b - a) + 1, 1);
-    if (!have) return LCX_ENOMEM;
+    if (!have) return NULL;
     const int cap = eng_kv_size(s->c);
     for (int i = 0; i < cap; i++) {
         int32_t p = eng_kv_cell_pos(s->c, i);
         if (p >= a && p < b) have[p - a] = 1;
     }
+    return have;
+}
+
+int eng_session_cache_holds(const eng_session *s, const char *text)
+{
+    if (!s || !text || !*text) return LCX_EINVAL;
+    int a, b, rc = find_tokens(s, text, &a, &b);
+    if (rc < 0) return rc;
+    unsigned char *have = cached_positions(s, a, b);
+    if (!have) return LCX_ENOMEM;
     rc = 1;
     for (int p = a; p < b; p++)
         if (!have[p - a]) { rc = 0; break; }
@@ -593,13 +602,8 @@ int eng_session_fact_recall(const eng_session *s, const char *text)
     int a, b, rc = find_tokens(s, text, &a, &b);
     if (rc < 0) return rc;
     if (eng_session_rescue_holds(s, text) == 1) return 1;
-    unsigned char *have = calloc((size_t)(b - a) + 1, 1);
+    unsigned char *have = cached_positions(s, a, b);
     if (!have) return LCX_ENOMEM;
-    const int cap = eng_kv_size(s->c);
-    for (int i = 0; i < cap; i++) {
-        int32_t p = eng_kv_cell_pos(s->c, i);
-        if (p >= a && p < b) have[p - a] = 1;
-    }
     int32_t (*r)[2] = NULL;
     int nr = rescued_ranges(s, &r);
     if (nr < 0) { free(have); return nr; }

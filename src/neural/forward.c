@@ -19,32 +19,13 @@
 #include <string.h>
 
 #include "neural/nn_internal.h"
+#include "util/simd.h"
 #include "util/util.h"
 
 #define TILE_ROWS 64
 #define TILE_TOKS 64
 
 /* ------------------------------------------------------------------ vector exp / GELU */
-
-/* Cephes expf polynomial after a 2^n * e^r range reduction: max rel. error ~2 ulp on
- * [-87, 88]; inputs are clamped there (e^-87 ~ 1.6e-38: softmax and erf tails). */
-static inline __m256 exp8(__m256 x)
-{
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-    __m256 r2 = _mm256_mul_ps(r, r);
-    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
 
 /* erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7) */
 static inline __m256 erf8(__m256 x)
@@ -58,7 +39,7 @@ static inline __m256 erf8(__m256 x)
     p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
     p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
     p = _mm256_mul_ps(p, t);
-    const __m256 e = exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), a));
+    const __m256 e = lcx__exp8_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), a));
     const __m256 y = _mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.0f));
     return _mm256_or_ps(y, sign);
 }
@@ -73,7 +54,7 @@ static inline __m256 gelu8(lcx_nn_gelu g, __m256 x)
     /* 0.5 x (1 + tanh(u)) = x (1 - 1 / (exp(2u) + 1)), u = sqrt(2/pi) (x + 0.044715 x^3) */
     const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
     const __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286536f), _mm256_fmadd_ps(x3, _mm256_set1_ps(0.044715f), x));
-    const __m256 e = exp8(_mm256_add_ps(u, u));
+    const __m256 e = lcx__exp8_ps(_mm256_add_ps(u, u));
     const __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
     return _mm256_mul_ps(x, _mm256_sub_ps(_mm256_set1_ps(1.0f), s));
 }
@@ -99,24 +80,16 @@ void lcx__nn_gelu(lcx_nn_gelu g, float *x, int64_t n)
 void lcx__nn_exp(float *x, int64_t n)
 {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8(_mm256_loadu_ps(x + i)));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, lcx__exp8_ps(_mm256_loadu_ps(x + i)));
     if (i < n) {
         float t[8] = {0};
         memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
-        _mm256_storeu_ps(t, exp8(_mm256_loadu_ps(t)));
+        _mm256_storeu_ps(t, lcx__exp8_ps(_mm256_loadu_ps(t)));
         memcpy(x + i, t, (size_t)(n - i) * sizeof(float));
     }
 }
 
 /* ------------------------------------------------------------------ pieces */
-
-static inline float hsum8(__m256 v)
-{
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    return _mm_cvtss_f32(a);
-}
 
 /* x = LN(x + r) (r may be NULL); two passes, 8-lane float partial sums (rows are <= 8192
  * wide, so float accumulation costs < 1e-6 relative) */
@@ -129,7 +102,7 @@ static void layer_norm(float *x, const float *r, const float *w, const float *b,
         if (r) v = _mm256_add_ps(v, _mm256_loadu_ps(r + i)), _mm256_storeu_ps(x + i, v);
         s8 = _mm256_add_ps(s8, v);
     }
-    float s = hsum8(s8);
+    float s = lcx_hsum8(s8);
     for (; i < n; i++) {
         if (r) x[i] += r[i];
         s += x[i];
@@ -141,7 +114,7 @@ static void layer_norm(float *x, const float *r, const float *w, const float *b,
         const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m8);
         q8 = _mm256_fmadd_ps(d, d, q8);
     }
-    float q = hsum8(q8);
+    float q = lcx_hsum8(q8);
     for (; i < n; i++) q += (x[i] - mean) * (x[i] - mean);
     const float inv = 1.0f / sqrtf(q / (float)n + eps);
     const __m256 i8 = _mm256_set1_ps(inv);
@@ -169,7 +142,7 @@ static void softmax(float *row, int n, float scale)
     lcx__nn_exp(row, n);
     __m256 s8 = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) s8 = _mm256_add_ps(s8, _mm256_loadu_ps(row + i));
-    float sum = hsum8(s8);
+    float sum = lcx_hsum8(s8);
     for (; i < n; i++) sum += row[i];
     const float inv = 1.0f / sum;
     const __m256 iv = _mm256_set1_ps(inv);
