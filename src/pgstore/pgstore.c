@@ -179,6 +179,28 @@ static int q_run_f(PGconn *c, const char *sql, int np, const char *const *vals, 
     return 0;
 }
 
+/* One statement on a pooled connection under the read or write deadline. The connection
+ * goes back to the pool unless the failure was the connection's (an SQL error is not). */
+static int q_once(lcx_pgstore *pg, bool write, const char *sql, int np, const char *const *vals, const int *lens,
+                  const int *fmts, int result_fmt, PGresult **res)
+{
+    *res = NULL;
+    PGconn *cn = conn_get(pg);
+    if (!cn) return LCX_ENET;
+    const double deadline = now_ms() + (write ? pg->o.write_timeout_s : pg->o.read_timeout_s) * 1e3;
+    int rc = q_run_f(cn, sql, np, vals, lens, fmts, result_fmt, deadline, res, NULL, 0);
+    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    return rc;
+}
+
+/* A statement whose third parameter is a binary blob (NULL: SQL NULL) under the write deadline. */
+static int q_blob(lcx_pgstore *pg, const char *sql, const char *p1, const char *p2, const lcx_buf *blob, PGresult **res)
+{
+    const char *vals[3] = {p1, p2, blob ? blob->data : NULL};
+    const int lens[3] = {0, 0, blob ? (int)blob->len : 0}, fmts[3] = {0, 0, 1};
+    return q_once(pg, true, sql, 3, vals, lens, fmts, 0, res);
+}
+
 /* ------------------------------------------------------------------ schema */
 
 /* Migrations, in order: step i takes the schema from version i to i+1. A database at a
@@ -672,12 +694,9 @@ int lcx_pgstore_apply(lcx_pgstore *pg, lcx_store *st, const char *sid, const lcx
 /* The session's last seq and state in PostgreSQL. LCX_ENOTFOUND when absent. */
 static int head(lcx_pgstore *pg, const char *sid, int64_t *last, char *state, size_t sl, const char *sql)
 {
-    PGconn *cn = conn_get(pg);
-    if (!cn) return LCX_ENET;
     const char *vals[1] = {sid};
     PGresult *r;
-    int rc = q_run(cn, sql, 1, vals, now_ms() + pg->o.read_timeout_s * 1e3, &r, NULL, 0);
-    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    int rc = q_once(pg, false, sql, 1, vals, NULL, NULL, 0, &r);
     if (rc) return rc;
     if (PQntuples(r) != 1) rc = LCX_ENOTFOUND;
     else {
@@ -881,21 +900,16 @@ int lcx_pgstore_hibernate(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, co
     if (rc < 0) { lcx__buf_free(&blob); return rc; }
     char up[24];
     snprintf(up, sizeof up, "%" PRId64, upto);
-    const char *vals[3] = {sid, up, have_blob ? blob.data : NULL};
-    int lens[3] = {0, 0, have_blob ? (int)blob.len : 0}, fmts[3] = {0, 0, 1};
-    PGconn *cn = conn_get(pg);
-    if (!cn) { lcx__buf_free(&blob); return LCX_ENET; }
     PGresult *r;
-    rc = q_run_f(cn,
-                 "WITH u AS (UPDATE lcx_sessions SET state = 'hibernated', snapshot_seq = $2::bigint, updated_at = now()"
-                 "  WHERE sid = $1 RETURNING 1),"
-                 " ins AS (INSERT INTO lcx_snapshots (sid, upto_seq, blob) SELECT $1, $2::bigint, $3::bytea FROM u"
-                 "  WHERE $3::bytea IS NOT NULL ON CONFLICT (sid, upto_seq) DO UPDATE SET blob = EXCLUDED.blob,"
-                 "  created_at = now() RETURNING 1),"
-                 " del AS (DELETE FROM lcx_snapshots WHERE sid = $1 AND upto_seq < $2::bigint AND $3::bytea IS NOT NULL)"
-                 " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM ins)",
-                 3, vals, lens, fmts, 0, now_ms() + pg->o.write_timeout_s * 1e3, &r, NULL, 0);
-    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    rc = q_blob(pg,
+                "WITH u AS (UPDATE lcx_sessions SET state = 'hibernated', snapshot_seq = $2::bigint, updated_at = now()"
+                "  WHERE sid = $1 RETURNING 1),"
+                " ins AS (INSERT INTO lcx_snapshots (sid, upto_seq, blob) SELECT $1, $2::bigint, $3::bytea FROM u"
+                "  WHERE $3::bytea IS NOT NULL ON CONFLICT (sid, upto_seq) DO UPDATE SET blob = EXCLUDED.blob,"
+                "  created_at = now() RETURNING 1),"
+                " del AS (DELETE FROM lcx_snapshots WHERE sid = $1 AND upto_seq < $2::bigint AND $3::bytea IS NOT NULL)"
+                " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM ins)",
+                sid, up, have_blob ? &blob : NULL, &r);
     lcx__buf_free(&blob);
     if (rc) return rc == LCX_ENET ? LCX_ETIMEOUT : rc;
     bool found = atoi(PQgetvalue(r, 0, 0)) == 1;
@@ -915,14 +929,11 @@ static void snap_load(lcx_pgstore *pg, lcx_sessions *ss, const char *sid, const 
 {
     lcx_session_status stt;
     if (a->seq != 0 || lcx_sessions_status(ss, sid, &stt) != LCX_ENOTFOUND) return;
-    PGconn *cn = conn_get(pg);
-    if (!cn) return;
     const char *vals[1] = {sid};
     PGresult *r;
-    int rc = q_run_f(cn, "SELECT upto_seq::text, blob FROM lcx_snapshots WHERE sid = $1 ORDER BY upto_seq DESC LIMIT 1",
-                     1, vals, NULL, NULL, 1, now_ms() + pg->o.read_timeout_s * 1e3, &r, NULL, 0);
-    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
-    if (rc) return;
+    if (q_once(pg, false, "SELECT upto_seq::text, blob FROM lcx_snapshots WHERE sid = $1 ORDER BY upto_seq DESC LIMIT 1",
+               1, vals, NULL, NULL, 1, &r))
+        return;
     if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 1)) {
         char up[32];
         int ul = PQgetlength(r, 0, 0);
@@ -972,21 +983,16 @@ int lcx_pgstore_scope_publish(lcx_pgstore *pg, const char *scope, const char *ha
     lcx_buf blob = {0};
     int rc = snap_pack(dir, &blob);
     if (rc) { lcx__buf_free(&blob); return rc; }
-    const char *vals[3] = {scope, hash, blob.data};
-    int lens[3] = {0, 0, (int)blob.len}, fmts[3] = {0, 0, 1};
-    PGconn *cn = conn_get(pg);
-    if (!cn) { lcx__buf_free(&blob); return LCX_ENET; }
     PGresult *r;
-    rc = q_run_f(cn,
-                 "WITH v AS (INSERT INTO lcx_scopes AS x (scope, current_version, hash) VALUES ($1, 1, $2)"
-                 "  ON CONFLICT (scope) DO UPDATE SET current_version = x.current_version + 1, hash = $2"
-                 "  RETURNING current_version),"
-                 " ins AS (INSERT INTO lcx_scope_segments (scope, version, segment, blob) SELECT $1, v.current_version, 0, $3"
-                 "  FROM v RETURNING 1),"
-                 " del AS (DELETE FROM lcx_scope_segments s USING v WHERE s.scope = $1 AND s.version < v.current_version)"
-                 " SELECT current_version FROM v",
-                 3, vals, lens, fmts, 0, now_ms() + pg->o.write_timeout_s * 1e3, &r, NULL, 0);
-    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    rc = q_blob(pg,
+                "WITH v AS (INSERT INTO lcx_scopes AS x (scope, current_version, hash) VALUES ($1, 1, $2)"
+                "  ON CONFLICT (scope) DO UPDATE SET current_version = x.current_version + 1, hash = $2"
+                "  RETURNING current_version),"
+                " ins AS (INSERT INTO lcx_scope_segments (scope, version, segment, blob) SELECT $1, v.current_version, 0, $3"
+                "  FROM v RETURNING 1),"
+                " del AS (DELETE FROM lcx_scope_segments s USING v WHERE s.scope = $1 AND s.version < v.current_version)"
+                " SELECT current_version FROM v",
+                scope, hash, &blob, &r);
     lcx__buf_free(&blob);
     if (rc) return rc;
     int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
@@ -1000,15 +1006,12 @@ int lcx_pgstore_scope_publish(lcx_pgstore *pg, const char *scope, const char *ha
 int lcx_pgstore_scope_fetch(lcx_pgstore *pg, const char *scope, const char *scopes_dir)
 {
     if (!pg || !scope || !scopes_dir) return LCX_EINVAL;
-    PGconn *cn = conn_get(pg);
-    if (!cn) return LCX_ENET;
     const char *vals[1] = {scope};
     PGresult *r;
-    int rc = q_run_f(cn,
-                     "SELECT x.hash, s.blob FROM lcx_scopes x JOIN lcx_scope_segments s"
-                     " ON s.scope = x.scope AND s.version = x.current_version AND s.segment = 0 WHERE x.scope = $1",
-                     1, vals, NULL, NULL, 1, now_ms() + pg->o.read_timeout_s * 1e3, &r, NULL, 0);
-    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    int rc = q_once(pg, false,
+                    "SELECT x.hash, s.blob FROM lcx_scopes x JOIN lcx_scope_segments s"
+                    " ON s.scope = x.scope AND s.version = x.current_version AND s.segment = 0 WHERE x.scope = $1",
+                    1, vals, NULL, NULL, 1, &r);
     if (rc) return rc;
     if (PQntuples(r) != 1) { PQclear(r); return 0; }
     char hash[64];
