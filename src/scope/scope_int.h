@@ -54,6 +54,9 @@ bool lcx__walk_is_lockfile(const char *name);
 /* true when the whole (scope-relative or absolute) path is ignored by the .gitignore
  * files between root and it (used by the watcher for single files). */
 bool lcx__walk_path_ignored(const char *root, const char *rel, bool is_dir);
+/* Test hook: true makes the walker use its component-by-component fallback instead of
+ * openat2 (what kernels before 5.6 get), so both ways are tested. */
+extern bool lcx__walk_no_openat2;
 
 /* Reads candidate file rel (scope-relative) of the scope at root for indexing: opened
  * beneath root without following any symlink on the way (a link anywhere in rel:

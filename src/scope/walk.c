@@ -126,6 +126,8 @@ bool lcx__walk_is_lockfile(const char *name)
  * on kernels before 5.6 one component at a time with O_NOFOLLOW). root is the scope's
  * canonical (realpath'd) directory. Returns the fd, or -errno: -ELOOP for a symlink on the
  * way, -EXDEV for an escape. */
+bool lcx__walk_no_openat2;
+
 static int open_beneath(const char *root, const char *rel, int flags)
 {
     int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -133,12 +135,17 @@ static int open_beneath(const char *root, const char *rel, int flags)
     const char *r = *rel ? rel : ".";
     struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-    int fd = (int)syscall(SYS_openat2, rfd, r, &how, sizeof how);
-    int e = fd < 0 ? errno : 0;
+    int fd = lcx__walk_no_openat2 ? -1 : (int)syscall(SYS_openat2, rfd, r, &how, sizeof how);
+    int e = lcx__walk_no_openat2 ? ENOSYS : fd < 0 ? errno : 0;
     if (fd < 0 && (e == ENOSYS || e == EPERM)) {   /* no openat2 (old kernel, seccomp filter) */
         int dfd = rfd;
         e = 0;
         fd = -1;
+        if (!strcmp(r, ".")) {   /* the root itself */
+            fd = openat(rfd, ".", flags | O_CLOEXEC);
+            if (fd < 0) e = errno;
+            r = "";
+        }
         while (*r) {
             const char *s = r;
             while (*r && *r != '/') r++;
