@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "longctx/lcx.h"
+#include "util/util.h"   /* lcx__eio */
 
 #define CHUNKS 8
 
@@ -264,10 +265,25 @@ static void test_disk_full(void **st)
     free(s.data_dir);
 }
 
+/* The one mapping (src/util/err.c): ENOSPC and EDQUOT are LCX_ENOSPC, other errnos
+ * LCX_EIO; the errno is kept for lcx_strerror_detail either way. */
+static void test_errno_mapping(void **st)
+{
+    (void)st;
+    assert_int_equal(lcx__eio(ENOSPC), LCX_ENOSPC);
+    assert_int_equal(lcx_last_errno(), ENOSPC);
+    char buf[160];
+    assert_non_null(strstr(lcx_strerror_detail(LCX_ENOSPC, buf, sizeof buf), "No space left"));
+    assert_int_equal(lcx__eio(EDQUOT), LCX_ENOSPC);
+    assert_int_equal(lcx__eio(EIO), LCX_EIO);
+    assert_int_equal(lcx__eio(0), LCX_EIO);
+    assert_string_equal(lcx_strerror(LCX_ENOSPC), "no space left (disk or quota full)");
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_disk_full)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_errno_mapping), cmocka_unit_test(test_disk_full)};
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();
     return rc;
