@@ -121,13 +121,13 @@ bool lcx__walk_is_lockfile(const char *name)
 
 /* ---------------------------------------------------------------------------------- */
 
+bool lcx__walk_no_openat2;   /* test hook (scope_int.h) */
+
 /* Opens rel (scope-relative; "" = the root itself) beneath root, following no symlink in
  * any component and never leaving root (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
  * on kernels before 5.6 one component at a time with O_NOFOLLOW). root is the scope's
  * canonical (realpath'd) directory. Returns the fd, or -errno: -ELOOP for a symlink on the
  * way, -EXDEV for an escape. */
-bool lcx__walk_no_openat2;
-
 static int open_beneath(const char *root, const char *rel, int flags)
 {
     int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
