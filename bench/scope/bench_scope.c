@@ -140,11 +140,9 @@ static int side_cb(const char *rel, const struct stat *st, void *ud)
 {
     (void)st;
     sideacc *a = ud;
-    char p[PATH_MAX * 2];
-    snprintf(p, sizeof p, "%s/%s", a->root, rel);
     char *t;
     size_t n;
-    if (lcx__scope_read_file(p, 5u << 20, &t, &n) < 0) return 0;
+    if (lcx__scope_read_file(a->root, rel, 5u << 20, &t, &n) < 0) return 0;
     lcx_span *sp;
     int ns;
     if (lcx__chunk_text(t, n, lcx__file_type_of(rel), &sp, &ns) == 0) { a->chunks += (uint64_t)ns; free(sp); }

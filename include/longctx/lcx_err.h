@@ -33,13 +33,17 @@ enum lcx_err {
     LCX_ETIMEOUT  = -10, /* deadline passed */
     LCX_ENET      = -11, /* network / peer failure */
     LCX_ESTATE    = -12, /* call not valid in the object's current state */
-    LCX_ETRUNC    = -13  /* input ended early (truncated file or stream) */
+    LCX_ETRUNC    = -13, /* input ended early (truncated file or stream) */
+    LCX_ENOSPC    = -14  /* a write failed for want of space: ENOSPC or EDQUOT (disk or quota full);
+                          * nothing was stored, and writes succeed again once space returns */
 };
 
 /* Static, human-readable text for an LCX_E* code (never NULL). */
 const char *lcx_strerror(int err);
 
-/* LCX_EIO stands for every failed system call; the errno behind it is not lost. Where a
+/* LCX_EIO stands for every failed system call but one kind; the errno behind it is not lost.
+ * A full disk or quota (ENOSPC, EDQUOT) is LCX_ENOSPC instead: the caller can do something
+ * about it (free space, retry later), so it is told apart; its errno is kept the same way. Where a
  * library function returns LCX_EIO because a system call failed, it first stores that
  * errno in a thread-local slot (as libuv keeps the system error in its codes):
  *
@@ -52,7 +56,7 @@ const char *lcx_strerror(int err);
  * I/O failure without a system error, such as a short read at end of file). Read it right
  * after the call that returned LCX_EIO; later calls may replace it. */
 int lcx_last_errno(void);
-/* lcx_strerror(err), followed for LCX_EIO with a recorded errno by ": " and the system's
+/* lcx_strerror(err), followed for LCX_EIO/LCX_ENOSPC with a recorded errno by ": " and the system's
  * text for it (strerror_r), written into buf (len >= 1; truncated to fit). Returns buf. */
 const char *lcx_strerror_detail(int err, char *buf, size_t len);
 

@@ -130,7 +130,8 @@ typedef struct {
 typedef int (*lcx_scope_progress)(uint64_t done, uint64_t found, uint64_t bytes, void *ud);
 
 /* err_code for an indexing failure: "scope_busy" when the scope's store is held by
- * another longctx process sharing the data dir (LCX_EEXIST), else "internal". */
+ * another longctx process sharing the data dir (LCX_EEXIST), "insufficient_storage" when
+ * the data dir's disk or quota is full (LCX_ENOSPC), else "internal". */
 const char *lcx_scope_err_code(int rc);
 
 /* Indexes directory path explicitly (whole Package, not Hot) and keeps it loaded.

@@ -99,9 +99,7 @@ static prep *prep_file(const char *root, const char *rel, const struct stat *st,
     p->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
     p->size = (uint64_t)st->st_size;
     if (pr->known && pr->size == p->size && pr->mtime_ns == p->mtime_ns) { p->state = PS_UNCHANGED; return p; }
-    char abs[PATH_MAX * 2];
-    snprintf(abs, sizeof abs, "%s/%s", root, rel);
-    int rc = lcx__scope_read_file(abs, max_bytes, &p->text, &p->len);
+    int rc = lcx__scope_read_file(root, rel, max_bytes, &p->text, &p->len);
     if (rc < 0) { p->state = PS_FAILED; p->rc = rc; return p; }
     p->hash = lcx__hash64(p->text, p->len, 0x11);
     p->size = p->len;

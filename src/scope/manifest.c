@@ -55,10 +55,14 @@ static int write_replace(const char *path, const void *data, size_t len)
     int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (n < 0 || (size_t)n >= sizeof tmp) return LCX_ELIMIT;
     FILE *f = fopen(tmp, "wb");
-    if (!f) return LCX_EIO;
+    if (!f) return lcx__eio(errno);
+    errno = 0;
     size_t w = fwrite(data, 1, len, f);
-    if (fclose(f) != 0 || w != len) { unlink(tmp); return LCX_EIO; }
-    if (rename(tmp, path) != 0) { unlink(tmp); return LCX_EIO; }
+    int e = w != len ? errno : 0;   /* a full disk: ENOSPC, LCX_ENOSPC */
+    if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+    if (!e && w != len) e = EIO;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e) { unlink(tmp); return lcx__eio(e); }
     return 0;
 }
 

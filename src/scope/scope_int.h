@@ -54,11 +54,16 @@ bool lcx__walk_is_lockfile(const char *name);
 /* true when the whole (scope-relative or absolute) path is ignored by the .gitignore
  * files between root and it (used by the watcher for single files). */
 bool lcx__walk_path_ignored(const char *root, const char *rel, bool is_dir);
+/* Test hook: true makes the walker use its component-by-component fallback instead of
+ * openat2 (what kernels before 5.6 get), so both ways are tested. */
+extern bool lcx__walk_no_openat2;
 
-/* Reads a candidate file for indexing: O_NOFOLLOW, ≤ max bytes, binary sniff (NUL or
- * invalid UTF-8 in the first 8 KB), invalid UTF-8 later replaced by '?'.
- * Returns 0, LCX_ELIMIT (too large), LCX_ENOTSUP (binary), LCX_EIO (unreadable). */
-int lcx__scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_len);
+/* Reads candidate file rel (scope-relative) of the scope at root for indexing: opened
+ * beneath root without following any symlink on the way (a link anywhere in rel:
+ * LCX_ESTATE, never read), ≤ max bytes, binary sniff (NUL or invalid UTF-8 in the first
+ * 8 KB), invalid UTF-8 later replaced by '?'. Returns 0, LCX_ELIMIT (too large),
+ * LCX_ENOTSUP (binary), LCX_ENOTFOUND, LCX_ESTATE (symlink), LCX_EIO (unreadable). */
+int lcx__scope_read_file(const char *root, const char *rel, uint64_t max, char **out, size_t *out_len);
 
 /* ---- chunkers (chunk.c) */
 typedef struct {

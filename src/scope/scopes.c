@@ -297,8 +297,8 @@ int lcx_scopes_unload(lcx_scopes *m, const char *path)
 
 const char *lcx_scope_err_code(int rc)
 {
-    /* the store is held by another longctx process sharing the data dir */
-    return rc == LCX_EEXIST ? "scope_busy" : "internal";
+    /* the store is held by another longctx process sharing the data dir; a full disk */
+    return rc == LCX_EEXIST ? "scope_busy" : rc == LCX_ENOSPC ? "insufficient_storage" : "internal";
 }
 
 void lcx__scope_fill_info(lcx_scope *s, lcx_scope_info *info)

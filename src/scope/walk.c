@@ -4,20 +4,28 @@
  *   1. skip list: .git node_modules .venv venv __pycache__ dist build target .next .cache
  *      .idea .vscode .tox and every other dot-directory except .github;
  *   2. secrets (SPEC §3), never opened: .env*, *.key, *.pem, id_rsa*, id_ed25519*, *.p12,
- *      *.pfx (+ id_dsa*, id_ecdsa*, .netrc, .pgpass) and anything below a directory named
- *      secrets, credentials, .aws, .ssh or .gnupg;
+ *      *.pfx (+ id_dsa*, id_ecdsa*, .netrc, .pgpass, .git-credentials, .npmrc, .pypirc,
+ *      .htpasswd, credentials / credentials.json / .credentials, *.ppk, *.jks, *.keystore,
+ *      *.kdbx) and anything below a directory named secrets, credentials, .aws, .ssh,
+ *      .gnupg, .docker, .kube or .password-store;
  *   3. lockfiles (package-lock.json, yarn.lock, Cargo.lock, go.sum, *.lock, …): large,
  *      machine-written, useless for retrieval;
  *   4. .gitignore files at every level plus .git/info/exclude (ignore.c);
  *   5. symlinks (never followed: a link can leave the scope or loop), special files;
+ *      and every directory and file is opened beneath the root without following any
+ *      symlink on the way (open_beneath), so a component swapped for a link after the
+ *      listing, or a hot start directory that is a link, cannot lead out of the root;
  *   6. size > max_file_bytes (5 MiB);
  *   then, when read: binary sniff (NUL or invalid UTF-8 in the first 8 KB).
  * Entries are visited in byte order of their names so that capped walks (Hot scope) are
  * deterministic. Everything skipped is counted, nothing is fatal. */
+#define _GNU_SOURCE   /* O_PATH */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +40,13 @@ static const char *const skip_dirs[] = {
     ".git", "node_modules", ".venv", "venv", "__pycache__", "dist", "build", "target",
     ".next", ".cache", ".idea", ".vscode", ".tox",
 };
-static const char *const forbidden_dirs[] = {"secrets", "credentials", ".aws", ".ssh", ".gnupg"};
+static const char *const forbidden_dirs[] = {"secrets", "credentials", ".aws", ".ssh", ".gnupg",
+                                             ".docker", ".kube", ".password-store"};
+/* secret file names: exact, by prefix, by suffix (one home: secret_name) */
+static const char *const secret_exact[] = {".netrc", ".pgpass", ".git-credentials", ".npmrc", ".pypirc",
+                                           ".htpasswd", "credentials", "credentials.json", ".credentials"};
+static const char *const secret_prefix[] = {".env", "id_rsa", "id_ed25519", "id_dsa", "id_ecdsa"};
+static const char *const secret_suffix[] = {".key", ".pem", ".p12", ".pfx", ".ppk", ".jks", ".keystore", ".kdbx"};
 static const char *const lockfiles[] = {
     "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "Cargo.lock", "poetry.lock",
     "Pipfile.lock", "composer.lock", "Gemfile.lock", "go.sum", "bun.lockb", "uv.lock",
@@ -73,10 +87,13 @@ static bool ends_with(const char *s, const char *suf)
 
 static bool secret_name(const char *b)
 {
-    return !strncmp(b, ".env", 4) || ends_with(b, ".key") || ends_with(b, ".pem") ||
-           !strncmp(b, "id_rsa", 6) || !strncmp(b, "id_ed25519", 10) || ends_with(b, ".p12") ||
-           ends_with(b, ".pfx") || !strncmp(b, "id_dsa", 6) || !strncmp(b, "id_ecdsa", 8) ||
-           !strcmp(b, ".netrc") || !strcmp(b, ".pgpass");
+    for (size_t i = 0; i < LCX_ARRAY_LEN(secret_exact); i++)
+        if (!strcmp(b, secret_exact[i])) return true;
+    for (size_t i = 0; i < LCX_ARRAY_LEN(secret_prefix); i++)
+        if (!strncmp(b, secret_prefix[i], strlen(secret_prefix[i]))) return true;
+    for (size_t i = 0; i < LCX_ARRAY_LEN(secret_suffix); i++)
+        if (ends_with(b, secret_suffix[i])) return true;
+    return false;
 }
 
 bool lcx_scope_is_secret(const char *path)
@@ -103,6 +120,55 @@ bool lcx__walk_is_lockfile(const char *name)
 }
 
 /* ---------------------------------------------------------------------------------- */
+
+bool lcx__walk_no_openat2;   /* test hook (scope_int.h) */
+
+/* Opens rel (scope-relative; "" = the root itself) beneath root, following no symlink in
+ * any component and never leaving root (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+ * on kernels before 5.6 one component at a time with O_NOFOLLOW). root is the scope's
+ * canonical (realpath'd) directory. Returns the fd, or -errno: -ELOOP for a symlink on the
+ * way, -EXDEV for an escape. */
+static int open_beneath(const char *root, const char *rel, int flags)
+{
+    int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rfd < 0) return -errno;
+    const char *r = *rel ? rel : ".";
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    int fd = lcx__walk_no_openat2 ? -1 : (int)syscall(SYS_openat2, rfd, r, &how, sizeof how);
+    int e = lcx__walk_no_openat2 ? ENOSYS : fd < 0 ? errno : 0;
+    if (fd < 0 && (e == ENOSYS || e == EPERM)) {   /* no openat2 (old kernel, seccomp filter) */
+        int dfd = rfd;
+        e = 0;
+        fd = -1;
+        if (!strcmp(r, ".")) {   /* the root itself */
+            fd = openat(rfd, ".", flags | O_CLOEXEC);
+            if (fd < 0) e = errno;
+            r = "";
+        }
+        while (*r) {
+            const char *s = r;
+            while (*r && *r != '/') r++;
+            size_t L = (size_t)(r - s);
+            while (*r == '/') r++;
+            char comp[NAME_MAX + 1];
+            if (!L || L > NAME_MAX) { e = L ? ENAMETOOLONG : EINVAL; break; }
+            memcpy(comp, s, L);
+            comp[L] = 0;
+            if (!strcmp(comp, "..")) { e = EXDEV; break; }
+            const bool last = !*r;
+            int nfd = openat(dfd, comp, last ? flags | O_CLOEXEC | O_NOFOLLOW
+                                             : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (nfd < 0) { e = errno == ENOTDIR && !last ? ELOOP : errno; break; }
+            if (dfd != rfd) close(dfd);
+            dfd = nfd;
+            if (last) { fd = nfd; dfd = rfd; }
+        }
+        if (dfd != rfd) close(dfd);
+    }
+    close(rfd);
+    return fd >= 0 ? fd : -(e ? e : EIO);
+}
 
 typedef struct {
     const char *root;
@@ -176,9 +242,14 @@ static int walk_dir(walker *w, bool recurse)
     int rc = 0;
     w->st->dirs++;
     if (w->dcb && (rc = w->dcb(w->rel, w->ud)) != 0) goto out;
-    snprintf(w->abs, sizeof w->abs, "%s%s%s", w->root, rl ? "/" : "", w->rel);
-    DIR *d = opendir(w->abs);
-    if (!d) { w->st->skipped_unreadable++; goto out; }
+    int dfd = open_beneath(w->root, w->rel, O_RDONLY | O_DIRECTORY);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd == -ELOOP || dfd == -EXDEV) w->st->skipped_symlink++;   /* a link on the way */
+        else w->st->skipped_unreadable++;
+        if (dfd >= 0) close(dfd);
+        goto out;
+    }
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *de;
@@ -359,12 +430,13 @@ static int utf8_seq(const unsigned char *p, const unsigned char *e)
     return len;
 }
 
-int lcx__scope_read_file(const char *abs, uint64_t max, char **out, size_t *out_len)
+int lcx__scope_read_file(const char *root, const char *rel, uint64_t max, char **out, size_t *out_len)
 {
     *out = NULL;
     *out_len = 0;
-    int fd = open(abs, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) return errno == ENOENT ? LCX_ENOTFOUND : LCX_EIO;
+    if (!*rel) return LCX_EINVAL;
+    int fd = open_beneath(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return fd == -ENOENT ? LCX_ENOTFOUND : fd == -ELOOP || fd == -EXDEV ? LCX_ESTATE : lcx__eio(-fd);
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) { close(fd); return LCX_EIO; }
     if ((uint64_t)st.st_size > max) { close(fd); return LCX_ELIMIT; }

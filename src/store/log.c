@@ -108,7 +108,7 @@ int lcx__write_all(int fd, const void *p, size_t n, uint64_t off)
     while (n) {
         ssize_t w = pwrite(fd, c, n, (off_t)off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return LCX_EIO;
+        if (w <= 0) return lcx__eio(w < 0 ? errno : 0);   /* ENOSPC/EDQUOT: LCX_ENOSPC */
         c += w;
         n -= (size_t)w;
         off += (uint64_t)w;

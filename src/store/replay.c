@@ -240,7 +240,7 @@ int lcx__store_load(lcx_store *s)
     if (!lp) return LCX_ENOMEM;
     int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     free(lp);
-    if (fd < 0) return LCX_EIO;
+    if (fd < 0) return lcx__eio(errno);
     /* one handle per store, across processes too (longctx-svc and `longctx mcp` share the
      * default data dir): a second open is refused instead of corrupting the log */
     int busy = take_lock(fd);
@@ -265,8 +265,10 @@ int lcx__store_load(lcx_store *s)
         h.fp_len = (uint32_t)strlen(s->fp);
         memcpy(h.fp, s->fp, h.fp_len);
         h.crc = lcx__crc32c(0, &h, 252);
-        if (ftruncate(fd, 0) < 0 || lcx__write_all(fd, &h, sizeof h, 0) || fsync(fd) < 0 || lcx__fsync_dir(s->dir))
-            return LCX_EIO;
+        int wrc = ftruncate(fd, 0) < 0 ? lcx__eio(errno) : lcx__write_all(fd, &h, sizeof h, 0);
+        if (!wrc && fsync(fd) < 0) wrc = lcx__eio(errno);
+        if (!wrc) wrc = lcx__fsync_dir(s->dir);
+        if (wrc) return wrc;   /* LCX_ENOSPC on a full disk: the caller removes the new store */
         s->uuid = h.uuid;
         s->log_end = sizeof h;
         return 0;

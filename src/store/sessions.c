@@ -18,6 +18,7 @@
  * (the entry is marked busy, others wait on the condition variable), so a slow load of one
  * session does not stall requests for the others. */
 #include "longctx/lcx.h"
+#include "store/store_fmt.h"
 #include "store/store_int.h"
 #include "util/util.h"
 #include <errno.h>
@@ -183,6 +184,20 @@ static int dir_has_store(const sess *e)
     return ok;
 }
 
+/* A session whose creation failed (a full disk: LCX_ENOSPC) acknowledged nothing: its
+ * directory goes, so no half-made store (a log shorter than its header) is left to fail
+ * validation or to count as a session. Best effort. */
+static void remove_new(const char *dir)
+{
+    static const char *const names[] = {LCX_LOG_NAME, "id", "id.tmp", LCX_SNAP_NAME, LCX_SNAP_NAME ".tmp"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *p = lcx__path_join(dir, names[i]);
+        if (p) unlink(p);
+        free(p);
+    }
+    rmdir(dir);
+}
+
 /* Loads e's store (mutex held on entry and exit; released meanwhile). */
 static int load(lcx_sessions *ss, sess *e, bool create)
 {
@@ -207,6 +222,7 @@ static int load(lcx_sessions *ss, sess *e, bool create)
         lcx_store_close(st);
         st = NULL;
     }
+    if (rc && !exists && rc != LCX_EEXIST) remove_new(e->dir);
     free(idp);
     pthread_mutex_lock(&ss->mu);
     e->busy = 0;

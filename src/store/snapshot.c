@@ -163,7 +163,7 @@ typedef struct {
     size_t crc_from;         /* buf[cur][crc_from, used) not yet in crc */
     uint64_t off;            /* file offset of everything put so far */
     uint32_t crc;            /* of the current section */
-    int err;                 /* generation side: a write error seen */
+    int err;                 /* generation side: the errno of a write error seen, 0 none */
     int lazy;                /* no fsync will follow: no early writeback either */
     /* the writing thread and its one job (all under mu) */
     pthread_t th;
@@ -175,15 +175,16 @@ typedef struct {
     uint64_t job_at;
     uint64_t synced;         /* bytes already handed to writeback */
     int quit;
-    int werr;                /* writing side: a pwrite failed */
+    int werr;                /* writing side: a pwrite's errno, 0 none */
 } wr;
 
+/* 0, or the failed pwrite's errno (kept so that a full disk reads LCX_ENOSPC) */
 static int write_at(int fd, const char *c, size_t n, uint64_t at, uint64_t *synced)   /* synced NULL: lazy */
 {
     while (n) {
         ssize_t k = pwrite(fd, c, n, (off_t)at);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
+        if (k <= 0) return k < 0 && errno ? errno : EIO;
         c += k;
         n -= (size_t)k;
         at += (uint64_t)k;
@@ -210,7 +211,7 @@ static void *wr_thread(void *arg)
         /* synced: only this thread uses it while running */
         int bad = write_at(w->fd, c, n, at, w->lazy ? NULL : &w->synced);
         pthread_mutex_lock(&w->mu);
-        if (bad) w->werr = 1;
+        if (bad) w->werr = bad;
         w->job = NULL;
         pthread_cond_broadcast(&w->cv);
     }
@@ -235,7 +236,7 @@ static void wr_wait(wr *w)
 {
     pthread_mutex_lock(&w->mu);
     while (w->job) pthread_cond_wait(&w->cv, &w->mu);
-    if (w->werr) w->err = 1;
+    if (w->werr && !w->err) w->err = w->werr;
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -251,7 +252,7 @@ static void wr_flush(wr *w)
     if (!w->used) return;
     uint64_t at = w->off - w->used;
     if (!w->th_ok) {
-        if (!w->err && write_at(w->fd, w->buf[w->cur], w->used, at, w->lazy ? NULL : &w->synced)) w->err = 1;
+        if (!w->err) w->err = write_at(w->fd, w->buf[w->cur], w->used, at, w->lazy ? NULL : &w->synced);
     } else {
         wr_wait(w);   /* the other buffer is free again */
         pthread_mutex_lock(&w->mu);
@@ -265,7 +266,8 @@ static void wr_flush(wr *w)
     w->used = w->crc_from = 0;
 }
 
-/* Flushes, waits for the last write and stops the thread; returns 0 or -1 (write error). */
+/* Flushes, waits for the last write and stops the thread; returns 0 or the errno of the
+ * first write error. */
 static int wr_finish(wr *w)
 {
     wr_flush(w);
@@ -280,7 +282,7 @@ static int wr_finish(wr *w)
     }
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
-    return w->err ? -1 : 0;
+    return w->err;
 }
 
 /* hot: called once per term and per document */
@@ -568,9 +570,8 @@ int lcx__snap_write(lcx_store *s)
     uint32_t cap;
     const lcx__tslot *ttab = snap_term_table(ix, &cap, &tab);
     if (!ttab) goto out;
-    rc = LCX_EIO;
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) goto out;
+    if (fd < 0) { rc = lcx__eio(errno); goto out; }
     lcx_snap_hdr h;
     memset(&h, 0, sizeof h);
     /* Lazy when this boot's id is known: no fsync of the file or the directory. The
@@ -589,11 +590,18 @@ int lcx__snap_write(lcx_store *s)
     snap_put_postings(&w, &h, ix);         /* 6 POFF, 7 PDOC, 8 PTF, */
     snap_put_rows(&w, &h, ix, SEC_VSC);    /* 9 VSC */
     snap_fill_hdr(&h, s, cap, np);
-    if (wr_finish(&w) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || (!lazy && fsync(fd) < 0)) goto out;
+    int we = wr_finish(&w);
+    if (!we) {
+        ssize_t k = pwrite(fd, &h, sizeof h, 0);
+        if (k != (ssize_t)sizeof h) we = k < 0 ? errno : EIO;
+    }
+    if (!we && !lazy && fsync(fd) < 0) we = errno;
     int cr = close(fd);
     fd = -1;
-    if (cr < 0) goto out;
-    if (rename(tmp, path) < 0 || (!lazy && lcx__fsync_dir(s->dir))) goto out;
+    if (!we && cr < 0) we = errno;
+    if (!we && rename(tmp, path) < 0) we = errno;
+    if (we) { rc = lcx__eio(we); goto out; }   /* a full disk: LCX_ENOSPC; the log still holds everything */
+    if (!lazy && (rc = lcx__fsync_dir(s->dir))) goto out;
     s->snap_docs = nd;
     s->snap_log_off = s->log_end;
     s->tombs_since_snap = 0;

@@ -29,6 +29,8 @@ int lcx__svc_err_status(int rc, const char **code)
     case LCX_ECORRUPT: *code = "store_corrupt"; return 500;
     case LCX_ENOMEM: *code = "out_of_memory"; return 503;
     case LCX_ETIMEOUT: *code = "timeout"; return 504;
+    /* a full disk or quota: nothing of the request was stored; retry once space returns */
+    case LCX_ENOSPC: *code = "insufficient_storage"; return 507;
     default: *code = "internal"; return 500;
     }
 }

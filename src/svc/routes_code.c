@@ -156,6 +156,8 @@ static int err_status(const char *code)
     if (!strcmp(code, "not_found")) return 404;
     if (!strcmp(code, "forbidden") || !strcmp(code, "unreadable")) return 403;
     if (!strcmp(code, "scope_busy")) return 409;
+    const char *c;
+    if (!strcmp(code, "insufficient_storage")) return lcx__svc_err_status(LCX_ENOSPC, &c);
     return 500;
 }
 

@@ -1,6 +1,7 @@
 /* Error texts (lcx_err.h) and the thread-local errno behind LCX_EIO. */
 #define _GNU_SOURCE
 #include "util/util.h"
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,16 +22,18 @@ const char *lcx_strerror(int err)
     case LCX_ENET:      return "network error";
     case LCX_ESTATE:    return "invalid in the current state";
     case LCX_ETRUNC:    return "truncated input";
+    case LCX_ENOSPC:    return "no space left (disk or quota full)";
     default:            return err >= 0 ? "ok" : "unknown error";
     }
 }
 
 static _Thread_local int last_errno;
 
+/* The one mapping from a failed system call's errno to an LCX code. */
 int lcx__eio(int errnum)
 {
     last_errno = errnum > 0 ? errnum : 0;
-    return LCX_EIO;
+    return errnum == ENOSPC || errnum == EDQUOT ? LCX_ENOSPC : LCX_EIO;
 }
 
 int lcx_last_errno(void) { return last_errno; }
@@ -38,7 +41,7 @@ int lcx_last_errno(void) { return last_errno; }
 const char *lcx_strerror_detail(int err, char *buf, size_t len)
 {
     if (!buf || !len) return "";
-    if (err == LCX_EIO && last_errno) {
+    if ((err == LCX_EIO || err == LCX_ENOSPC) && last_errno) {
         char sys[128];
         const char *t = strerror_r(last_errno, sys, sizeof sys);   /* GNU: returns the text */
         snprintf(buf, len, "%s: %s", lcx_strerror(err), t);

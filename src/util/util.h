@@ -9,7 +9,7 @@
 #include "longctx/lcx_err.h"
 #include "longctx/lcx_limits.h"
 
-/* ---- errors (err.c): returns LCX_EIO after keeping errnum (the failed call's errno, 0 for
+/* ---- errors (err.c): returns LCX_EIO (LCX_ENOSPC for ENOSPC/EDQUOT) after keeping errnum (the failed call's errno, 0 for
  * none) as this thread's lcx_last_errno (lcx_err.h). Capture errno before close()/free()
  * may change it: `int e = errno; close(fd); return lcx__eio(e);`. */
 int lcx__eio(int errnum);
