@@ -717,7 +717,7 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         lcx_code_request rq = lcx_code_request_init();
         rq.query = q;
         rq.query_len = strlen(q);
-        rq.top_k = 10;
+        rq.top_k = verbose >= 3 ? 40 : 10;   /* -v -v -v: ranks 11-40 for failure analysis */
         rq.explicit_scope = ctree;
         lcx_code_result res;
         int rd = 0, sym = 0;
@@ -730,7 +730,10 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
                     T.line <= res.hits[i].end_line)
                     rd = i + 1;
             }
-            if (verbose >= 2 && (rd == 0 || (rb && rd > rb)))
+            if (verbose >= 3)
+                fprintf(stderr, "  q: default %d bm25 %d  %s:%u  \"%s\"  top1 %s:%u\n", rd, rb, T.rel, T.line, q,
+                        res.n_hits ? res.hits[0].file_path + strlen(ctree) + 1 : "-", res.n_hits ? res.hits[0].start_line : 0);
+            else if (verbose >= 2 && (rd == 0 || (rb && rd > rb)))
                 fprintf(stderr, "  lose: default %d bm25 %d core %d sym %d  %s:%u  \"%s\"  top1 %s:%u%s\n", rd, rb, rcore, sym,
                         T.rel, T.line, q, res.n_hits ? res.hits[0].file_path + strlen(ctree) + 1 : "-",
                         res.n_hits ? res.hits[0].start_line : 0, res.n_hits && res.hits[0].symbol_hit ? " (sym)" : "");
