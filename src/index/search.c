@@ -61,7 +61,8 @@ static void q_add(qterms *q, uint32_t id, float w)
     q->id[q->nq++] = id;
 }
 
-/* Query expansion (docs/core.md "Query expansion"): doc prose names what code abbreviates.
+/* Query expansion (lcx_search_opts.expand_query; docs/core.md "Query expansion"): doc prose
+ * names what code abbreviates.
  * A query word of ≥ LCX__QX_MIN_WORD letters also looks up every prefix of ≥ 3 bytes the
  * index knows (attribute → attr, listening → listen, creates → create), and the code words
  * that usually stand for it (obtain → get, lcx__code_synonyms), each at LCX__QX_WEIGHT of
@@ -290,7 +291,7 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     qctx qc = {ix, &qt};
     if (q && qlen) {
         lcx_tokenize(q, qlen, q_tok, &qc);
-        lcx_tokenize(q, qlen, q_exp, &qc);   /* after every exact term: those keep weight 1 */
+        if (d.expand_query) lcx_tokenize(q, qlen, q_exp, &qc);   /* after every exact term: those keep weight 1 */
     }
     uint64_t tot = 0;
     for (uint32_t i = 0; i < qt.nq; i++) tot += lcx__index_df(ix, qt.id[i]);

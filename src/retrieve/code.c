@@ -525,6 +525,7 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
     lcx_search_opts o = lcx_search_defaults();
     o.top_k = top_k + (skip_rel ? 16 : 0);
     o.alpha = CODE_ALPHA;
+    o.expand_query = true;   /* a question in doc prose, answered by code (docs/core.md "Query expansion") */
     int want = o.top_k;
     if (o.top_k < NAME_POOL) o.top_k = NAME_POOL;
     lcx_hit hits[96];
