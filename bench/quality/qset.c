@@ -41,6 +41,14 @@ void qs_score_done(qs_score *s)
     s->mrr /= s->n;
 }
 
+static uint64_t fnv(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h | 1;
+}
+int qs_half(const char *q) { return (int)((fnv(q, strlen(q)) >> 17) & 1); }
+
 static char *slurp(const char *p, size_t *len)
 {
     FILE *f = fopen(p, "rb");
@@ -79,12 +87,6 @@ typedef struct {
     double avgdl;
 } bm25;
 
-static uint64_t fnv(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h | 1;
-}
 static int bm_word(unsigned char c) { return isalnum(c) || c >= 0x80; }
 
 /* calls fn(hash) for every token of s */
@@ -266,6 +268,36 @@ static int walk_cb(const char *p, const struct stat *sb, int f, struct FTW *w)
     }
     g_list->v[g_list->n++] = (srcfile){strdup(p), l};
     return 0;
+}
+/* "dpkg:PKG[/PREFIX]": the files Debian package PKG installed (its dpkg file list), those
+ * under PREFIX when given. A set named by packages stays the same when other packages add
+ * files to a shared directory (/usr/share/perl5 gained 266 modules from one apt-get of
+ * another tool's dependencies). */
+static void dpkg_files(const char *spec)
+{
+    char pkg[128], fn[256], line[PATH_MAX];
+    const char *sl = strchr(spec, '/');
+    size_t pl = sl ? (size_t)(sl - spec) : strlen(spec);
+    if (pl >= sizeof pkg) return;
+    memcpy(pkg, spec, pl);
+    pkg[pl] = 0;
+    const char *prefix = sl ? sl : "/";
+    snprintf(fn, sizeof fn, "/var/lib/dpkg/info/%s.list", pkg);
+    FILE *f = fopen(fn, "r");
+    if (!f) {
+        snprintf(fn, sizeof fn, "/var/lib/dpkg/info/%s:amd64.list", pkg);
+        f = fopen(fn, "r");
+    }
+    if (!f) return;
+    g_root_len = strlen(prefix);
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (strncmp(line, prefix, g_root_len)) continue;
+        struct stat st;
+        if (lstat(line, &st)) continue;
+        walk_cb(line, &st, S_ISREG(st.st_mode) ? FTW_F : FTW_NS, NULL);
+    }
+    fclose(f);
 }
 static int src_cmp(const void *a, const void *b) { return strcmp(((const srcfile *)a)->path, ((const srcfile *)b)->path); }
 
@@ -475,6 +507,7 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
     srclist L = {0};
     g_list = &L;
     for (int r = 0; cfg->roots[r]; r++) {
+        if (!strncmp(cfg->roots[r], "dpkg:", 5)) { dpkg_files(cfg->roots[r] + 5); continue; }
         struct stat st;
         if (stat(cfg->roots[r], &st)) continue;
         g_root_len = strlen(cfg->roots[r]);
@@ -643,6 +676,7 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         int rb = bm_rank(&B, q, strlen(q), acc, target_ok, &T);
         if (rb > 10) rb = 0;
         qs_score_add(&out->bm25, rb, 10);
+        qs_score_add(&out->half_b[qs_half(q)], rb, 10);
         /* core: the hybrid index alone */
         lcx_search_opts o = lcx_search_defaults();
         o.top_k = 10;
@@ -683,7 +717,7 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         lcx_code_request rq = lcx_code_request_init();
         rq.query = q;
         rq.query_len = strlen(q);
-        rq.top_k = 10;
+        rq.top_k = verbose >= 3 ? 40 : 10;   /* -v -v -v: ranks 11-40 for failure analysis */
         rq.explicit_scope = ctree;
         lcx_code_result res;
         int rd = 0, sym = 0;
@@ -696,7 +730,10 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
                     T.line <= res.hits[i].end_line)
                     rd = i + 1;
             }
-            if (verbose >= 2 && (rd == 0 || (rb && rd > rb)))
+            if (verbose >= 3)
+                fprintf(stderr, "  q: default %d bm25 %d  %s:%u  \"%s\"  top1 %s:%u\n", rd, rb, T.rel, T.line, q,
+                        res.n_hits ? res.hits[0].file_path + strlen(ctree) + 1 : "-", res.n_hits ? res.hits[0].start_line : 0);
+            else if (verbose >= 2 && (rd == 0 || (rb && rd > rb)))
                 fprintf(stderr, "  lose: default %d bm25 %d core %d sym %d  %s:%u  \"%s\"  top1 %s:%u%s\n", rd, rb, rcore, sym,
                         T.rel, T.line, q, res.n_hits ? res.hits[0].file_path + strlen(ctree) + 1 : "-",
                         res.n_hits ? res.hits[0].start_line : 0, res.n_hits && res.hits[0].symbol_hit ? " (sym)" : "");
@@ -704,7 +741,9 @@ int qs_code_run(const qs_code_cfg *cfg, const char *tmp, int verbose, qs_code_re
         }
         out->sym_pulls += sym;
         qs_score_add(&out->deflt, rd, 10);
+        qs_score_add(&out->half_d[qs_half(q)], rd, 10);
     }
+    for (int z = 0; z < 2; z++) { qs_score_done(&out->half_d[z]); qs_score_done(&out->half_b[z]); }
     if (fq) fclose(fq);
     qs_score_done(&out->deflt);
     qs_score_done(&out->core);

@@ -52,10 +52,16 @@ typedef struct {
     /* recall of lcx_index_search defaults at depth 32 / 64 / 128 (top_k = prefilter = depth):
      * the ceiling of anything that only re-orders the core search's candidates */
     double pool_r[3];
+    /* the default and plain BM25 on two halves of the questions, split by a hash of the
+     * question text: [0] the tuning half, [1] the held-out half (docs/core.md) */
+    qs_score half_d[2], half_b[2];
     int files, chunks, questions;
     int unindexed;          /* questions dropped: their file is not indexed by the scope (walk.c skips it) */
     int sym_pulls;          /* questions whose result had a symbol pull */
 } qs_code_result;
+
+/* the half (0 tuning, 1 held out) a question belongs to */
+int qs_half(const char *q);
 
 /* Builds the set in a temporary directory under tmp (removed afterwards), runs all
  * rankings. verbose ≥ 2 prints each question where the default loses to BM25.

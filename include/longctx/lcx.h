@@ -101,6 +101,9 @@ typedef struct {
     float score_floor;   /* hits whose final score is below are dropped (default 0) */
     bool use_rerank;     /* re-score the best 16 fused candidates with the weight-free reranker:
                           * final = 0.7·fused + 0.3·overlap (default true; docs/core.md) */
+    bool expand_query;   /* BM25 also looks up each query word's prefixes the index knows and its code
+                          * synonyms (attributes → attr, obtain → get) at half weight: doc prose asking
+                          * for code (default false; the code retrieval sets it; docs/core.md) */
 } lcx_search_opts;
 
 lcx_search_opts lcx_search_defaults(void);

@@ -286,6 +286,11 @@ struct lcx__tcent {
     uint32_t tid1;   /* term id + 1; 0 = empty */
 };
 
+/* expand.c */
+/* The code words that usually stand for doc-prose word w[0..n) (case-folded), e.g.
+ * obtain → get: their count (≤ 3), 0 when none. */
+int lcx__code_synonyms(const char *w, size_t n, const char *out[3]);
+
 /* postings.c */
 #define PS_MAXCAP 4096u   /* posting blocks up to this capacity come from the slabs (postings.c) */
 /* Grows list p (term id tid) to hold at least need entries (doubling). */

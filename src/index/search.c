@@ -30,6 +30,7 @@ lcx_search_opts lcx_search_defaults(void)
 typedef struct {
     uint32_t nq;
     uint32_t id[64];
+    float w[64];   /* BM25 weight relative to the term's idf: 1, or LCX__QX_WEIGHT for an expansion */
 } qterms;
 
 typedef struct {
@@ -46,7 +47,45 @@ static int q_tok(const char *t, size_t n, int kind, void *ud)
     if (id == UINT32_MAX) return 0;
     for (uint32_t i = 0; i < c->q->nq; i++)
         if (c->q->id[i] == id) return 0;
+    c->q->w[c->q->nq] = 1;
     c->q->id[c->q->nq++] = id;
+    return 0;
+}
+
+static void q_add(qterms *q, uint32_t id, float w)
+{
+    if (q->nq >= 64) return;
+    for (uint32_t i = 0; i < q->nq; i++)
+        if (q->id[i] == id) return;
+    q->w[q->nq] = w;
+    q->id[q->nq++] = id;
+}
+
+/* Query expansion (lcx_search_opts.expand_query; docs/core.md "Query expansion"): doc prose
+ * names what code abbreviates.
+ * A query word of ≥ LCX__QX_MIN_WORD letters also looks up every prefix of ≥ 3 bytes the
+ * index knows (attribute → attr, listening → listen, creates → create), and the code words
+ * that usually stand for it (obtain → get, lcx__code_synonyms), each at LCX__QX_WEIGHT of
+ * its own BM25 weight: a bridge, never worth as much as the word itself. */
+#define LCX__QX_MIN_WORD 5
+#define LCX__QX_MIN_PREFIX 3
+#define LCX__QX_WEIGHT 0.5f
+static int q_exp(const char *t, size_t n, int kind, void *ud)
+{
+    qctx *c = ud;
+    if (kind != LCX_TOK_WORD || lcx__stopword_inl(t, n) || lcx__query_stopword(t, n)) return 0;
+    const char *sy[3];
+    int ns = lcx__code_synonyms(t, n, sy);
+    for (int i = 0; i < ns; i++) {
+        size_t l = strlen(sy[i]);
+        uint32_t id = lcx__term_find(c->ix, sy[i], (uint32_t)l, lcx__hash64(sy[i], l, 0), NULL);
+        if (id != UINT32_MAX) q_add(c->q, id, LCX__QX_WEIGHT);
+    }
+    if (n < LCX__QX_MIN_WORD) return 0;
+    for (size_t L = LCX__QX_MIN_PREFIX; L < n && L < LCX_TOK_MAX; L++) {
+        uint32_t id = lcx__term_find(c->ix, t, (uint32_t)L, lcx__hash64(t, L, 0), NULL);
+        if (id != UINT32_MAX) q_add(c->q, id, LCX__QX_WEIGHT);
+    }
     return 0;
 }
 
@@ -79,6 +118,7 @@ static void bm25_accumulate(const lcx_index *ix, const qterms *q, float *acc, ui
         float df = (float)lcx__index_df(ix, id);
         float idf = logf(1.0f + (N - df + 0.5f) / (df + 0.5f));
         if (!(idf > 0)) continue;
+        float wq = idf * q->w[qi];
         for (int part = 0; part < 2; part++) {
             const uint32_t *pd;
             const uint8_t *pt;
@@ -99,7 +139,7 @@ static void bm25_accumulate(const lcx_index *ix, const qterms *q, float *acc, ui
                 if (d >= n_docs) continue;                    /* bounds: never trust mapped data */
                 if (any_del && (ix->del[d >> 6] >> (d & 63) & 1)) continue;
                 float tf = pt[i];
-                float s = idf * tf * (k1 + 1) / (tf + kb0 + kb1 * (float)ix->dl[d]);
+                float s = wq * tf * (k1 + 1) / (tf + kb0 + kb1 * (float)ix->dl[d]);
                 if (acc[d] == 0) touched[(*nt)++] = d;
                 acc[d] += s;
             }
@@ -249,7 +289,10 @@ int lcx__index_search_vec(const lcx_index *ix, const char *q, size_t qlen, const
     /* lexical */
     qterms qt = {0};
     qctx qc = {ix, &qt};
-    if (q && qlen) lcx_tokenize(q, qlen, q_tok, &qc);
+    if (q && qlen) {
+        lcx_tokenize(q, qlen, q_tok, &qc);
+        if (d.expand_query) lcx_tokenize(q, qlen, q_exp, &qc);   /* after every exact term: those keep weight 1 */
+    }
     uint64_t tot = 0;
     for (uint32_t i = 0; i < qt.nq; i++) tot += lcx__index_df(ix, qt.id[i]);
     if (tot) {

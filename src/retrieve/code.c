@@ -30,6 +30,7 @@
 #include "scope/scopes_api.h"
 #include "util/util.h"
 #include "text/text.h"
+#include "index/index.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +44,8 @@
 /* Definition-name match (docs/core.md "Definition names"): the best NAME_POOL search hits
  * are re-scored by (score + NAME_BOOST·top·f) / (1 + NAME_BOOST), f = the best F1 overlap between the words of
  * a name the chunk defines or calls (an identifier before "(", "= function", "= (…) =>";
- * in Perl files also "sub NAME")
- * and the query's words. A doc-like question ("Determine whether the value is constant")
+ * in Perl files also "sub NAME"; an enum member, macro, struct field or JS binding:
+ * decl_name) and the query's words (each with its prefixes and code synonyms). A doc-like question ("Determine whether the value is constant")
  * names its definition's parts (LLVMIsConstant) while the other windows of a header only
  * share its common words. */
 #define NAME_POOL 32
@@ -53,7 +54,8 @@
  * recall (bench_quality code set: α 0.5 / 0.4 / 0.3 / 0.2 → R@10 0.749 / 0.760 / 0.763 /
  * 0.766, MRR 0.512 / 0.516 / 0.518 / 0.516; docs/core.md "Definition names") */
 #define CODE_ALPHA 0.3f
-#define NAME_BOOST 0.6f
+#define NAME_BOOST 0.8f
+#define NAME_MIN_PREFIX 3   /* shortest prefix of a query word that a name word may be */
 #define NAME_MAX_TERMS 32
 #define SPLICE_HEADER "## Retrieved code context\n\n"
 #define TRUNC_MARK "\n... [truncated]"
@@ -271,15 +273,51 @@ static bool ts_has(const termset *t, uint64_t h)
     return false;
 }
 
+/* The query's words for the name match: each word is a group (c of the F1 counts groups)
+ * holding the word itself and the forms a name may use for it */
+#define QW_SLOTS 512
+typedef struct { uint64_t h[QW_SLOTS]; uint8_t g[QW_SLOTS]; int ng; } qwords;
+
+static int qw_find(const qwords *q, uint64_t h)
+{
+    h |= 1;
+    for (uint32_t j = (uint32_t)h & (QW_SLOTS - 1);; j = (j + 1) & (QW_SLOTS - 1)) {
+        if (!q->h[j]) return -1;
+        if (q->h[j] == h) return q->g[j];
+    }
+}
+static void qw_put(qwords *q, uint64_t h, int g, int *used)
+{
+    h |= 1;
+    if (*used >= QW_SLOTS / 2) return;
+    uint32_t j = (uint32_t)h & (QW_SLOTS - 1);
+    while (q->h[j] && q->h[j] != h) j = (j + 1) & (QW_SLOTS - 1);
+    if (q->h[j]) return;   /* the first group keeps a shared form */
+    q->h[j] = h;
+    q->g[j] = (uint8_t)g;
+    (*used)++;
+}
+
+typedef struct { qwords *q; int used; } qw_ctx;
 /* words, numbers and identifier parts (a whole compound identifier is its parts), stop
  * words left out: the vocabulary a name and a question share */
 static int ts_tok(const char *t, size_t n, int kind, void *ud)
 {
-    termset *ts = ud;
+    qw_ctx *c = ud;
+    qwords *q = c->q;
     if (kind == LCX_TOK_IDENT) return 0;
     if (kind == LCX_TOK_WORD && (lcx__stopword(t, n) || lcx__query_stopword(t, n))) return 0;
     uint64_t h = lcx__hash64(t, n, 0);
-    if (ts->n < NAME_MAX_TERMS && !ts_has(ts, h)) ts->h[ts->n++] = h;
+    if (qw_find(q, h) >= 0 || q->ng >= 64) return 0;
+    int g = q->ng++;
+    qw_put(q, h, g, &c->used);
+    if (kind != LCX_TOK_WORD) return 0;
+    /* the forms a name uses for a doc word: its prefixes (attribute → attr, listening →
+     * listen) and its code synonyms (obtain → get), as the BM25 expansion (search.c) */
+    for (size_t L = NAME_MIN_PREFIX; L < n; L++) qw_put(q, lcx__hash64(t, L, 0), g, &c->used);
+    const char *sy[3];
+    int ns = lcx__code_synonyms(t, n, sy);
+    for (int i = 0; i < ns; i++) qw_put(q, lcx__hash64(sy[i], strlen(sy[i]), 0), g, &c->used);
     return 0;
 }
 
@@ -335,24 +373,85 @@ static size_t back_ident(const char *t, size_t j)
 }
 
 /* F1 between the words of the name text[s, e) and the query's (q); 0 when none. */
-static float name_f1(const termset *q, const char *text, size_t s, size_t e)
+static float name_f1(const qwords *q, const char *text, size_t s, size_t e)
 {
     if (s == e || isdigit((unsigned char)text[s]) || name_kw(text + s, e - s)) return 0;
     termset nt;
     nt.n = 0;
     name_words(text + s, e - s, &nt);
     int m = 0;
-    for (int t = 0; t < nt.n; t++) m += ts_has(q, nt.h[t]);
+    uint64_t gm = 0;
+    for (int t = 0; t < nt.n; t++) {
+        int g = qw_find(q, nt.h[t]);
+        if (g >= 0) { m++; gm |= 1ull << g; }
+    }
     if (!m) return 0;
-    float a = (float)m / (float)nt.n, c = (float)m / (float)q->n;
+    float a = (float)m / (float)nt.n, c = (float)__builtin_popcountll(gm) / (float)q->ng;
     return 2 * a * c / (a + c);
+}
+
+/* The name a line [ls, le) of text declares without a '(' — an enum member ("NAME = 4,",
+ * "NAME,", "NAME" alone), a macro ("#define NAME"), a struct field ("uint32_t lc;",
+ * "char name[8];"), a JS binding ("const NAME =", "exports.NAME =", "this.NAME =") — as
+ * [*s, *e); false when it declares none. Why: a doc sentence documents an enum member or
+ * a field as often as a function in C headers, and such names are the question's words
+ * (MHD_USE_DEBUG for "Run in debug mode."). */
+static bool decl_name(const char *text, size_t ls, size_t le, size_t *s, size_t *e)
+{
+    size_t x = ls;
+    while (x < le && (text[x] == ' ' || text[x] == '\t')) x++;
+    if (x < le && text[x] == '#') {
+        x++;
+        while (x < le && (text[x] == ' ' || text[x] == '\t')) x++;
+        if (le - x < 8 || memcmp(text + x, "define", 6)) return false;
+        x += 6;
+        while (x < le && (text[x] == ' ' || text[x] == '\t')) x++;
+        *s = x;
+        while (x < le && idc(text[x])) x++;
+        *e = x;
+        return *e > *s;
+    }
+    size_t a = x;
+    while (x < le && idc(text[x])) x++;
+    if (x == a) return false;
+    /* JS: past "const" / "let" / "var" / "export" / "static" and "obj." to the last name */
+    for (;;) {
+        size_t wl = x - a, z = x;
+        const char *w = text + a;
+        bool kw = (wl == 5 && !memcmp(w, "const", 5)) || (wl == 3 && (!memcmp(w, "let", 3) || !memcmp(w, "var", 3))) ||
+                  (wl == 6 && (!memcmp(w, "export", 6) || !memcmp(w, "static", 6)));
+        if (kw) while (z < le && (text[z] == ' ' || text[z] == '\t')) z++;
+        else if (z < le && text[z] == '.') z++;
+        if (z == x || z >= le || !idc(text[z])) break;
+        a = x = z;
+        while (x < le && idc(text[x])) x++;
+    }
+    size_t y = x;
+    while (y < le && (text[y] == ' ' || text[y] == '\t')) y++;
+    if (y == le || text[y] == ',' || (text[y] == '=' && (y + 1 == le || (text[y + 1] != '=' && text[y + 1] != '>')))) {
+        *s = a;
+        *e = x;
+        return true;
+    }
+    /* a field: the last name before ';' on a line without '(' and of at least two words */
+    const char *sc = memchr(text + a, ';', le - a);
+    if (!sc || memchr(text + a, '(', le - a)) return false;
+    size_t j = back_ws(text, (size_t)(sc - text));
+    while (j > a && text[j - 1] == ']') {   /* "name[4];" */
+        while (j > a && text[j - 1] != '[') j--;
+        if (j > a) j--;
+        j = back_ws(text, j);
+    }
+    *e = j;
+    *s = back_ident(text, j);
+    return *s > a && *e > *s;
 }
 
 /* The best F1 between the words of a name in text and the query's (q); 0 when none.
  * hot: every re-scored chunk. Names are found from the '(' bytes (memchr) backwards, so
  * the cost is per '(' rather than per byte: the identifier right before it ("f (",
  * "f("), or before "= (" / "= function (" ("x = (a) =>", "x = function (a)"). */
-static float name_match(const termset *q, const char *text, size_t len, bool perl)
+static float name_match(const qwords *q, const char *text, size_t len, bool perl)
 {
     float best = 0;
     for (const char *p = text, *end = text + len, *k; p < end && (k = memchr(p, '(', (size_t)(end - p))); p = k + 1) {
@@ -366,6 +465,16 @@ static float name_match(const termset *q, const char *text, size_t len, bool per
         }
         float f = name_f1(q, text, s, e);
         if (f > best) best = f;
+    }
+    /* declarations without '(' (decl_name), line by line */
+    for (const char *p = text, *end = text + len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
+        size_t s, e;
+        if (decl_name(text, (size_t)(p - text), (size_t)(le - text), &s, &e)) {
+            float f = name_f1(q, text, s, e);
+            if (f > best) best = f;
+        }
+        p = nl ? nl + 1 : end;
     }
     /* Perl's "sub NAME {" has no '(' */
     for (const char *p = text, *end = text + len, *k; perl && p < end && (k = memchr(p, 's', (size_t)(end - p))); p = k + 1) {
@@ -382,10 +491,11 @@ static float name_match(const termset *q, const char *text, size_t len, bool per
 /* Re-scores hits[0..nh) by the definition-name match and re-sorts them (best first). */
 static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits, int nh)
 {
-    termset qt;
-    qt.n = 0;
-    lcx_tokenize(q, qlen, ts_tok, &qt);
-    if (!qt.n || nh < 1) return;
+    qwords *qt = calloc(1, sizeof *qt);
+    if (!qt) return;   /* OOM: the search's order stands */
+    qw_ctx qc = {qt, 0};
+    lcx_tokenize(q, qlen, ts_tok, &qc);
+    if (!qt->ng || nh < 1) { free(qt); return; }
     float top = hits[0].score;
     for (int i = 0; i < nh; i++) {
         lcx_chunk c;
@@ -393,10 +503,11 @@ static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits
         size_t pl = c.path_len;
         bool perl = c.path && ((pl > 3 && (!memcmp(c.path + pl - 3, ".pm", 3) || !memcmp(c.path + pl - 3, ".pl", 3))) ||
                                (pl > 2 && !memcmp(c.path + pl - 2, ".t", 2)));
-        hits[i].score += NAME_BOOST * top * name_match(&qt, c.text, c.text_len, perl);
+        hits[i].score += NAME_BOOST * top * name_match(qt, c.text, c.text_len, perl);
     }
     /* back into the search's [0, 1] (the order is kept): a hit's score stays comparable
      * with another scope's (ws: merges by score) and is not clipped at 1 */
+    free(qt);
     for (int i = 0; i < nh; i++) hits[i].score /= 1 + NAME_BOOST;
     for (int i = 1; i < nh; i++) {   /* insertion sort: stable, ties keep the search's order */
         lcx_hit t = hits[i];
@@ -414,6 +525,7 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
     lcx_search_opts o = lcx_search_defaults();
     o.top_k = top_k + (skip_rel ? 16 : 0);
     o.alpha = CODE_ALPHA;
+    o.expand_query = true;   /* a question in doc prose, answered by code (docs/core.md "Query expansion") */
     int want = o.top_k;
     if (o.top_k < NAME_POOL) o.top_k = NAME_POOL;
     lcx_hit hits[96];

@@ -8,7 +8,12 @@
  *   3. rescue query signal without a "question:" marker: the last sentence ending in '?';
  *   4. symbol pulls: a sentence-initial English word is not a symbol; a pull is a boost;
  *   5. definition names: a chunk defining a name made of the question's words gains on
- *      one that only repeats those words (code retrieval). */
+ *      one that only repeats those words (code retrieval);
+ *   6. query expansion: a doc word finds the code's prefix of it (attributes → attr) and
+ *      its code synonym (obtain → get) in the BM25 channel;
+ *   7. the name match takes those forms too (xml_get_attr_value for "Obtain the
+ *      attribute value.");
+ *   8. an enum member (no '(') is a name for the match. */
 #include "testutil.h"
 #include "longctx/lcx.h"
 #include "longctx/lcx_scope.h"
@@ -21,10 +26,11 @@
 
 static lcx_embedder *g_emb;
 
-static int rank_of(lcx_index *ix, const char *q, lcx_fusion f, uint32_t want)
+static int rank_of_x(lcx_index *ix, const char *q, lcx_fusion f, uint32_t want, bool expand)
 {
     lcx_search_opts o = lcx_search_defaults();
     o.fusion = f;
+    o.expand_query = expand;
     o.top_k = 10;
     lcx_hit h[10];
     int n = lcx_index_search(ix, q, strlen(q), &o, h, 10);
@@ -33,6 +39,8 @@ static int rank_of(lcx_index *ix, const char *q, lcx_fusion f, uint32_t want)
         if (h[i].id == want) return i + 1;
     return 0;
 }
+
+static int rank_of(lcx_index *ix, const char *q, lcx_fusion f, uint32_t want) { return rank_of_x(ix, q, f, want, false); }
 
 static void add(lcx_index *ix, const char *t, uint32_t *id) { assert_int_equal(lcx_index_add(ix, t, strlen(t), NULL, id), 0); }
 
@@ -283,7 +291,9 @@ static const char *const g_names_perl[][2] = {
 };
 #define NAMES_Q "Trim the spaces of a buffer."
 
-static void names_case(const char *const (*files)[2], const char *want)
+static void names_case_q(const char *const (*files)[2], const char *query, const char *want);
+static void names_case(const char *const (*files)[2], const char *want) { names_case_q(files, NAMES_Q, want); }
+static void names_case_q(const char *const (*files)[2], const char *query, const char *want)
 {
     size_t nf = 0;
     while (files[nf][0]) nf++;
@@ -295,7 +305,7 @@ static void names_case(const char *const (*files)[2], const char *want)
     so.alpha = 0.3f;   /* the code search's (code.c CODE_ALPHA) */
     so.top_k = 2;
     lcx_hit h[2];
-    assert_int_equal(lcx_index_search(ix, NAMES_Q, strlen(NAMES_Q), &so, h, 2), 2);
+    assert_int_equal(lcx_index_search(ix, query, strlen(query), &so, h, 2), 2);
     assert_int_equal(h[0].id, 1);
     assert_int_equal(h[1].id, 0);
     lcx_index_free(ix);
@@ -314,7 +324,7 @@ static void names_case(const char *const (*files)[2], const char *want)
     lcx_code_request rq = lcx_code_request_init();
     rq.explicit_scope = proj;
     rq.top_k = 3;
-    rq.query = NAMES_Q;
+    rq.query = query;
     rq.query_len = strlen(rq.query);
     lcx_code_result r;
     assert_int_equal(lcx_code_retrieve(m, &rq, &r), 0);
@@ -335,6 +345,66 @@ static void test_definition_names(void **st)
     (void)st;
     names_case(g_names_c, "buffer_trim_spaces(");
     names_case(g_names_perl, "sub buffer_trim_spaces");
+}
+
+/* 6: query expansion in the BM25 channel. A doc sentence says "attributes" where the
+ * code says attr, "Obtain" where it says get; the distractor repeats the one word both
+ * share. */
+static void test_query_expansion(void **st)
+{
+    (void)st;
+    static const char *const docs[] = {
+        "int attr_count(struct elem *e);\nvoid attr_free(struct attr *a);\n",
+        "/* count the items */\nint count_items(struct list *l);\n",
+        "int get_width(struct image *img);\nvoid image_free(struct image *img);\n",
+        "/* the width of an image, in pixels: its width */\nint image_scale(struct image *img, int scale);\n",
+        "int open_socket(const char *host, int port);\nvoid close_socket(int fd);\n",
+        "double mean(const double *v, size_t n);\ndouble median(double *v, size_t n);\n",
+        "void log_line(const char *fmt, ...);\nvoid log_flush(void);\n",
+        "int parse_header(const char *line, struct header *h);\nvoid header_free(struct header *h);\n",
+    };
+    lcx_index *ix;
+    assert_int_equal(lcx_index_new(g_emb, &ix), 0);
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) add(ix, docs[i], NULL);
+    /* prefixes the index knows: attributes → attr (and attribute, attrib: unknown) */
+    assert_int_equal(rank_of_x(ix, "Count the attributes.", LCX_FUSE_SCORE, 0, true), 1);
+    /* code synonyms: obtain → get */
+    assert_int_equal(rank_of_x(ix, "Obtain the width.", LCX_FUSE_SCORE, 2, true), 1);
+    /* off by default (the rescue path): there the distractors win, as without the rule */
+    assert_int_equal(rank_of(ix, "Count the attributes.", LCX_FUSE_SCORE, 1), 1);
+    assert_int_equal(rank_of(ix, "Obtain the width.", LCX_FUSE_SCORE, 3), 1);
+    lcx_index_free(ix);
+}
+
+/* 7: the name match sees a doc word's prefixes and code synonyms: xml_get_attr_value is
+ * "Obtain the attribute value." (another header's comment repeats those words) */
+static const char *const g_forms[][2] = {
+    {"xml.h", "struct node;\nconst char *xml_get_attr_value(struct node *n, const char *key);\nvoid xml_free(struct node *n);\n"},
+    {"doc.h", "/* the value of an attribute */\n"
+              "int node_print(struct node *n);\n"},
+    {"a.h", "int open_socket(const char *host, int port);\nvoid close_socket(int fd);\n"},
+    {"b.h", "double mean(const double *v, size_t n);\ndouble median(double *v, size_t n);\n"},
+    {"c.h", "void log_line(const char *fmt, ...);\nvoid log_flush(void);\n"},
+    {NULL, NULL},
+};
+/* 8: declarations without '(' are names: an enum member documented by the question */
+static const char *const g_decls[][2] = {
+    {"flags.h", "enum server_flag {\n  SERVER_NO_FLAG = 0,\n  SERVER_USE_DEBUG_LOG = 8,\n  SERVER_USE_TLS = 16\n};\n"},
+    {"log.h", "/* the debug log: use the log flag */\nint log_write(const char *s);\n"},
+    {"a.h", "int open_socket(const char *host, int port);\nvoid close_socket(int fd);\n"},
+    {"b.h", "double mean(const double *v, size_t n);\ndouble median(double *v, size_t n);\n"},
+    {"c.h", "void buf_line(const char *fmt, ...);\nvoid buf_flush(void);\n"},
+    {NULL, NULL},
+};
+static void test_name_forms(void **st)
+{
+    (void)st;
+    names_case_q(g_forms, "Obtain the attribute value.", "xml_get_attr_value(");
+}
+static void test_decl_names(void **st)
+{
+    (void)st;
+    names_case_q(g_decls, "Use the debug log flag.", "SERVER_USE_DEBUG_LOG");
 }
 
 static int setup(void **st)
@@ -358,6 +428,9 @@ int main(void)
         cmocka_unit_test(test_query_signal_qmark),
         cmocka_unit_test(test_symbol_pulls),
         cmocka_unit_test(test_definition_names),
+        cmocka_unit_test(test_query_expansion),
+        cmocka_unit_test(test_name_forms),
+        cmocka_unit_test(test_decl_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
