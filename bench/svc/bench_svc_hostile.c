@@ -5,6 +5,7 @@
  *   bench_svc_hostile [--bin build/bin/longctx-svc] [--seconds 60 | --requests N] [--seed S]
  *                     [--load-clients 256 --load-seconds 10 --load-interval-ms 100]
  *                     [--slowloris 400 --slowloris-seconds 10] [--kill9] [--server-log FILE]
+ *                     [--serve-arg ARG]...   (extra `serve` flags, e.g. --serve-arg --client-rate --serve-arg 0)
  *
  * Mutations: byte flips (anywhere / body only), truncation, huge and invalid numbers, deep
  * nesting, invalid and overlong UTF-8, NUL bytes (raw, \u0000, %00), many headers, many
@@ -50,6 +51,8 @@
 
 static int port;
 static pid_t server_pid;
+static const char *serve_args[48];   /* --serve-arg */
+static int n_serve_args;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
@@ -603,7 +606,11 @@ static bool start_server(void)
     if (pid == 0) {
         int dn = server_log ? open(server_log, O_WRONLY | O_CREAT | O_APPEND, 0644) : open("/dev/null", O_WRONLY);
         if (dn >= 0) dup2(dn, 2);   /* libmicrohttpd logs every refused request */
-        execl(bin, bin, "serve", "--host", "127.0.0.1", "--port", ps, "--data-dir", data_dir, "--quiet", (char *)NULL);
+        const char *av[64] = {bin, "serve", "--host", "127.0.0.1", "--port", ps, "--data-dir", data_dir, "--quiet"};
+        int n = 9;
+        for (int i = 0; i < n_serve_args && n < 63; i++) av[n++] = serve_args[i];
+        av[n] = NULL;
+        execv(bin, (char *const *)av);
         _exit(127);
     }
     server_pid = pid;
@@ -762,6 +769,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--slowloris-seconds")) slow_s = atof(v), i++;
         else if (!strcmp(a, "--kill9")) kill9 = true;
         else if (!strcmp(a, "--server-log")) server_log = v, i++;
+        else if (!strcmp(a, "--serve-arg") && n_serve_args < 48) serve_args[n_serve_args++] = v, i++;
         else { fprintf(stderr, "unknown argument %s (see the header of bench_svc_hostile.c)\n", a); return 2; }
     }
     if (!seconds && !max_req) seconds = 30;
