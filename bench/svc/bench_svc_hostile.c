@@ -689,10 +689,28 @@ static int cmp_d(const void *a, const void *b)
 }
 static double pct(double *v, size_t n, double p) { return n ? v[(size_t)fmin((double)n - 1, p * (double)n)] : NAN; }
 
+/* CPU seconds (user + system) the server has used so far: on a shared host the stable
+ * number (wall percentiles include run-queue waits). */
+static double server_cpu_s(void)
+{
+    char p[64], line[2048];
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)server_pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return NAN;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    const char *c = strrchr(line, ')');   /* fields after the command name */
+    unsigned long long ut = 0, st = 0;
+    if (!c || sscanf(c + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return NAN;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static int run_load(int clients, double seconds)
 {
     pthread_t *th = calloc((size_t)clients, sizeof *th);
     load_res *res = calloc((size_t)clients, sizeof *res);
+    double cpu0 = server_cpu_s();
     load_stop = 0;
     for (int i = 0; i < clients; i++) pthread_create(&th[i], NULL, load_main, &res[i]);
     usleep((useconds_t)(seconds * 1e6));
@@ -704,6 +722,8 @@ static int run_load(int clients, double seconds)
     size_t k = 0;
     for (int i = 0; i < clients; i++) { memcpy(all + k, res[i].lat, res[i].n * sizeof *all); k += res[i].n; free(res[i].lat); }
     qsort(all, tot, sizeof *all, cmp_d);
+    double cpu = server_cpu_s() - cpu0;
+    printf("load: server CPU %.2f s, %.1f us per request\n", cpu, tot ? cpu * 1e6 / (double)tot : NAN);
     printf("load: %d keep-alive clients, one request per %.0f ms each, %.0f s: %zu retrieves (%.0f/s), %llu errors, latency p50 %.2f ms, p99 %.2f ms, "
            "max %.2f ms\n", clients, load_interval_ms, seconds, tot, (double)tot / seconds, (unsigned long long)err, pct(all, tot, 0.5),
            pct(all, tot, 0.99), tot ? all[tot - 1] : NAN);
