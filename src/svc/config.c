@@ -292,10 +292,7 @@ int lcx_svc_serve_main(int argc, char **argv)
     if (left && !cfg.quiet)
         lcx__svc_logf(svc->log, "warn", "%llu request(s) still running after %.1f s, closing them",
                 (unsigned long long)left, cfg.shutdown_grace_s);
-    struct lcx_svc_log *log = svc->log;
-    svc->log = NULL;   /* outlives the stop, for the last line */
+    svc->stop_line = !cfg.quiet;   /* "stopped cleanly", written by lcx__svc_stop last */
     lcx__svc_stop(svc);
-    if (!cfg.quiet) lcx__svc_logf(log, "info", "stopped cleanly");
-    lcx__svc_log_free(log);
     return 0;
 }

@@ -1064,6 +1064,7 @@ void lcx__svc_stop(lcx_svc *svc)
     lcx__svc_metrics_free(svc->metrics);
     lcx__svc_limits_free(svc->limits);
     lcx__svc_recent_free(svc->recent);
+    if (svc->stop_line) lcx__svc_logf(svc->log, "info", "stopped cleanly");
     lcx__svc_log_free(svc->log);
     pthread_mutex_destroy(&svc->mu);
     pthread_mutex_destroy(&svc->jmu);

@@ -110,6 +110,7 @@ struct lcx_svc {
     struct lcx_svc_log *log;        /* --log-format / --log-file (log.c), owned */
     struct lcx_svc_recent *recent;  /* recent retrievals for /ui (ui.c), owned */
     uint64_t req_seq;               /* request ids (atomic builtins) */
+    bool stop_line;                 /* lcx__svc_stop logs "stopped cleanly" (serve_main sets it) */
     /* Work queued for background workers (e.g. neural re-embedding), exported as the
      * longctx_background_backlog gauge: a worker stores its queue length here with
      * __atomic_store_n(..., __ATOMIC_RELAXED) whenever it changes. 0 while none runs. */

@@ -66,9 +66,12 @@ static size_t utf8_cut(const char *s, size_t n, size_t cap)
     return k;
 }
 
+/* Copies the cut prefix; text that is not valid UTF-8 (a file name, a query no route
+ * checked) is replaced, so /longctx/recent stays valid JSON. */
 static void copy_cut(char *dst, size_t cap, const char *src, size_t n)
 {
     size_t k = src ? utf8_cut(src, n, cap) : 0;
+    if (k && !lcx__utf8_valid(src, k)) src = "(not UTF-8)", k = strlen(src);
     if (k) memcpy(dst, src, k);
     dst[k] = 0;
 }
