@@ -54,7 +54,7 @@ static const opt opts[] = {
     {"--client-rate", "LONGCTX_CLIENT_RATE", K_DBL, F(client_rate), 0, 1e9,
      "requests per second from one client address, sustained → 429 (default 10000; 0 = no limit)"},
     {"--client-burst", "LONGCTX_CLIENT_BURST", K_DBL, F(client_burst), 1, 1e9,
-     "requests one client address may send at once above --client-rate (default 20000)"},
+     "bucket size: requests one client address may send in one burst (default 20000)"},
     {"--idle-hibernate-s", "LONGCTX_IDLE_HIBERNATE_S", K_DBL, F(idle_hibernate_s), 0.01, 1e9,
      "the janitor hibernates sessions idle this long (default 1800)"},
     {"--janitor-interval-s", "LONGCTX_JANITOR_INTERVAL_S", K_DBL, F(janitor_interval_s), 0.05, 86400,
@@ -174,7 +174,8 @@ void lcx_svc_usage(FILE *f, const char *prog)
         fprintf(f, "  %-26s %-32s %s\n", opts[i].k == K_BOOL ? opts[i].flag : opts[i].flag, opts[i].env, opts[i].help);
     fprintf(f, "\n  %-26s %-32s %s\n", "--help", "", "this text");
     fprintf(f, "\nSIGINT/SIGTERM stop the server cleanly: new connections are refused, in-flight requests\n"
-               "finish (up to --shutdown-grace-s), stores are flushed and closed, exit status 0.\n");
+               "finish (up to --shutdown-grace-s), stores are flushed and closed, exit status 0.\n"
+               "SIGHUP reopens --log-file (after logrotate moved it).\n");
 }
 
 static int apply_env(lcx_svc_config *c, FILE *err)
