@@ -5,6 +5,7 @@
  *   bench_svc_hostile [--bin build/bin/longctx-svc] [--seconds 60 | --requests N] [--seed S]
  *                     [--load-clients 256 --load-seconds 10 --load-interval-ms 100]
  *                     [--slowloris 400 --slowloris-seconds 10] [--kill9] [--server-log FILE]
+ *                     [--serve-arg ARG]...   (extra `serve` flags, e.g. --serve-arg --client-rate --serve-arg 0)
  *
  * Mutations: byte flips (anywhere / body only), truncation, huge and invalid numbers, deep
  * nesting, invalid and overlong UTF-8, NUL bytes (raw, \u0000, %00), many headers, many
@@ -50,6 +51,8 @@
 
 static int port;
 static pid_t server_pid;
+static const char *serve_args[48];   /* --serve-arg */
+static int n_serve_args;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
@@ -603,7 +606,11 @@ static bool start_server(void)
     if (pid == 0) {
         int dn = server_log ? open(server_log, O_WRONLY | O_CREAT | O_APPEND, 0644) : open("/dev/null", O_WRONLY);
         if (dn >= 0) dup2(dn, 2);   /* libmicrohttpd logs every refused request */
-        execl(bin, bin, "serve", "--host", "127.0.0.1", "--port", ps, "--data-dir", data_dir, "--quiet", (char *)NULL);
+        const char *av[64] = {bin, "serve", "--host", "127.0.0.1", "--port", ps, "--data-dir", data_dir, "--quiet"};
+        int n = 9;
+        for (int i = 0; i < n_serve_args && n < 63; i++) av[n++] = serve_args[i];
+        av[n] = NULL;
+        execv(bin, (char *const *)av);
         _exit(127);
     }
     server_pid = pid;
@@ -682,10 +689,28 @@ static int cmp_d(const void *a, const void *b)
 }
 static double pct(double *v, size_t n, double p) { return n ? v[(size_t)fmin((double)n - 1, p * (double)n)] : NAN; }
 
+/* CPU seconds (user + system) the server has used so far: on a shared host the stable
+ * number (wall percentiles include run-queue waits). */
+static double server_cpu_s(void)
+{
+    char p[64], line[2048];
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)server_pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return NAN;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    const char *c = strrchr(line, ')');   /* fields after the command name */
+    unsigned long long ut = 0, st = 0;
+    if (!c || sscanf(c + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return NAN;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static int run_load(int clients, double seconds)
 {
     pthread_t *th = calloc((size_t)clients, sizeof *th);
     load_res *res = calloc((size_t)clients, sizeof *res);
+    double cpu0 = server_cpu_s();
     load_stop = 0;
     for (int i = 0; i < clients; i++) pthread_create(&th[i], NULL, load_main, &res[i]);
     usleep((useconds_t)(seconds * 1e6));
@@ -697,6 +722,8 @@ static int run_load(int clients, double seconds)
     size_t k = 0;
     for (int i = 0; i < clients; i++) { memcpy(all + k, res[i].lat, res[i].n * sizeof *all); k += res[i].n; free(res[i].lat); }
     qsort(all, tot, sizeof *all, cmp_d);
+    double cpu = server_cpu_s() - cpu0;
+    printf("load: server CPU %.2f s, %.1f us per request\n", cpu, tot ? cpu * 1e6 / (double)tot : NAN);
     printf("load: %d keep-alive clients, one request per %.0f ms each, %.0f s: %zu retrieves (%.0f/s), %llu errors, latency p50 %.2f ms, p99 %.2f ms, "
            "max %.2f ms\n", clients, load_interval_ms, seconds, tot, (double)tot / seconds, (unsigned long long)err, pct(all, tot, 0.5),
            pct(all, tot, 0.99), tot ? all[tot - 1] : NAN);
@@ -762,6 +789,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--slowloris-seconds")) slow_s = atof(v), i++;
         else if (!strcmp(a, "--kill9")) kill9 = true;
         else if (!strcmp(a, "--server-log")) server_log = v, i++;
+        else if (!strcmp(a, "--serve-arg") && n_serve_args < 48) serve_args[n_serve_args++] = v, i++;
         else { fprintf(stderr, "unknown argument %s (see the header of bench_svc_hostile.c)\n", a); return 2; }
     }
     if (!seconds && !max_req) seconds = 30;

@@ -32,6 +32,10 @@ typedef struct {
     uint64_t max_mem_bytes;         /* --max-mem-mb / LONGCTX_MAX_MEM_MB (4096 MiB, LRU hibernation) */
     uint64_t max_inflight_body_bytes;/* --max-inflight-body-mb / LONGCTX_MAX_INFLIGHT_BODY_MB (256 MiB): request bodies
                                        buffered at once over all connections → 429 server_busy */
+    uint32_t client_max_connections;/* --client-max-connections / LONGCTX_CLIENT_MAX_CONNECTIONS (0 = 7/8 of max_connections):
+                                       open connections from one client address → 429 too_many_connections */
+    double client_rate;             /* --client-rate / LONGCTX_CLIENT_RATE (10000 requests/s per client address, 0 = off) → 429 */
+    double client_burst;            /* --client-burst / LONGCTX_CLIENT_BURST (20000): requests one client may send at once */
     double idle_hibernate_s;        /* --idle-hibernate-s / LONGCTX_IDLE_HIBERNATE_S (1800) */
     double janitor_interval_s;      /* --janitor-interval-s / LONGCTX_JANITOR_INTERVAL_S (min(60, idle/4), ≥ 0.05) */
     int embed_dim;                  /* --embed-dim / LONGCTX_EMBED_DIM (0 = embedder default) */
@@ -42,6 +46,8 @@ typedef struct {
     int idle_timeout_s;             /* --idle-timeout-s / LONGCTX_IDLE_TIMEOUT_S (30): keep-alive idle, request head */
     int body_timeout_s;             /* --body-timeout-s / LONGCTX_BODY_TIMEOUT_S (10): a request body that stalls */
     bool quiet;                     /* --quiet / LONGCTX_QUIET: no per-start banner */
+    char log_format[8];             /* --log-format / LONGCTX_LOG_FORMAT: "text" (default) or "json" (one object per line + access log) */
+    char log_file[4096];            /* --log-file / LONGCTX_LOG_FILE ("" = stderr); SIGHUP reopens it */
     char store[4096];               /* --store / LONGCTX_STORE ("" = embedded store): postgresql://… shared store */
     double store_write_timeout_s;   /* --store-write-timeout-s / LONGCTX_STORE_WRITE_TIMEOUT_S (10): unconfirmed write → 503 */
     char store_reads[16];           /* --store-reads / LONGCTX_STORE_READS: "strict" (default) or "notify" (docs/multinode.md) */

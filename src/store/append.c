@@ -76,7 +76,7 @@ static void *io_run(void *arg)
     build_record(j->s->recbuf, j->c, j->n, j->payload, NULL, NULL, 0);
     memcpy(&j->crc, j->s->recbuf + offsetof(lcx_rec_hdr, crc), 4);
     j->rc = lcx__write_all(j->s->fd, j->s->recbuf, sizeof(lcx_rec_hdr) + j->payload, j->at);
-    if (!j->rc && fdatasync(j->s->fd) < 0) j->rc = lcx__eio(errno);
+    if (!j->rc && lcx__fdatasync(j->s->fd) < 0) j->rc = lcx__eio(errno);
     return NULL;
 }
 
@@ -149,7 +149,7 @@ static int publish(lcx_store *s, const lcx_chunk *c, int n, const uint8_t *vec, 
 /* Undoes an unacknowledged record at `at` (write or later step failed). */
 static void log_undo(lcx_store *s, uint64_t at, int synced)
 {
-    if (ftruncate(s->fd, (off_t)at) < 0 || (synced && fdatasync(s->fd) < 0))
+    if (ftruncate(s->fd, (off_t)at) < 0 || (synced && lcx__fdatasync(s->fd) < 0))
         s->broken = 1;   /* cannot even undo: stop writing */
 }
 
@@ -366,7 +366,7 @@ int lcx_store_commit(lcx_store *s, lcx_store_prepared *p, uint32_t *first_id)
     /* durable first: write + fdatasync (searches keep running meanwhile) */
     uint64_t at = s->log_end;
     rc = lcx__write_all(s->fd, p->rec, sizeof h + p->payload, at);
-    if (!rc && fdatasync(s->fd) < 0) rc = lcx__eio(errno);
+    if (!rc && lcx__fdatasync(s->fd) < 0) rc = lcx__eio(errno);
     if (rc) {
         log_undo(s, at, 0);
         goto unlock;
@@ -515,7 +515,7 @@ int lcx_store_delete_path(lcx_store *s, const char *path, size_t path_len)
     memcpy(rec + sizeof h, ids, (size_t)k * 4);
     uint64_t at = s->log_end;
     rc = lcx__write_all(s->fd, rec, sizeof h + (size_t)k * 4, at);
-    if (!rc && fdatasync(s->fd) < 0) rc = lcx__eio(errno);
+    if (!rc && lcx__fdatasync(s->fd) < 0) rc = lcx__eio(errno);
     free(rec);
     if (rc) {
         if (ftruncate(s->fd, (off_t)at) < 0) s->broken = 1;

@@ -1,7 +1,8 @@
 /* longctx-svc: --auth-token (docs/SECURITY.md).
  *
  * One shared bearer token guards every route except /healthz (liveness probes carry no
- * secrets and reveal only the version). The token is compared in constant time so the
+ * secrets and reveal only the version) and GET of the dashboard's static page and script
+ * (/ui, /ui/app.js: no data; what they show is fetched from guarded routes). The token is compared in constant time so the
  * reply latency says nothing about how many leading bytes were right. A 401 answers in
  * the OpenAI error shape ({"error":{"message","type","param","code"}}, which also holds
  * the service's own code/message pair), because OpenAI clients are what most callers
@@ -78,6 +79,9 @@ bool lcx__svc_auth_ok(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     if (!tok[0]) return true;
     const char *path = lcx__req_path(req);
     if (!strcmp(path, "/healthz") || !strcmp(path, "/healthz/")) return true;
+    /* the dashboard's page and script: the same static bytes for everyone, no data (ui.c) */
+    if (!strcmp(lcx__req_method(req), "GET") && (!strcmp(path, "/ui") || !strcmp(path, "/ui/") || !strcmp(path, "/ui/app.js")))
+        return true;
     size_t hl = 0;
     const char *h = lcx__req_header_n(req, "Authorization", &hl);
     if (!h) {

@@ -49,6 +49,12 @@ static const opt opts[] = {
      "RAM for all sessions; LRU hibernation beyond (default 4096)"},
     {"--max-inflight-body-mb", "LONGCTX_MAX_INFLIGHT_BODY_MB", K_MB, F(max_inflight_body_bytes), 1, 16777216.0,
      "request bodies buffered at once, all connections together → 429 (default 256)"},
+    {"--client-max-connections", "LONGCTX_CLIENT_MAX_CONNECTIONS", K_U32, F(client_max_connections), 0, 100000,
+     "open connections from one client address → 429 (default 0 = 7/8 of --max-connections)"},
+    {"--client-rate", "LONGCTX_CLIENT_RATE", K_DBL, F(client_rate), 0, 1e9,
+     "requests per second from one client address, sustained → 429 (default 10000; 0 = no limit)"},
+    {"--client-burst", "LONGCTX_CLIENT_BURST", K_DBL, F(client_burst), 1, 1e9,
+     "bucket size: requests one client address may send in one burst (default 20000)"},
     {"--idle-hibernate-s", "LONGCTX_IDLE_HIBERNATE_S", K_DBL, F(idle_hibernate_s), 0.01, 1e9,
      "the janitor hibernates sessions idle this long (default 1800)"},
     {"--janitor-interval-s", "LONGCTX_JANITOR_INTERVAL_S", K_DBL, F(janitor_interval_s), 0.05, 86400,
@@ -68,6 +74,9 @@ static const opt opts[] = {
     {"--body-timeout-s", "LONGCTX_BODY_TIMEOUT_S", K_INT, F(body_timeout_s), 1, 86400,
      "close a connection whose request body stops arriving for this long (default 10)"},
     {"--quiet", "LONGCTX_QUIET", K_BOOL, F(quiet), 0, 0, "no start-up banner or janitor log lines"},
+    {"--log-format", "LONGCTX_LOG_FORMAT", K_STR, F(log_format), 0, 0,
+     "text (default) or json: one JSON object per line, with an access line per request"},
+    {"--log-file", "LONGCTX_LOG_FILE", K_STR, F(log_file), 0, 0, "append the log here instead of stderr; SIGHUP reopens it"},
     {"--store", "LONGCTX_STORE", K_STR, F(store), 0, 0,
      "postgresql://HOST:PORT[,HOST:PORT…]/DB?target_session_attrs=read-write: sessions shared by every node (docs/multinode.md; unset = embedded)"},
     {"--store-write-timeout-s", "LONGCTX_STORE_WRITE_TIMEOUT_S", K_DBL, F(store_write_timeout_s), 0.1, 86400,
@@ -108,6 +117,9 @@ void lcx_svc_config_defaults(lcx_svc_config *c)
     c->body_timeout_s = 10;
     c->store_write_timeout_s = 10;
     c->shutdown_grace_s = 10;
+    c->client_rate = 10000;
+    c->client_burst = 20000;
+    snprintf(c->log_format, sizeof c->log_format, "text");
 }
 
 static int set_value(lcx_svc_config *c, const opt *o, const char *v, const char *src, FILE *err)
@@ -162,7 +174,8 @@ void lcx_svc_usage(FILE *f, const char *prog)
         fprintf(f, "  %-26s %-32s %s\n", opts[i].k == K_BOOL ? opts[i].flag : opts[i].flag, opts[i].env, opts[i].help);
     fprintf(f, "\n  %-26s %-32s %s\n", "--help", "", "this text");
     fprintf(f, "\nSIGINT/SIGTERM stop the server cleanly: new connections are refused, in-flight requests\n"
-               "finish (up to --shutdown-grace-s), stores are flushed and closed, exit status 0.\n");
+               "finish (up to --shutdown-grace-s), stores are flushed and closed, exit status 0.\n"
+               "SIGHUP reopens --log-file (after logrotate moved it).\n");
 }
 
 static int apply_env(lcx_svc_config *c, FILE *err)
@@ -210,6 +223,10 @@ int lcx__svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err)
         fprintf(err, "longctx-svc: --data-dir must not be empty\n");
         return LCX_EINVAL;
     }
+    if (strcmp(c->log_format, "text") && strcmp(c->log_format, "json")) {
+        fprintf(err, "longctx-svc: --log-format: expected text or json, got '%s'\n", c->log_format);
+        return LCX_EINVAL;
+    }
     if (c->janitor_interval_s <= 0) {
         double iv = c->idle_hibernate_s / 4;
         c->janitor_interval_s = iv > 60 ? 60 : iv < 0.05 ? 0.05 : iv;
@@ -249,6 +266,7 @@ int lcx_svc_serve_main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);   /* reopens --log-file (logrotate) */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -260,21 +278,22 @@ int lcx_svc_serve_main(int argc, char **argv)
         return 1;
     }
     if (!cfg.quiet)
-        fprintf(stderr, "longctx-svc %s: listening on http://%s:%d (data dir %s, %d threads, embedder %s)\n",
+        lcx__svc_logf(svc->log, "info", "version %s, listening on http://%s:%d (data dir %s, %d threads, embedder %s)",
                 LCX_VERSION, cfg.host, svc->bound_port, cfg.data_dir, cfg.threads, lcx_embedder_fingerprint(svc->emb));
     if (cfg.parent_pid > 0) {
         pthread_t t;
         if (pthread_create(&t, NULL, parent_watch, (void *)(intptr_t)cfg.parent_pid) == 0) pthread_detach(t);
     }
     int sig = 0;
-    while (sigwait(&set, &sig) != 0) {}
-    if (!cfg.quiet) fprintf(stderr, "longctx-svc: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    while (sigwait(&set, &sig) != 0 || sig == SIGHUP)
+        if (sig == SIGHUP) lcx__svc_on_sighup(svc), sig = 0;
+    if (!cfg.quiet) lcx__svc_logf(svc->log, "info", "%s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     /* graceful: no new connections, in-flight requests finish, then the stores flush */
     uint64_t left = lcx__svc_drain(svc, cfg.shutdown_grace_s);
     if (left && !cfg.quiet)
-        fprintf(stderr, "longctx-svc: %llu request(s) still running after %.1f s, closing them\n",
+        lcx__svc_logf(svc->log, "warn", "%llu request(s) still running after %.1f s, closing them",
                 (unsigned long long)left, cfg.shutdown_grace_s);
+    svc->stop_line = !cfg.quiet;   /* "stopped cleanly", written by lcx__svc_stop last */
     lcx__svc_stop(svc);
-    if (!cfg.quiet) fprintf(stderr, "longctx-svc: stopped cleanly\n");
     return 0;
 }

@@ -12,6 +12,7 @@
  * head is queued). */
 #include "svc/svc.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,23 @@ struct lcx_svc_metrics {
     uint64_t *req;            /* [row][N_STATUS] */
     uint64_t *hist;           /* [row][N_BUCKET], per bucket (made cumulative when written) */
     uint64_t *sum_us;         /* [row] */
-    uint64_t spans, rescue_queries, rescue_hits;
+    uint64_t spans, rescue_queries, rescue_hits, evict_rounds;
 };
+
+/* Store fsync latency: every lcx__fdatasync of the process (the stores' durable commits),
+ * so one histogram per process, not per service instance (util.h has one observer). */
+static const double FSYNC_BUCKETS_S[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+#define N_FSYNC ((int)LCX_ARRAY_LEN(FSYNC_BUCKETS_S) + 1)
+static uint64_t fsync_hist[N_FSYNC], fsync_sum_ns;
+
+static void fsync_observe(uint64_t ns)
+{
+    double s = (double)ns / 1e9;
+    int b = 0;
+    while (b < N_FSYNC - 1 && s > FSYNC_BUCKETS_S[b]) b++;
+    __atomic_add_fetch(&fsync_hist[b], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&fsync_sum_ns, ns, __ATOMIC_RELAXED);
+}
 
 int lcx__svc_metrics_new(struct lcx_svc_metrics **out)
 {
@@ -43,6 +59,7 @@ int lcx__svc_metrics_new(struct lcx_svc_metrics **out)
     m->hist = calloc((size_t)m->n_rows * N_BUCKET, sizeof *m->hist);
     m->sum_us = calloc((size_t)m->n_rows, sizeof *m->sum_us);
     if (!m->req || !m->hist || !m->sum_us) { lcx__svc_metrics_free(m); return LCX_ENOMEM; }
+    lcx__fsync_set_observer(fsync_observe);
     *out = m;
     return 0;
 }
@@ -82,6 +99,18 @@ void lcx__svc_metrics_spans(lcx_svc *svc, int n)
     if (svc->metrics && n > 0) __atomic_add_fetch(&svc->metrics->spans, (uint64_t)n, __ATOMIC_RELAXED);
 }
 
+void lcx__svc_metrics_write(lcx_svc *svc, const lcx_chunk *cs, int n)
+{
+    lcx__svc_metrics_spans(svc, n);
+    if (!svc->metrics) return;
+    /* An engine posts one eviction round's spans per call (maybe split over calls, which
+     * then count once each); a batch carrying several rounds counts each run. */
+    uint64_t rounds = 0;
+    for (int i = 0; i < n; i++)
+        if (cs[i].round >= 0 && (i == 0 || cs[i].round != cs[i - 1].round)) rounds++;
+    if (rounds) __atomic_add_fetch(&svc->metrics->evict_rounds, rounds, __ATOMIC_RELAXED);
+}
+
 void lcx__svc_metrics_rescue(lcx_svc *svc, int hits)
 {
     if (!svc->metrics) return;
@@ -103,6 +132,28 @@ static const char *row_method(const struct lcx_svc_metrics *m, int row)
 static void head(lcx_buf *b, const char *name, const char *type, const char *help)
 {
     lcx__buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Code scopes: loaded (RAM) and persisted (DATA_DIR/scopes/<hash>/, one readdir). */
+static void scopes(lcx_svc *svc, lcx_buf *t)
+{
+    uint32_t disk = 0;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/scopes", svc->cfg.data_dir);
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (e->d_name[0] != '.' && (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN)) disk++;
+        closedir(d);
+    }
+    head(t, "longctx_scopes_in_ram", "gauge", "Code scopes loaded in RAM.");
+    lcx__buf_printf(t, "longctx_scopes_in_ram %u\n", svc->code ? lcx_scopes_loaded(svc->code) : 0);
+    head(t, "longctx_scopes_on_disk", "gauge", "Code scopes persisted in the data dir (loaded or not).");
+    lcx__buf_printf(t, "longctx_scopes_on_disk %u\n", disk);
+    head(t, "longctx_scope_memory_bytes", "gauge", "RAM held by the loaded code scopes.");
+    lcx__buf_printf(t, "longctx_scope_memory_bytes %llu\n",
+                   (unsigned long long)(svc->code ? lcx_scopes_mem_bytes(svc->code) : 0));
 }
 
 int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
@@ -174,6 +225,40 @@ int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     lcx__buf_printf(&t, "longctx_rescue_retrievals_total %llu\n", (unsigned long long)ld(&m->rescue_queries));
     head(&t, "longctx_rescue_hits_total", "counter", "Chunks returned by /evict/retrieve.");
     lcx__buf_printf(&t, "longctx_rescue_hits_total %llu\n", (unsigned long long)ld(&m->rescue_hits));
+    head(&t, "longctx_evict_rounds_total", "counter",
+         "Eviction rounds reported by /evict/write (runs of one round value >= 0 within a batch).");
+    lcx__buf_printf(&t, "longctx_evict_rounds_total %llu\n", (unsigned long long)ld(&m->evict_rounds));
+    head(&t, "longctx_store_fsync_duration_seconds", "histogram",
+         "fdatasync of the stores' durable commits (the whole process).");
+    {
+        uint64_t cum = 0;
+        for (int k = 0; k < N_FSYNC; k++) {
+            cum += ld(&fsync_hist[k]);
+            if (k < N_FSYNC - 1)
+                lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_bucket{le=\"%g\"} %llu\n", FSYNC_BUCKETS_S[k],
+                               (unsigned long long)cum);
+            else
+                lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+        }
+        lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_sum %.9f\n", (double)ld(&fsync_sum_ns) / 1e9);
+        lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_count %llu\n", (unsigned long long)cum);
+    }
+    scopes(svc, &t);
+    head(&t, "longctx_background_backlog", "gauge", "Work items queued for background workers (0 when none runs).");
+    lcx__buf_printf(&t, "longctx_background_backlog %llu\n",
+                   (unsigned long long)__atomic_load_n(&svc->bg_backlog, __ATOMIC_RELAXED));
+    lcx_svc_limits_stats ls;
+    lcx__svc_limits_stats(svc->limits, &ls);
+    head(&t, "longctx_client_limited_total", "counter", "Requests refused with 429 by a per-client limit, by limit.");
+    lcx__buf_printf(&t, "longctx_client_limited_total{limit=\"rate\"} %llu\n", (unsigned long long)ls.refused_rate);
+    lcx__buf_printf(&t, "longctx_client_limited_total{limit=\"connections\"} %llu\n", (unsigned long long)ls.refused_conns);
+    head(&t, "longctx_clients_tracked", "gauge", "Client addresses the per-client limits hold state for.");
+    lcx__buf_printf(&t, "longctx_clients_tracked %u\n", ls.clients);
+    head(&t, "longctx_clients_untracked_total", "counter",
+         "Connections from addresses not tracked (table full or out of memory): not limited.");
+    lcx__buf_printf(&t, "longctx_clients_untracked_total %llu\n", (unsigned long long)ls.untracked);
+    head(&t, "longctx_log_lines_dropped_total", "counter", "Log lines that could not be written (--log-file).");
+    lcx__buf_printf(&t, "longctx_log_lines_dropped_total %llu\n", (unsigned long long)lcx__svc_log_dropped(svc->log));
     head(&t, "longctx_open_connections", "gauge", "Open HTTP connections (including the scraper's).");
     lcx__buf_printf(&t, "longctx_open_connections %llu\n",
                    (unsigned long long)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));

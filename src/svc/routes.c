@@ -29,6 +29,10 @@ const lcx_route lcx__svc_routes[] = {
     {"GET", "/healthz", lcx__svc_h_healthz},
     {"GET", "/longctx/status", lcx__svc_h_status},
     {"GET", "/metrics", lcx__svc_h_metrics},           /* Prometheus text (metrics.c) */
+    /* the dashboard (ui.c): page and script without the token (static), data behind it */
+    {"GET", "/ui", lcx__svc_h_ui},
+    {"GET", "/ui/app.js", lcx__svc_h_ui_js},
+    {"GET", "/longctx/recent", lcx__svc_h_recent},
     /* rescue API (SPEC §2, Tier 2/3) */
     {"POST", "/evict/write", lcx__svc_h_evict_write},
     {"POST", "/evict/retrieve", lcx__svc_h_evict_retrieve},

@@ -374,6 +374,7 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         goto out;
     }
     set_headers(resp, &res, ephemeral ? NULL : session);
+    lcx__svc_recent_code(svc, ephemeral ? NULL : session, rq.query, rq.query_len, &res);
     if (text_form) {
         lcx__resp_text(resp, 200, "text/plain; charset=utf-8", res.splice, res.splice_len);
         lcx_code_result_free(&res);

@@ -801,7 +801,7 @@ int lcx__svc_h_evict_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         goto out;
     }
     if (rc < 0) { core_error(resp, rc, "append failed"); goto out; }
-    lcx__svc_metrics_spans(svc, m);
+    lcx__svc_metrics_write(svc, cs, m);
     lcx__buf_printf(lcx__resp_json_buf(resp, 200), "{\"accepted\":%d,\"session_total\":%u}", m, lcx_store_count(st));
 out:
     if (st) lcx_sessions_release(svc->sessions, st);
@@ -916,6 +916,7 @@ int lcx__svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         hits[m++] = hits[k];
     }
     lcx__svc_metrics_rescue(svc, m);
+    lcx__svc_recent_rescue(svc, id, q + qoff, qlen, hits, m);
     b = lcx__resp_json_buf(resp, 200);
     /* One allocation for the whole answer (texts twice, escaped: mostly 1:1 for prose;
      * the rescue message is capped at 8000 characters) instead of ~8 doublings + copies. */

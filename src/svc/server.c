@@ -72,6 +72,15 @@
 #define MAX_HEAD_BYTES (16 << 10)
 
 enum early_error { EARLY_NONE, EARLY_TOO_MANY_PARAMS, EARLY_NUL_IN_URL, EARLY_HEAD_TOO_LARGE };
+enum limited { LIMIT_NONE, LIMIT_RATE, LIMIT_CONNS };
+
+/* Per connection (libmicrohttpd's socket context): the client's limits entry and its
+ * address as text (access log). */
+struct conn_ctx {
+    struct lcx_svc_client *cl;      /* NULL: not tracked */
+    bool over;                      /* opened beyond --client-max-connections */
+    char addr[INET6_ADDRSTRLEN];
+};
 
 struct lcx_req {
     lcx_svc *svc;
@@ -89,6 +98,10 @@ struct lcx_req {
     uint64_t counted;    /* bytes this request added to svc->body_inflight */
     bool responded;      /* a response was queued early */
     const char *bad_coding;  /* Transfer-Encoding value that is not "chunked" (→ 501) */
+    enum limited limited;    /* refused by a per-client limit: body discarded, 429 at the end */
+    double retry_s;          /* LIMIT_RATE: seconds until the client has a token again */
+    const char *client;      /* client address (the connection's), "" when unknown */
+    char rid[72];            /* request id: the client's X-Request-Id when sane, else ours */
     void (*done_fn)(void *);
     void *done_ud;
 };
@@ -379,7 +392,7 @@ static void direct_reply(int fd, unsigned status, const char *json, size_t jl)
     struct iovec iov[2] = {{head, (size_t)hl}, {(void *)json, jl}};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
     ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w != hl + (ssize_t)jl) fprintf(stderr, "longctx-svc: http: error reply cut short (%zd bytes)\n", w);
+    if (w != hl + (ssize_t)jl) lcx__svc_logf(NULL, "warn", "http: error reply cut short (%zd bytes)", w);
 }
 
 struct head_size { int n; size_t bytes; };
@@ -397,6 +410,74 @@ static void count(lcx_svc *svc, int status)
     svc->n_requests++;
     if (status >= 400) svc->n_errors++;
     pthread_mutex_unlock(&svc->mu);
+}
+
+/* The code of a {"error":{"code":"…"}} body (every error reply of the service). */
+static void error_code_of(const lcx_resp *r, char *out, size_t cap)
+{
+    static const char pre[] = "{\"error\":{\"code\":\"";
+    out[0] = 0;
+    if (r->status < 400 || r->mhd || !r->buf.data || r->buf.len < sizeof pre || memcmp(r->buf.data, pre, sizeof pre - 1))
+        return;
+    const char *c = r->buf.data + sizeof pre - 1, *e = memchr(c, '"', r->buf.len - (sizeof pre - 1));
+    if (e && (size_t)(e - c) < cap) { memcpy(out, c, (size_t)(e - c)); out[e - c] = 0; }
+}
+
+static void access_log(lcx_svc *svc, const lcx_req *req, const lcx_resp *resp, int route, double ms)
+{
+    char code[64];
+    error_code_of(resp, code, sizeof code);
+    if (!code[0] && resp->buf_static) snprintf(code, sizeof code, "out_of_memory");
+    lcx_svc_access a = {
+        .method = req->method, .route = route >= 0 ? lcx__svc_routes[route].pattern : "other",
+        .client = req->client ? req->client : "", .request_id = req->rid, .error_code = code,
+        .status = resp->status, .ms = ms,
+        .bytes = resp->mhd ? -1 : resp->buf_static ? (long long)(sizeof REPLY_OOM - 1) : (long long)resp->buf.len,
+        .req_bytes = req->body.len ? req->body.len : req->counted,
+    };
+    lcx__svc_log_access(svc->log, &a);
+}
+
+/* A client's X-Request-Id is kept when it is 1..64 characters of [A-Za-z0-9._:-] (it is
+ * echoed in a header and written to the log); otherwise the service makes one. */
+static void set_request_id(lcx_svc *svc, lcx_req *req)
+{
+    size_t n = 0;
+    const char *h = lookup_n(req, MHD_HEADER_KIND, "X-Request-Id", &n);
+    bool ok = h && n >= 1 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = h[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+             c == ':' || c == '-';
+    }
+    if (ok) {
+        memcpy(req->rid, h, n);
+        req->rid[n] = 0;
+    } else {
+        unsigned long long v = __atomic_add_fetch(&svc->req_seq, 1, __ATOMIC_RELAXED);
+        snprintf(req->rid, sizeof req->rid, "%016llx", v);
+    }
+}
+
+static struct conn_ctx *conn_ctx_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (struct conn_ctx *)ci->socket_context : NULL;
+}
+
+/* Per-client limits at the request head; /healthz is exempt (probes must not be throttled
+ * into restarts, and it reveals nothing). */
+static void check_limits(lcx_svc *svc, lcx_req *req)
+{
+    struct conn_ctx *cc = conn_ctx_of(req->conn);
+    req->client = cc ? cc->addr : "";
+    if (!cc || !cc->cl || !strcmp(req->path, "/healthz") || !strcmp(req->path, "/healthz/")) return;
+    if (cc->over) {
+        req->limited = LIMIT_CONNS;
+    } else {
+        double w = lcx__svc_client_take(svc->limits, cc->cl);
+        if (w > 0) req->limited = LIMIT_RATE, req->retry_s = w;
+    }
 }
 
 static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
@@ -417,6 +498,8 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
     } else if (req->bad_coding) {
         lcx__resp_error(&resp, 501, "unsupported_transfer_encoding",
                        "Transfer-Encoding '%s' is not supported (only chunked; send the body as it is)", req->bad_coding);
+    } else if (req->limited) {
+        lcx__svc_limited_reply(&resp, req->limited == LIMIT_CONNS, req->retry_s, &svc->cfg);
     } else if (req->busy) {
         lcx__resp_error(&resp, 429, "server_busy",
                        "the server is buffering too many request bodies (--max-inflight-body-mb); retry shortly");
@@ -446,7 +529,10 @@ static enum MHD_Result dispatch(lcx_svc *svc, lcx_req *req)
     }
     resp_check(&resp);
     count(svc, resp.status);
-    lcx__svc_metrics_request(svc, route, resp.status, lcx__now_ms() - req->t0_ms);
+    double ms = lcx__now_ms() - req->t0_ms;
+    lcx__svc_metrics_request(svc, route, resp.status, ms);
+    if (req->rid[0]) lcx__resp_header(&resp, "X-Request-Id", req->rid);
+    if (lcx__svc_log_json(svc->log)) access_log(svc, req, &resp, route, ms);
     if (__atomic_load_n(&svc->draining, __ATOMIC_RELAXED)) lcx__resp_header(&resp, "Connection", "close");
     if (req->early != EARLY_NONE) {   /* see direct_reply */
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -483,6 +569,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         req->path = strdup(url ? url : "/");
         if (!req->path) return MHD_NO;   /* on_completed frees req */
         req->body.cap = (size_t)svc->cfg.max_body_bytes;
+        set_request_id(svc, req);
+        check_limits(svc, req);
         const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
         if (te && strcasecmp(te, "chunked")) req->bad_coding = te;
         struct head_size hs = {0, req->uri_len};
@@ -528,7 +616,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (req->too_big || req->busy) return MHD_YES;   /* discarding */
+        if (req->too_big || req->busy || req->limited) return MHD_YES;   /* discarding */
         /* Global cap: every connection may buffer up to max_body_bytes, so without this a
          * few hundred slow uploads could pin max_connections × 64 MiB. */
         uint64_t now = __atomic_add_fetch(&svc->body_inflight, n, __ATOMIC_RELAXED);
@@ -598,8 +686,26 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                           enum MHD_ConnectionNotificationCode toe)
 {
     lcx_svc *svc = cls;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) __atomic_add_fetch(&svc->n_connections, 1, __ATOMIC_RELAXED);
-    else __atomic_sub_fetch(&svc->n_connections, 1, __ATOMIC_RELAXED);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        __atomic_add_fetch(&svc->n_connections, 1, __ATOMIC_RELAXED);
+        struct conn_ctx *cc = calloc(1, sizeof *cc);   /* NULL: served unlimited, logged without address */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (cc && ci && ci->client_addr) {
+            const struct sockaddr *sa = ci->client_addr;
+            if (sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, cc->addr, sizeof cc->addr);
+            else if (sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, cc->addr, sizeof cc->addr);
+            cc->cl = lcx__svc_client_open(svc->limits, sa, &cc->over);
+        }
+        *socket_context = cc;
+    } else {
+        __atomic_sub_fetch(&svc->n_connections, 1, __ATOMIC_RELAXED);
+        struct conn_ctx *cc = *socket_context;
+        if (cc) lcx__svc_client_close(svc->limits, cc->cl);
+        free(cc);
+        *socket_context = NULL;
+    }
 }
 
 /* ------------------------------------------------------------------ libmicrohttpd's own errors
@@ -725,7 +831,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     vsnprintf(line, sizeof line, fmt, ap);
     /* the library's words for the MHD_NO after a reply written by direct_reply */
     if (strstr(line, "failed to queue error response") || strstr(line, "Application reported internal error")) return;
-    fprintf(stderr, "longctx-svc: http: %s", line);
+    lcx_svc *svc = cls;
+    lcx__svc_logf(svc->log, "warn", "http: %s", line);
 }
 
 /* ------------------------------------------------------------------ janitor */
@@ -747,7 +854,7 @@ static void *janitor_main(void *ud)
         if (svc->stopping) break;
         pthread_mutex_unlock(&svc->jmu);
         int n = lcx_sessions_janitor(svc->sessions);
-        if (n > 0 && !svc->cfg.quiet) fprintf(stderr, "longctx-svc: janitor hibernated %d idle session(s)\n", n);
+        if (n > 0 && !svc->cfg.quiet) lcx__svc_logf(svc->log, "info", "janitor hibernated %d idle session(s)", n);
         pthread_mutex_lock(&svc->jmu);
     }
     pthread_mutex_unlock(&svc->jmu);
@@ -846,6 +953,12 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
 
     rc = rc ? rc : lcx__svc_auth_config_check(cfg, msg, ml);
     if (!rc && (rc = lcx__svc_metrics_new(&svc->metrics)) < 0) snprintf(msg, ml, "out of memory");
+    if (!rc) rc = lcx__svc_log_new(cfg, &svc->log, msg, ml);
+    if (!rc && ((rc = lcx__svc_limits_new(cfg, &svc->limits)) < 0 || (rc = lcx__svc_recent_new(&svc->recent)) < 0))
+        snprintf(msg, ml, "out of memory");
+    /* request ids: this start's 32 bits (time and pid) above a counter */
+    double t0 = svc->started_ms;
+    svc->req_seq = (lcx__hash64(&t0, sizeof t0, (uint64_t)getpid()) & 0xffffffffull) << 32;
     if (!rc && (rc = lcx__mkdirs(cfg->data_dir)) < 0)
         snprintf(msg, ml, "cannot create data dir %s: %s", cfg->data_dir, lcx_strerror_detail(rc, why, sizeof why));
     if (!rc && (rc = lcx_embedder_hash_new(cfg->embed_dim, &svc->emb)) < 0)
@@ -905,6 +1018,9 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
         lcx_embedder_free(svc->emb);
         free_cursors(svc);
         lcx__svc_metrics_free(svc->metrics);
+        lcx__svc_limits_free(svc->limits);
+        lcx__svc_recent_free(svc->recent);
+        lcx__svc_log_free(svc->log);
         pthread_mutex_destroy(&svc->mu);
         pthread_mutex_destroy(&svc->jmu);
         pthread_cond_destroy(&svc->jcv);
@@ -946,10 +1062,21 @@ void lcx__svc_stop(lcx_svc *svc)
     lcx_embedder_free(svc->emb);
     free_cursors(svc);
     lcx__svc_metrics_free(svc->metrics);
+    lcx__svc_limits_free(svc->limits);
+    lcx__svc_recent_free(svc->recent);
+    if (svc->stop_line) lcx__svc_logf(svc->log, "info", "stopped cleanly");
+    lcx__svc_log_free(svc->log);
     pthread_mutex_destroy(&svc->mu);
     pthread_mutex_destroy(&svc->jmu);
     pthread_cond_destroy(&svc->jcv);
     free(svc);
+}
+
+void lcx__svc_on_sighup(lcx_svc *svc)
+{
+    int rc = lcx__svc_log_reopen(svc->log);
+    if (rc < 0) lcx__svc_logf(svc->log, "error", "SIGHUP: cannot reopen --log-file %s: %s", svc->cfg.log_file, lcx_strerror(rc));
+    else lcx__svc_logf(svc->log, "info", "SIGHUP: log reopened");
 }
 
 uint64_t lcx__svc_drain(lcx_svc *svc, double grace_s)

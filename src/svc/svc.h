@@ -54,12 +54,14 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <cjson/cJSON.h>
 #include "longctx/lcx.h"
 #include "longctx/lcx_svc.h"
+#include "longctx/lcx_scope.h"
 #include "util/util.h"
 
 struct MHD_Connection;
@@ -104,6 +106,15 @@ struct lcx_svc {
     uint64_t n_inflight;            /* requests between their head and their completion (atomic builtins; drain) */
     bool draining;                  /* SIGTERM drain: replies carry Connection: close (atomic builtins) */
     struct lcx_svc_metrics *metrics;/* GET /metrics counters (metrics.c), owned */
+    struct lcx_svc_limits *limits;  /* per-client connection and rate limits (ratelimit.c), owned */
+    struct lcx_svc_log *log;        /* --log-format / --log-file (log.c), owned */
+    struct lcx_svc_recent *recent;  /* recent retrievals for /ui (ui.c), owned */
+    uint64_t req_seq;               /* request ids (atomic builtins) */
+    bool stop_line;                 /* lcx__svc_stop logs "stopped cleanly" (serve_main sets it) */
+    /* Work queued for background workers (e.g. neural re-embedding), exported as the
+     * longctx_background_backlog gauge: a worker stores its queue length here with
+     * __atomic_store_n(..., __ATOMIC_RELAXED) whenever it changes. 0 while none runs. */
+    uint64_t bg_backlog;
 
     /* janitor */
     pthread_t janitor;
@@ -289,6 +300,72 @@ void lcx__svc_metrics_request(lcx_svc *svc, int route, int status, double ms);
 void lcx__svc_metrics_spans(lcx_svc *svc, int n);      /* spans appended by /evict/write */
 void lcx__svc_metrics_rescue(lcx_svc *svc, int hits);  /* one /evict/retrieve with hits chunks */
 int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+
+/* One acknowledged /evict/write batch (routes_evict.c): its spans, and the eviction rounds
+ * it reports (runs of equal "round" values >= 0 in the batch). */
+void lcx__svc_metrics_write(lcx_svc *svc, const lcx_chunk *cs, int n);
+
+/* ---- per-client limits (ratelimit.c; docs/SECURITY.md). A client is its IP address. */
+struct sockaddr;
+struct lcx_svc_limits;
+struct lcx_svc_client;
+typedef struct {
+    uint32_t clients, max_conns;
+    uint64_t refused_conns, refused_rate, untracked;
+    double rate, burst;
+} lcx_svc_limits_stats;
+/* The effective --client-max-connections (0 = derived from --max-connections). */
+uint32_t lcx__svc_client_max_connections(const lcx_svc_config *c);
+int lcx__svc_limits_new(const lcx_svc_config *c, struct lcx_svc_limits **out);
+void lcx__svc_limits_free(struct lcx_svc_limits *l);
+/* A connection opened from sa: its client entry (NULL: not tracked, never limited); *over
+ * when the client now has more connections open than allowed. Pair with _close. */
+struct lcx_svc_client *lcx__svc_client_open(struct lcx_svc_limits *l, const struct sockaddr *sa, bool *over);
+void lcx__svc_client_close(struct lcx_svc_limits *l, struct lcx_svc_client *c);
+/* Takes one request token: 0 = allowed, else the seconds until one is available. */
+double lcx__svc_client_take(struct lcx_svc_limits *l, struct lcx_svc_client *c);
+void lcx__svc_limits_stats(struct lcx_svc_limits *l, lcx_svc_limits_stats *st);
+/* The 429 reply (OpenAI error shape, Retry-After; Connection: close for conns). */
+void lcx__svc_limited_reply(lcx_resp *resp, bool conns, double wait_s, const lcx_svc_config *cfg);
+
+/* ---- the service log (log.c): --log-format text|json, --log-file, SIGHUP reopen. */
+struct lcx_svc_log;
+typedef struct {
+    const char *method, *route, *client, *request_id, *error_code;   /* error_code may be NULL */
+    int status;
+    double ms;
+    long long bytes;          /* reply body bytes, -1 when streamed */
+    uint64_t req_bytes;       /* request body bytes received */
+} lcx_svc_access;
+int lcx__svc_log_new(const lcx_svc_config *c, struct lcx_svc_log **out, char *msg, size_t ml);
+void lcx__svc_log_free(struct lcx_svc_log *l);
+/* Reopens --log-file (SIGHUP); 0 or LCX_EIO (the old file stays in use). */
+int lcx__svc_log_reopen(struct lcx_svc_log *l);
+bool lcx__svc_log_json(const struct lcx_svc_log *l);
+uint64_t lcx__svc_log_dropped(struct lcx_svc_log *l);
+/* An event line (level "info", "warn", "error"); l NULL → stderr. */
+void lcx__svc_logf(struct lcx_svc_log *l, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void lcx__svc_logv(struct lcx_svc_log *l, const char *level, const char *fmt, va_list ap);
+void lcx__svc_log_access(struct lcx_svc_log *l, const lcx_svc_access *a);   /* json only */
+/* SIGHUP from lcx_svc_serve_main: reopens the log and says so in it. */
+void lcx__svc_on_sighup(lcx_svc *svc);
+
+/* ---- the dashboard (ui.c): GET /ui, /ui/app.js, /longctx/recent; the ring of recent
+ * retrievals it shows (RAM only, lost at restart). */
+struct lcx_svc_recent;
+int lcx__svc_recent_new(struct lcx_svc_recent **out);
+void lcx__svc_recent_free(struct lcx_svc_recent *r);
+/* One answered /evict/retrieve (kind "rescue") or /retrieve ("code"): session may be NULL,
+ * scores[n] the hits' scores (best first), label[n] optional per-hit labels (file paths). */
+void lcx__svc_recent_note(lcx_svc *svc, const char *kind, const char *session, const char *query, size_t qlen,
+                          const float *scores, const char *const *labels, int n);
+/* The two retrievals' shorthands (routes_evict.c, routes_code.c). */
+void lcx__svc_recent_rescue(lcx_svc *svc, const char *session, const char *query, size_t qlen, const lcx_hit *hits,
+                            int n);
+void lcx__svc_recent_code(lcx_svc *svc, const char *session, const char *query, size_t qlen, const lcx_code_result *res);
+int lcx__svc_h_ui(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_ui_js(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+int lcx__svc_h_recent(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
 
 /* SIGTERM drain (server.c): stops accepting (listening socket closed), then waits up to
  * grace_s for in-flight requests to finish; replies meanwhile carry Connection: close.

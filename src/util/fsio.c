@@ -48,6 +48,19 @@ char *lcx__path_join(const char *dir, const char *name)
     return p;
 }
 
+static void (*fsync_observer)(uint64_t ns);
+
+void lcx__fsync_set_observer(void (*fn)(uint64_t ns)) { __atomic_store_n(&fsync_observer, fn, __ATOMIC_RELEASE); }
+
+int lcx__fdatasync(int fd)
+{
+    void (*obs)(uint64_t) = __atomic_load_n(&fsync_observer, __ATOMIC_ACQUIRE);
+    uint64_t t0 = obs ? lcx__now_ns() : 0;
+    int r = fdatasync(fd);
+    if (obs) obs(lcx__now_ns() - t0);
+    return r;
+}
+
 int lcx__fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -102,6 +102,10 @@ char *lcx__path_join(const char *dir, const char *name);
 int lcx__mkdirs(const char *path);
 /* fsync a directory (after create/rename inside it). */
 int lcx__fsync_dir(const char *dir);
+/* fdatasync(fd), timed: when an observer is set (longctx-svc's store fsync histogram,
+ * process-wide) it gets the call's duration in ns. The store's durable commits use it. */
+int lcx__fdatasync(int fd);
+void lcx__fsync_set_observer(void (*fn)(uint64_t ns));
 /* This boot's id (the kernel's random per-boot UUID, /proc/sys/kernel/random/boot_id) as
  * 16 bytes. Page-cache data written without fsync is on disk or still in the cache for as
  * long as the boot id is unchanged (losing it takes a crash, i.e. a reboot). LCX_EIO when
