@@ -174,6 +174,7 @@ int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     lcx__buf_printf(&t, "longctx_rescue_retrievals_total %llu\n", (unsigned long long)ld(&m->rescue_queries));
     head(&t, "longctx_rescue_hits_total", "counter", "Chunks returned by /evict/retrieve.");
     lcx__buf_printf(&t, "longctx_rescue_hits_total %llu\n", (unsigned long long)ld(&m->rescue_hits));
+    lcx__svc_nn_metrics(svc, &t);   /* neural backlog / rerank counters (nn_svc.c) */
     head(&t, "longctx_open_connections", "gauge", "Open HTTP connections (including the scraper's).");
     lcx__buf_printf(&t, "longctx_open_connections %llu\n",
                    (unsigned long long)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));
