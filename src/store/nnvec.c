@@ -629,6 +629,7 @@ int lcx__nn_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_op
         int m0 = nf;
         qsort(f, (size_t)m0, sizeof *f, by_id);
         for (int r = 0; r < nn; r++) {
+            if (top[r].s <= 0) break;   /* orthogonal or opposite: no neural evidence, no rank */
             fused key = {.id = top[r].id};
             fused *x = bsearch(&key, f, (size_t)m0, sizeof *f, by_id);
             const float add = 1.0f / (RRF_K + (float)(r + 1));
