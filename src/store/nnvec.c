@@ -16,6 +16,7 @@
  * Threads: one worker per lcx_nnq walks the attached stores (q->mu guards the list and
  * each channel's busy flag; a store being closed waits until the worker is done with its
  * channel). A channel's rows are guarded by its own rwlock, taken after the store's rw. */
+#define _GNU_SOURCE 1   /* syscall */
 #include "store/store_impl.h"
 #include "util/util.h"
 #include <errno.h>
@@ -25,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define NNV_MAGIC "LCXNNV01"
@@ -371,6 +374,11 @@ static int chan_step(struct lcx__nnchan *ch)
 static void *worker(void *ud)
 {
     lcx_nnq *q = ud;
+    /* Writes stay fast: the worker thread runs at nice 19 (CFS weight 15 against 1024 for
+     * a normal thread: ~1.5 % of a core that ingest also wants, all of an idle one).
+     * SCHED_IDLE (weight 3) starved it on a shared host (docs/benchmarks/neural.md). Its
+     * model's pool threads (--nn-threads > 1) keep the normal priority. Best effort. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) != 0) {}
     pthread_mutex_lock(&q->mu);
     while (!q->stop) {
         bool any = false;
