@@ -258,7 +258,10 @@ int lcx_store_validate(const char *dir, char *msg, size_t msg_len);
 typedef int (*lcx_rerank_fn)(void *ud, const char *q, size_t qlen, const char *const *docs,
                              const size_t *lens, int n, float *scores);   /* higher = better */
 typedef struct {
-    int batch;               /* chunks per embed call (default 8: bounds a query's wait) */
+    int batch;               /* chunks per embed call (default 8) */
+    const lcx_embedder *query_emb;   /* embeds queries (NULL: emb). A second instance of the same
+                              * model (same fingerprint, else LCX_EINVAL) keeps a query from
+                              * waiting behind the (niced) worker's batch on a shared model */
     bool no_worker;          /* no background thread (lcx_nnq_drain does the work) */
     lcx_rerank_fn rerank;    /* cross-encoder, NULL = none; called from search threads */
     void *rerank_ud;
@@ -275,6 +278,7 @@ typedef struct {
     char last_error[160];
 } lcx_nnq_stats;
 /* emb is borrowed (must outlive the queue); its fingerprint is the neural fingerprint.
+ * emb may be NULL with o->rerank: a rerank-only channel (no rows, no neural.vec).
  * Starts the worker thread unless o->no_worker. Free it after every attached store closed. */
 int lcx_nnq_new(const lcx_embedder *emb, const lcx_nnq_opts *o, lcx_nnq **out);
 void lcx_nnq_free(lcx_nnq *q);

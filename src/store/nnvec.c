@@ -14,8 +14,12 @@
  *                        payload: n × (u32 chunk id, u32 crc32c of its text), n × dim f32
  *
  * Threads: one worker per lcx_nnq walks the attached stores (q->mu guards the list and
- * each channel's busy flag; a store being closed waits until the worker is done with its
- * channel). A channel's rows are guarded by its own rwlock, taken after the store's rw. */
+ * each channel's flags). The worker copies a batch's texts while it holds the channel
+ * (busy), embeds the copies without it (embedding: a niced thread on a loaded host may take
+ * seconds, and a store's close, e.g. an LRU hibernation inside a request, must not wait
+ * for that), then holds it again to write and publish; a store closed meanwhile leaves
+ * the channel to the worker, which drops the rows (they are re-derived on the next open)
+ * and frees it. A channel's rows are guarded by its own rwlock, taken after the store's rw. */
 #define _GNU_SOURCE 1   /* syscall */
 #include "store/store_impl.h"
 #include "util/util.h"
@@ -61,6 +65,10 @@ struct lcx__nnchan {
     lcx_store *s;
     struct lcx__nnchan *next, *prev;   /* q's list (q->mu) */
     int busy;                          /* the worker or a drain is using it (q->mu) */
+    int embedding;                     /* the worker embeds copies of its texts: the store is not
+                                        * touched, so a close does not wait (q->mu) */
+    int closed;                        /* detached while embedding: the worker frees it (q->mu) */
+    int draining;                      /* lcx_nnq_drain owns it: the worker skips it (q->mu) */
     double fail_until;                 /* ms: back off after a failed embed (q->mu) */
     pthread_rwlock_t rw;               /* vec, have, n_have, cap */
     float *vec;                        /* (cap, dim) */
@@ -73,7 +81,8 @@ struct lcx__nnchan {
 };
 
 struct lcx_nnq {
-    const lcx_embedder *emb;
+    const lcx_embedder *emb;           /* the worker's (and drains') */
+    const lcx_embedder *qemb;          /* queries' */
     int dim;
     char fp[NNV_FP];
     lcx_nnq_opts o;
@@ -260,6 +269,15 @@ static void unlink_chan(lcx_nnq *q, struct lcx__nnchan *ch)
     ch->next = ch->prev = NULL;
 }
 
+static void chan_free(struct lcx__nnchan *ch)
+{
+    if (ch->fd >= 0) close(ch->fd);
+    pthread_rwlock_destroy(&ch->rw);
+    free(ch->vec);
+    free(ch->have);
+    free(ch);
+}
+
 void lcx__nn_detach(lcx_store *s)
 {
     struct lcx__nnchan *ch = s->nn;
@@ -269,13 +287,11 @@ void lcx__nn_detach(lcx_store *s)
     while (ch->busy) pthread_cond_wait(&q->dcv, &q->mu);
     unlink_chan(q, ch);
     q->n_chan--;
+    const bool orphan = ch->embedding;
+    if (orphan) ch->closed = 1, ch->s = NULL;
     pthread_mutex_unlock(&q->mu);
     s->nn = NULL;
-    if (ch->fd >= 0) close(ch->fd);
-    pthread_rwlock_destroy(&ch->rw);
-    free(ch->vec);
-    free(ch->have);
-    free(ch);
+    if (!orphan) chan_free(ch);
 }
 
 uint32_t lcx_store_nn_ready(lcx_store *s)
@@ -298,8 +314,10 @@ static void note_error(lcx_nnq *q, const char *fmt, int rc)
 }
 
 /* Embeds up to one batch of the channel's chunks without a vector. Returns how many were
- * embedded (0: nothing pending) or a negative LCX_E*. Caller owns ch->busy. */
-static int chan_step(struct lcx__nnchan *ch)
+ * embedded (0: nothing pending) or a negative LCX_E*. Caller owns ch->busy. worker: let go
+ * of the channel while embedding (see the top); *gone is then set when the store closed
+ * meanwhile (the channel was freed: the caller must not touch it). */
+static int chan_step(struct lcx__nnchan *ch, bool worker, bool *gone)
 {
     lcx_nnq *q = ch->q;
     lcx_store *s = ch->s;
@@ -310,20 +328,32 @@ static int chan_step(struct lcx__nnchan *ch)
     const char *texts[NNV_BATCH_MAX];
     size_t lens[NNV_BATCH_MAX];
     int n = 0;
+    *gone = false;
     lock_r(s);
     const uint32_t nd = s->ix->n_docs, nl = s->ix->n_live;
     pthread_rwlock_rdlock(&ch->rw);
     uint32_t i = ch->scanned;
+    size_t bytes = 0;
     for (; i < nd && n < B; i++) {
         if ((i < ch->cap && ch->have[i]) || lcx__index_is_deleted(s->ix, i)) continue;
         ids[n] = i;
         tcrc[n] = s->m[i].text_crc;
-        texts[n] = s->ix->text[i];   /* stays valid until the store closes (it waits for us) */
+        texts[n] = s->ix->text[i];
         lens[n] = s->ix->text_len[i];
+        bytes += lens[n];
         n++;
     }
     const uint32_t have = ch->n_have;
     pthread_rwlock_unlock(&ch->rw);
+    char *copy = n ? malloc(bytes + 1) : NULL;
+    if (copy) {   /* the copies are what the unlocked embed reads */
+        size_t o = 0;
+        for (int k = 0; k < n; k++) {
+            memcpy(copy + o, texts[k], lens[k]);
+            texts[k] = copy + o;
+            o += lens[k];
+        }
+    }
     unlock_rw(s);
     if (!n) {
         ch->scanned = i;
@@ -335,10 +365,32 @@ static int chan_step(struct lcx__nnchan *ch)
     float *rows = malloc((size_t)n * D * sizeof *rows);
     const size_t pl = (size_t)n * (8 + D * 4);
     char *rec = malloc(sizeof(nnv_rec) + pl);
-    if (!rows || !rec) { free(rows); free(rec); return LCX_ENOMEM; }
+    if (!rows || !rec || !copy) { free(rows); free(rec); free(copy); return LCX_ENOMEM; }
+    if (worker) {
+        pthread_mutex_lock(&q->mu);
+        ch->busy = 0;
+        ch->embedding = 1;
+        pthread_cond_broadcast(&q->dcv);
+        pthread_mutex_unlock(&q->mu);
+    }
     double t0 = lcx__now_ms();
     int rc = lcx_embed(q->emb, texts, lens, n, rows);
     double dt = lcx__now_ms() - t0;
+    free(copy);
+    if (worker) {
+        pthread_mutex_lock(&q->mu);
+        ch->embedding = 0;
+        if (ch->closed) {
+            pthread_mutex_unlock(&q->mu);
+            chan_free(ch);
+            free(rows);
+            free(rec);
+            *gone = true;
+            return rc < 0 ? rc : 0;
+        }
+        ch->busy = 1;
+        pthread_mutex_unlock(&q->mu);
+    }
     if (rc < 0) { free(rows); free(rec); return rc; }
     /* persist (best effort: a failed write only means re-deriving these rows later) */
     nnv_rec *r = (nnv_rec *)rec;
@@ -384,12 +436,14 @@ static void *worker(void *ud)
         bool any = false;
         const double now = lcx__now_ms();
         for (struct lcx__nnchan *ch = q->head; ch && !q->stop;) {
-            if (ch->busy || ch->fail_until > now) { ch = ch->next; continue; }
+            if (ch->busy || ch->embedding || ch->draining || ch->fail_until > now) { ch = ch->next; continue; }
             ch->busy = 1;
             pthread_mutex_unlock(&q->mu);
-            int rc = chan_step(ch);
+            bool gone;
+            int rc = chan_step(ch, true, &gone);
             if (rc < 0) note_error(q, "embedding chunks: %s", rc);
             pthread_mutex_lock(&q->mu);
+            if (gone) { any = true; break; }   /* the list may have changed: start over */
             struct lcx__nnchan *nx = ch->next;
             if (rc < 0) ch->fail_until = lcx__now_ms() + NNV_FAIL_BACKOFF_MS;
             if (rc > 0 && nx) {     /* round robin: a busy store goes to the back */
@@ -420,14 +474,17 @@ int lcx_nnq_drain(lcx_nnq *q, lcx_store *s)
     if (!q->emb) return 0;
     struct lcx__nnchan *ch = s->nn;
     pthread_mutex_lock(&q->mu);
-    while (ch->busy) pthread_cond_wait(&q->dcv, &q->mu);
+    while (ch->busy || ch->embedding) pthread_cond_wait(&q->dcv, &q->mu);
     ch->busy = 1;
+    ch->draining = 1;
     pthread_mutex_unlock(&q->mu);
     ch->scanned = 0;
     int rc;
-    while ((rc = chan_step(ch)) > 0) {}
+    bool gone;
+    while ((rc = chan_step(ch, false, &gone)) > 0) {}
     pthread_mutex_lock(&q->mu);
     ch->busy = 0;
+    ch->draining = 0;
     pthread_cond_broadcast(&q->dcv);
     pthread_mutex_unlock(&q->mu);
     return rc;
@@ -444,6 +501,12 @@ int lcx_nnq_new(const lcx_embedder *emb, const lcx_nnq_opts *o, lcx_nnq **out)
     lcx_nnq *q = calloc(1, sizeof *q);
     if (!q) return LCX_ENOMEM;
     q->emb = emb;
+    q->qemb = o && o->query_emb ? o->query_emb : emb;
+    if (emb && q->qemb != emb &&
+        (strcmp(lcx_embedder_fingerprint(q->qemb), fp) || lcx_embedder_dim(q->qemb) != lcx_embedder_dim(emb))) {
+        free(q);
+        return LCX_EINVAL;
+    }
     q->dim = emb ? lcx_embedder_dim(emb) : 0;
     snprintf(q->fp, sizeof q->fp, "%s", fp);
     if (o) q->o = *o;
@@ -613,7 +676,7 @@ int lcx__nn_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_op
     }
     if (!rc && ready) {
         const char *t = q ? q : "";
-        rc = lcx_embed(nq->emb, &t, &qlen, 1, qv);
+        rc = lcx_embed(nq->qemb, &t, &qlen, 1, qv);
         if (rc >= 0) {
             rc = 0;
             lock_r(s);

@@ -12,7 +12,8 @@
 #include <string.h>
 
 struct lcx_svc_nn {
-    lcx_embedder *emb;         /* the embed model as an embedder (owns the model) */
+    lcx_embedder *emb;         /* the embed model as an embedder (owns the model): the worker's */
+    lcx_embedder *qemb;        /* a second instance for queries (NULL: emb; see lcx_nnq_opts) */
     lcx_nnq *q;
     lcx_nn_model *rr;          /* the reranker */
     pthread_mutex_t rmu;       /* one reranker call at a time (the model owns one pool) */
@@ -77,12 +78,18 @@ int lcx_svc_nn_open(const lcx_svc_config *c, lcx_svc_nn **out, char *msg, size_t
             rc = lcx_nn_embedder_new(em, &x->emb);   /* owns em, also on failure */
             if (rc < 0) snprintf(msg, ml, "--embed-model %s: %s", c->embed_model, lcx_strerror(rc));
         }
+        lcx_nn_model *qm = NULL;
+        if (!rc && !(rc = load(c->embed_model, c->nn_threads, false, &qm, msg, ml))) {
+            rc = lcx_nn_embedder_new(qm, &x->qemb);
+            if (rc < 0) snprintf(msg, ml, "--embed-model %s: %s", c->embed_model, lcx_strerror(rc));
+        }
     }
     /* a reranker without an embed model still runs in the channel (rerank-only: no rows) */
     if (!rc) {
         lcx_nnq_opts qo = {0};
         qo.rerank = x->rr ? rerank_cb : NULL;
         qo.rerank_ud = x;
+        qo.query_emb = x->qemb;
         qo.rerank_top = c->rerank_top;
         qo.rerank_deadline_ms = c->rerank_deadline_ms;
         qo.no_worker = !c->embed_model[0];
@@ -100,6 +107,7 @@ void lcx_svc_nn_close(lcx_svc_nn *x)
     if (!x) return;
     lcx_nnq_free(x->q);
     lcx_embedder_free(x->emb);
+    lcx_embedder_free(x->qemb);
     lcx_nn_free(x->rr);
     pthread_mutex_destroy(&x->rmu);
     free(x);

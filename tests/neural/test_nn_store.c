@@ -28,6 +28,7 @@ typedef struct {
     bool open;           /* gate: embed calls from other threads (the worker) wait while closed */
     int calls;
     pthread_t tester;    /* its calls (queries, drains) never wait */
+    int waiting;         /* worker calls held at the gate now */
 } concept;
 
 static const char *const AXES[CD][3] = {
@@ -39,7 +40,10 @@ static int concept_embed(void *self, const char *const *texts, const size_t *len
 {
     concept *c = self;
     pthread_mutex_lock(&c->mu);
+    c->waiting++;
+    pthread_cond_broadcast(&c->cv);
     while (!pthread_equal(pthread_self(), c->tester) && !c->open) pthread_cond_wait(&c->cv, &c->mu);
+    c->waiting--;
     c->calls++;
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; i < n; i++) {
@@ -128,7 +132,7 @@ static int64_t file_size(const char *p)
 static void test_background(void **state)
 {
     (void)state;
-    concept c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, pthread_self()};
+    concept c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, pthread_self(), 0};
     lcx_embedder *hash, *ne = concept_new(&c, "concept:v1");
     assert_int_equal(lcx_embedder_hash_new(0, &hash), 0);
     lcx_nnq_opts qo = {0};
@@ -185,13 +189,45 @@ static void test_background(void **state)
     free(dir);
 }
 
+/* Closing a store (an LRU hibernation inside a request) does not wait for the worker's
+ * embed call, however slow: the worker embeds copies and drops rows of a closed store. */
+static void test_close_while_embedding(void **state)
+{
+    (void)state;
+    concept c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, pthread_self(), 0};
+    lcx_embedder *hash, *ne = concept_new(&c, "concept:v1");
+    assert_int_equal(lcx_embedder_hash_new(0, &hash), 0);
+    lcx_nnq *q;
+    assert_int_equal(lcx_nnq_new(ne, NULL, &q), 0);
+    char *dir = tu_tmpdir();
+    lcx_store_opts so = {0};
+    so.nn = q;
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, hash, &so, &s), 0);
+    for (int i = 0; i < 3; i++) add(s, FILLER[i]);
+    pthread_mutex_lock(&c.mu);
+    while (!c.waiting) pthread_cond_wait(&c.cv, &c.mu);   /* the worker is inside embed */
+    pthread_mutex_unlock(&c.mu);
+    lcx_store_close(s);   /* hangs here (the test times out) if close waits for the worker */
+    assert_int_equal(lcx_store_open(dir, hash, &so, &s), 0);   /* reopen while it still embeds */
+    assert_int_equal(lcx_store_nn_ready(s), 0);
+    gate(&c, true);
+    assert_int_equal(wait_ready(s, 3), 3);   /* the reopened store gets its rows */
+    lcx_store_close(s);
+    lcx_nnq_free(q);
+    lcx_embedder_free(ne);
+    lcx_embedder_free(hash);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 /* The backlog is derived on open: rows on disk are kept, missing ones (chunks written
  * after the last batch, a torn record, a deleted file, a store from before neural.vec)
  * are queued again. */
 static void test_restart_backlog(void **state)
 {
     (void)state;
-    concept c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, true, 0, pthread_self()};
+    concept c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, true, 0, pthread_self(), 0};
     lcx_embedder *hash, *ne = concept_new(&c, "concept:v1");
     assert_int_equal(lcx_embedder_hash_new(0, &hash), 0);
     char *dir = tu_tmpdir();
@@ -261,7 +297,7 @@ static void test_restart_backlog(void **state)
 static void test_fingerprint_refusal(void **state)
 {
     (void)state;
-    concept c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, true, 0, pthread_self()};
+    concept c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, true, 0, pthread_self(), 0};
     lcx_embedder *hash, *a = concept_new(&c, "concept:model-A"), *b = concept_new(&c, "concept:model-B");
     assert_int_equal(lcx_embedder_hash_new(0, &hash), 0);
     lcx_nnq_opts qo = {0};
@@ -612,6 +648,7 @@ int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_background),
+        cmocka_unit_test(test_close_while_embedding),
         cmocka_unit_test(test_restart_backlog),
         cmocka_unit_test(test_fingerprint_refusal),
         cmocka_unit_test(test_rerank_deadline),
