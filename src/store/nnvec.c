@@ -46,6 +46,8 @@
 #define NNV_FAIL_BACKOFF_MS 1000 /* a store whose embed call failed waits this long */
 #define RRF_K 60.0f             /* as LCX_FUSE_RRF */
 #define RERANK_SLICE 4          /* documents per cross-encoder call (deadline checked between) */
+#define RERANK_PROBE 16         /* a reranker estimated too slow for the deadline is skipped,
+                                 * but every 16th search tries it again (the load may have gone) */
 
 typedef struct {
     char magic[8];
@@ -94,6 +96,8 @@ struct lcx_nnq {
     pthread_t th;
     bool running, stop;
     uint64_t done, errors, rerank_calls, rerank_overruns;
+    double rr_ms_doc;                  /* cross-encoder ms per document, recent (EWMA) */
+    uint32_t rr_skipped;               /* searches in a row that skipped it as too slow */
     double rate;
     char last_error[160];
 };
@@ -292,6 +296,15 @@ void lcx__nn_detach(lcx_store *s)
     pthread_mutex_unlock(&q->mu);
     s->nn = NULL;
     if (!orphan) chan_free(ch);
+}
+
+size_t lcx__nn_mem_bytes(lcx_store *s)
+{
+    if (!s || !s->nn) return 0;
+    pthread_rwlock_rdlock(&s->nn->rw);
+    size_t n = sizeof *s->nn + (size_t)s->nn->cap * ((size_t)s->nn->q->dim * sizeof(float) + 1);
+    pthread_rwlock_unlock(&s->nn->rw);
+    return n;
 }
 
 uint32_t lcx_store_nn_ready(lcx_store *s)
@@ -618,6 +631,12 @@ static bool rerank_top(lcx_store *s, lcx_nnq *q, const char *qt, size_t qlen, fu
 {
     const double t0 = lcx__now_ms(), dl = q->o.rerank_deadline_ms;
     if (dl <= 0) return false;
+    /* a run that would overrun anyway is not started: it would only add the deadline to
+     * the search's latency */
+    pthread_mutex_lock(&q->mu);
+    const bool skip = q->rr_ms_doc * r > dl && ++q->rr_skipped % RERANK_PROBE != 0;
+    pthread_mutex_unlock(&q->mu);
+    if (skip) return false;
     const char *docs[256];
     size_t lens[256];
     cand sc[256];
@@ -631,7 +650,13 @@ static bool rerank_top(lcx_store *s, lcx_nnq *q, const char *qt, size_t qlen, fu
     for (int i = 0; i < r; i += RERANK_SLICE) {
         if (lcx__now_ms() - t0 > dl) return false;
         int m = r - i < RERANK_SLICE ? r - i : RERANK_SLICE;
+        const double ts = lcx__now_ms();
         if (q->o.rerank(q->o.rerank_ud, qt, qlen, docs + i, lens + i, m, out) < 0) return false;
+        const double per = (lcx__now_ms() - ts) / m;
+        pthread_mutex_lock(&q->mu);
+        q->rr_ms_doc = q->rr_ms_doc > 0 ? 0.7 * q->rr_ms_doc + 0.3 * per : per;
+        q->rr_skipped = 0;
+        pthread_mutex_unlock(&q->mu);
         for (int k = 0; k < m; k++) sc[i + k].id = (uint32_t)(i + k), sc[i + k].s = out[k];
     }
     if (lcx__now_ms() - t0 > dl) return false;

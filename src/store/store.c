@@ -295,7 +295,7 @@ size_t lcx_store_mem_bytes(lcx_store *s)
     lock_r(s);
     size_t n = sizeof *s + lcx__index_mem_bytes(s->ix) + (size_t)s->m_cap * sizeof(meta) + s->path_bytes + s->map_len + d;
     unlock_rw(s);
-    return n;
+    return n + lcx__nn_mem_bytes(s);
 }
 
 int lcx_store_snapshot(lcx_store *s)

@@ -134,6 +134,7 @@ static inline void unlock_rw(lcx_store *s) { pthread_rwlock_unlock(&s->rw); }
 struct lcx__nnchan;
 int lcx__nn_attach(lcx_store *s, lcx_nnq *q, bool reset);
 void lcx__nn_detach(lcx_store *s);
+size_t lcx__nn_mem_bytes(lcx_store *s);   /* the channel's rows (0 without one) */
 int lcx__nn_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out, int max_out);
 int lcx__store_search_base(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out,
                            int max_out);

@@ -433,6 +433,22 @@ static void test_rerank_deadline(void **state)
         lcx_nnq_get_stats(q, &st);
         assert_int_equal(st.rerank_calls, 1);
         assert_int_equal(st.rerank_overruns, 1);
+        if (pass) {
+            /* measured too slow (30 ms a call, 1 ms deadline): the next searches skip it without
+             * calling it, but every 16th tries again */
+            const int called = slow.calls;
+            assert_true(called >= 1);
+            for (int k = 0; k < 14; k++) {
+                assert_int_equal(rerank_search(s, q, h, &info), np);
+                assert_false(info.used_rerank);
+            }
+            assert_int_equal(slow.calls, called);
+            assert_int_equal(rerank_search(s, q, h, &info), np);
+            assert_int_equal(rerank_search(s, q, h, &info), np);
+            assert_true(slow.calls > called);   /* the probe */
+            lcx_nnq_get_stats(q, &st);
+            assert_int_equal(st.rerank_overruns, 17);
+        }
         lcx_store_close(s);
         lcx_nnq_free(q);
     }
