@@ -539,7 +539,8 @@ typedef struct {
     char log[4300];
 } svc;
 
-static bool svc_start(svc *v, const char *data_dir, const char *model, const char *rerank)
+/* model goes in LONGCTX_EMBED_MODEL; flag_model (may be NULL) in --embed-model (it wins) */
+static bool svc_start2(svc *v, const char *data_dir, const char *model, const char *flag_model, const char *rerank)
 {
     v->port = tu_free_port();
     char port[16];
@@ -557,12 +558,18 @@ static bool svc_start(svc *v, const char *data_dir, const char *model, const cha
     argv[a++] = (char *)data_dir;
     argv[a++] = "--quiet";
     if (rerank) argv[a++] = "--rerank-model", argv[a++] = (char *)rerank;
+    if (flag_model) argv[a++] = "--embed-model", argv[a++] = (char *)flag_model;
     argv[a] = NULL;
     char envv[4200];
     snprintf(envv, sizeof envv, "LONGCTX_EMBED_MODEL=%s", model);   /* the variable, not the flag */
     char *env[] = {envv, NULL};
     v->pid = tu_spawn(argv, env, v->log);
     return tu_wait_http(v->port, "/healthz", 20000);
+}
+
+static bool svc_start(svc *v, const char *data_dir, const char *model, const char *rerank)
+{
+    return svc_start2(v, data_dir, model, NULL, rerank);
 }
 
 static void svc_stop(svc *v) { tu_kill_wait(v->pid, SIGTERM, 20000); }
@@ -647,10 +654,13 @@ static void test_service(void **state)
     assert_int_equal(call(&v, "POST", "/evict/write", w, NULL), 409);
     svc_stop(&v);
 
-    /* restart with the right model after losing neural.vec: the backlog is re-derived */
+    /* restart with the right model after losing neural.vec: the backlog is re-derived; the
+     * model comes from the flag, which wins over a variable naming a file that is not there */
     snprintf(cmd, sizeof cmd, "rm -f '%s'/sessions/*/neural.vec", dir);
     assert_int_equal(tu_run(cmd, NULL), 0);
-    assert_true(svc_start(&v, dir, f32, NULL));
+    char bogus[4300];
+    snprintf(bogus, sizeof bogus, "%s/not-there.gguf", dir);
+    assert_true(svc_start2(&v, dir, bogus, f32, NULL));
     assert_int_equal(call(&v, "POST", "/evict/retrieve", "{\"session_id\":\"n1\",\"query\":\"toner\"}", NULL), 200);
     for (int i = 0; i < 12000 && (done = status_num(&v, "neural", "done")) < 3; i++) sleep_ms(10);
     assert_int_equal((int)done, 3);
