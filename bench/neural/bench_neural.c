@@ -228,6 +228,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--profile")) profile = true;   /* one config, for perf record */
         else if (!strcmp(argv[i], "--latency")) latency_only = true;   /* query + rerank only */
         else if (!strcmp(argv[i], "--src") && i + 1 < argc) src = argv[++i];
+        else if (!strcmp(argv[i], "--write-model") && i + 1 < argc) {
+            /* the random MiniLM-shaped embedder as a file, for bench_nn_ingest / bench_svc A/B runs */
+            const char *p = argv[++i];
+            bool rr = i + 1 < argc && !strcmp(argv[i + 1], "--rerank");
+            return write_model(p, rr) < 0 ? 1 : 0;
+        }
     }
     if (rounds < 1) rounds = 1;
     if (rounds > 64) rounds = 64;

@@ -100,11 +100,21 @@ typedef struct {
                           * ≥ top_k, capped at 4096) */
     float score_floor;   /* hits whose final score is below are dropped (default 0) */
     bool use_rerank;     /* re-score the best 16 fused candidates with the weight-free reranker:
-                          * final = 0.7·fused + 0.3·overlap (default true; docs/core.md) */
+                          * final = 0.7·fused + 0.3·overlap (default true; docs/core.md); with a
+                          * neural channel that has a cross-encoder, that reorders them too */
     bool expand_query;   /* BM25 also looks up each query word's prefixes the index knows and its code
                           * synonyms (attributes → attr, obtain → get) at half weight: doc prose asking
                           * for code (default false; the code retrieval sets it; docs/core.md) */
+    struct lcx_search_info *info;   /* out (may be NULL): what a store search used (neural channel) */
 } lcx_search_opts;
+
+/* Filled by lcx_store_search when o->info is set (zeros otherwise). */
+typedef struct lcx_search_info {
+    bool used_neural;    /* a neural ranking was fused in (the store had neural vectors) */
+    bool used_rerank;    /* the cross-encoder reordered the top candidates within the deadline */
+    bool rerank_overrun; /* it was asked and ran past its deadline: the fused order was kept */
+    uint32_t neural_ready;   /* chunks of the store with a neural vector when it searched */
+} lcx_search_info;
 
 lcx_search_opts lcx_search_defaults(void);
 
@@ -161,9 +171,13 @@ static inline lcx_chunk lcx_chunk_init(void)
     return c;
 }
 
+typedef struct lcx_nnq lcx_nnq;
 typedef struct {
     uint32_t max_text_len;   /* per chunk (default 1 MiB); longer → LCX_ELIMIT */
     uint32_t max_chunks;     /* per store (default 10,000,000) */
+    lcx_nnq *nn;             /* neural channel (below), borrowed; NULL = none */
+    bool nn_reset;           /* with nn: drop neural vectors made by another model instead of
+                              * refusing the store (`longctx reembed`) */
 } lcx_store_opts;
 
 typedef struct lcx_store lcx_store;
@@ -232,6 +246,52 @@ size_t lcx_store_mem_bytes(lcx_store *s);
  * checksummed); msg receives a human-readable verdict. 0 when valid (a torn log tail is
  * reported in msg but is not an error: open truncates it), LCX_ECORRUPT otherwise. */
 int lcx_store_validate(const char *dir, char *msg, size_t msg_len);
+
+/* ------------------------------------------------------------------------------------
+ * Neural channel (src/store/nnvec.c, docs/neural.md "In the product"): a second, optional
+ * vector family computed in the background by a slow embedder (a BERT model). Appends stay
+ * as fast as without it (lexical + hashed vectors, durable, acknowledged); one worker
+ * thread embeds the chunks of every attached store in batches, persists the rows in the
+ * store directory (neural.vec: derived data, re-derived on open when missing or torn) and
+ * publishes them; lcx_store_search fuses the neural ranking with the store's own by RRF
+ * (chunks without a neural vector yet simply lack that rank) and, with a reranker, lets it
+ * reorder the fused top candidates under a deadline. A store whose neural vectors came
+ * from another embedder (fingerprint) is refused (LCX_EMISMATCH; lcx_store_open_detail
+ * names both) unless opened with nn_reset. Attach with lcx_store_opts.nn. */
+typedef int (*lcx_rerank_fn)(void *ud, const char *q, size_t qlen, const char *const *docs,
+                             const size_t *lens, int n, float *scores);   /* higher = better */
+typedef struct {
+    int batch;               /* chunks per embed call (default 8) */
+    const lcx_embedder *query_emb;   /* embeds queries (NULL: emb). A second instance of the same
+                              * model (same fingerprint, else LCX_EINVAL) keeps a query from
+                              * waiting behind the (niced) worker's batch on a shared model */
+    bool no_worker;          /* no background thread (lcx_nnq_drain does the work) */
+    lcx_rerank_fn rerank;    /* cross-encoder, NULL = none; called from search threads */
+    void *rerank_ud;
+    int rerank_top;          /* candidates it reorders (default 16) */
+    double rerank_deadline_ms;   /* per search (default 250; ≤ 0: every rerank overruns) */
+} lcx_nnq_opts;
+typedef struct {
+    uint64_t backlog;        /* chunks of the attached stores without a neural vector */
+    uint64_t done;           /* neural vectors computed since lcx_nnq_new */
+    uint64_t errors;         /* failed embed calls */
+    uint32_t stores;         /* stores attached now */
+    double rate_per_s;       /* vectors per second of embedding time (recent batches) */
+    uint64_t rerank_calls, rerank_overruns;
+    char last_error[160];
+} lcx_nnq_stats;
+/* emb is borrowed (must outlive the queue); its fingerprint is the neural fingerprint.
+ * emb may be NULL with o->rerank: a rerank-only channel (no rows, no neural.vec).
+ * Starts the worker thread unless o->no_worker. Free it after every attached store closed. */
+int lcx_nnq_new(const lcx_embedder *emb, const lcx_nnq_opts *o, lcx_nnq **out);
+void lcx_nnq_free(lcx_nnq *q);
+void lcx_nnq_get_stats(lcx_nnq *q, lcx_nnq_stats *st);
+/* Computes every missing neural vector of s (attached to q) on the calling thread. */
+int lcx_nnq_drain(lcx_nnq *q, lcx_store *s);
+/* Chunks of s with a neural vector (0 when s has no channel). */
+uint32_t lcx_store_nn_ready(lcx_store *s);
+/* Why the last lcx_store_open on this thread failed, in words ("" when it gave no detail). */
+const char *lcx_store_open_detail(void);
 
 /* ------------------------------------------------------------------------------------
  * Sessions (src/store): id → store, with hibernation. Thread-safe. Session ids are any

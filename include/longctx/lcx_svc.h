@@ -54,10 +54,34 @@ typedef struct {
     char auth_token[512];           /* --auth-token / LONGCTX_AUTH_TOKEN ("" = none): bearer token on every route but /healthz */
     bool insecure_no_auth;          /* --insecure-no-auth / LONGCTX_INSECURE_NO_AUTH: allow a non-loopback --host without a token */
     double shutdown_grace_s;        /* --shutdown-grace-s / LONGCTX_SHUTDOWN_GRACE_S (10): SIGTERM waits this long for in-flight requests */
+    /* neural models (docs/neural.md "In the product"); "" = the weight-free default only */
+    char embed_model[4096];         /* --embed-model / LONGCTX_EMBED_MODEL: GGUF file or HF folder, background vectors */
+    char rerank_model[4096];        /* --rerank-model / LONGCTX_RERANK_MODEL: cross-encoder for rescue/code/MultiQ */
+    int nn_threads;                 /* --nn-threads / LONGCTX_NN_THREADS (1): threads of each neural model */
+    int rerank_top;                 /* --rerank-top / LONGCTX_RERANK_TOP (16): fused candidates the cross-encoder reorders */
+    double rerank_deadline_ms;      /* --rerank-deadline-ms / LONGCTX_RERANK_DEADLINE_MS (docs/neural.md): then fused order */
 } lcx_svc_config;
 
 /* Fills *c with the defaults, then the LONGCTX_* environment (argv is not consulted). */
 void lcx_svc_config_defaults(lcx_svc_config *c);
+
+/* The neural flags (--embed-model, --rerank-model, --nn-threads, --rerank-top,
+ * --rerank-deadline-ms) for commands with parsers of their own (`longctx index|query|mcp|
+ * reembed`): the same table and rules as `serve`. First call applies their LONGCTX_*
+ * variables (flags parsed later win). Returns 1 when argv[*i] was one (consumed, *i moved
+ * past its value), 0 when not, LCX_EINVAL on a bad value (message on err). */
+int lcx_svc_config_nn_env(lcx_svc_config *c, FILE *err);
+int lcx_svc_config_nn_flag(lcx_svc_config *c, int argc, char **argv, int *i, FILE *err);
+/* The neural models of a configuration, loaded (src/svc/nn_svc.c): the embedder's
+ * background channel (lcx_nnq, for lcx_store_opts.nn / lcx_scopes_opts.store.nn) and the
+ * reranker. *out is NULL (and 0 returned) when neither model is configured. A load error
+ * puts the loader's sentence in msg. */
+typedef struct lcx_svc_nn lcx_svc_nn;
+int lcx_svc_nn_open(const lcx_svc_config *c, lcx_svc_nn **out, char *msg, size_t msg_len);
+struct lcx_nnq *lcx_svc_nn_queue(lcx_svc_nn *n);    /* NULL without an embed model */
+void lcx_svc_nn_close(lcx_svc_nn *n);               /* after every store using it closed */
+/* Usage lines of the neural flags (for those commands' --help). */
+void lcx_svc_nn_usage(FILE *f);
 
 /* `serve` entry point shared by `longctx-svc serve` and `longctx serve`: parses flags
  * (argv[0] is the subcommand name and is skipped), starts, waits for SIGINT/SIGTERM, stops.

@@ -94,6 +94,7 @@ void lcx__wlock_drained(lcx_store *s)
 int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opts *opts, lcx_store **out)
 {
     if (out) *out = NULL;
+    lcx__store_open_detail_clear();
     if (!dir || !*dir || !emb || !out) return LCX_EINVAL;
     const char *fp = lcx_embedder_fingerprint(emb);
     if (strlen(fp) > LCX_FMT_FP_MAX) return LCX_EINVAL;
@@ -122,6 +123,7 @@ int lcx_store_open(const char *dir, const lcx_embedder *emb, const lcx_store_opt
      * against the log header, names every knob), so v2 logs store only the text for it and
      * replay recomputes the rows; any other embedder's rows are stored (never re-embedded) */
     s->text_recs = s->log_ver >= 2 && lcx__is_hash_embedder(emb);
+    if (!rc && opts && opts->nn) rc = lcx__nn_attach(s, opts->nn, opts->nn_reset);
     if (rc) {
         s->has_snap = 0;   /* never write a snapshot of a half-loaded store */
         s->broken = 1;
@@ -137,6 +139,7 @@ void lcx__dtblk_free(struct dtblk *b);
 void lcx_store_close(lcx_store *s)
 {
     if (!s) return;
+    lcx__nn_detach(s);
     lcx__flush_deferred(s);
     if (!s->broken && s->ix && s->fd >= 0) {
         uint32_t fresh = s->ix->n_docs - s->snap_docs;
@@ -234,6 +237,14 @@ int lcx_store_get(lcx_store *s, uint32_t id, lcx_chunk *out)
 int lcx_store_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out,
                      int max_out)
 {
+    if (s && s->nn) return lcx__nn_search(s, q, qlen, o, out, max_out);
+    if (o && o->info) memset(o->info, 0, sizeof *o->info);
+    return lcx__store_search_base(s, q, qlen, o, out, max_out);
+}
+
+int lcx__store_search_base(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out,
+                           int max_out)
+{
     if (!s || (!q && qlen)) return LCX_EINVAL;
     float *qv = malloc((size_t)s->dim * sizeof *qv);   /* (dim) */
     if (!qv) return LCX_ENOMEM;
@@ -284,7 +295,7 @@ size_t lcx_store_mem_bytes(lcx_store *s)
     lock_r(s);
     size_t n = sizeof *s + lcx__index_mem_bytes(s->ix) + (size_t)s->m_cap * sizeof(meta) + s->path_bytes + s->map_len + d;
     unlock_rw(s);
-    return n;
+    return n + lcx__nn_mem_bytes(s);
 }
 
 int lcx_store_snapshot(lcx_store *s)

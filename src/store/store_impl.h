@@ -91,6 +91,7 @@ struct lcx_store {
     size_t prec_cap[2];
     pthread_mutex_t scmu;    /* guards the free list of search scratch buffers */
     lcx__scratch *scratch;
+    struct lcx__nnchan *nn;  /* neural channel (nnvec.c), NULL when none */
 };
 /* Blocks that the workers carve a batch's doc_terms out of (one malloc per ~256 KiB
  * instead of one per chunk); ingest.c. */
@@ -125,6 +126,19 @@ struct lcx_store_prepared {
 static inline void lock_w(lcx_store *s) { pthread_rwlock_wrlock(&s->rw); }
 static inline void lock_r(lcx_store *s) { pthread_rwlock_rdlock(&s->rw); }
 static inline void unlock_rw(lcx_store *s) { pthread_rwlock_unlock(&s->rw); }
+
+/* nnvec.c: the neural channel (lcx.h "Neural channel"). attach: at the end of a
+ * successful open (LCX_EMISMATCH: another model's vectors, lcx_store_open_detail says
+ * which); detach: first thing in close (waits for the worker); search: lcx_store_search
+ * when a channel is attached (fuses lcx__store_search_base with the neural ranking). */
+struct lcx__nnchan;
+int lcx__nn_attach(lcx_store *s, lcx_nnq *q, bool reset);
+void lcx__nn_detach(lcx_store *s);
+size_t lcx__nn_mem_bytes(lcx_store *s);   /* the channel's rows (0 without one) */
+int lcx__nn_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out, int max_out);
+int lcx__store_search_base(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out,
+                           int max_out);
+void lcx__store_open_detail_clear(void);
 
 /* store.c */
 int lcx__store_meta_reserve(lcx_store *s, uint32_t need);

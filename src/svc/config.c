@@ -89,7 +89,18 @@ static const opt opts[] = {
      "allow a non-loopback --host without a token (refused otherwise)"},
     {"--shutdown-grace-s", "LONGCTX_SHUTDOWN_GRACE_S", K_DBL, F(shutdown_grace_s), 0, 86400,
      "on SIGTERM/SIGINT, wait this long for in-flight requests before closing (default 10)"},
+    /* the neural flags: keep them last and together (NN_FIRST) */
+    {"--embed-model", "LONGCTX_EMBED_MODEL", K_STR, F(embed_model), 0, 0,
+     "BERT embedder (GGUF file or Hugging Face folder): neural vectors computed in the background, fused into retrieval"},
+    {"--rerank-model", "LONGCTX_RERANK_MODEL", K_STR, F(rerank_model), 0, 0,
+     "cross-encoder reranker (GGUF or HF folder): reorders the fused top candidates of rescue/code/MultiQ"},
+    {"--nn-threads", "LONGCTX_NN_THREADS", K_INT, F(nn_threads), 1, 64, "threads of each neural model (default 1)"},
+    {"--rerank-top", "LONGCTX_RERANK_TOP", K_INT, F(rerank_top), 1, 256,
+     "fused candidates the reranker reorders (default 16)"},
+    {"--rerank-deadline-ms", "LONGCTX_RERANK_DEADLINE_MS", K_DBL, F(rerank_deadline_ms), 0, 600000,
+     "per query; past it the fused order is kept, used_rerank false (default 250; 0 = never rerank)"},
 };
+#define NN_FIRST 5   /* the last NN_FIRST entries of opts[] are the neural flags */
 
 void lcx_svc_config_defaults(lcx_svc_config *c)
 {
@@ -120,6 +131,9 @@ void lcx_svc_config_defaults(lcx_svc_config *c)
     c->client_rate = 10000;
     c->client_burst = 20000;
     snprintf(c->log_format, sizeof c->log_format, "text");
+    c->nn_threads = 1;
+    c->rerank_top = 16;
+    c->rerank_deadline_ms = 250;
 }
 
 static int set_value(lcx_svc_config *c, const opt *o, const char *v, const char *src, FILE *err)
@@ -187,6 +201,43 @@ static int apply_env(lcx_svc_config *c, FILE *err)
         if (rc) return rc;
     }
     return 0;
+}
+
+int lcx_svc_config_nn_env(lcx_svc_config *c, FILE *err)
+{
+    for (size_t i = LCX_ARRAY_LEN(opts) - NN_FIRST; i < LCX_ARRAY_LEN(opts); i++) {
+        const char *v = getenv(opts[i].env);
+        if (!v || !*v) continue;
+        int rc = set_value(c, &opts[i], v, opts[i].env, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int lcx_svc_config_nn_flag(lcx_svc_config *c, int argc, char **argv, int *i, FILE *err)
+{
+    const char *a = argv[*i];
+    for (size_t k = LCX_ARRAY_LEN(opts) - NN_FIRST; k < LCX_ARRAY_LEN(opts); k++) {
+        size_t fl = strlen(opts[k].flag);
+        if (strncmp(a, opts[k].flag, fl) || (a[fl] != 0 && a[fl] != '=')) continue;
+        const char *val = a[fl] == '=' ? a + fl + 1 : NULL;
+        if (!val) {
+            if (*i + 1 >= argc) {
+                fprintf(err, "longctx: %s needs a value\n", opts[k].flag);
+                return LCX_EINVAL;
+            }
+            val = argv[++*i];
+        }
+        int rc = set_value(c, &opts[k], val, opts[k].flag, err);
+        return rc ? rc : 1;
+    }
+    return 0;
+}
+
+void lcx_svc_nn_usage(FILE *f)
+{
+    for (size_t i = LCX_ARRAY_LEN(opts) - NN_FIRST; i < LCX_ARRAY_LEN(opts); i++)
+        fprintf(f, "  %-26s %-32s %s\n", opts[i].flag, opts[i].env, opts[i].help);
 }
 
 int lcx__svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err)

@@ -244,9 +244,6 @@ int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
         lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_count %llu\n", (unsigned long long)cum);
     }
     scopes(svc, &t);
-    head(&t, "longctx_background_backlog", "gauge", "Work items queued for background workers (0 when none runs).");
-    lcx__buf_printf(&t, "longctx_background_backlog %llu\n",
-                   (unsigned long long)__atomic_load_n(&svc->bg_backlog, __ATOMIC_RELAXED));
     lcx_svc_limits_stats ls;
     lcx__svc_limits_stats(svc->limits, &ls);
     head(&t, "longctx_client_limited_total", "counter", "Requests refused with 429 by a per-client limit, by limit.");
@@ -259,6 +256,7 @@ int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     lcx__buf_printf(&t, "longctx_clients_untracked_total %llu\n", (unsigned long long)ls.untracked);
     head(&t, "longctx_log_lines_dropped_total", "counter", "Log lines that could not be written (--log-file).");
     lcx__buf_printf(&t, "longctx_log_lines_dropped_total %llu\n", (unsigned long long)lcx__svc_log_dropped(svc->log));
+    lcx__svc_nn_metrics(svc, &t);   /* neural backlog / rerank counters (nn_svc.c) */
     head(&t, "longctx_open_connections", "gauge", "Open HTTP connections (including the scraper's).");
     lcx__buf_printf(&t, "longctx_open_connections %llu\n",
                    (unsigned long long)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));

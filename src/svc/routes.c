@@ -58,6 +58,7 @@ const lcx_svc_module lcx__svc_modules[] = {
     {"proxy", lcx__proxy_init, lcx__proxy_fini, NULL},
     {"code", lcx__svc_code_init, lcx__svc_code_fini, lcx__svc_code_status},
     {"pgstore", lcx__svc_pg_init, lcx__svc_pg_fini, lcx__svc_pg_status},
+    {"neural", NULL, NULL, lcx__svc_nn_status},   /* loaded before the sessions: server.c */
     {NULL, NULL, NULL, NULL},
 };
 

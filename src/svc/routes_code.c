@@ -48,6 +48,7 @@ int lcx__svc_code_init(lcx_svc *svc)
 {
     lcx_scopes_opts o = lcx_scopes_defaults();
     o.data_dir = svc->cfg.data_dir;
+    o.store.nn = lcx__svc_nn_queue(svc);
     const char *w = getenv("LONGCTX_WATCH");
     if (w && (!strcmp(w, "0") || !strcmp(w, "false") || !strcmp(w, "off"))) o.watch = false;
     lcx_scopes *m;

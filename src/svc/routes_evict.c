@@ -110,7 +110,9 @@ static void core_error(lcx_resp *resp, int rc, const char *what)
 {
     const char *code;
     int st = lcx__svc_err_status(rc, &code);
-    lcx__resp_error(resp, st, code, "%s: %s", what, lcx_strerror(rc));
+    const char *d = rc == LCX_EMISMATCH ? lcx_store_open_detail() : "";   /* names both neural models */
+    if (d[0]) lcx__resp_error(resp, st, code, "%s: %s", what, d);
+    else lcx__resp_error(resp, st, code, "%s: %s", what, lcx_strerror(rc));
 }
 
 /* Acquires (creating when create) the session's store, enforcing --max-sessions on
@@ -906,6 +908,8 @@ int lcx__svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     if (rc < 0) { st = NULL; core_error(resp, rc, "cannot open the session"); goto out; }
 
     lcx_hit hits[LCX_TOP_K_MAX];
+    lcx_search_info info;
+    o.info = &info;
     int n = lcx_store_search(st, q + qoff, qlen, &o, hits, o.top_k);
     if (n < 0) { core_error(resp, n, "search failed"); goto out; }
     cs = calloc((size_t)(n ? n : 1), sizeof *cs);
@@ -941,6 +945,9 @@ int lcx__svc_h_evict_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     lcx__buf_free(&sm);
     lcx__buf_puts(b, ",\"query_used\":");
     lcx__buf_json_str(b, q + qoff, qlen);
+    if (svc->nn)   /* docs/neural.md: what the neural channel contributed */
+        lcx__buf_printf(b, ",\"used_neural\":%s,\"used_rerank\":%s", info.used_neural ? "true" : "false",
+                        info.used_rerank ? "true" : "false");
     if (lcx__buf_puts(b, "}") < 0) lcx__resp_error(resp, 500, "internal", "response too large");
 out:
     if (st) lcx_sessions_release(svc->sessions, st);

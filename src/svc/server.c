@@ -973,7 +973,8 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
         so.idle_hibernate_s = cfg->idle_hibernate_s;
         so.store.max_text_len = cfg->max_chunk_bytes;
         so.store.max_chunks = cfg->max_chunks_per_session;
-        if ((rc = lcx_sessions_open(&so, svc->emb, &svc->sessions)) < 0)
+        if ((rc = lcx__svc_nn_start(svc, msg, ml)) == 0) so.store.nn = lcx__svc_nn_queue(svc);
+        if (!rc && (rc = lcx_sessions_open(&so, svc->emb, &svc->sessions)) < 0)
             snprintf(msg, ml, "cannot open sessions under %s: %s", cfg->data_dir, lcx_strerror_detail(rc, why, sizeof why));
         svc->n_sessions_known = count_session_dirs(cfg->data_dir);
     }
@@ -1015,6 +1016,7 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
             if (lcx__svc_modules[modules_inited].fini) lcx__svc_modules[modules_inited].fini(svc);
         if (svc->listen_fd >= 0) close(svc->listen_fd);
         lcx_sessions_close(svc->sessions);
+        lcx__svc_nn_stop(svc);
         lcx_embedder_free(svc->emb);
         free_cursors(svc);
         lcx__svc_metrics_free(svc->metrics);
@@ -1059,6 +1061,7 @@ void lcx__svc_stop(lcx_svc *svc)
     while (n-- > 0)
         if (lcx__svc_modules[n].fini) lcx__svc_modules[n].fini(svc);
     lcx_sessions_close(svc->sessions);
+    lcx__svc_nn_stop(svc);
     lcx_embedder_free(svc->emb);
     free_cursors(svc);
     lcx__svc_metrics_free(svc->metrics);

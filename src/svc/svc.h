@@ -111,10 +111,6 @@ struct lcx_svc {
     struct lcx_svc_recent *recent;  /* recent retrievals for /ui (ui.c), owned */
     uint64_t req_seq;               /* request ids (atomic builtins) */
     bool stop_line;                 /* lcx__svc_stop logs "stopped cleanly" (serve_main sets it) */
-    /* Work queued for background workers (e.g. neural re-embedding), exported as the
-     * longctx_background_backlog gauge: a worker stores its queue length here with
-     * __atomic_store_n(..., __ATOMIC_RELAXED) whenever it changes. 0 while none runs. */
-    uint64_t bg_backlog;
 
     /* janitor */
     pthread_t janitor;
@@ -127,6 +123,7 @@ struct lcx_svc {
     void *code;                     /* code-aware retrieval (routes_code.c) */
     void *proxy;                    /* OpenAI proxy */
     void *pg;                       /* shared PostgreSQL store (store_pg.c), NULL when embedded */
+    struct lcx_svc_nn *nn;          /* --embed-model / --rerank-model (nn_svc.c), NULL when neither */
 };
 
 struct lcx_svc_module {
@@ -262,6 +259,15 @@ int lcx__rescue_format(lcx_buf *out, const lcx_chunk *chunks, int n, size_t max_
 void lcx__svc_note_session(lcx_svc *svc, const char *id, size_t len, const char *via);
 /* Maps an LCX_E* code from the core to an HTTP status + error code string. */
 int lcx__svc_err_status(int rc, const char **code);
+
+/* ---- neural models (nn_svc.c, docs/neural.md): start loads them (before the sessions
+ * open: every store attaches to the channel), stop frees them (after every store closed);
+ * queue is the lcx_store_opts.nn of the sessions and scopes; status/metrics add lines. */
+int lcx__svc_nn_start(lcx_svc *svc, char *msg, size_t msg_len);
+void lcx__svc_nn_stop(lcx_svc *svc);
+struct lcx_nnq *lcx__svc_nn_queue(lcx_svc *svc);
+void lcx__svc_nn_status(lcx_svc *svc, lcx_buf *text, cJSON *json);
+void lcx__svc_nn_metrics(lcx_svc *svc, lcx_buf *t);
 
 /* ---- shared store (store_pg.c, docs/multinode.md): hooks, no-ops unless --store is set.
  * cache_dir: where the local session copies live (data_dir/pg-cache, emptied at start:

@@ -281,7 +281,7 @@ static const char UI_JS[] =
     "    ['requests since start', st.requests], ['errors since start', st.errors],\n"
     "    ['open connections', one(m, 'longctx_open_connections')],\n"
     "    ['refused by per-client limits', one(m, 'longctx_client_limited_total')],\n"
-    "    ['background backlog', one(m, 'longctx_background_backlog')],\n"
+    "    ['background backlog', one(m, 'longctx_neural_backlog')],\n"
     "    ['resident memory', mb(one(m, 'longctx_resident_memory_bytes'))]]);\n"
     "  kv($('sessions'), [\n"
     "    ['sessions in RAM', st.sessions_active], ['sessions on disk', st.sessions_known],\n"

@@ -292,7 +292,7 @@ static void test_ops_metrics(void **state)
     assert_true(metric(m, "longctx_store_fsync_duration_seconds_sum") > 0);
     assert_true(metric(m, "longctx_scopes_in_ram") == 0);
     assert_true(metric(m, "longctx_scopes_on_disk") == 0);
-    assert_true(metric(m, "longctx_background_backlog") == 0);
+    assert_true(metric(m, "longctx_neural_backlog") == 0);
     assert_non_null(strstr(m, "# TYPE longctx_store_fsync_duration_seconds histogram"));
     free(m);
     /* a code scope: indexed → in RAM and on disk */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "cmds.h"
 #include "longctx/lcx_scope.h"
@@ -58,7 +59,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: longctx index PATH [--data-dir DIR] [--no-progress]\n\n"
                "Walks PATH (.gitignore honoured; secrets, binaries, lockfiles and files > 5 MiB\n"
                "skipped), chunks and embeds every file, and stores the index under\n"
-               "DIR/scopes/<scope_hash>/ (default: $LONGCTX_DATA_DIR, else the longctx-svc data dir).\n");
+               "DIR/scopes/<scope_hash>/ (default: $LONGCTX_DATA_DIR, else the longctx-svc data dir).\n"
+               "With --embed-model it also computes every chunk's neural vector before it returns.\n\n");
+    lcx_svc_nn_usage(f);
 }
 
 int cmd_index(int argc, char **argv)
@@ -67,7 +70,11 @@ int cmd_index(int argc, char **argv)
     lcx_svc_config_defaults(&cfg);
     const char *path = NULL;
     bool want_progress = true;
+    if (lcx_svc_config_nn_env(&cfg, stderr)) return 2;
     for (int i = 1; i < argc; i++) {
+        int nr = lcx_svc_config_nn_flag(&cfg, argc, argv, &i, stderr);
+        if (nr < 0) return 2;
+        if (nr) continue;
         if (!strcmp(argv[i], "--data-dir") && i + 1 < argc) snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--no-progress")) want_progress = false;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
@@ -101,11 +108,18 @@ int cmd_index(int argc, char **argv)
     bool counting = pr.tty && pthread_create(&cth, NULL, count_run, &pr) == 0;
     lcx_embedder *emb = NULL;
     lcx_scopes *m = NULL;
+    lcx_svc_nn *nn = NULL;
+    if (cmd_nn_open("index", &cfg, &nn) < 0) {
+        if (counting) pthread_join(cth, NULL);
+        return 1;
+    }
+    so.store.nn = lcx_svc_nn_queue(nn);
     rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
     if (!rc) rc = lcx_scopes_open(&so, emb, &m);
     if (rc) {
         fprintf(stderr, "longctx index: cannot open %s: %s\n", cfg.data_dir, lcx_strerror(rc));
         lcx_embedder_free(emb);
+        lcx_svc_nn_close(nn);
         if (counting) pthread_join(cth, NULL);
         return 1;
     }
@@ -127,6 +141,21 @@ int cmd_index(int argc, char **argv)
     }
     /* close saves the store's index snapshot (what makes the next open fast): part of the
      * command's time, so it is reported too */
+    if (!rc && nn && lcx_svc_nn_queue(nn)) {
+        /* the neural vectors come from the background worker: wait for it to catch up */
+        double tn = lcx__now_ms();
+        lcx_nnq_stats st;
+        for (;;) {
+            lcx_nnq_get_stats(lcx_svc_nn_queue(nn), &st);
+            if (!st.backlog || (st.errors && st.rate_per_s <= 0)) break;
+            if (pr.tty) fprintf(stderr, "\rneural vectors: %llu to go ", (unsigned long long)st.backlog);
+            struct timespec ts = {0, 100 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (pr.tty) fprintf(stderr, "\r\033[K");
+        printf("neural vectors: %llu computed in %.2f s (%.1f/s)%s%s\n", (unsigned long long)st.done,
+               (lcx__now_ms() - tn) / 1000.0, st.rate_per_s, st.last_error[0] ? "; last error: " : "", st.last_error);
+    }
     if (!rc && pr.tty) fprintf(stderr, "saving the index...");
     double t_close = lcx__now_ms();
     lcx_scopes_close(m);
@@ -138,5 +167,6 @@ int cmd_index(int argc, char **argv)
                all > 0 ? (double)inf.bytes / 1e6 / all : 0.0);
     }
     lcx_embedder_free(emb);
+    lcx_svc_nn_close(nn);
     return rc ? 1 : 0;
 }

@@ -10,7 +10,11 @@ int cmd_mcp(int argc, char **argv)
     lcx_svc_config cfg;
     lcx_svc_config_defaults(&cfg);
     bool watch = true;
+    if (lcx_svc_config_nn_env(&cfg, stderr)) return 2;
     for (int i = 1; i < argc; i++) {
+        int nr = lcx_svc_config_nn_flag(&cfg, argc, argv, &i, stderr);
+        if (nr < 0) return 2;
+        if (nr) continue;
         if (!strcmp(argv[i], "--data-dir") && i + 1 < argc) {
             snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", argv[++i]);
         } else if (!strcmp(argv[i], "--no-watch")) {
@@ -20,7 +24,8 @@ int cmd_mcp(int argc, char **argv)
                    "Model Context Protocol server on stdin/stdout (newline-delimited JSON-RPC).\n"
                    "Tools: search_codebase, list_projects, index_status, find_related, add_project.\n"
                    "Indexes persist under DIR/scopes (default: the longctx-svc data dir).\n"
-                   "Register it with an agent, e.g.: {\"command\": \"longctx\", \"args\": [\"mcp\"]}\n");
+                   "Register it with an agent, e.g.: {\"command\": \"longctx\", \"args\": [\"mcp\"]}\n\n");
+            lcx_svc_nn_usage(stdout);
             return 0;
         } else {
             fprintf(stderr, "longctx mcp: unknown argument '%s' (try --help)\n", argv[i]);
@@ -29,19 +34,24 @@ int cmd_mcp(int argc, char **argv)
     }
     lcx_embedder *emb = NULL;
     lcx_scopes *scopes = NULL;
+    lcx_svc_nn *nn = NULL;
+    if (cmd_nn_open("mcp", &cfg, &nn) < 0) return 1;
     int rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
     lcx_scopes_opts so = lcx_scopes_defaults();
     so.data_dir = cfg.data_dir;
     so.watch = watch;
+    so.store.nn = lcx_svc_nn_queue(nn);
     if (!rc) rc = lcx_scopes_open(&so, emb, &scopes);
     if (rc) {
         fprintf(stderr, "longctx mcp: cannot open the index under %s: %s\n", cfg.data_dir, lcx_strerror(rc));
         lcx_embedder_free(emb);
+        lcx_svc_nn_close(nn);
         return 1;
     }
     lcx_mcp m = {.scopes = scopes};
     lcx_mcp_serve(&m, stdin, stdout);
     lcx_scopes_close(scopes);
     lcx_embedder_free(emb);
+    lcx_svc_nn_close(nn);
     return 0;
 }

@@ -30,7 +30,11 @@ int cmd_query(int argc, char **argv)
     const char *path = NULL, *text = NULL;
     int k = 8;
     bool json = false;
+    if (lcx_svc_config_nn_env(&cfg, stderr)) return 2;
     for (int i = 1; i < argc; i++) {
+        int nr = lcx_svc_config_nn_flag(&cfg, argc, argv, &i, stderr);
+        if (nr < 0) return 2;
+        if (nr) continue;
         if (!strcmp(argv[i], "-k") && i + 1 < argc) {
             char *e;
             long v = strtol(argv[++i], &e, 10);
@@ -63,14 +67,18 @@ int cmd_query(int argc, char **argv)
     }
     lcx_embedder *emb = NULL;
     lcx_scopes *m = NULL;
+    lcx_svc_nn *nn = NULL;
+    if (cmd_nn_open("query", &cfg, &nn) < 0) return 1;
     int rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
     lcx_scopes_opts so = lcx_scopes_defaults();
     so.data_dir = cfg.data_dir;
     so.watch = false;
+    so.store.nn = lcx_svc_nn_queue(nn);
     if (!rc) rc = lcx_scopes_open(&so, emb, &m);
     if (rc) {
         fprintf(stderr, "longctx query: cannot open %s: %s\n", cfg.data_dir, lcx_strerror(rc));
         lcx_embedder_free(emb);
+        lcx_svc_nn_close(nn);
         return 1;
     }
     lcx_code_request rq = lcx_code_request_init();
@@ -113,5 +121,6 @@ int cmd_query(int argc, char **argv)
     lcx_code_result_free(&res);
     lcx_scopes_close(m);
     lcx_embedder_free(emb);
+    lcx_svc_nn_close(nn);
     return rc ? 1 : 0;
 }

@@ -14,6 +14,12 @@ int cmd_triatt(int argc, char **argv);  /* triatt replay | simulate (cmd_triatt.
 
 int cmd_embed(int argc, char **argv);   /* neural embedder vectors (cmd_embed.c) */
 int cmd_rerank(int argc, char **argv);  /* cross-encoder scores (cmd_rerank.c) */
+int cmd_reembed(int argc, char **argv); /* rebuild a store's neural vectors (cmd_reembed.c) */
+/* loads --embed-model / --rerank-model of cfg (cmd_reembed.c); *out NULL when neither;
+ * < 0 after printing "longctx CMD: <the loader's sentence>" */
+struct lcx_svc_nn;
+#include "longctx/lcx_svc.h"
+int cmd_nn_open(const char *cmd, const lcx_svc_config *cfg, struct lcx_svc_nn **out);
 /* model flags shared by embed and rerank (cmd_embed.c): 1 consumed, 0 not a model flag,
  * -1 bad value (message printed) */
 #include <stdbool.h>

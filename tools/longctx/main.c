@@ -15,6 +15,7 @@ static const struct {
     {"eval", cmd_eval, "evaluations: eval mrcr FILE | eval mrcr-gen | eval ramp | eval ramp-model"},
     {"embed", cmd_embed, "neural embedder vectors: embed -m MODEL TEXT... [--json]"},
     {"rerank", cmd_rerank, "cross-encoder scores: rerank -m MODEL QUERY DOC... [--json]"},
+    {"reembed", cmd_reembed, "rebuild a store's neural vectors: reembed STORE --embed-model PATH"},
     {"triatt", cmd_triatt, "TriAttention tools: triatt replay FILE.json | simulate"},
 };
 
