@@ -93,7 +93,7 @@ static const opt opts[] = {
     {"--embed-model", "LONGCTX_EMBED_MODEL", K_STR, F(embed_model), 0, 0,
      "BERT embedder (GGUF file or Hugging Face folder): neural vectors computed in the background, fused into retrieval"},
     {"--rerank-model", "LONGCTX_RERANK_MODEL", K_STR, F(rerank_model), 0, 0,
-     "cross-encoder reranker (GGUF or HF folder): reorders the fused top candidates of rescue/code/MultiQ"},
+     "cross-encoder reranker (GGUF or HF folder): reorders the fused top candidates of every store search (rescue, code)"},
     {"--nn-threads", "LONGCTX_NN_THREADS", K_INT, F(nn_threads), 1, 64, "threads of each neural model (default 1)"},
     {"--rerank-top", "LONGCTX_RERANK_TOP", K_INT, F(rerank_top), 1, 256,
      "fused candidates the reranker reorders (default 16)"},

@@ -129,9 +129,29 @@ static const char *row_method(const struct lcx_svc_metrics *m, int row)
     return row < m->n_rows - 1 ? lcx__svc_routes[row].method : "";
 }
 
-static void head(lcx_buf *b, const char *name, const char *type, const char *help)
+void lcx__svc_metric_head(lcx_buf *b, const char *name, const char *type, const char *help)
 {
     lcx__buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One histogram's bucket/sum/count lines. counts[k] is the number of observations in
+ * bucket k (not cumulative); the last bucket is +Inf. labels: "" or `a="x",b="y"`. */
+static void histogram(lcx_buf *b, const char *name, const char *labels, const double *bounds, const uint64_t *counts,
+                      int n, double sum)
+{
+    const char *sep = *labels ? "," : "";
+    uint64_t cum = 0;
+    for (int k = 0; k < n; k++) {
+        cum += counts[k];
+        if (k < n - 1) lcx__buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, bounds[k], (unsigned long long)cum);
+        else lcx__buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)cum);
+    }
+    if (*labels) {
+        lcx__buf_printf(b, "%s_sum{%s} %.9f\n", name, labels, sum);
+        lcx__buf_printf(b, "%s_count{%s} %llu\n", name, labels, (unsigned long long)cum);
+    } else {
+        lcx__buf_printf(b, "%s_sum %.9f\n%s_count %llu\n", name, sum, name, (unsigned long long)cum);
+    }
 }
 
 /* Code scopes: loaded (RAM) and persisted (DATA_DIR/scopes/<hash>/, one readdir). */
@@ -147,11 +167,11 @@ static void scopes(lcx_svc *svc, lcx_buf *t)
             if (e->d_name[0] != '.' && (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN)) disk++;
         closedir(d);
     }
-    head(t, "longctx_scopes_in_ram", "gauge", "Code scopes loaded in RAM.");
+    lcx__svc_metric_head(t, "longctx_scopes_in_ram", "gauge", "Code scopes loaded in RAM.");
     lcx__buf_printf(t, "longctx_scopes_in_ram %u\n", svc->code ? lcx_scopes_loaded(svc->code) : 0);
-    head(t, "longctx_scopes_on_disk", "gauge", "Code scopes persisted in the data dir (loaded or not).");
+    lcx__svc_metric_head(t, "longctx_scopes_on_disk", "gauge", "Code scopes persisted in the data dir (loaded or not).");
     lcx__buf_printf(t, "longctx_scopes_on_disk %u\n", disk);
-    head(t, "longctx_scope_memory_bytes", "gauge", "RAM held by the loaded code scopes.");
+    lcx__svc_metric_head(t, "longctx_scope_memory_bytes", "gauge", "RAM held by the loaded code scopes.");
     lcx__buf_printf(t, "longctx_scope_memory_bytes %llu\n",
                    (unsigned long long)(svc->code ? lcx_scopes_mem_bytes(svc->code) : 0));
 }
@@ -161,10 +181,10 @@ int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     struct lcx_svc_metrics *m = svc->metrics;
     if (!m) return LCX_ESTATE;
     lcx_buf t = {0};
-    head(&t, "longctx_build_info", "gauge", "Version of this longctx-svc.");
+    lcx__svc_metric_head(&t, "longctx_build_info", "gauge", "Version of this longctx-svc.");
     lcx__buf_printf(&t, "longctx_build_info{version=\"%s\"} 1\n", LCX_VERSION);
 
-    head(&t, "longctx_http_requests_total", "counter", "HTTP requests answered, by route and status.");
+    lcx__svc_metric_head(&t, "longctx_http_requests_total", "counter", "HTTP requests answered, by route and status.");
     for (int r = 0; r < m->n_rows; r++)
         for (int s = 0; s < N_STATUS; s++) {
             uint64_t v = ld(&m->req[(size_t)r * N_STATUS + (size_t)s]);
@@ -175,7 +195,7 @@ int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
             lcx__buf_printf(&t, "longctx_http_requests_total{method=\"%s\",route=\"%s\",status=\"%s\"} %llu\n",
                            row_method(m, r), row_route(m, r), st, (unsigned long long)v);
         }
-    head(&t, "longctx_http_errors_total", "counter", "HTTP requests answered with status >= 400, by route and status.");
+    lcx__svc_metric_head(&t, "longctx_http_errors_total", "counter", "HTTP requests answered with status >= 400, by route and status.");
     for (int r = 0; r < m->n_rows; r++)
         for (int s = 0; s < N_STATUS; s++) {
             if (s < N_STATUS - 1 && STATUSES[s] < 400) continue;
@@ -187,82 +207,66 @@ int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
             lcx__buf_printf(&t, "longctx_http_errors_total{method=\"%s\",route=\"%s\",status=\"%s\"} %llu\n",
                            row_method(m, r), row_route(m, r), st, (unsigned long long)v);
         }
-    head(&t, "longctx_http_request_duration_seconds", "histogram",
+    lcx__svc_metric_head(&t, "longctx_http_request_duration_seconds", "histogram",
          "Time from the request head to the reply being queued, by route.");
     for (int r = 0; r < m->n_rows; r++) {
-        uint64_t cum = 0, c[N_BUCKET];
+        uint64_t c[N_BUCKET];
         for (int k = 0; k < N_BUCKET; k++) c[k] = ld(&m->hist[(size_t)r * N_BUCKET + (size_t)k]);
         uint64_t total = 0;
         for (int k = 0; k < N_BUCKET; k++) total += c[k];
         if (!total) continue;
-        for (int k = 0; k < N_BUCKET; k++) {
-            cum += c[k];
-            if (k < N_BUCKET - 1)
-                lcx__buf_printf(&t, "longctx_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
-                               row_method(m, r), row_route(m, r), BUCKETS_S[k], (unsigned long long)cum);
-            else
-                lcx__buf_printf(&t, "longctx_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
-                               row_method(m, r), row_route(m, r), (unsigned long long)cum);
-        }
-        lcx__buf_printf(&t, "longctx_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
-                       row_method(m, r), row_route(m, r), (double)ld(&m->sum_us[r]) / 1e6);
-        lcx__buf_printf(&t, "longctx_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
-                       row_method(m, r), row_route(m, r), (unsigned long long)cum);
+        char lab[160];
+        snprintf(lab, sizeof lab, "method=\"%s\",route=\"%s\"", row_method(m, r), row_route(m, r));
+        histogram(&t, "longctx_http_request_duration_seconds", lab, BUCKETS_S, c, N_BUCKET,
+                  (double)ld(&m->sum_us[r]) / 1e6);
     }
 
     pthread_mutex_lock(&svc->mu);
     uint32_t known = svc->n_sessions_known;
     pthread_mutex_unlock(&svc->mu);
-    head(&t, "longctx_sessions_in_ram", "gauge", "Sessions loaded in RAM.");
+    lcx__svc_metric_head(&t, "longctx_sessions_in_ram", "gauge", "Sessions loaded in RAM.");
     lcx__buf_printf(&t, "longctx_sessions_in_ram %u\n", lcx_sessions_active(svc->sessions));
-    head(&t, "longctx_sessions_on_disk", "gauge", "Sessions known to the service (each has a directory on disk).");
+    lcx__svc_metric_head(&t, "longctx_sessions_on_disk", "gauge", "Sessions known to the service (each has a directory on disk).");
     lcx__buf_printf(&t, "longctx_sessions_on_disk %u\n", known);
-    head(&t, "longctx_session_memory_bytes", "gauge", "RAM held by the loaded sessions.");
+    lcx__svc_metric_head(&t, "longctx_session_memory_bytes", "gauge", "RAM held by the loaded sessions.");
     lcx__buf_printf(&t, "longctx_session_memory_bytes %llu\n", (unsigned long long)lcx_sessions_mem_bytes(svc->sessions));
-    head(&t, "longctx_spans_stored_total", "counter", "Spans (chunks) made durable by /evict/write since start.");
+    lcx__svc_metric_head(&t, "longctx_spans_stored_total", "counter", "Spans (chunks) made durable by /evict/write since start.");
     lcx__buf_printf(&t, "longctx_spans_stored_total %llu\n", (unsigned long long)ld(&m->spans));
-    head(&t, "longctx_rescue_retrievals_total", "counter", "Answered /evict/retrieve calls on existing sessions.");
+    lcx__svc_metric_head(&t, "longctx_rescue_retrievals_total", "counter", "Answered /evict/retrieve calls on existing sessions.");
     lcx__buf_printf(&t, "longctx_rescue_retrievals_total %llu\n", (unsigned long long)ld(&m->rescue_queries));
-    head(&t, "longctx_rescue_hits_total", "counter", "Chunks returned by /evict/retrieve.");
+    lcx__svc_metric_head(&t, "longctx_rescue_hits_total", "counter", "Chunks returned by /evict/retrieve.");
     lcx__buf_printf(&t, "longctx_rescue_hits_total %llu\n", (unsigned long long)ld(&m->rescue_hits));
-    head(&t, "longctx_evict_rounds_total", "counter",
+    lcx__svc_metric_head(&t, "longctx_evict_rounds_total", "counter",
          "Eviction rounds reported by /evict/write (runs of one round value >= 0 within a batch).");
     lcx__buf_printf(&t, "longctx_evict_rounds_total %llu\n", (unsigned long long)ld(&m->evict_rounds));
-    head(&t, "longctx_store_fsync_duration_seconds", "histogram",
+    lcx__svc_metric_head(&t, "longctx_store_fsync_duration_seconds", "histogram",
          "fdatasync of the stores' durable commits (the whole process).");
     {
-        uint64_t cum = 0;
-        for (int k = 0; k < N_FSYNC; k++) {
-            cum += ld(&fsync_hist[k]);
-            if (k < N_FSYNC - 1)
-                lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_bucket{le=\"%g\"} %llu\n", FSYNC_BUCKETS_S[k],
-                               (unsigned long long)cum);
-            else
-                lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-        }
-        lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_sum %.9f\n", (double)ld(&fsync_sum_ns) / 1e9);
-        lcx__buf_printf(&t, "longctx_store_fsync_duration_seconds_count %llu\n", (unsigned long long)cum);
+        uint64_t c[N_FSYNC];
+        for (int k = 0; k < N_FSYNC; k++) c[k] = ld(&fsync_hist[k]);
+        histogram(&t, "longctx_store_fsync_duration_seconds", "", FSYNC_BUCKETS_S, c, N_FSYNC,
+                  (double)ld(&fsync_sum_ns) / 1e9);
     }
     scopes(svc, &t);
     lcx_svc_limits_stats ls;
     lcx__svc_limits_stats(svc->limits, &ls);
-    head(&t, "longctx_client_limited_total", "counter", "Requests refused with 429 by a per-client limit, by limit.");
+    lcx__svc_metric_head(&t, "longctx_client_limited_total", "counter", "Requests refused with 429 by a per-client limit, by limit.");
     lcx__buf_printf(&t, "longctx_client_limited_total{limit=\"rate\"} %llu\n", (unsigned long long)ls.refused_rate);
     lcx__buf_printf(&t, "longctx_client_limited_total{limit=\"connections\"} %llu\n", (unsigned long long)ls.refused_conns);
-    head(&t, "longctx_clients_tracked", "gauge", "Client addresses the per-client limits hold state for.");
+    lcx__svc_metric_head(&t, "longctx_clients_tracked", "gauge", "Client addresses the per-client limits hold state for.");
     lcx__buf_printf(&t, "longctx_clients_tracked %u\n", ls.clients);
-    head(&t, "longctx_clients_untracked_total", "counter",
+    lcx__svc_metric_head(&t, "longctx_clients_untracked_total", "counter",
          "Connections from addresses not tracked (table full or out of memory): not limited.");
     lcx__buf_printf(&t, "longctx_clients_untracked_total %llu\n", (unsigned long long)ls.untracked);
-    head(&t, "longctx_log_lines_dropped_total", "counter", "Log lines that could not be written (--log-file).");
+    lcx__svc_metric_head(&t, "longctx_log_lines_dropped_total", "counter", "Log lines that could not be written (--log-file).");
     lcx__buf_printf(&t, "longctx_log_lines_dropped_total %llu\n", (unsigned long long)lcx__svc_log_dropped(svc->log));
     lcx__svc_nn_metrics(svc, &t);   /* neural backlog / rerank counters (nn_svc.c) */
-    head(&t, "longctx_open_connections", "gauge", "Open HTTP connections (including the scraper's).");
+    lcx__svc_metric_head(&t, "longctx_open_connections", "gauge", "Open HTTP connections (including the scraper's).");
     lcx__buf_printf(&t, "longctx_open_connections %llu\n",
                    (unsigned long long)__atomic_load_n(&svc->n_connections, __ATOMIC_RELAXED));
-    head(&t, "longctx_uptime_seconds", "gauge", "Seconds since the service started.");
+    lcx__svc_metric_head(&t, "longctx_uptime_seconds", "gauge", "Seconds since the service started.");
     lcx__buf_printf(&t, "longctx_uptime_seconds %.3f\n", (lcx__now_ms() - svc->started_ms) / 1000.0);
-    head(&t, "longctx_resident_memory_bytes", "gauge", "Resident set size of the process.");
+    lcx__svc_metric_head(&t, "longctx_resident_memory_bytes", "gauge", "Resident set size of the process.");
     lcx__buf_printf(&t, "longctx_resident_memory_bytes %llu\n", (unsigned long long)lcx__svc_rss_bytes());
     if (t.err) { int e = t.err; lcx__buf_free(&t); return e; }
     lcx__resp_text(resp, 200, "text/plain; version=0.0.4; charset=utf-8", t.data ? t.data : "", t.len);

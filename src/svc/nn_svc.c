@@ -187,22 +187,16 @@ void lcx__svc_nn_metrics(lcx_svc *svc, lcx_buf *t)
 {
     lcx_nnq_stats st;
     lcx_nnq_get_stats(svc->nn ? lcx_svc_nn_queue(svc->nn) : NULL, &st);
-    lcx__buf_puts(t, "# HELP longctx_neural_backlog Chunks of the stores in RAM still without a neural vector.\n"
-                     "# TYPE longctx_neural_backlog gauge\n");
+    lcx__svc_metric_head(t, "longctx_neural_backlog", "gauge", "Chunks of the stores in RAM still without a neural vector.");
     lcx__buf_printf(t, "longctx_neural_backlog %llu\n", (unsigned long long)st.backlog);
-    lcx__buf_puts(t, "# HELP longctx_neural_vectors_total Neural vectors computed by the background worker.\n"
-                     "# TYPE longctx_neural_vectors_total counter\n");
+    lcx__svc_metric_head(t, "longctx_neural_vectors_total", "counter", "Neural vectors computed by the background worker.");
     lcx__buf_printf(t, "longctx_neural_vectors_total %llu\n", (unsigned long long)st.done);
-    lcx__buf_puts(t, "# HELP longctx_neural_rate_per_second Neural vectors per second of embedding time (recent).\n"
-                     "# TYPE longctx_neural_rate_per_second gauge\n");
+    lcx__svc_metric_head(t, "longctx_neural_rate_per_second", "gauge", "Neural vectors per second of embedding time (recent).");
     lcx__buf_printf(t, "longctx_neural_rate_per_second %.3f\n", st.rate_per_s);
-    lcx__buf_puts(t, "# HELP longctx_neural_errors_total Failed background embed calls.\n"
-                     "# TYPE longctx_neural_errors_total counter\n");
+    lcx__svc_metric_head(t, "longctx_neural_errors_total", "counter", "Failed background embed calls.");
     lcx__buf_printf(t, "longctx_neural_errors_total %llu\n", (unsigned long long)st.errors);
-    lcx__buf_puts(t, "# HELP longctx_rerank_total Cross-encoder reranks asked for.\n"
-                     "# TYPE longctx_rerank_total counter\n");
+    lcx__svc_metric_head(t, "longctx_rerank_total", "counter", "Cross-encoder reranks asked for.");
     lcx__buf_printf(t, "longctx_rerank_total %llu\n", (unsigned long long)st.rerank_calls);
-    lcx__buf_puts(t, "# HELP longctx_rerank_overruns_total Reranks past their deadline (fused order kept).\n"
-                     "# TYPE longctx_rerank_overruns_total counter\n");
+    lcx__svc_metric_head(t, "longctx_rerank_overruns_total", "counter", "Reranks past their deadline (fused order kept).");
     lcx__buf_printf(t, "longctx_rerank_overruns_total %llu\n", (unsigned long long)st.rerank_overruns);
 }

@@ -306,6 +306,8 @@ void lcx__svc_metrics_request(lcx_svc *svc, int route, int status, double ms);
 void lcx__svc_metrics_spans(lcx_svc *svc, int n);      /* spans appended by /evict/write */
 void lcx__svc_metrics_rescue(lcx_svc *svc, int hits);  /* one /evict/retrieve with hits chunks */
 int lcx__svc_h_metrics(lcx_svc *svc, lcx_req *req, lcx_resp *resp);
+/* "# HELP name help" + "# TYPE name type": the one writer of a metric's Prometheus head */
+void lcx__svc_metric_head(lcx_buf *b, const char *name, const char *type, const char *help);
 
 /* One acknowledged /evict/write batch (routes_evict.c): its spans, and the eviction rounds
  * it reports (runs of equal "round" values >= 0 in the batch). */
