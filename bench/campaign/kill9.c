@@ -16,8 +16,9 @@
  *   replay     a session of ~30k chunks, loaded from its log on first use after a start
  *              (no snapshot: the previous server was killed): the server is killed and
  *              restarted, two writers post into that session at once (their first request
- *              waits for the replay) and the kill lands 0..max-delay ms after /healthz, so
- *              most kills hit the replay itself (counted: kills before any acknowledgement).
+ *              waits for the replay) and the kill lands 0..(1.25 × the last replay's time, at
+ *              most max-delay) ms after /healthz, so most kills hit the replay itself
+ *              (counted: kills before any acknowledgement).
  * After each kill, before the restart: every store directory under the data dir
  * (sessions/<hash>, scopes/<hash>/store) must pass lcx_store_validate (a torn tail of an
  * unacknowledged record is fine: it is cut at the next open). Then the server restarts on
@@ -417,6 +418,7 @@ int main(int argc, char **argv)
     double *restart_ms = calloc((size_t)trials, sizeof *restart_ms), *delay = calloc((size_t)trials, sizeof *delay);
     int stores_checked = 0, replay_kills_before_ack = 0;
     bool replay_seeded = false;
+    int replay_est_ms = max_delay;
     bool scope_indexed = false;
     if (!srv_start(&s)) { fprintf(stderr, "kill9: server did not start (log %s)\n", s.log); return 1; }
     for (int t = 0; t < trials; t++) {
@@ -463,13 +465,17 @@ int main(int argc, char **argv)
             t0 = now_ms();
             while (atomic_load(&acks) < 1 && now_ms() - t0 < 20000) usleep(500);
         }
-        delay[t] = max_delay ? (double)(rand() % (max_delay + 1)) : 0;
+        /* the replay phase aims at the replay: 0..(last replay time × 1.25), at most max-delay */
+        int dmax = ph == PH_REPLAY && replay_est_ms < max_delay ? replay_est_ms : max_delay;
+        delay[t] = dmax ? (double)(rand() % (dmax + 1)) : 0;
         usleep((useconds_t)(delay[t] * 1000));
         kill(s.pid, SIGKILL);
         if (ph == PH_REPLAY && atomic_load(&acks) == 0) replay_kills_before_ack++;
-        if (ph == PH_REPLAY && atomic_load(&acks) && getenv("KILL9_VERBOSE"))   /* how long the replay took */
-            fprintf(stderr, "trial %3d replay: first acknowledgement %.0f ms after /healthz\n", t,
-                    (double)atomic_load(&g_first_ack_us) / 1e3 - t0);
+        if (ph == PH_REPLAY && atomic_load(&acks)) {   /* how long the replay took */
+            double first = (double)atomic_load(&g_first_ack_us) / 1e3 - t0;
+            replay_est_ms = (int)(first * 1.25) + 1;
+            if (getenv("KILL9_VERBOSE")) fprintf(stderr, "trial %3d replay: first acknowledgement %.0f ms after /healthz\n", t, first);
+        }
         int wst = tu_kill_wait(s.pid, 0, 10000);
         s.pid = 0;
         atomic_store(&stop, 1);
