@@ -3,8 +3,8 @@
  *   ./bench/bench_kill9 --bin bin/longctx-svc [--trials 100] [--seed 1] [--max-delay-ms 400]
  *
  * N trials on one data dir that keeps growing across them (as a real deployment's does).
- * Trial i runs workload phase i % 4 against the server, waits for the first acknowledged
- * request, sleeps a random 0..max-delay ms and sends SIGKILL:
+ * Trial i runs workload phase i % 5 against the server, waits for the first acknowledged
+ * request (replay: for /healthz), sleeps a random 0..max-delay ms and sends SIGKILL:
  *   ingest     two writers streaming /evict/write batches into one session;
  *   hibernate  --max-sessions-in-ram 2 with one writer rotating over six sessions (every
  *              request makes the LRU hibernate another one) and a thread posting
@@ -12,7 +12,13 @@
  *   scope      a thread rewriting files of a 120-file project and re-indexing it
  *              (POST /index) while a writer streams into a session;
  *   snapshot   a session of ~20k chunks: a batch written, then /sessions/ID/hibernate
- *              (the whole index snapshot written), again and again.
+ *              (the whole index snapshot written), again and again;
+ *   replay     a session of ~30k chunks, loaded from its log on first use after a start
+ *              (no snapshot: the previous server was killed): the server is killed and
+ *              restarted, two writers post into that session at once (their first request
+ *              waits for the replay) and the kill lands 0..(1.25 × the last replay's time, at
+ *              most max-delay) ms after /healthz, so most kills hit the replay itself
+ *              (counted: kills before any acknowledgement).
  * After each kill, before the restart: every store directory under the data dir
  * (sessions/<hash>, scopes/<hash>/store) must pass lcx_store_validate (a torn tail of an
  * unacknowledged record is fine: it is cut at the next open). Then the server restarts on
@@ -37,13 +43,14 @@
 #include "longctx/lcx.h"
 #include "testutil.h"
 
-enum { PH_INGEST, PH_HIBERNATE, PH_SCOPE, PH_SNAPSHOT, N_PHASES };
-static const char *const phase_name[N_PHASES] = {"ingest", "hibernate", "scope", "snapshot"};
+enum { PH_INGEST, PH_HIBERNATE, PH_SCOPE, PH_SNAPSHOT, PH_REPLAY, N_PHASES };
+static const char *const phase_name[N_PHASES] = {"ingest", "hibernate", "scope", "snapshot", "replay"};
 
 #define CHUNKS 8            /* chunks per write request */
 #define N_HIB_SESSIONS 6
 #define N_FILES 120
 #define SNAP_SEED_CHUNKS 20000
+#define REPLAY_SEED_CHUNKS 30000
 
 /* ------------------------------------------------------------------ acknowledged chunks */
 typedef struct { char sess[32]; long first; int n; } ack_t;
@@ -51,6 +58,14 @@ static ack_t *g_acks;
 static size_t g_n_acks, g_cap_acks;
 static pthread_mutex_t g_ack_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_long g_next_id = 1000000;   /* token_range start = unique chunk id */
+static atomic_llong g_first_ack_us;        /* monotonic time of a trial's first acknowledgement */
+
+static long long mono_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
 
 static void ack_add(const char *sess, long first, int n)
 {
@@ -187,6 +202,9 @@ static void *work(void *arg)
                 st = post(s, path, NULL, NULL);
             }
             break;
+        case PH_REPLAY:
+            st = write_batch(s, "replay", CHUNKS);
+            break;
         case PH_SNAPSHOT:
             if (w->role == 0) {
                 st = write_batch(s, "snap", 200);
@@ -197,7 +215,11 @@ static void *work(void *arg)
             break;
         }
         if (st == 0) break;   /* the server is gone */
-        if (st == 200) atomic_fetch_add(w->acks, 1);
+        if (st == 200) {
+            long long z = 0;
+            atomic_compare_exchange_strong(&g_first_ack_us, &z, mono_us());
+            atomic_fetch_add(w->acks, 1);
+        }
         else if (st >= 500) fprintf(stderr, "kill9: %s role %d: HTTP %ld before the kill\n", phase_name[w->phase], w->role, st);
     }
     return NULL;
@@ -320,6 +342,34 @@ static int check_scope(const server *s, const char *proj)
     return bad;
 }
 
+/* Removes the snapshot of session id (found by its sessions/<hash>/id file), so that the
+ * next load replays the whole log: a snapshot is a cache the store may always lack.
+ * Returns true when one was removed. */
+static bool drop_snapshot(const char *data_dir, const char *id)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/sessions", data_dir);
+    DIR *d = opendir(p);
+    if (!d) return false;
+    struct dirent *e;
+    bool dropped = false;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char buf[64] = "";
+        snprintf(p, sizeof p, "%s/sessions/%s/id", data_dir, e->d_name);
+        FILE *f = fopen(p, "rb");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        if (strcmp(buf, id)) continue;
+        snprintf(p, sizeof p, "%s/sessions/%s/index.snap", data_dir, e->d_name);
+        dropped = unlink(p) == 0;
+    }
+    closedir(d);
+    return dropped;
+}
+
 /* ------------------------------------------------------------------ main */
 static int cmp_dbl(const void *a, const void *b)
 {
@@ -366,7 +416,9 @@ int main(int argc, char **argv)
     int n_ph[N_PHASES] = {0}, lost_ph[N_PHASES] = {0}, inval_ph[N_PHASES] = {0}, scope_bad = 0, start_fail = 0;
     long acked_reqs[N_PHASES] = {0};
     double *restart_ms = calloc((size_t)trials, sizeof *restart_ms), *delay = calloc((size_t)trials, sizeof *delay);
-    int stores_checked = 0;
+    int stores_checked = 0, replay_kills_before_ack = 0;
+    bool replay_seeded = false;
+    int replay_est_ms = max_delay;
     bool scope_indexed = false;
     if (!srv_start(&s)) { fprintf(stderr, "kill9: server did not start (log %s)\n", s.log); return 1; }
     for (int t = 0; t < trials; t++) {
@@ -382,11 +434,26 @@ int main(int argc, char **argv)
             for (int k = 0; k < SNAP_SEED_CHUNKS / 500; k++)
                 if (write_batch(&s, "snap", 500) != 200) break;
         }
+        double t0 = 0;
+        if (ph == PH_REPLAY) {
+            if (!replay_seeded) {
+                for (int k = 0; k < REPLAY_SEED_CHUNKS / 500; k++)
+                    if (write_batch(&s, "replay", 500) != 200) { fprintf(stderr, "kill9: replay seed refused\n"); break; }
+                replay_seeded = true;
+            }
+            /* a fresh start: the session is loaded (its log replayed) by the first request */
+            kill(s.pid, SIGKILL);
+            tu_kill_wait(s.pid, 0, 10000);
+            drop_snapshot(s.dir, "replay");
+            if (!srv_start(&s)) { fprintf(stderr, "kill9: trial %d: start failed (log %s)\n", t, s.log); start_fail++; break; }
+            t0 = now_ms();
+        }
         if (ph == PH_SCOPE && !scope_indexed) {
             snprintf(p, sizeof p, "/index?scope=%s", proj);
             scope_indexed = post(&s, p, NULL, NULL) == 200;
         }
         atomic_int acks = 0, stop = 0;
+        atomic_store(&g_first_ack_us, 0);
         wk w[2];
         pthread_t th[2];
         for (int r = 0; r < 2; r++) {
@@ -394,11 +461,21 @@ int main(int argc, char **argv)
             snprintf(w[r].proj, sizeof w[r].proj, "%s", proj);
             pthread_create(&th[r], NULL, work, &w[r]);
         }
-        double t0 = now_ms();
-        while (atomic_load(&acks) < 1 && now_ms() - t0 < 20000) usleep(500);
-        delay[t] = max_delay ? (double)(rand() % (max_delay + 1)) : 0;
+        if (ph != PH_REPLAY) {
+            t0 = now_ms();
+            while (atomic_load(&acks) < 1 && now_ms() - t0 < 20000) usleep(500);
+        }
+        /* the replay phase aims at the replay: 0..(last replay time × 1.25), at most max-delay */
+        int dmax = ph == PH_REPLAY && replay_est_ms < max_delay ? replay_est_ms : max_delay;
+        delay[t] = dmax ? (double)(rand() % (dmax + 1)) : 0;
         usleep((useconds_t)(delay[t] * 1000));
         kill(s.pid, SIGKILL);
+        if (ph == PH_REPLAY && atomic_load(&acks) == 0) replay_kills_before_ack++;
+        if (ph == PH_REPLAY && atomic_load(&acks)) {   /* how long the replay took */
+            double first = (double)atomic_load(&g_first_ack_us) / 1e3 - t0;
+            replay_est_ms = (int)(first * 1.25) + 1;
+            if (getenv("KILL9_VERBOSE")) fprintf(stderr, "trial %3d replay: first acknowledgement %.0f ms after /healthz\n", t, first);
+        }
         int wst = tu_kill_wait(s.pid, 0, 10000);
         s.pid = 0;
         atomic_store(&stop, 1);
@@ -431,8 +508,10 @@ int main(int argc, char **argv)
     }
     qsort(restart_ms, (size_t)done, sizeof *restart_ms, cmp_dbl);
     printf("total: %d trials, %zu acknowledged chunk batches, %d chunks lost, %d of %d store checks invalid, "
-           "%d scope checks failed, %d failed starts; restart median %.0f ms, p90 %.0f ms\n",
-           done, g_n_acks, total_lost, total_inval, stores_checked, scope_bad, start_fail,
+           "%d scope checks failed, %d failed starts; %d of %d replay kills before the first acknowledgement; "
+           "restart median %.0f ms, p90 %.0f ms\n",
+           done, g_n_acks, total_lost, total_inval, stores_checked, scope_bad, start_fail, replay_kills_before_ack,
+           n_ph[PH_REPLAY],
            done ? restart_ms[done / 2] : 0.0, done ? restart_ms[(done * 9) / 10 < done ? (done * 9) / 10 : done - 1] : 0.0);
     if (s.pid > 0) tu_kill_wait(s.pid, SIGTERM, 20000);
     int bad = total_lost || total_inval || scope_bad || start_fail || done != trials;

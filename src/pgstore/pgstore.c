@@ -2,6 +2,7 @@
  * migration, the write transaction, catch-up of the local stores. Design and guarantees:
  * docs/multinode.md. */
 #include "longctx/lcx_pgstore.h"
+#include "pgstore/pgstore_int.h"
 #include "util/util.h"
 
 #include <libpq-fe.h>
@@ -120,9 +121,22 @@ static void conn_put(lcx_pgstore *pg, PGconn *c, bool bad)
 
 /* ------------------------------------------------------------------ queries with a deadline */
 
+int lcx__pgstore_sqlstate_err(const char *ss)
+{
+    if (!ss || strlen(ss) != 5 || ss[0] != '5' || ss[1] != '3') return LCX_EIO;
+    if (!strcmp(ss, "53200")) return LCX_ENOMEM;
+    if (!strcmp(ss, "53000") || !strcmp(ss, "53100") || !strcmp(ss, "53400")) return LCX_ENOSPC;
+    return LCX_EIO;   /* 53300 too_many_connections and future codes: not about storage */
+}
+
+/* An SQL error on a healthy connection (q_run_f's LCX_EIO / LCX_ENOSPC / LCX_ENOMEM): the
+ * connection stays pooled and the error is final. */
+static bool sql_error(int rc) { return rc == LCX_EIO || rc == LCX_ENOSPC || rc == LCX_ENOMEM; }
+
 /* Runs one statement (text parameters) and waits for its result until deadline (ms on
  * the monotonic clock). 0: *res is the result (PGRES_COMMAND_OK / TUPLES_OK; caller
- * PQclear's); LCX_EIO: SQL error (the connection is fine; msg in err); LCX_ENET: the
+ * PQclear's); LCX_EIO: SQL error (the connection is fine; msg in err; LCX_ENOSPC /
+ * LCX_ENOMEM by its SQLSTATE, lcx__pgstore_sqlstate_err); LCX_ENET: the
  * connection broke; LCX_ETIMEOUT: the deadline passed (the caller must drop the
  * connection: the statement may still run, its outcome is unknown). For the last two the
  * outcome of a write is unknown. */
@@ -164,7 +178,8 @@ static int q_run_f(PGconn *c, const char *sql, int np, const char *const *vals, 
     while ((r = PQgetResult(c))) {
         ExecStatusType s = PQresultStatus(r);
         if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK && !rc) {
-            rc = PQstatus(c) == CONNECTION_OK ? LCX_EIO : LCX_ENET;
+            rc = PQstatus(c) == CONNECTION_OK ? lcx__pgstore_sqlstate_err(PQresultErrorField(r, PG_DIAG_SQLSTATE))
+                                              : LCX_ENET;
             if (err && el) snprintf(err, el, "%s", PQresultErrorMessage(r));
         }
         if (keep) PQclear(keep);
@@ -189,7 +204,7 @@ static int q_once(lcx_pgstore *pg, bool write, const char *sql, int np, const ch
     if (!cn) return LCX_ENET;
     const double deadline = now_ms() + (write ? pg->o.write_timeout_s : pg->o.read_timeout_s) * 1e3;
     int rc = q_run_f(cn, sql, np, vals, lens, fmts, result_fmt, deadline, res, NULL, 0);
-    conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+    conn_put(pg, cn, rc != 0 && !sql_error(rc));
     return rc;
 }
 
@@ -599,8 +614,8 @@ int lcx_pgstore_write(lcx_pgstore *pg, const char *sid, const lcx_chunk *c, int 
             /* an SQL error on a healthy connection is final (a read-only server after a
              * failover is not: 25006 read_only_sql_transaction → reconnect and retry) */
             bool ro = rc == LCX_EIO && strstr(err, "read-only");
-            conn_put(pg, cn, rc != LCX_EIO || ro);
-            if (rc == LCX_EIO && !ro) break;
+            conn_put(pg, cn, !sql_error(rc) || ro);
+            if (sql_error(rc) && !ro) break;
         } else {
             rc = LCX_ENET;
         }
@@ -640,7 +655,7 @@ static int fetch_into(lcx_pgstore *pg, lcx_store *st, const char *sid, applied *
         rc = q_run(cn, "SELECT seq, text, tok_start, tok_end, layer, round, score FROM lcx_spans"
                        " WHERE sid = $1 AND seq > $2::bigint AND seq <= $3::bigint ORDER BY seq LIMIT " XSTR(FETCH_BATCH),
                    3, vals, deadline, &r, NULL, 0);
-        conn_put(pg, cn, rc != 0 && rc != LCX_EIO);
+        conn_put(pg, cn, rc != 0 && !sql_error(rc));
         if (rc) break;
         int m = PQntuples(r);
         lcx_chunk *cs = m ? calloc((size_t)m, sizeof *cs) : NULL;

@@ -194,18 +194,34 @@ static bool w_ignored(const walker *w, const char *rel, bool is_dir)
     return false;
 }
 
+/* Reads a rule file (rel/file, scope-relative) with the same open-beneath rule as every
+ * other file: a .gitignore that is a link, or a .git that is a link out of the root, is
+ * not read (its rules would otherwise come from outside the scope). */
 static int load_ignore(const char *root, const char *rel, const char *file, lcx_ignore **out)
 {
     *out = NULL;
-    char p[PATH_MAX * 2];
-    int n = snprintf(p, sizeof p, "%s%s%s/%s", root, *rel ? "/" : "", rel, file);
+    char p[PATH_MAX];
+    int n = snprintf(p, sizeof p, "%s%s%s", rel, *rel ? "/" : "", file);
     if (n < 0 || (size_t)n >= sizeof p) return 0;
+    int fd = open_beneath(root, p, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return 0;   /* absent, a link, unreadable: no rules */
     struct stat st;
-    if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode)) return 0;
-    char *text = NULL;
-    size_t len = 0;
-    if (lcx__read_file(p, GITIGNORE_MAX, &text, &len) < 0) return 0;   /* unreadable: no rules */
-    int rc = lcx__ignore_parse(text, len, rel, out);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > GITIGNORE_MAX) {
+        close(fd);
+        return 0;
+    }
+    size_t len = (size_t)st.st_size, got = 0;
+    char *text = malloc(len + 1);
+    if (!text) { close(fd); return LCX_ENOMEM; }
+    while (got < len) {
+        ssize_t r = read(fd, text + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;   /* error or shrank: parse what was read */
+        got += (size_t)r;
+    }
+    close(fd);
+    text[got] = 0;
+    int rc = lcx__ignore_parse(text, got, rel, out);
     free(text);
     return rc;
 }

@@ -144,10 +144,17 @@ void lcx__svc_pg_write(lcx_svc *svc, lcx_req *req, lcx_resp *resp, const char *i
                        svc->cfg.store_write_timeout_s);
         return;
     }
-    if (rc < 0) {
-        lcx__resp_error(resp, 500, "store_error", "the shared store refused the write: %s", lcx_strerror(rc));
+    if (rc < 0) {   /* a full disk on the server (SQLSTATE class 53) is LCX_ENOSPC: 507, as locally */
+        const char *code;
+        int hs = lcx__svc_err_status(rc, &code);
+        lcx__resp_error(resp, hs, hs == 500 ? "store_error" : code, "the shared store refused the write: %s",
+                       lcx_strerror(rc));
         return;
     }
+    /* counted as the embedded path counts them; a retry under the same Idempotency-Key
+     * that stored nothing new counts nothing */
+    if (w.inserted == m) lcx__svc_metrics_write(svc, cs, m);
+    else lcx__svc_metrics_spans(svc, w.inserted);
     /* durable in PostgreSQL now; a failed local apply only delays this node's copy (the
      * next read fetches what is missing) */
     int arc = lcx_pgstore_apply(svc->pg, st, id, cs, m, pj.rc == 0 ? pj.p : NULL, &w);

@@ -179,6 +179,56 @@ static void test_fallback_without_openat2(void **st)
     lcx__walk_no_openat2 = false;
 }
 
+/* Rule files are read beneath the root too: a .gitignore that is a link to a file outside,
+ * or a .git that is a link to an outside directory (its info/exclude), contributes no
+ * rules. Both outside files say "ignore every .c": read, they would hide main.c. */
+static void ignore_files_beneath(void)
+{
+    char proj[4400], t[8400];
+    snprintf(proj, sizeof proj, "%s/ign", g_base);
+    wr(proj, "main.c", "int main_ok(void) { return 0; }\n");
+    wr(proj, "sub/b.c", "int sub_ok(void) { return 1; }\n");
+    wr(g_out, "rules/gitignore", "*.c\n");
+    wr(g_out, "fakegit/info/exclude", "*.c\n");
+    snprintf(t, sizeof t, "%s/rules/gitignore", g_out);
+    char p[8800];
+    snprintf(p, sizeof p, "%s/.gitignore", proj);
+    assert_int_equal(symlink(t, p), 0);
+    snprintf(p, sizeof p, "%s/sub/.gitignore", proj);
+    assert_int_equal(symlink(t, p), 0);
+    snprintf(t, sizeof t, "%s/fakegit", g_out);
+    snprintf(p, sizeof p, "%s/.git", proj);
+    assert_int_equal(symlink(t, p), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        lcx__walk_no_openat2 = pass == 1;
+        seen s = {.n = 0};
+        lcx_walk_stats ws = {0};
+        assert_int_equal(lcx__walk(proj, "", NULL, file_cb, NULL, &s, &ws), 0);
+        assert_int_equal(s.n, 2);
+        assert_string_equal(s.rel[0], "main.c");
+        assert_string_equal(s.rel[1], "sub/b.c");
+        seen_free(&s);
+        /* a hot start below the root loads its ancestors' rule files the same way */
+        assert_int_equal(lcx__walk(proj, "sub", NULL, file_cb, NULL, &s, &ws), 0);
+        assert_int_equal(s.n, 1);
+        seen_free(&s);
+    }
+    lcx__walk_no_openat2 = false;
+    /* control: the same rules as a real file in the root do hide the .c files */
+    snprintf(p, sizeof p, "%s/.gitignore", proj);
+    assert_int_equal(unlink(p), 0);
+    wr(proj, ".gitignore", "*.c\n");
+    seen s = {.n = 0};
+    lcx_walk_stats ws = {0};
+    assert_int_equal(lcx__walk(proj, "", NULL, file_cb, NULL, &s, &ws), 0);
+    for (int i = 0; i < s.n; i++) fprintf(stderr, "  control walked %s\n", s.rel[i]);
+    assert_int_equal(s.n, 1);   /* the rule file itself */
+    assert_string_equal(s.rel[0], ".gitignore");
+    seen_free(&s);
+}
+
+static void test_ignore_files_beneath(void **st) { (void)st; ignore_files_beneath(); }
+
 static void test_secret_names(void **st)
 {
     (void)st;
@@ -325,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_walk_start_links),
         cmocka_unit_test(test_read_beneath),
         cmocka_unit_test(test_fallback_without_openat2),
+        cmocka_unit_test(test_ignore_files_beneath),
         cmocka_unit_test(test_secret_names),
         cmocka_unit_test(test_root_into_forbidden),
         cmocka_unit_test(test_index_end_to_end),
