@@ -333,8 +333,10 @@ int lcx__store_peek(const char *dir, char *fp, size_t fp_len, uint32_t *n_live)
     char msg[80];
     int rc = LCX_EIO;
     if (fstat(fd, &st) < 0) goto out;
+    rc = 0;
+    if ((uint64_t)st.st_size < sizeof h) goto out;   /* cut before its header: an empty store, as open and validate say */
     rc = LCX_ECORRUPT;
-    if ((uint64_t)st.st_size < sizeof h || lcx__read_all(fd, &h, sizeof h, 0)) goto out;
+    if (lcx__read_all(fd, &h, sizeof h, 0)) goto out;
     if ((rc = lcx__check_log_hdr(&h, msg, sizeof msg))) goto out;
     snprintf(fp, fp_len, "%.*s", (int)h.fp_len, h.fp);
     uint64_t off = sizeof h, size = (uint64_t)st.st_size;

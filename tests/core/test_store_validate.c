@@ -1,11 +1,13 @@
 /* lcx_store_validate agrees with lcx_store_open about a log cut during creation: a
  * chunks.log shorter than its header (a kill between create and the header's fsync) holds
- * nothing acknowledged, the open treats it as a new store, and validate calls it a valid
- * empty store — not corrupt. A snapshot next to such a log is corrupt (it claims records
- * the log cannot hold); a log with a bad full header stays corrupt. */
+ * nothing acknowledged, the open treats it as a new store, and validate (and the session
+ * status's lcx__store_peek) call it a valid empty store — not corrupt. A snapshot next to
+ * such a log is corrupt (it claims records the log cannot hold); a log with a bad full
+ * header stays corrupt. */
 #include "testutil.h"
 #include "longctx/lcx.h"
 #include "store/store_fmt.h"
+#include "store/store_int.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,12 @@ static void test_short_log_is_empty_store(void **st)
         put(dir, LCX_LOG_NAME, b, sizes[i]);
         free(b);
         expect(dir, 0, "empty store");
+        /* the session status's peek agrees: present, empty, no fingerprint yet */
+        char fp[64] = "x";
+        uint32_t live = 7;
+        assert_int_equal(lcx__store_peek(dir, fp, sizeof fp, &live), 0);
+        assert_int_equal(live, 0);
+        assert_string_equal(fp, "");
         open_append(dir);
         tu_rmrf(dir);
         free(dir);
