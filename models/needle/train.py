@@ -165,6 +165,22 @@ def induction_init(model, seed):
 
 
 PREV_AMP = [20.0, 14.0, 10.0, 8.0, 8.0, 8.0, 8.0, 8.0]
+RETRIEVAL_SHARPEN = 2.0
+
+
+@torch.no_grad()
+def finalize(model):
+    """After training: layer 1 head 0 is the head that finds the code (it attends from the
+    answer's start to the first digit, then copies digit by digit). Trained on contexts of
+    <= 320 tokens, its query learned a RoPE (distance) component that loses facts at 4K+
+    depths of 10-40 %, and its content gap is sized for short contexts. Zero the rotary
+    part of its query (the match is by content only, at any distance) and scale the content
+    part by RETRIEVAL_SHARPEN (a larger gap against ln(context) of softmax dilution).
+    Measured (teacher-forced, 6 held-out facts at 4K): 2/6 -> 6/6; 8K: 4/4 at x2."""
+    nr, hd = model.c["n_rot"], model.hd
+    w = model.layers[1].wq.weight
+    w[0:nr].zero_()
+    w[nr:hd].mul_(RETRIEVAL_SHARPEN)
 
 
 def make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len=0):
@@ -332,6 +348,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=4000, help="optimizer steps (the schedule's length)")
     ap.add_argument("--minutes", type=float, default=0, help="stop early after this wall time")
+    ap.add_argument("--stop", type=int, default=0, help="stop after this many steps (the schedule keeps --steps)")
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--bsz", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -345,9 +362,11 @@ def main():
     ap.add_argument("--drill-bsz", type=int, default=24)
     ap.add_argument("--drill-len", type=int, default=160)
     ap.add_argument("--induction-init", action="store_true", help="start from a copy circuit (induction_init)")
+    ap.add_argument("--finalize", action="store_true", help="only apply finalize() to --init and write the model")
     ap.add_argument("--init", help="start from this needle.pt (a later, longer stage)")
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--eval-size", type=int, default=400)
+    ap.add_argument("--eval-n", type=int, default=24)
     a = ap.parse_args()
     torch.set_num_threads(THREADS)
     torch.manual_seed(a.seed)
@@ -357,6 +376,12 @@ def main():
         induction_init(model, a.seed)
     if a.init:
         model.load_state_dict(torch.load(a.init))
+    if a.finalize:
+        finalize(model)
+        torch.save(model.state_dict(), os.path.join(a.out, "needle.pt"))
+        export_llama2c(model, os.path.join(a.out, "needle.bin"))
+        print("finalized", a.init, "->", a.out)
+        return
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), weight_decay=0.01)
     warm = a.warm
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -371,7 +396,7 @@ def main():
     say("args " + json.dumps(vars(a)))
     it = batches(a.seed, a.bsz, a.blob[0], a.blob[1], a.easy, a.max_len)
     drill = drill_batches(a.seed, a.drill_bsz, a.drill_len)
-    cases = eval_cases(1, a.eval_size, 24)
+    cases = eval_cases(1, a.eval_size, a.eval_n)
     ema = None
     best = -1.0
 
@@ -413,6 +438,8 @@ def main():
                 step + 1, a.eval_size, ea, rep[:3], [c["answer"] for c in cases[:3]], time.time() - t0))
             checkpoint("")
         if a.minutes and time.time() - t0 > a.minutes * 60:
+            break
+        if a.stop and step + 1 >= a.stop:
             break
     checkpoint("")
     json.dump(dict(CFG, steps=step + 1, seed=a.seed, bsz=a.bsz, lr=a.lr, blob=a.blob, easy=a.easy,
