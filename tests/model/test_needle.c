@@ -263,7 +263,7 @@ static void test_answers_held_out_at_2k(void **st)
     assert_int_equal(eng__tokenizer_from_gguf(eng_model_gguf(m), &tk, err, sizeof err), 0);
     const double depth[3] = {0.1, 0.5, 0.9};
     for (int k = 0; k < 3; k++) {
-        const int nf = 17;   /* 17 filler sentences + fact + template ~ 2K tokens of tok512 */
+        const int nf = 23;   /* 23 filler sentences (77 tokens each) + fact + question + template ~ 2K tokens of tok512 */
         size_t cap = 8192;
         char *blob = calloc(1, cap), fact[256], q[256];
         snprintf(fact, sizeof fact, FACT, HELD[k][0], HELD[k][1]);
