@@ -138,7 +138,9 @@ static int load_ignore(const char *root, const char *rel, const char *file, lcx_
     if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode)) return 0;
     char *text = NULL;
     size_t len = 0;
-    if (lcx__read_file(p, GITIGNORE_MAX, &text, &len) < 0) return 0;   /* unreadable: no rules */
+    int rd = lcx__read_file(p, GITIGNORE_MAX, &text, &len);
+    if (rd == LCX_ENOMEM) return rd;   /* rules we could not load would un-ignore their files */
+    if (rd < 0) return 0;              /* unreadable: no rules */
     int rc = lcx__ignore_parse(text, len, rel, out);
     free(text);
     return rc;
