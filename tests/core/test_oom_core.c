@@ -1,5 +1,6 @@
 /* Allocation failure in the core libraries: for a representative call sequence of each
- * (store open / append / replay / search / snapshot / reopen; index add / remove / search;
+ * (store open / append / replay / search / snapshot / reopen, and prepare / commit /
+ * delete_path / reopen; index add / remove / search;
  * a scope build; the MRCR JSONL reader; a TriAttention round), the Nth allocation fails, for
  * every N until a run no longer reaches N, twice: once alone (the code must recover), once
  * with every later allocation failing too (real exhaustion). Each run must
@@ -245,6 +246,80 @@ static void test_store(void **st)
 {
     store_ctx c = {0};
     oom_seq q = {"store open/append/replay/search/snapshot/reopen", store_prep, store_run, store_verify, store_cleanup};
+    assert_true(sweep(&q, &c) > 20);
+}
+
+/* Two-phase append and a path delete: prepare / commit a batch of code chunks, tombstone one
+ * file's chunks, reopen. A failed commit adds all or nothing (store_verify); a failed delete
+ * leaves every chunk of the path or none. */
+static int store2_run(void *c, char *res, size_t cap)
+{
+    store_ctx *x = c;
+    lcx_store *s = NULL;
+    lcx_chunk cs[NT];
+    for (int i = 0; i < NT; i++) {
+        cs[i] = lcx_chunk_init();
+        cs[i].text = texts[i];
+        cs[i].text_len = (uint32_t)strlen(texts[i]);
+        cs[i].path = i < 2 ? "src/a.c" : "src/b.py";
+        cs[i].path_len = (uint32_t)strlen(cs[i].path);
+        cs[i].line_start = (uint32_t)i * 10 + 1;
+        cs[i].line_end = (uint32_t)i * 10 + 9;
+        cs[i].file_type = LCX_FT_CODE;
+    }
+    int rc = lcx_store_open(x->dir, emb, NULL, &s);
+    if (rc) return rc;
+    lcx_store_prepared *p = NULL;
+    uint32_t first = 0;
+    if ((rc = lcx_store_prepare(s, cs, NT, &p))) goto out;
+    rc = lcx_store_commit(s, p, &first);
+    lcx_store_prepared_free(p);
+    if (rc) goto out;
+    x->acked = true;
+    int d = lcx_store_delete_path(s, "src/a.c", 7);
+    if (d < 0) {
+        rc = d;
+        uint32_t n = lcx_store_count(s);
+        if (n != NT && n != NT - 2) fail_msg("store: a failed path delete left %u of %d chunks", n, NT);
+        goto out;
+    }
+    lcx_store_close(s);
+    s = NULL;
+    if ((rc = lcx_store_open(x->dir, emb, NULL, &s))) return rc;
+    lcx_hit h[4];
+    lcx_search_opts o = lcx_search_defaults();
+    o.top_k = 3;
+    int n = lcx_store_search(s, "vault code", 10, &o, h, 4);
+    if (n < 0) { rc = n; goto out; }
+    size_t at = (size_t)snprintf(res, cap, "first=%u deleted=%d count=%u hits=", first, d, lcx_store_count(s));
+    hits_str(res, cap, at, h, n);
+out:
+    lcx_store_close(s);
+    return rc;
+}
+
+static void store2_verify(void *c, int rc)
+{
+    store_ctx *x = c;
+    char msg[512];
+    int v = lcx_store_validate(x->dir, msg, sizeof msg);
+    if (v != 0 && v != LCX_ENOTFOUND) fail_msg("store: after failure %d the store fails validation: %s", rc, msg);
+    lcx_store *s = NULL;
+    int o = lcx_store_open(x->dir, emb, NULL, &s);
+    if (o) fail_msg("store: after failure %d the store does not reopen: %d", rc, o);
+    uint32_t n = lcx_store_count(s);
+    if (x->acked) {
+        if (n != NT && n != NT - 2) fail_msg("store: after failure %d, %u chunks (want %d, or %d after the delete)", rc, n, NT, NT - 2);
+    } else if (n != 0 && n != NT) {
+        fail_msg("store: a failed commit left %u of %d chunks", n, NT);
+    }
+    lcx_store_close(s);
+}
+
+static void test_store_two_phase(void **st)
+{
+    store_ctx c = {0};
+    oom_seq q = {"store prepare/commit/delete_path/reopen", store_prep, store2_run, store2_verify, store_cleanup};
     assert_true(sweep(&q, &c) > 20);
 }
 
@@ -516,6 +591,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_index),
         cmocka_unit_test(test_store),
+        cmocka_unit_test(test_store_two_phase),
         cmocka_unit_test(test_scope_build),
         cmocka_unit_test(test_mrcr_reader),
         cmocka_unit_test(test_triatt_round),
