@@ -23,6 +23,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     dir = fz_tmpdir("gguf");
     if (!dir) abort();
     snprintf(path, sizeof path, "%s/m.gguf", dir);
+    atexit(fz_cleanup);   /* libFuzzer exits through exit(): no temp folders left */
     return 0;
 }
 

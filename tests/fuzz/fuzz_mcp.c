@@ -59,6 +59,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     so.max_loaded = 4;
     so.max_file_bytes = 1 << 16;
     if (lcx_scopes_open(&so, emb, &scopes) < 0) abort();
+    atexit(fz_cleanup);   /* libFuzzer exits through exit(): no temp folders left */
     return 0;
 }
 

@@ -54,6 +54,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     put("proj/.env", "SECRET=1\n");
     put("other/Cargo.toml", "[package]\n");
     snprintf(proj, sizeof proj, "%s/proj", root);
+    atexit(fz_cleanup);   /* libFuzzer exits through exit(): no temp folders left */
     return 0;
 }
 

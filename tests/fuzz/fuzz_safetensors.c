@@ -35,6 +35,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc; (void)argv;
     dir = fz_tmpdir("st");
     if (!dir || put("vocab.txt", vocab, sizeof vocab - 1) < 0) abort();
+    atexit(fz_cleanup);   /* libFuzzer exits through exit(): no temp folders left */
     return 0;
 }
 

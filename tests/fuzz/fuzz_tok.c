@@ -76,6 +76,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     from_fixture("tokenizers/ggml-vocab-falcon.gguf", true);
     from_fixture("tokenizers/ggml-vocab-mpt.gguf", true);
     from_fixture("tokenizers/ggml-vocab-bert-bge.gguf", false);
+    atexit(fz_cleanup);   /* libFuzzer exits through exit(): no temp folders left */
     return 0;
 }
 

@@ -90,6 +90,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         snprintf(p, sizeof p, "%s/bert/tiny-bert-hf", fx);
         if (lcx_nn_load(p, NULL, &models[n_models], err, sizeof err) == 0) n_models++;
     }
+    atexit(fz_cleanup);   /* libFuzzer exits through exit(): no temp folders left */
     return 0;
 }
 

@@ -88,6 +88,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc; (void)argv;
     signal(SIGPIPE, SIG_IGN);
     fsvc_start();
+    atexit(fz_cleanup);   /* libFuzzer exits through exit(): no temp folders left */
     return 0;
 }
 
