@@ -101,8 +101,10 @@ run_one() {
   (cd "$root" && "${nice[@]}" "$bin" "${args[@]}" "$corpus" "${seeds[@]}") >"$log" 2>&1 || rc=$?
   local el=$(( $(date +%s) - t0 ))
   local execs cov crashes
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  # (|| true: a run that stops at its first input prints no "cov:" line, and grep's status
+  # would end this background job under set -e -o pipefail before its line is printed)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
   crashes=$(find "$art" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "${execs:-0}" "$el" "${cov:-0}" "$crashes" "$rc" >>"$results.new"
   printf '%-14s %10s execs %5ss %8s exec/s  cov %6s  crashes %s%s\n' "$t" "${execs:-0}" "$el" \
