@@ -171,6 +171,7 @@ int lcx__mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t 
     lcx_buf lb = {0};
     long lineno = 0;
     int rc = LCX_OK, got;
+    size_t n0 = set->n;   /* a failed read adds nothing: no partial set */
     while ((got = lcx__mrcr_next_line(f, &lb)) > 0) {
         lineno++;
         const char *line = lb.data;
@@ -192,6 +193,8 @@ int lcx__mrcr_read_jsonl(const char *path, lcx_mrcr_set *set, char *err, size_t 
     }
     lcx__buf_free(&lb);
     fclose(f);
+    if (rc)
+        while (set->n > n0) lcx__mrcr_rec_free(&set->recs[--set->n]);
     return rc;
 }
 

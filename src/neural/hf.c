@@ -223,6 +223,17 @@ static int st_get(const st_file *sf, const char *name, int64_t d0, int64_t d1, c
     return 0;
 }
 
+/* The tensor's bytes at an address aligned for its elements: safetensors does not align the
+ * data section (8 + header length bytes in), so a misaligned tensor is copied (owned by m). */
+static const void *st_aligned(lcx_nn_model *m, const st_entry *e, size_t bytes)
+{
+    size_t al = e->type == ENG_T_F32 ? 4 : 2;
+    if ((uintptr_t)e->data % al == 0) return e->data;
+    void *c = lcx__nn_own(m, malloc(bytes ? bytes : 1));
+    if (c) memcpy(c, e->data, bytes);
+    return c;
+}
+
 /* PyTorch Linear weight [out, in] = engine rows of n_in */
 static int st_mat(lcx_nn_model *m, const st_file *sf, const char *name, int64_t n_out, int64_t n_in, lcx__nn_mat *w,
                   const char *path, char *err, size_t errlen)
@@ -231,12 +242,11 @@ static int st_mat(lcx_nn_model *m, const st_file *sf, const char *name, int64_t 
     int rc = st_get(sf, name, n_out, n_in, &e, path, err, errlen);
     if (rc < 0) return rc;
     w->type = e->type;
-    w->data = e->data;
     w->n_in = n_in;
     w->n_out = n_out;
     w->row_bytes = eng__row_bytes((eng_type)e->type, n_in);
-    (void)m;
-    return 0;
+    w->data = st_aligned(m, e, (size_t)n_out * w->row_bytes);
+    return w->data ? 0 : LCX_ENOMEM;
 }
 
 static int st_vec(lcx_nn_model *m, const st_file *sf, const char *name, int64_t n, float **out, const char *path,
@@ -245,7 +255,8 @@ static int st_vec(lcx_nn_model *m, const st_file *sf, const char *name, int64_t 
     const st_entry *e;
     int rc = st_get(sf, name, n, 0, &e, path, err, errlen);
     if (rc < 0) return rc;
-    return (*out = lcx__nn_vec_f32(m, e->type, e->data, n)) ? 0 : LCX_ENOMEM;
+    const void *d = st_aligned(m, e, (size_t)n * (e->type == ENG_T_F32 ? 4 : 2));
+    return d && (*out = lcx__nn_vec_f32(m, e->type, d, n)) ? 0 : LCX_ENOMEM;
 }
 
 /* A JSON config file; NULL with *rc = 0 when absent and optional. */

@@ -400,6 +400,25 @@ static int apply_file(builder *b, prep *p)
         return 0;
     }
     if (p->state != PS_READ) { prep_free(p); return LCX_ESTATE; }   /* cannot happen: s->mu is held */
+    /* Room in the batch first: once f below holds the new hash, a failure would leave it
+     * claiming content that has no chunks (the next index call would skip the file). */
+    batch *t = b->cur;
+    if (!t && !(t = b->cur = calloc(1, sizeof *t))) { prep_free(p); return LCX_ENOMEM; }
+    if (t->n_pend == t->cap_pend) {
+        int np = t->cap_pend ? t->cap_pend * 2 : 64;
+        struct pend *npd = realloc(t->pend, (size_t)np * sizeof *npd);
+        if (!npd) { prep_free(p); return LCX_ENOMEM; }
+        t->pend = npd;
+        t->cap_pend = np;
+    }
+    if (t->n_ch + p->n_sp > t->cap_ch) {
+        int nc = t->cap_ch ? t->cap_ch : 256;
+        while (nc < t->n_ch + p->n_sp) nc *= 2;
+        lcx_chunk *nch = realloc(t->ch, (size_t)nc * sizeof *nch);
+        if (!nch) { prep_free(p); return LCX_ENOMEM; }
+        t->ch = nch;
+        t->cap_ch = nc;
+    }
     if (f && f->n_chunks) {
         int rc = lcx_store_delete_path(s->store, p->rel, strlen(p->rel));
         if (rc < 0) { prep_free(p); return rc; }
@@ -428,23 +447,6 @@ static int apply_file(builder *b, prep *p)
     f->n_syms = p->n_syms;
     p->syms = NULL;
     uint32_t fidx = (uint32_t)(f - s->files);
-    batch *t = b->cur;
-    if (!t && !(t = b->cur = calloc(1, sizeof *t))) { prep_free(p); return LCX_ENOMEM; }
-    if (t->n_pend == t->cap_pend) {
-        int np = t->cap_pend ? t->cap_pend * 2 : 64;
-        struct pend *npd = realloc(t->pend, (size_t)np * sizeof *npd);
-        if (!npd) { prep_free(p); return LCX_ENOMEM; }
-        t->pend = npd;
-        t->cap_pend = np;
-    }
-    if (t->n_ch + p->n_sp > t->cap_ch) {
-        int nc = t->cap_ch ? t->cap_ch : 256;
-        while (nc < t->n_ch + p->n_sp) nc *= 2;
-        lcx_chunk *nch = realloc(t->ch, (size_t)nc * sizeof *nch);
-        if (!nch) { prep_free(p); return LCX_ENOMEM; }
-        t->ch = nch;
-        t->cap_ch = nc;
-    }
     t->pend[t->n_pend++] = (struct pend){fidx, (uint32_t)p->n_sp};
     f->pending = true;
     const char *prel = f->rel;   /* stable: f->rel is not freed while the batch is in flight */

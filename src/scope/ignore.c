@@ -36,9 +36,13 @@ static bool cc_match(const unsigned char *s, int n, unsigned char c, int *ok)
 }
 
 /* git's dowild() with WM_PATHNAME always on. Recursion depth is bounded by the number of
- * '*' in the pattern (patterns come from .gitignore lines, capped at 4 KiB). */
-static int dowild(const unsigned char *p, const unsigned char *text, const unsigned char *pat0)
+ * '*' in the pattern (patterns come from .gitignore lines, capped at 4 KiB); the number of
+ * calls is not (many "**" components backtrack exponentially: 276 bytes of "**" /"*" ran for
+ * minutes), so one match gets WILD_STEPS calls and then counts as no match. */
+#define WILD_STEPS (1L << 20)
+static int dowild(const unsigned char *p, const unsigned char *text, const unsigned char *pat0, long *steps)
 {
+    if (++*steps > WILD_STEPS) return WM_ABORT_ALL;
     unsigned char p_ch;
     for (; (p_ch = *p) != '\0'; text++, p++) {
         int matched, match_slash, negated;
@@ -61,7 +65,7 @@ static int dowild(const unsigned char *p, const unsigned char *text, const unsig
                 if ((prev_p < pat0 || *prev_p == '/') &&
                     (*p == '\0' || *p == '/' || (p[0] == '\\' && p[1] == '/'))) {
                     /* "**" as a whole component: try "matches no directory" first. */
-                    if (p[0] == '/' && dowild(p + 1, text, pat0) == WM_MATCH) return WM_MATCH;
+                    if (p[0] == '/' && dowild(p + 1, text, pat0, steps) == WM_MATCH) return WM_MATCH;
                     match_slash = 1;
                 } else {
                     match_slash = 0;
@@ -88,7 +92,7 @@ static int dowild(const unsigned char *p, const unsigned char *text, const unsig
                     }
                     if (t_ch != p_ch) return WM_NOMATCH;
                 }
-                if ((matched = dowild(p, text, pat0)) != WM_NOMATCH) {
+                if ((matched = dowild(p, text, pat0, steps)) != WM_NOMATCH) {
                     if (!match_slash || matched != WM_ABORT_TO_STARSTAR) return matched;
                 } else if (!match_slash && t_ch == '/') {
                     return WM_ABORT_TO_STARSTAR;
@@ -147,7 +151,8 @@ static int dowild(const unsigned char *p, const unsigned char *text, const unsig
 bool lcx__wildmatch(const char *pat, const char *text)
 {
     const unsigned char *p = (const unsigned char *)pat;
-    return dowild(p, (const unsigned char *)text, p) == WM_MATCH;
+    long steps = 0;
+    return dowild(p, (const unsigned char *)text, p, &steps) == WM_MATCH;
 }
 
 /* ---------------------------------------------------------------------------------- */

@@ -169,7 +169,12 @@ static int replay_scoring(const cJSON *root, lcx_buf *b)
     if (!tmp || !q || !k || !pos || !outv || !sc || !cs || !sn || !om) { rc = LCX_ENOMEM; goto out; }
     if (flatten(pj, tmp, N, 0) != N) { rc = LCX_EINVAL; goto out; }
     int32_t maxp = 0;
-    for (int i = 0; i < N; i++) { pos[i] = (int32_t)tmp[i]; maxp = LCX_MAX(maxp, pos[i]); }
+    for (int i = 0; i < N; i++) {
+        /* a null (NaN), fractional or out-of-range position is malformed, not a cast */
+        if (!(tmp[i] >= 0 && tmp[i] <= INT32_MAX) || tmp[i] != (double)(int32_t)tmp[i]) { rc = LCX_EINVAL; goto out; }
+        pos[i] = (int32_t)tmp[i];
+        maxp = LCX_MAX(maxp, pos[i]);
+    }
     triatt_geometry_omega(&g, om);
     triatt_trig_sums(om, fc, P, cs, sn);
     rc = lcx__buf_puts(b, "{\"scores\":{");

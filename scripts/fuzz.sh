@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The libFuzzer campaign (tests/fuzz; docs/benchmarks/fuzz.md).
+#   scripts/fuzz.sh --smoke [SECONDS] [targets…]   every target (or those named) SECONDS each
+#                                                  (default 10), in parallel (-j); what CI runs
+#   scripts/fuzz.sh --runs N [targets…]            long run: N executions per target
+#   scripts/fuzz.sh --time SECONDS [targets…]      long run: a time budget per target
+# Options: -j N (targets run at once; default nproc), --nice (nice -n 10, for a shared host).
+# Builds build-fuzz (CC=clang-14, -DLCX_FUZZ=ON, -O0 + ASan/UBSan + coverage) and runs
+# each target on a working corpus build-fuzz/corpus/<target> (seeded from tests/fuzz/corpus,
+# tests/fuzz/regress and, when ../shared is there, a few fixtures); new coverage stays there
+# between runs. A crash leaves its input in build-fuzz/artifacts/<target>/ and fails the run:
+# copy it to tests/fuzz/regress/<target>/ (the ctest fuzz_<target> replays it), fix, re-run.
+# Prints one line per target (executions, exec/s, coverage, crashes) and writes them to
+# build-fuzz/fuzz-results.tsv. Without clang-14 or its libFuzzer runtime: prints why, exits 0.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+mode=smoke secs=10 runs=0 jobs=$(nproc) nice=()
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) mode=smoke; if [[ "${2:-}" =~ ^[0-9]+$ ]]; then secs=$2; shift; fi ;;
+    --runs) mode=runs; runs=$2; shift ;;
+    --time) mode=time; secs=$2; shift ;;
+    -j) jobs=$2; shift ;;
+    --nice) nice=(nice -n 10) ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
+    -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
+    *) targets+=("$1") ;;
+  esac
+  shift
+done
+
+cc=$(command -v clang-14 || true)
+rt=$(ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null | head -1 || true)
+if [ -z "$cc" ] || [ -z "$rt" ]; then
+  echo "fuzz.sh: skipped (clang-14 and its libFuzzer runtime are needed: apt-get install clang-14)"
+  exit 0
+fi
+
+all=$(sed -n 's/^lcx_fuzz(\([a-z_0-9]*\).*/\1/p' tests/fuzz/CMakeLists.txt)
+[ ${#targets[@]} -eq 0 ] && read -r -a targets <<<"$(echo $all)"
+for t in "${targets[@]}"; do
+  grep -qx "$t" <<<"$all" || { echo "fuzz.sh: no target '$t' (have: $(echo $all))" >&2; exit 2; }
+done
+
+bd=build-fuzz
+echo "== fuzz build ($bd, clang-14, LCX_FUZZ=ON) =="
+CC=$cc cmake -S . -B $bd -DCMAKE_BUILD_TYPE=Release -DLCX_FUZZ=ON >/dev/null
+"${nice[@]}" cmake --build $bd -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}") >/dev/null
+
+fx=${LCX_FIXTURES:-$root/../shared/fixtures}
+export LCX_FIXTURES=$fx
+dict_of() {
+  case "$1" in
+    http) echo tests/fuzz/dict/http.dict ;;
+    routes|evict_write|proxy_body|mcp|mrcr|triatt_replay) echo tests/fuzz/dict/json.dict ;;
+    gguf) echo tests/fuzz/dict/gguf.dict ;;
+    safetensors) echo tests/fuzz/dict/safetensors.dict ;;
+  esac
+}
+# A few real files from the fixtures as extra seeds (never copied into the repo).
+fixture_seeds() {
+  local t=$1 d=$bd/seeds/$1
+  rm -rf "$d" && mkdir -p "$d"
+  [ -d "$fx" ] || return 0
+  case "$t" in
+    gguf) cp "$fx"/gguf/tiny-qwen2-q4_0.gguf "$fx"/gguf/tiny-llama-q4_0.gguf "$d"/ 2>/dev/null || true ;;
+    triatt_replay) cp "$fx"/triattention/selection.json "$d"/ 2>/dev/null || true ;;
+    tok|wordpiece|lexer)
+      local i=0
+      for f in "$fx"/tokenizers/*.inp; do
+        [ -f "$f" ] || continue
+        if [ "$t" = lexer ]; then cp "$f" "$d/inp$i"; else { printf "\\x$(printf %02x $((i % 256)))"; cat "$f"; } >"$d/inp$i"; fi
+        i=$((i + 1))
+      done ;;
+  esac
+}
+
+results=$bd/fuzz-results.tsv
+: >"$results.new"
+run_one() {
+  local t=$1 bin=$bd/fuzz/fuzz_$1 corpus=$bd/corpus/$1 art=$bd/artifacts/$1 log=$bd/logs/$1.log
+  rm -rf "$art"   # crashes of this run only (earlier ones were moved to tests/fuzz/regress)
+  mkdir -p "$corpus" "$art" "$(dirname "$log")"
+  fixture_seeds "$t"
+  local max_len=65536
+  [ "$t" = gguf ] && max_len=131072   # the fixture seeds are whole small models
+  local args=(-artifact_prefix="$art/" -timeout=20 -rss_limit_mb=4096 -max_len=$max_len -print_final_stats=1)
+  local dict; dict=$(dict_of "$t")
+  [ -n "$dict" ] && args+=(-dict="$dict")
+  case $mode in
+    smoke|time) args+=(-max_total_time="$secs") ;;
+    runs) args+=(-runs="$runs") ;;
+  esac
+  local seeds=(tests/fuzz/corpus/$t)
+  [ -d tests/fuzz/regress/$t ] && seeds+=(tests/fuzz/regress/$t)
+  [ -n "$(ls -A $bd/seeds/$t 2>/dev/null)" ] && seeds+=($bd/seeds/$t)
+  local t0 rc=0; t0=$(date +%s)
+  (cd "$root" && "${nice[@]}" "$bin" "${args[@]}" "$corpus" "${seeds[@]}") >"$log" 2>&1 || rc=$?
+  local el=$(( $(date +%s) - t0 ))
+  local execs cov crashes
+  # (|| true: a run that stops at its first input prints no "cov:" line, and grep's status
+  # would end this background job under set -e -o pipefail before its line is printed)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
+  crashes=$(find "$art" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "${execs:-0}" "$el" "${cov:-0}" "$crashes" "$rc" >>"$results.new"
+  printf '%-14s %10s execs %5ss %8s exec/s  cov %6s  crashes %s%s\n' "$t" "${execs:-0}" "$el" \
+    "$(( ${execs:-0} / (el > 0 ? el : 1) ))" "${cov:-0}" "$crashes" "$([ $rc -ne 0 ] && echo "  (exit $rc: $log)")"
+}
+
+echo "== fuzz $mode: ${targets[*]} ($([ $mode = runs ] && echo "$runs runs" || echo "${secs}s") each, $jobs at a time) =="
+running=0
+for t in "${targets[@]}"; do
+  run_one "$t" &
+  running=$((running + 1))
+  if [ $running -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
+done
+wait || true
+{ printf 'target\texecs\tseconds\tcov\tcrashes\texit\n'; sort "$results.new"; } >"$results"
+rm -f "$results.new"
+bad=$(awk -F'\t' 'NR > 1 && ($5 > 0 || $6 != 0)' "$results" | cut -f1 | tr '\n' ' ')
+if [ -n "$bad" ]; then
+  echo "fuzz.sh: findings in: $bad(inputs in $bd/artifacts/<target>/, logs in $bd/logs/)"
+  exit 1
+fi
+echo "fuzz.sh: 0 crashes ($results)"
