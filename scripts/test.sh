@@ -10,7 +10,7 @@
 #   5. the installed libraries: cmake --install into a temporary prefix, the example engine
 #      built there through pkg-config and run (examples/engine-integration/run-installed.sh);
 #      contrib/longctx.service through systemd-analyze verify
-#   6. the libFuzzer smoke: every target of tests/fuzz for LCX_FUZZ_SMOKE_S seconds (default 8),
+#   6. the libFuzzer smoke: every target of tests/fuzz for LCX_FUZZ_SMOKE_S seconds (default 30, the issue's),
 #      two at a time, in a clang-14 build (scripts/fuzz.sh --smoke; skipped without clang-14)
 # Every build is -Werror (LCX_WERROR=ON). LCX_SKIP_ASAN=1 / LCX_SKIP_TSAN=1 / LCX_SKIP_FUZZ=1
 # skip tiers 3 / 4 / 6.
@@ -72,6 +72,6 @@ bash examples/engine-integration/run-installed.sh build || status=1
 bash contrib/verify-unit.sh build || status=1      # systemd-analyze verify, when present
 if [ "${LCX_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== libFuzzer smoke (scripts/fuzz.sh --smoke) =="
-  bash scripts/fuzz.sh --smoke "${LCX_FUZZ_SMOKE_S:-8}" -j 2 || status=1
+  bash scripts/fuzz.sh --smoke "${LCX_FUZZ_SMOKE_S:-30}" -j 2 || status=1
 fi
 exit $status
