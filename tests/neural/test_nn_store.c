@@ -18,6 +18,7 @@
 #include "longctx/lcx.h"
 #include "longctx/lcx_neural.h"
 #include "longctx/lcx_recipes.h"
+#include "longctx/lcx_scope.h"
 
 /* ---- a fake neural embedder: one axis per concept, so the neural ranking finds what
  * the lexical one cannot ("striped horse" → the zebra chunk), and a gate that holds the
@@ -581,6 +582,65 @@ static void test_fixture_base_dense(void **state)
     free(dir);
 }
 
+/* The same through the code recipe: its confidence with the model's rows equals the one
+ * without (the pre-RRF hashed cosine), not the fused top's. */
+static float code_conf(const char *dir, const char *data, lcx_nnq *nq, const lcx_embedder *hash)
+{
+    lcx_scopes_opts so = lcx_scopes_defaults();
+    so.data_dir = data;
+    so.watch = false;
+    so.store.nn = nq;
+    lcx_scopes *m;
+    assert_int_equal(lcx_scopes_open(&so, hash, &m), 0);
+    lcx_code_request rq = {0};
+    rq.query = "ocean week";
+    rq.query_len = strlen(rq.query);
+    rq.top_k = 1;
+    rq.explicit_scope = dir;
+    lcx_code_result res;
+    assert_int_equal(lcx_code_retrieve(m, &rq, &res), 0);
+    lcx_code_result_free(&res);
+    if (nq)   /* wait for the scope's rows, then ask again */
+        for (int i = 0; i < 6000; i++) {
+            lcx_nnq_stats st;
+            lcx_nnq_get_stats(nq, &st);
+            if (st.done >= (uint64_t)NFILL && !st.backlog) break;
+            sleep_ms(10);
+        }
+    assert_int_equal(lcx_code_retrieve(m, &rq, &res), 0);
+    assert_true(res.retrieved);
+    assert_true(res.used_neural == (nq != NULL));
+    float c = res.confidence;
+    print_message("code confidence %s model: %.4f\n", nq ? "with" : "without", c);
+    lcx_code_result_free(&res);
+    lcx_scopes_close(m);
+    return c;
+}
+
+static void test_fixture_code_confidence(void **state)
+{
+    (void)state;
+    lcx_embedder *f32 = bert("bert/tiny-bert-f32.gguf"), *hash;
+    assert_int_equal(lcx_embedder_hash_new(0, &hash), 0);
+    char *dir = tu_tmpdir(), *d1 = tu_tmpdir(), *d2 = tu_tmpdir();
+    char cmd[8192];
+    for (int i = 0; i < NFILL; i++) {
+        snprintf(cmd, sizeof cmd, "printf '%%s\\n' '%s' > '%s/note%d.txt'", FILLER[i], dir, i);
+        assert_int_equal(tu_run(cmd, NULL), 0);
+    }
+    float c0 = code_conf(dir, d1, NULL, hash);
+    lcx_nnq_opts qo = {0};
+    lcx_nnq *nq;
+    assert_int_equal(lcx_nnq_new(f32, &qo, &nq), 0);
+    float c1 = code_conf(dir, d2, nq, hash);
+    assert_float_equal(c1, c0, 1e-6);
+    lcx_nnq_free(nq);
+    lcx_embedder_free(f32);
+    lcx_embedder_free(hash);
+    tu_rmrf(dir); tu_rmrf(d1); tu_rmrf(d2);
+    free(dir); free(d1); free(d2);
+}
+
 static void test_fixture_refusal_and_reembed(void **state)
 {
     (void)state;
@@ -806,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_multiq_rerank),
         cmocka_unit_test(test_fixture_refusal_and_reembed),
         cmocka_unit_test(test_fixture_base_dense),
+        cmocka_unit_test(test_fixture_code_confidence),
         cmocka_unit_test(test_service),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
