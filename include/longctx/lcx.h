@@ -114,6 +114,9 @@ typedef struct lcx_search_info {
     bool used_rerank;    /* the cross-encoder reordered the top candidates within the deadline */
     bool rerank_overrun; /* it was asked and ran past its deadline: the fused order was kept */
     uint32_t neural_ready;   /* chunks of the store with a neural vector when it searched */
+    float base_dense;    /* with a neural channel: the best hashed-dense cosine among the store's own
+                          * top top_k (before the neural ranking was fused in), an absolute measure
+                          * the fused RRF scores (and neural-only hits, dense 0) no longer give */
 } lcx_search_info;
 
 lcx_search_opts lcx_search_defaults(void);
@@ -288,6 +291,14 @@ void lcx_nnq_free(lcx_nnq *q);
 void lcx_nnq_get_stats(lcx_nnq *q, lcx_nnq_stats *st);
 /* Computes every missing neural vector of s (attached to q) on the calling thread. */
 int lcx_nnq_drain(lcx_nnq *q, lcx_store *s);
+/* The channel's cross-encoder over candidates that are not in a store (MultiQ's turns): reorders
+ * the best min(n, rerank_top) of docs[0..n) (given best first) under the deadline, with the
+ * store search's rules (slices, skip-when-too-slow and probe, counters). order[0..n) receives
+ * the order to use (indices into docs; past rerank_top they keep their place). info (may be
+ * NULL) gets used_rerank / rerank_overrun. Returns 1 reordered, 0 the given order kept (no
+ * reranker, n 0, deadline, overrun), LCX_EINVAL. */
+int lcx_nnq_rerank(lcx_nnq *q, const char *query, size_t qlen, const char *const *docs, const size_t *lens, int n,
+                   int *order, lcx_search_info *info);
 /* Chunks of s with a neural vector (0 when s has no channel). */
 uint32_t lcx_store_nn_ready(lcx_store *s);
 /* Why the last lcx_store_open on this thread failed, in words ("" when it gave no detail). */

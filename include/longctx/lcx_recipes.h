@@ -114,6 +114,11 @@ int lcx_recipe_plain(const lcx_embedder *emb, const lcx_msg *msgs, size_t n, con
                      size_t qlen, int top_k, long *out_idx, float *out_score);
 int lcx_recipe_multiq(const lcx_embedder *emb, const lcx_msg *msgs, size_t n, const char *q,
                       size_t qlen, int top_k, long *out_idx, float *out_score);
+/* MultiQ with a neural channel's cross-encoder (nn may be NULL: lcx_recipe_multiq): the final
+ * order's best rerank_top turns are reordered under its deadline (lcx_nnq_rerank); info (may
+ * be NULL) says used_rerank / rerank_overrun. The question (q) is what the model reads. */
+int lcx_recipe_multiq_nn(const lcx_embedder *emb, lcx_nnq *nn, const lcx_msg *msgs, size_t n, const char *q,
+                         size_t qlen, int top_k, long *out_idx, float *out_score, lcx_search_info *info);
 
 /* Removes instruction boilerplate from a question for searching: a "prepend X to"
  * clause, "(1 indexed)", "Do not include any other text..." sentences. Writes at most
@@ -129,6 +134,7 @@ typedef struct {
     int top_k;              /* retrieved turns spliced in place of the middle (default 8) */
     double chars_per_token; /* token estimate when no tokenizer is given (default 4.0) */
     bool use_selector;      /* try the Selector before retrieval (default true) */
+    lcx_nnq *nn;            /* neural channel whose cross-encoder reranks MultiQ's turns (NULL: none) */
 } lcx_compact_opts;
 
 lcx_compact_opts lcx_compact_defaults(void);
@@ -139,6 +145,7 @@ typedef struct {
     size_t tokens_before, tokens_after;   /* estimates */
     size_t msgs_before, msgs_after;
     int n_retrieved;        /* turns spliced in */
+    bool used_rerank;       /* the cross-encoder reordered MultiQ's turns within its deadline */
 } lcx_compact_report;
 
 /* Compacts an OpenAI "messages" array (cJSON array, modified in place) when its estimated

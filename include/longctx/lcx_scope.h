@@ -204,7 +204,8 @@ typedef struct {
     char *splice;            /* SPEC §2 splice text, "" when no hits (malloc'd) */
     size_t splice_len;
     float confidence;        /* 0..1: top score, 1 when a named symbol was found */
-    bool used_rerank;
+    bool used_rerank;        /* the reranker ran: false when a cross-encoder passed its deadline */
+    bool used_neural;        /* a neural ranking was fused in (--embed-model, rows present) */
     int paraphrases_count;
     const char *status;      /* static scope_status: "ready", "empty" (no chunks), "indexing"
                                 (async build running, no hits), "error" (a failed Hot → Package

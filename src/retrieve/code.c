@@ -24,7 +24,8 @@
  *      max(1, top_k/2) chunks come from symbols so the lexical/dense hits keep room.
  *   4. Confidence: 1 when a named symbol was found, else the cosine similarity of the best
  *      hit (an absolute measure; fused scores are normalised per query, so the top one is
- *      always near 1 and says nothing). Two low turns in a row promote Hot → Package.
+ *      always near 1 and says nothing; with a neural channel, the best of the store's own
+ *      top hits before the neural RRF: lcx_search_info.base_dense). Two low turns in a row promote Hot → Package.
  *   5. Splice: SPEC §2 format within the budget (lcx_code_splice). */
 #include "scope/scope_int.h"
 #include "scope/scopes_api.h"
@@ -520,9 +521,11 @@ static void name_rescore(lcx_scope *s, const char *q, size_t qlen, lcx_hit *hits
 /* Searches one scope; appends hits (symbol pulls first) to h. *conf receives the scope's
  * confidence. Holds the scope's lock for the symbol table; the store is thread-safe. */
 static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, const char *skip_rel,
-                        hitvec *h, float *conf, bool *any_sym)
+                        hitvec *h, float *conf, bool *any_sym, lcx_code_result *res)
 {
     lcx_search_opts o = lcx_search_defaults();
+    lcx_search_info si;
+    o.info = &si;
     o.top_k = top_k + (skip_rel ? 16 : 0);
     o.alpha = CODE_ALPHA;
     o.expand_query = true;   /* a question in doc prose, answered by code (docs/core.md "Query expansion") */
@@ -536,6 +539,11 @@ static int search_scope(lcx_scope *s, const char *q, size_t qlen, int top_k, con
     float top = nh ? hits[0].score : 0.5f;
     float best_dense = 0;
     for (int i = 0; i < nh; i++) if (hits[i].dense > best_dense) best_dense = hits[i].dense;
+    /* with neural rows fused in, the top hits may be neural-only (no hashed cosine): the
+     * confidence stays the store's own ranking's (the threshold was set on it) */
+    if (si.base_dense > best_dense) best_dense = si.base_dense;
+    res->used_neural |= si.used_neural;
+    if (si.rerank_overrun) res->used_rerank = false;   /* the cross-encoder's deadline passed */
     *conf = best_dense < 0 ? 0 : best_dense > 1 ? 1 : best_dense;
     int base = h->n, rc = 0;
     lcx__scope_lock(s);
@@ -802,7 +810,7 @@ int lcx_code_retrieve(lcx_scopes *m, const lcx_code_request *rq, lcx_code_result
             break;
         }
         float conf = 0;
-        rc = search_scope(s, q, qlen, top_k, NULL, &h, &conf, &any_sym);
+        rc = search_scope(s, q, qlen, top_k, NULL, &h, &conf, &any_sym, res);
         if (rc) fail(res, rc, "internal", "search failed: %s", lcx_strerror(rc));
         uint32_t n_chunks = 0;
         bool pf = false;
@@ -883,7 +891,7 @@ int lcx_code_related(lcx_scopes *m, const char *file_path, int top_k, lcx_code_r
     float conf = 0;
     bool any_sym = false;
     char *relcopy = strdup(rel);
-    rc = relcopy ? search_scope(s, qb.data, ql, top_k, relcopy, &h, &conf, &any_sym) : LCX_ENOMEM;
+    rc = relcopy ? search_scope(s, qb.data, ql, top_k, relcopy, &h, &conf, &any_sym, res) : LCX_ENOMEM;
     free(relcopy);
     lcx__buf_free(&qb);
     lcx__scope_info(s, &res->scope, NULL, NULL);

@@ -123,8 +123,11 @@ int lcx_compact_messages(void *msgs_v, const lcx_embedder *emb, const lcx_compac
         lcx_select_result_free(&sr);
     }
     if (!np && emb) {
-        int k = lcx_recipe_multiq(emb, v, (size_t)qi + 1, v[qi].content, v[qi].len, o.top_k, pick, NULL);
+        lcx_search_info si;
+        int k = lcx_recipe_multiq_nn(emb, o.nn, v, (size_t)qi + 1, v[qi].content, v[qi].len, o.top_k, pick, NULL,
+                                     &si);
         if (k < 0) { rc = k; goto out; }
+        r.used_rerank = si.used_rerank;
         np = k;
     }
     /* mark each picked reply and its request (the user message right before it) */

@@ -12,7 +12,11 @@
  * the union scored by agreement (Σ 1/(60 + rank) over variants, RRF) and reranked by an
  * exact structural check: a turn whose own request parses to the same format and topic as
  * the question gets +1, same topic +0.5, same format +0.25. The boost is what keeps
- * near-duplicates ("tapir conservation") below the real matches; ties keep RRF order. */
+ * near-duplicates ("tapir conservation") below the real matches; ties keep RRF order.
+ * With a neural channel that has a cross-encoder (lcx_recipe_multiq_nn), that final order's
+ * best rerank_top turns (request line + reply, RR_DOC_CAP bytes) are reordered by it under
+ * the channel's deadline (lcx_nnq_rerank: the store search's rules); they keep the scores
+ * in order, so scores stay monotone. */
 #define _GNU_SOURCE
 #include "longctx/lcx_recipes.h"
 #include <ctype.h>
@@ -30,6 +34,9 @@
  * assistant message has no request before it. The copy is always the full reply. */
 #define REPLY_HEAD 0
 #define REPLY_HEAD_ALONE 512
+/* Bytes of a turn given to the cross-encoder: a model truncates at its max_seq_len (≤ 512
+ * pieces, ~2-3 KB of text) and the tokenizer stops once it has enough, so more is not read */
+#define RR_DOC_CAP 4096
 
 size_t lcx_query_clean(const char *q, size_t qlen, char *out, size_t olen)
 {
@@ -233,9 +240,59 @@ static int cmp_cand(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* the turn of candidate id as the cross-encoder reads it: request line, newline, reply */
+static char *turn_text(const turns_t *t, const lcx_msg *msgs, uint32_t id, size_t *len)
+{
+    const char *rp = "";
+    size_t rn = 0;
+    if (t->req_of[id] >= 0) req_line(&msgs[t->req_of[id]], &rp, &rn);
+    const lcx_msg *m = &msgs[t->msg_of[id]];
+    size_t ml = m->len;
+    if (rn + 1 + ml > RR_DOC_CAP) {            /* cut on a UTF-8 boundary */
+        ml = RR_DOC_CAP > rn + 1 ? RR_DOC_CAP - rn - 1 : 0;
+        while (ml > 0 && ((unsigned char)m->content[ml] & 0xc0) == 0x80) ml--;
+    }
+    char *d = malloc(rn + 1 + ml + 1);
+    if (!d) return NULL;
+    memcpy(d, rp, rn);
+    d[rn] = '\n';
+    memcpy(d + rn + 1, m->content, ml);
+    d[rn + 1 + ml] = 0;
+    *len = rn + 1 + ml;
+    return d;
+}
+
+/* the cross-encoder over the best candidates of c (in final order) */
+static int rerank_cands(lcx_nnq *nn, const turns_t *t, const lcx_msg *msgs, const char *q, size_t qlen,
+                        cand_t *c, size_t nc, lcx_search_info *info)
+{
+    int r = nc < 256 ? (int)nc : 256;
+    char *docs[256];
+    size_t lens[256];
+    int order[256];
+    int rc = 0, nd = 0;
+    for (; nd < r; nd++)
+        if (!(docs[nd] = turn_text(t, msgs, c[nd].id, &lens[nd]))) { rc = LCX_ENOMEM; break; }
+    if (!rc) rc = lcx_nnq_rerank(nn, q, qlen, (const char *const *)docs, lens, r, order, info);
+    if (rc > 0) {
+        cand_t tmp[256];
+        for (int i = 0; i < r; i++) tmp[i] = c[order[i]], tmp[i].s = c[i].s;
+        memcpy(c, tmp, (size_t)r * sizeof *c);
+    }
+    for (int i = 0; i < nd; i++) free(docs[i]);
+    return rc < 0 ? rc : 0;
+}
+
 int lcx_recipe_multiq(const lcx_embedder *emb, const lcx_msg *msgs, size_t n, const char *q,
                       size_t qlen, int top_k, long *out_idx, float *out_score)
 {
+    return lcx_recipe_multiq_nn(emb, NULL, msgs, n, q, qlen, top_k, out_idx, out_score, NULL);
+}
+
+int lcx_recipe_multiq_nn(const lcx_embedder *emb, lcx_nnq *nn, const lcx_msg *msgs, size_t n, const char *q,
+                         size_t qlen, int top_k, long *out_idx, float *out_score, lcx_search_info *info)
+{
+    if (info) memset(info, 0, sizeof *info);
     if (!emb || (!msgs && n) || !q || top_k < 1 || !out_idx) return LCX_EINVAL;
     n = history_len(msgs, n, q, qlen);
     turns_t t;
@@ -290,6 +347,7 @@ int lcx_recipe_multiq(const lcx_embedder *emb, const lcx_msg *msgs, size_t n, co
         c[nc++] = (cand_t){id, s};
     }
     qsort(c, nc, sizeof *c, cmp_cand);
+    if (nn && (rc = rerank_cands(nn, &t, msgs, q, qlen, c, nc, info)) < 0) goto out;
     int k = (int)(nc < (size_t)top_k ? nc : (size_t)top_k);
     for (int i = 0; i < k; i++) {
         out_idx[i] = t.msg_of[c[i].id];

@@ -667,9 +667,10 @@ static int cand_by_score(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* The cross-encoder over the best r of f (already in fused order), in slices so the
- * deadline is checked between calls. true when it finished in time (f reordered). */
-static bool rerank_top(lcx_store *s, lcx_nnq *q, const char *qt, size_t qlen, fused *f, int r)
+/* The cross-encoder over the best r of docs, in slices so the deadline is checked between
+ * calls. true when it finished in time (order[0..r) = the new order). */
+static bool rerank_run(lcx_nnq *q, const char *qt, size_t qlen, const char *const *docs, const size_t *lens,
+                       int r, int *order)
 {
     const double t0 = lcx__now_ms(), dl = q->o.rerank_deadline_ms;
     if (dl <= 0) return false;
@@ -679,15 +680,7 @@ static bool rerank_top(lcx_store *s, lcx_nnq *q, const char *qt, size_t qlen, fu
     const bool skip = q->rr_ms_doc * r > dl && ++q->rr_skipped % RERANK_PROBE != 0;
     pthread_mutex_unlock(&q->mu);
     if (skip) return false;
-    const char *docs[256];
-    size_t lens[256];
     cand sc[256];
-    for (int i = 0; i < r; i++) {
-        lcx_chunk c;
-        if (lcx_store_get(s, f[i].id, &c) < 0) c.text = "", c.text_len = 0;
-        docs[i] = c.text;
-        lens[i] = c.text_len;
-    }
     float out[RERANK_SLICE];
     for (int i = 0; i < r; i += RERANK_SLICE) {
         if (lcx__now_ms() - t0 > dl) return false;
@@ -703,12 +696,53 @@ static bool rerank_top(lcx_store *s, lcx_nnq *q, const char *qt, size_t qlen, fu
     }
     if (lcx__now_ms() - t0 > dl) return false;
     qsort(sc, (size_t)r, sizeof *sc, cand_by_score);
+    for (int i = 0; i < r; i++) order[i] = (int)sc[i].id;
+    return true;
+}
+
+int lcx_nnq_rerank(lcx_nnq *q, const char *query, size_t qlen, const char *const *docs, const size_t *lens, int n,
+                   int *order, lcx_search_info *info)
+{
+    if (info) info->used_rerank = info->rerank_overrun = false;
+    if (!q || n < 0 || (n && (!docs || !lens || !order)) || (!query && qlen)) return LCX_EINVAL;
+    for (int i = 0; i < n; i++) order[i] = i;
+    if (!q->o.rerank || !n) return 0;
+    const int r = n < q->o.rerank_top ? n : q->o.rerank_top;   /* ≤ 256 (lcx_nnq_new) */
+    const bool ok = rerank_run(q, query ? query : "", qlen, docs, lens, r, order);
+    if (!ok)
+        for (int i = 0; i < r; i++) order[i] = i;
+    pthread_mutex_lock(&q->mu);
+    q->rerank_calls++;
+    if (!ok) q->rerank_overruns++;
+    pthread_mutex_unlock(&q->mu);
+    if (info) info->used_rerank = ok, info->rerank_overrun = !ok;
+    return ok;
+}
+
+/* The cross-encoder over f (already in fused order): the reordered hits take the fused
+ * scores in order, so scores stay monotone. */
+static int rerank_fused(lcx_store *s, lcx_nnq *q, const char *qt, size_t qlen, fused *f, int nf,
+                        lcx_search_info *info)
+{
+    const int r = nf < q->o.rerank_top ? nf : q->o.rerank_top;
+    const char *docs[256];
+    size_t lens[256];
+    int order[256];
+    for (int i = 0; i < r; i++) {
+        lcx_chunk c;
+        if (lcx_store_get(s, f[i].id, &c) < 0) c.text = "", c.text_len = 0;
+        docs[i] = c.text;
+        lens[i] = c.text_len;
+    }
+    lcx_search_info ri;
+    int rc = lcx_nnq_rerank(q, qt, qlen, docs, lens, r, order, &ri);
+    if (info) info->used_rerank = ri.used_rerank, info->rerank_overrun = ri.rerank_overrun;
+    if (rc <= 0) return rc;
     fused tmp[256];
     float scores[256];
-    for (int i = 0; i < r; i++) tmp[i] = f[sc[i].id], scores[i] = f[i].rrf;
-    /* the reordered hits take the fused scores in order, so scores stay monotone */
+    for (int i = 0; i < r; i++) tmp[i] = f[order[i]], scores[i] = f[i].rrf;
     for (int i = 0; i < r; i++) f[i] = tmp[i], f[i].rrf = scores[i];
-    return true;
+    return rc;
 }
 
 int lcx__nn_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_opts *o, lcx_hit *out, int max_out)
@@ -740,6 +774,8 @@ int lcx__nn_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_op
         b.top_k = P;
         nb = lcx__store_search_base(s, q, qlen, &b, base, P);
         if (nb < 0) rc = nb;
+        for (int i = 0; info && i < nb && i < want; i++)
+            if (base[i].dense > info->base_dense) info->base_dense = base[i].dense;
     }
     if (!rc && ready) {
         const char *t = q ? q : "";
@@ -780,15 +816,7 @@ int lcx__nn_search(lcx_store *s, const char *q, size_t qlen, const lcx_search_op
         }
         qsort(f, (size_t)nf, sizeof *f, by_rrf);
         if (info) info->used_neural = nn > 0;
-        if (rr && nf > 0) {
-            int r = nf < nq->o.rerank_top ? nf : nq->o.rerank_top;
-            bool ok = rerank_top(s, nq, q ? q : "", qlen, f, r);
-            pthread_mutex_lock(&nq->mu);
-            nq->rerank_calls++;
-            if (!ok) nq->rerank_overruns++;
-            pthread_mutex_unlock(&nq->mu);
-            if (info) info->used_rerank = ok, info->rerank_overrun = !ok;
-        }
+        if (rr && nf > 0) rerank_fused(s, nq, q ? q : "", qlen, f, nf, info);
         const float norm = fuse ? 2.0f / (RRF_K + 1.0f) : 1.0f;   /* RRF: rank 1 in both lists */
         int k = nf < want ? nf : want;
         for (int i = 0; i < k; i++) {

@@ -546,14 +546,15 @@ static int compact(lcx_svc *svc, lcx_resp *resp, cJSON *messages)
     if (!svc->cfg.compact_tokens) return 0;
     lcx_compact_opts co = lcx_compact_defaults();
     co.budget_tokens = svc->cfg.compact_tokens;
+    co.nn = lcx__svc_nn_queue(svc);
     lcx_compact_report rep;
     int rc = lcx_compact_messages(messages, svc->emb, &co, &rep);
     if (rc == LCX_EINVAL) return 0; /* not a list of messages we understand: forward as is */
     if (rc) return rc;
     if (rep.compacted) {
-        char v[96];
-        snprintf(v, sizeof v, "%zu->%zu messages%s", rep.msgs_before, rep.msgs_after,
-                 rep.used_selector ? ", selector" : "");
+        char v[112];
+        snprintf(v, sizeof v, "%zu->%zu messages%s%s", rep.msgs_before, rep.msgs_after,
+                 rep.used_selector ? ", selector" : "", rep.used_rerank ? ", rerank" : "");
         lcx__resp_header(resp, "x-longctx-compacted", v);
     }
     return 0;

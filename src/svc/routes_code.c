@@ -9,7 +9,7 @@
  *                         "explicit_scope"?, "default_scope"?}
  *     → {"chunks":[{"text","file_path","start_line","end_line","file_type","score"}],
  *        "scope_path","scope_hash","scope_status","scope_sentinel","session_id",
- *        "used_rerank","paraphrases_count","confidence","system_message"}
+ *        "used_rerank","used_neural","paraphrases_count","confidence","system_message"}
  *   Both /retrieve forms set, on every 200, x-longctx-session (the id, "ephemeral" without
  *   one), x-longctx-scope (the root, "" when none, "ws:"; percent-encoded outside printable
  *   ASCII), x-longctx-chunks-used, x-longctx-scope-status (ready | empty | indexing | promoting | error |
@@ -409,8 +409,9 @@ int lcx__svc_h_retrieve(lcx_svc *svc, lcx_req *req, lcx_resp *resp)
     lcx__buf_puts(b, ",\"session_id\":");
     if (ephemeral) lcx__buf_puts(b, "null");
     else lcx__buf_json_str(b, session, strlen(session));
-    lcx__buf_printf(b, ",\"used_rerank\":%s,\"paraphrases_count\":%d,\"scope_tier\":\"%s\",\"scopes_searched\":%d,\"confidence\":",
-                   res.retrieved && res.used_rerank ? "true" : "false", res.retrieved ? res.paraphrases_count : 0,
+    lcx__buf_printf(b, ",\"used_rerank\":%s,\"used_neural\":%s,\"paraphrases_count\":%d,\"scope_tier\":\"%s\",\"scopes_searched\":%d,\"confidence\":",
+                   res.retrieved && res.used_rerank ? "true" : "false", res.used_neural ? "true" : "false",
+                   res.retrieved ? res.paraphrases_count : 0,
                    res.scope.status[0] ? res.scope.status : "none", res.retrieved ? res.n_scopes : 0);
     lcx__buf_json_num(b, (double)(long long)(res.confidence * 1000 + 0.5) / 1000);
     lcx__buf_puts(b, ",\"system_message\":");

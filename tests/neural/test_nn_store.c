@@ -17,6 +17,8 @@
 #include "testutil.h"
 #include "longctx/lcx.h"
 #include "longctx/lcx_neural.h"
+#include "longctx/lcx_recipes.h"
+#include "longctx/lcx_scope.h"
 
 /* ---- a fake neural embedder: one axis per concept, so the neural ranking finds what
  * the lexical one cannot ("striped horse" → the zebra chunk), and a gate that holds the
@@ -457,6 +459,70 @@ static void test_rerank_deadline(void **state)
     free(dir);
 }
 
+/* ---- MultiQ: the same cross-encoder, under the same deadline, over a request's turns */
+static void test_multiq_rerank(void **state)
+{
+    (void)state;
+    lcx_embedder *hash;
+    assert_int_equal(lcx_embedder_hash_new(0, &hash), 0);
+    /* every turn is about tapirs; replies of different lengths (the fake prefers short ones) */
+    static const char *rep[] = {
+        "Tapirs are large herbivorous mammals with a short prehensile snout found in the forests of South America and Asia.",
+        "Tapirs swim.",
+        "The tapir is an odd-toed ungulate related to horses and rhinoceroses, with four toes on the front feet.",
+        "A tapir calf has stripes.",
+        "Tapir populations decline as forests are cut and roads split their range.",
+    };
+    lcx_msg m[11];
+    char req[5][64];
+    for (int i = 0; i < 5; i++) {
+        snprintf(req[i], sizeof req[i], "tell me fact %d about tapirs", i + 1);
+        m[2 * i] = (lcx_msg){"user", req[i], strlen(req[i])};
+        m[2 * i + 1] = (lcx_msg){"assistant", rep[i], strlen(rep[i])};
+    }
+    const char *q = "what do you know about tapirs";
+    long plain[5], idx[5];
+    float sc[5];
+    int np = lcx_recipe_multiq(hash, m, 10, q, strlen(q), 5, plain, NULL);
+    assert_int_equal(np, 5);
+
+    fake_rr rr = {0, 0};
+    lcx_nnq_opts qo = {0};
+    qo.rerank = fake_rerank;
+    qo.rerank_ud = &rr;
+    qo.rerank_deadline_ms = 60000;
+    lcx_nnq *nq;
+    assert_int_equal(lcx_nnq_new(NULL, &qo, &nq), 0);
+    lcx_search_info info;
+    int n = lcx_recipe_multiq_nn(hash, nq, m, 10, q, strlen(q), 5, idx, sc, &info);
+    assert_int_equal(n, 5);
+    assert_true(info.used_rerank);
+    assert_false(info.rerank_overrun);
+    assert_true(rr.calls > 0);
+    for (int i = 1; i < n; i++) {   /* shortest reply first; scores stay monotone */
+        assert_true(m[idx[i - 1]].len <= m[idx[i]].len);
+        assert_true(sc[i - 1] >= sc[i]);
+    }
+    assert_int_equal(idx[0], 3);    /* "Tapirs swim." (request lines are all as long) */
+    lcx_nnq_stats st;
+    lcx_nnq_get_stats(nq, &st);
+    assert_int_equal(st.rerank_calls, 1);
+    lcx_nnq_free(nq);
+
+    /* deadline 0: MultiQ's own order exactly, used_rerank false, counted as an overrun */
+    qo.rerank_deadline_ms = 0;
+    assert_int_equal(lcx_nnq_new(NULL, &qo, &nq), 0);
+    n = lcx_recipe_multiq_nn(hash, nq, m, 10, q, strlen(q), 5, idx, NULL, &info);
+    assert_int_equal(n, np);
+    assert_false(info.used_rerank);
+    assert_true(info.rerank_overrun);
+    for (int i = 0; i < n; i++) assert_int_equal(idx[i], plain[i]);
+    lcx_nnq_get_stats(nq, &st);
+    assert_int_equal(st.rerank_overruns, 1);
+    lcx_nnq_free(nq);
+    lcx_embedder_free(hash);
+}
+
 /* ---- the tiny BERT fixtures and the real binaries */
 
 static lcx_embedder *bert(const char *rel)
@@ -470,6 +536,109 @@ static lcx_embedder *bert(const char *rel)
     lcx_embedder *e;
     assert_int_equal(lcx_nn_embedder_new(m, &e), 0);
     return e;
+}
+
+/* The code recipe's confidence is an absolute cosine of the store's own ranking: with the
+ * tiny model's rows fused in, "ocean week" puts a chunk the hashed vectors barely match
+ * (cosine 0.001) first, so the hits' best cosine would read as a low turn (< 0.35) although
+ * the store's own best is 0.66; the search reports that pre-RRF best (base_dense). */
+static void test_fixture_base_dense(void **state)
+{
+    (void)state;
+    lcx_embedder *f32 = bert("bert/tiny-bert-f32.gguf"), *hash;
+    assert_int_equal(lcx_embedder_hash_new(0, &hash), 0);
+    char *dir = tu_tmpdir();
+    lcx_store *s;
+    assert_int_equal(lcx_store_open(dir, hash, NULL, &s), 0);
+    for (int i = 0; i < NFILL; i++) add(s, FILLER[i]);
+    lcx_hit h[1];
+    lcx_search_opts o = lcx_search_defaults();
+    o.top_k = 1;
+    const char *q = "ocean week";
+    assert_int_equal(lcx_store_search(s, q, strlen(q), &o, h, 1), 1);
+    const float d0 = h[0].dense;
+    assert_true(d0 > 0.35f);
+    lcx_store_close(s);
+
+    lcx_nnq_opts qo = {0};
+    qo.no_worker = true;
+    lcx_nnq *nq;
+    assert_int_equal(lcx_nnq_new(f32, &qo, &nq), 0);
+    lcx_store_opts so = {0};
+    so.nn = nq;
+    assert_int_equal(lcx_store_open(dir, hash, &so, &s), 0);
+    assert_int_equal(lcx_nnq_drain(nq, s), 0);
+    lcx_search_info info;
+    o.info = &info;
+    assert_int_equal(lcx_store_search(s, q, strlen(q), &o, h, 1), 1);
+    assert_true(info.used_neural);
+    assert_true(h[0].dense < 0.35f);   /* the fused top alone would say "low" */
+    assert_float_equal(info.base_dense, d0, 1e-6);
+    lcx_store_close(s);
+    lcx_nnq_free(nq);
+    lcx_embedder_free(f32);
+    lcx_embedder_free(hash);
+    tu_rmrf(dir);
+    free(dir);
+}
+
+/* The same through the code recipe: its confidence with the model's rows equals the one
+ * without (the pre-RRF hashed cosine), not the fused top's. */
+static float code_conf(const char *dir, const char *data, lcx_nnq *nq, const lcx_embedder *hash)
+{
+    lcx_scopes_opts so = lcx_scopes_defaults();
+    so.data_dir = data;
+    so.watch = false;
+    so.store.nn = nq;
+    lcx_scopes *m;
+    assert_int_equal(lcx_scopes_open(&so, hash, &m), 0);
+    lcx_code_request rq = {0};
+    rq.query = "ocean week";
+    rq.query_len = strlen(rq.query);
+    rq.top_k = 1;
+    rq.explicit_scope = dir;
+    lcx_code_result res;
+    assert_int_equal(lcx_code_retrieve(m, &rq, &res), 0);
+    lcx_code_result_free(&res);
+    if (nq)   /* wait for the scope's rows, then ask again */
+        for (int i = 0; i < 6000; i++) {
+            lcx_nnq_stats st;
+            lcx_nnq_get_stats(nq, &st);
+            if (st.done >= (uint64_t)NFILL && !st.backlog) break;
+            sleep_ms(10);
+        }
+    assert_int_equal(lcx_code_retrieve(m, &rq, &res), 0);
+    assert_true(res.retrieved);
+    assert_true(res.used_neural == (nq != NULL));
+    float c = res.confidence;
+    print_message("code confidence %s model: %.4f\n", nq ? "with" : "without", c);
+    lcx_code_result_free(&res);
+    lcx_scopes_close(m);
+    return c;
+}
+
+static void test_fixture_code_confidence(void **state)
+{
+    (void)state;
+    lcx_embedder *f32 = bert("bert/tiny-bert-f32.gguf"), *hash;
+    assert_int_equal(lcx_embedder_hash_new(0, &hash), 0);
+    char *dir = tu_tmpdir(), *d1 = tu_tmpdir(), *d2 = tu_tmpdir();
+    char cmd[8192];
+    for (int i = 0; i < NFILL; i++) {
+        snprintf(cmd, sizeof cmd, "printf '%%s\\n' '%s' > '%s/note%d.txt'", FILLER[i], dir, i);
+        assert_int_equal(tu_run(cmd, NULL), 0);
+    }
+    float c0 = code_conf(dir, d1, NULL, hash);
+    lcx_nnq_opts qo = {0};
+    lcx_nnq *nq;
+    assert_int_equal(lcx_nnq_new(f32, &qo, &nq), 0);
+    float c1 = code_conf(dir, d2, nq, hash);
+    assert_float_equal(c1, c0, 1e-6);
+    lcx_nnq_free(nq);
+    lcx_embedder_free(f32);
+    lcx_embedder_free(hash);
+    tu_rmrf(dir); tu_rmrf(d1); tu_rmrf(d2);
+    free(dir); free(d1); free(d2);
 }
 
 static void test_fixture_refusal_and_reembed(void **state)
@@ -640,6 +809,22 @@ static void test_service(void **state)
     assert_non_null(strstr(r.body, "longctx_neural_backlog 0"));
     assert_non_null(strstr(r.body, "longctx_neural_vectors_total 3"));
     tu_resp_free(&r);
+    /* the code route reports the neural channel: used_neural once the scope's rows arrived */
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/code' && printf 'int vault_open(int code)\\n{\\n    return code * 2;\\n}\\n' > '%s/code/vault.c'"
+             " && printf 'void lunch_serve(void)\\n{\\n}\\n' > '%s/code/lunch.c'", dir, dir, dir);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    char rq[4400];
+    snprintf(rq, sizeof rq, "{\"query\":\"open the vault\",\"explicit_scope\":\"%s/code\"}", dir);
+    bool neural = false;
+    for (int i = 0; i < 600 && !neural; i++) {
+        assert_int_equal(call(&v, "POST", "/retrieve", rq, &j), 200);
+        assert_true(cJSON_IsBool(cJSON_GetObjectItem(j, "used_rerank")));
+        assert_true(cJSON_IsBool(cJSON_GetObjectItem(j, "used_neural")));
+        neural = cJSON_IsTrue(cJSON_GetObjectItem(j, "used_neural"));
+        cJSON_Delete(j);
+        if (!neural) sleep_ms(20);
+    }
+    assert_true(neural);
     svc_stop(&v);
 
     /* another model: 409 naming both fingerprints, nothing mixed */
@@ -678,7 +863,10 @@ int main(void)
         cmocka_unit_test(test_restart_backlog),
         cmocka_unit_test(test_fingerprint_refusal),
         cmocka_unit_test(test_rerank_deadline),
+        cmocka_unit_test(test_multiq_rerank),
         cmocka_unit_test(test_fixture_refusal_and_reembed),
+        cmocka_unit_test(test_fixture_base_dense),
+        cmocka_unit_test(test_fixture_code_confidence),
         cmocka_unit_test(test_service),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
