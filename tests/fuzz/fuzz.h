@@ -39,6 +39,11 @@ void fz_cleanup(void);
 char *fz_tmpdir(const char *tag);
 /* rm -rf path (best effort). */
 void fz_rmrf(const char *path);
+/* Writes text to dir/rel (best effort: a seed project for a target). */
+void fz_put(const char *dir, const char *rel, const char *text);
+/* data[0..n) with every "@P" replaced by path; NUL-terminated, malloc'd (NULL: no memory).
+ * Lets seeds name the target's temp project without knowing where it is. */
+char *fz_expand(const void *data, size_t n, const char *path, size_t *out_len);
 /* The fixtures folder ($LCX_FIXTURES) or NULL when unset or missing. */
 const char *fz_fixtures(void);
 

@@ -20,16 +20,7 @@ extern char fz_walk_root[4096];   /* walk_guard.c */
 static lcx_embedder *emb;
 static lcx_scopes *scopes;
 
-static void put(const char *rel, const char *text)
-{
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
+static void put(const char *rel, const char *text) { fz_put(root, rel, text); }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -79,24 +70,7 @@ static char *expand(const char *s, size_t n, size_t *out_len)
 {
     char proj[PATH_MAX];
     snprintf(proj, sizeof proj, "%s/proj", root);
-    size_t pl = strlen(proj), cap = n + 1, k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '@' && i + 1 < n && s[i + 1] == 'P') cap += pl;
-    }
-    char *o = malloc(cap);
-    if (!o) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '@' && i + 1 < n && s[i + 1] == 'P') {
-            memcpy(o + k, proj, pl);
-            k += pl;
-            i++;
-        } else {
-            o[k++] = s[i];
-        }
-    }
-    o[k] = 0;
-    *out_len = k;
-    return o;
+    return fz_expand(s, n, proj, out_len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

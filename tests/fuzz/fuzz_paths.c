@@ -21,16 +21,7 @@
 static char *root;        /* the temp folder */
 static char proj[PATH_MAX];
 
-static void put(const char *rel, const char *text)
-{
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", root, rel);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
+static void put(const char *rel, const char *text) { fz_put(root, rel, text); }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -65,26 +56,6 @@ void fz_cleanup(void)
     root = NULL;
 }
 
-/* data with every "@P" replaced by the temp root; NUL-terminated, malloc'd */
-static char *expand(const char *s, size_t n, size_t *out_len)
-{
-    size_t rl = strlen(root), cap = n + 1, k = 0;
-    for (size_t i = 0; i + 1 < n; i++) cap += (s[i] == '@' && s[i + 1] == 'P') ? rl : 0;
-    char *o = malloc(cap);
-    if (!o) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '@' && i + 1 < n && s[i + 1] == 'P') {
-            memcpy(o + k, root, rl);
-            k += rl;
-            i++;
-        } else {
-            o[k++] = s[i];
-        }
-    }
-    o[k] = 0;
-    *out_len = k;
-    return o;
-}
 
 static void detect(const char *s, size_t n, int flags)
 {
@@ -162,7 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || !root) return 0;
     size_t n = 0;
-    char *s = expand((const char *)data + 1, size - 1, &n);
+    char *s = fz_expand(data + 1, size - 1, root, &n);   /* "@P": the temp root */
     if (!s) return 0;
     switch (data[0] & 3) {
     case 0: detect(s, n, data[0] >> 2); break;

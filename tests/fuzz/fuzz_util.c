@@ -34,6 +34,39 @@ void fz_rmrf(const char *path)
     if (path) nftw(path, rm1, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+void fz_put(const char *dir, const char *rel, const char *text)
+{
+    char *p = NULL;
+    if (asprintf(&p, "%s/%s", dir, rel) < 0) return;
+    FILE *f = fopen(p, "w");
+    free(p);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+char *fz_expand(const void *data, size_t n, const char *path, size_t *out_len)
+{
+    const char *s = data;
+    size_t pl = strlen(path), cap = n + 1, k = 0;
+    for (size_t i = 0; i + 1 < n; i++) cap += (s[i] == '@' && s[i + 1] == 'P') ? pl : 0;
+    char *o = malloc(cap);
+    if (!o) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '@' && i + 1 < n && s[i + 1] == 'P') {
+            memcpy(o + k, path, pl);
+            k += pl;
+            i++;
+        } else {
+            o[k++] = s[i];
+        }
+    }
+    o[k] = 0;
+    *out_len = k;
+    return o;
+}
+
 const char *fz_fixtures(void)
 {
     const char *f = getenv("LCX_FIXTURES");

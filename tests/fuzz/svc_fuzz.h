@@ -27,16 +27,7 @@ static unsigned fsvc_runs;
 
 static char fsvc_proj[4200];       /* a small project inside the folder: what "@P" names */
 
-static void fsvc_put(const char *rel, const char *text)
-{
-    char p[4400];
-    snprintf(p, sizeof p, "%s/%s", fsvc_proj, rel);
-    FILE *f = fopen(p, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
+static void fsvc_put(const char *rel, const char *text) { fz_put(fsvc_proj, rel, text); }
 
 static void fsvc_start(void)
 {
@@ -95,26 +86,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 void fz_cleanup(void) { fsvc_stop(); }
 
 /* data with every "@P" replaced by the project's path (malloc'd, NUL-terminated). */
-static char *fsvc_expand(const void *data, size_t n, size_t *out_len)
-{
-    const char *s = data;
-    size_t pl = strlen(fsvc_proj), cap = n + 1, k = 0;
-    for (size_t i = 0; i + 1 < n; i++) cap += (s[i] == '@' && s[i + 1] == 'P') ? pl : 0;
-    char *o = malloc(cap);
-    if (!o) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '@' && i + 1 < n && s[i + 1] == 'P') {
-            memcpy(o + k, fsvc_proj, pl);
-            k += pl;
-            i++;
-        } else {
-            o[k++] = s[i];
-        }
-    }
-    o[k] = 0;
-    *out_len = k;
-    return o;
-}
+static char *fsvc_expand(const void *data, size_t n, size_t *out_len) { return fz_expand(data, n, fsvc_proj, out_len); }
 
 /* One exchange. Returns the status of the first reply (0 when none came) and copies up to
  * cap-1 bytes of the whole reply stream into out (NUL-terminated) when out is given. */
