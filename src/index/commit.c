@@ -258,6 +258,7 @@ static int commit_docs(lcx_index *ix, uint32_t n, const char *const *text, const
 int lcx__post_keys_add(lcx__post_keys *k, lcx__doc_terms *dt, uint32_t d)
 {
     if (d >= (1u << 24)) return LCX_ELIMIT;
+    if (!dt->nt) return 0;   /* no terms (e.g. only stop-words): nothing to add, and key may be NULL */
     if (k->n + dt->nt > k->cap) {
         size_t nc = k->cap ? k->cap * 2 : 8192;
         while (nc < k->n + dt->nt) nc *= 2;
