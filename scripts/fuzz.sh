@@ -12,6 +12,8 @@
 # copy it to tests/fuzz/regress/<target>/ (the ctest fuzz_<target> replays it), fix, re-run.
 # Prints one line per target (executions, exec/s, coverage, crashes) and writes them to
 # build-fuzz/fuzz-results.tsv. Without clang-14 or its libFuzzer runtime: prints why, exits 0.
+# The mutation seed is fixed (LCX_FUZZ_SEED, default 1) so that a CI smoke run repeats the
+# run its author checked: a finding reproduces; LCX_FUZZ_SEED=0 lets libFuzzer pick one.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -88,6 +90,7 @@ run_one() {
   local max_len=65536
   [ "$t" = gguf ] && max_len=131072   # the fixture seeds are whole small models
   local args=(-artifact_prefix="$art/" -timeout=20 -rss_limit_mb=4096 -max_len=$max_len -print_final_stats=1)
+  [ "${LCX_FUZZ_SEED:-1}" != 0 ] && args+=(-seed="${LCX_FUZZ_SEED:-1}")
   local dict; dict=$(dict_of "$t")
   [ -n "$dict" ] && args+=(-dict="$dict")
   case $mode in
