@@ -1,4 +1,6 @@
 #include "svc_harness.h"
+#include "longctx/lcx.h"
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,4 +115,26 @@ int sh_count(const cJSON *j, const char *key)
 {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, key);
     return cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+}
+
+/* Every session directory under data_dir/sessions validates (asserts). Returns how many. */
+int sh_validate_sessions(const char *data_dir)
+{
+    char p[4300];
+    snprintf(p, sizeof p, "%s/sessions", data_dir);
+    DIR *d = opendir(p);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char sd[4600], msg[512];
+        snprintf(sd, sizeof sd, "%s/%s", p, e->d_name);
+        int rc = lcx_store_validate(sd, msg, sizeof msg);
+        if (rc < 0) fprintf(stderr, "validate %s: %s (%s)\n", sd, lcx_strerror(rc), msg);
+        assert_true(rc >= 0);
+        n++;
+    }
+    closedir(d);
+    return n;
 }

@@ -36,5 +36,8 @@ long sh_get(sh_server *s, const char *path, cJSON **json);
 void sh_assert_error(const cJSON *j, const char *code);
 /* Number of entries in "chunks" of a retrieve/dump-like response (or -1). */
 int sh_count(const cJSON *j, const char *key);
+/* Every session directory under data_dir/sessions passes lcx_store_validate (asserts);
+ * returns how many there are. */
+int sh_validate_sessions(const char *data_dir);
 
 #endif

@@ -158,26 +158,6 @@ static int count_dirs(const char *data_dir)
     return n;
 }
 
-static int validate_all(const char *data_dir)
-{
-    char p[4300];
-    snprintf(p, sizeof p, "%s/sessions", data_dir);
-    DIR *d = opendir(p);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char sd[4600], msg[512];
-        snprintf(sd, sizeof sd, "%s/%s", p, e->d_name);
-        int rc = lcx_store_validate(sd, msg, sizeof msg);
-        if (rc < 0) fprintf(stderr, "validate %s: %s (%s)\n", sd, lcx_strerror(rc), msg);
-        assert_true(rc >= 0);
-        n++;
-    }
-    closedir(d);
-    return n;
-}
 
 static void test_disk_full(void **st)
 {
@@ -243,7 +223,7 @@ static void test_disk_full(void **st)
     /* 5. restart: every acknowledged chunk exactly once, nothing refused, stores valid */
     int w = sh_stop(&s, SIGTERM);
     assert_true(WIFEXITED(w) && WEXITSTATUS(w) == 0);
-    assert_int_equal(validate_all(g_mnt), 2);
+    assert_int_equal(sh_validate_sessions(g_mnt), 2);
     free(s.data_dir);
     sh_start(&s, g_mnt, NULL, NULL);
     static unsigned char seen[MAXREQ * CHUNKS];
@@ -260,7 +240,7 @@ static void test_disk_full(void **st)
     assert_int_equal(n, need);
     w = sh_stop(&s, SIGTERM);
     assert_true(WIFEXITED(w) && WEXITSTATUS(w) == 0);
-    assert_int_equal(validate_all(g_mnt), 2);
+    assert_int_equal(sh_validate_sessions(g_mnt), 2);
     unlink(s.log);
     free(s.data_dir);
 }

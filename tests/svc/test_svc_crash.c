@@ -62,27 +62,6 @@ static void *writer_main(void *p)
     return NULL;
 }
 
-/* Every session directory under data_dir/sessions validates. Returns how many. */
-static int validate_all(const char *data_dir)
-{
-    char p[4300];
-    snprintf(p, sizeof p, "%s/sessions", data_dir);
-    DIR *d = opendir(p);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char sd[4600], msg[512];
-        snprintf(sd, sizeof sd, "%s/%s", p, e->d_name);
-        int rc = lcx_store_validate(sd, msg, sizeof msg);
-        if (rc < 0) fprintf(stderr, "validate %s: %s (%s)\n", sd, lcx_strerror(rc), msg);
-        assert_true(rc >= 0);
-        n++;
-    }
-    closedir(d);
-    return n;
-}
 
 static void test_kill9_during_writes(void **st)
 {
@@ -171,7 +150,7 @@ static void test_kill9_during_writes(void **st)
     /* clean stop, then the on-disk store validates */
     int w = sh_stop(&s, SIGTERM);
     assert_true(WIFEXITED(w) && WEXITSTATUS(w) == 0);
-    assert_int_equal(validate_all(dir), 1);
+    assert_int_equal(sh_validate_sessions(dir), 1);
     free(dir);
     sh_cleanup(&s);
 }
