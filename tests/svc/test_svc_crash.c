@@ -5,7 +5,6 @@
 #include "svc_harness.h"
 
 #include <curl/curl.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
