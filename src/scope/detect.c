@@ -451,6 +451,22 @@ static bool under(const char *p, const char *dir)
     return !strncmp(p, dir, n) && (p[n] == 0 || p[n] == '/');
 }
 
+/* A scope root that is (or resolves to) a system directory is refused: the kernel's pseudo
+ * file systems and the host's configuration at any depth, and a top-level directory itself
+ * (indexing all of /usr or /home is never one project; /usr/include/curl still may be). */
+static bool system_dir(const char *p)
+{
+    static const char *const subtree[] = {"/proc", "/sys", "/dev", "/etc", "/boot", "/run"};
+    static const char *const top[] = {"/", "/usr", "/var", "/home", "/root", "/opt", "/srv", "/tmp",
+                                      "/mnt", "/media", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                      "/libx32", "/usr/lib", "/usr/share", "/usr/local", "/var/lib"};
+    for (size_t i = 0; i < sizeof subtree / sizeof *subtree; i++)
+        if (under(p, subtree[i])) return true;
+    for (size_t i = 0; i < sizeof top / sizeof *top; i++)
+        if (!strcmp(p, top[i])) return true;
+    return false;
+}
+
 int lcx_scope_canonical(const char *path, char *canon, size_t canon_cap, const char **why)
 {
     const char *w = NULL;
@@ -464,8 +480,7 @@ int lcx_scope_canonical(const char *path, char *canon, size_t canon_cap, const c
         else { w = "not_found"; rc = LCX_ENOTFOUND; }
         goto done;
     }
-    if (lcx__scope_forbidden_component(tmp) || !strcmp(tmp, "/") || under(tmp, "/proc") ||
-        under(tmp, "/sys") || under(tmp, "/dev")) {
+    if (lcx__scope_forbidden_component(tmp) || system_dir(tmp)) {
         w = "forbidden";
         rc = LCX_EINVAL;
         goto done;

@@ -476,6 +476,14 @@ static void test_detect(void **st)
     assert_string_equal(why, "forbidden");
     assert_int_equal(lcx_scope_canonical("/", c, sizeof c, &why), LCX_EINVAL);
     assert_int_equal(lcx_scope_canonical("/proc/self", c, sizeof c, &why), LCX_EINVAL);
+    /* whole system folders are refused, a project folder below them is not */
+    static const char *const sysdirs[] = {"/usr", "/usr/", "/home", "/etc", "/etc/ssl", "/tmp", "/var/lib", "/usr/share"};
+    for (size_t i = 0; i < sizeof sysdirs / sizeof *sysdirs; i++) {
+        if (access(sysdirs[i], X_OK) != 0) continue;
+        assert_int_equal(lcx_scope_canonical(sysdirs[i], c, sizeof c, &why), LCX_EINVAL);
+        assert_string_equal(why, "forbidden");
+    }
+    if (access("/usr/include", X_OK) == 0) assert_int_equal(lcx_scope_canonical("/usr/include", c, sizeof c, &why), 0);
     snprintf(t, sizeof t, "%s/linkrepo/", R);
     assert_int_equal(lcx_scope_canonical(t, c, sizeof c, &why), 0);
     snprintf(t, sizeof t, "%s/repo", R);
