@@ -9,6 +9,7 @@
  *    skip 0 and 1 (null for window cells). */
 #include "triatt/internal.h"
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,17 @@ static long flatten(const cJSON *a, double *out, long cap, long n)
         if (n < 0) return -1;
     }
     return n;
+}
+
+/* Narrows the parsed doubles to the float inputs the kernels take. A finite value beyond
+ * float's range is malformed input (the conversion would be undefined), not an infinity. */
+static bool narrow(const double *src, float *dst, long n)
+{
+    for (long i = 0; i < n; i++) {
+        if (fabs(src[i]) > FLT_MAX && isfinite(src[i])) return false;
+        dst[i] = (float)src[i];
+    }
+    return true;
 }
 
 static int get_int(const cJSON *o, const char *k, int def, int *out)
@@ -98,8 +110,7 @@ static int replay_selection(const cJSON *cases, lcx_buf *b)
             if (!(tmp[i] >= 0 && tmp[i] < 2e9) || tmp[i] != floor(tmp[i])) ok = false;
             else pos[i] = (int32_t)tmp[i];
         }
-        ok = ok && flatten(sj, tmp, n, 0) == n;
-        for (int i = 0; ok && i < n; i++) sc[i] = (float)tmp[i];
+        ok = ok && flatten(sj, tmp, n, 0) == n && narrow(tmp, sc, n);
         free(tmp);
         if (!ok) { free(pos); free(sc); free(out); return LCX_EINVAL; }
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
@@ -182,11 +193,15 @@ static int replay_scoring(const cJSON *root, lcx_buf *b)
     for (int li = 0; li < 2 && rc >= 0; li++) {
         char key[64];
         snprintf(key, sizeof key, "q_pre_rope_%s", lay[li]);
-        if (flatten(cJSON_GetObjectItemCaseSensitive(in, key), tmp, nq, 0) != nq) { rc = LCX_EINVAL; goto out; }
-        for (long i = 0; i < nq; i++) q[i] = (float)tmp[i];
+        if (flatten(cJSON_GetObjectItemCaseSensitive(in, key), tmp, nq, 0) != nq || !narrow(tmp, q, nq)) {
+            rc = LCX_EINVAL;
+            goto out;
+        }
         snprintf(key, sizeof key, "k_rot_%s", lay[li]);
-        if (flatten(cJSON_GetObjectItemCaseSensitive(in, key), tmp, nk, 0) != nk) { rc = LCX_EINVAL; goto out; }
-        for (long i = 0; i < nk; i++) k[i] = (float)tmp[i];
+        if (flatten(cJSON_GetObjectItemCaseSensitive(in, key), tmp, nk, 0) != nk || !narrow(tmp, k, nk)) {
+            rc = LCX_EINVAL;
+            goto out;
+        }
         g.pairing = li ? TRIATT_PAIR_ADJACENT : TRIATT_PAIR_HALF;
         triatt_calib_free(cal);
         triatt_calib_init(&g, T, 0, &cal);

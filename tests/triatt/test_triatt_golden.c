@@ -451,7 +451,9 @@ static void test_replay_selection(void **st)
     /* malformed documents are rejected, not crashed on */
     const char *bad[] = {"{", "{\"cases\":[{\"positions\":[1,2],\"scores\":[1]}]}", "[]",
                          "{\"cases\":[{\"positions\":[-1],\"scores\":[1],\"budget\":0}]}",
-                         "{\"cases\":[{\"positions\":[1],\"scores\":[\"x\"],\"budget\":0}]}"};
+                         "{\"cases\":[{\"positions\":[1],\"scores\":[\"x\"],\"budget\":0}]}",
+                         /* beyond float's range: refused, not narrowed (undefined in C) */
+                         "{\"cases\":[{\"positions\":[1],\"scores\":[1e300],\"budget\":0}]}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         out = NULL;
         assert_true(triatt_replay_json(bad[i], strlen(bad[i]), &out) < 0);
