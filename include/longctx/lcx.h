@@ -265,8 +265,9 @@ typedef int (*lcx_rerank_fn)(void *ud, const char *q, size_t qlen, const char *c
                              const size_t *lens, int n, float *scores);   /* higher = better */
 typedef struct {
     int batch;               /* chunks per embed call (default 8) */
-    const lcx_embedder *query_emb;   /* embeds queries (NULL: emb). A second instance of the same
-                              * model (same fingerprint, else LCX_EINVAL) keeps a query from
+    const lcx_embedder *query_emb;   /* embeds queries (NULL: emb). A second handle on the same
+                              * model (same fingerprint, else LCX_EINVAL; lcx_nn_share makes
+                              * one without a second copy of the weights) keeps a query from
                               * waiting behind the (niced) worker's batch on a shared model */
     bool no_worker;          /* no background thread (lcx_nnq_drain does the work) */
     lcx_rerank_fn rerank;    /* cross-encoder, NULL = none; called from search threads */

@@ -22,8 +22,9 @@
  * sigmoid). docs/neural.md lists where llama.cpp differs and the options that reproduce it.
  *
  * Ownership: the model owns its mapping(s) and weights; lcx_nn_free(NULL) is a no-op.
- * Thread-safety: a model is read-only after load, but each model owns one worker pool and
- * scratch arena, so calls on one model must not overlap (use one model per thread).
+ * Thread-safety: a model is read-only after load, but each handle owns one worker pool and
+ * scratch arena, so calls on one handle must not overlap: give each thread its own handle
+ * with lcx_nn_share (the weights are not copied).
  * Failure: int functions return 0 (or a count) or a negative LCX_E* code, never abort;
  * loaders write a sentence naming the file, the field and the offset into err. */
 #ifndef LONGCTX_LCX_NEURAL_H
@@ -83,7 +84,11 @@ typedef struct {
  * o may be NULL (defaults). LCX_EIO, LCX_ETRUNC, LCX_ECORRUPT, LCX_ENOTFOUND (missing file
  * or tensor), LCX_ENOTSUP (architecture, dtype, activation), LCX_ELIMIT, LCX_ENOMEM. */
 int  lcx_nn_load(const char *path, const lcx_nn_opts *o, lcx_nn_model **out, char *err, size_t errlen);
+/* Frees a handle; the weights go with the last handle on them (lcx_nn_share), in any order. */
 void lcx_nn_free(lcx_nn_model *m);
+/* A second handle on m's weights, with its own worker pool (m's n_threads) and scratch, so
+ * two threads can run forwards at once without a second copy of the model in memory. */
+int  lcx_nn_share(lcx_nn_model *m, lcx_nn_model **out);
 const lcx_nn_info *lcx_nn_info_of(const lcx_nn_model *m);
 /* sha256 (hex, 64 chars + NUL) over the bytes of every file the model was loaded from, in a
  * fixed order: the identity of a model for store fingerprints. Computed at the first call. */

@@ -448,13 +448,43 @@ void lcx_nn_free(lcx_nn_model *m)
 {
     if (!m) return;
     eng__pool_free(m->pool);
-    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
-    free(m->owned);
-    lcx__nn_vocab_free(&m->vocab);
-    eng__gguf_close(m->gguf);
-    if (m->map) lcx__nn_unmap(m->map, m->map_len);
     free(m->ws);
-    free(m);
+    m->pool = NULL;
+    m->ws = NULL;
+    lcx_nn_model *b = m->base ? m->base : m;
+    if (m != b) free(m);
+    if (atomic_fetch_sub(&b->refs, 1) > 1) return;   /* another handle still uses the weights */
+    for (int i = 0; i < b->n_owned; i++) free(b->owned[i]);
+    free(b->owned);
+    lcx__nn_vocab_free(&b->vocab);
+    eng__gguf_close(b->gguf);
+    if (b->map) lcx__nn_unmap(b->map, b->map_len);
+    free(b);
+}
+
+int lcx_nn_share(lcx_nn_model *m, lcx_nn_model **out)
+{
+    if (!m || !out) return LCX_EINVAL;
+    *out = NULL;
+    char h[65];
+    int rc = lcx_nn_model_hash(m, h);   /* computed now: no handle writes the shared copy later */
+    if (rc < 0) return rc;
+    lcx_nn_model *b = m->base ? m->base : m;
+    lcx_nn_model *c = malloc(sizeof *c);
+    if (!c) return LCX_ENOMEM;
+    memcpy(c, b, sizeof *c);
+    memcpy(c->hash, h, sizeof c->hash);
+    c->base = b;
+    c->ws = NULL;
+    c->ws_bytes = 0;
+    c->prof_mm_ns = c->prof_att_ns = c->prof_total_ns = 0;
+    if ((rc = eng__pool_init(b->opts.n_threads > 0 ? b->opts.n_threads : 1, &c->pool)) < 0) {
+        free(c);
+        return rc;
+    }
+    atomic_fetch_add(&b->refs, 1);
+    *out = c;
+    return 0;
 }
 
 int lcx_nn_load(const char *path, const lcx_nn_opts *o, lcx_nn_model **out, char *err, size_t errlen)
@@ -464,6 +494,7 @@ int lcx_nn_load(const char *path, const lcx_nn_opts *o, lcx_nn_model **out, char
     if (err && errlen) err[0] = 0;
     lcx_nn_model *m = calloc(1, sizeof *m);
     if (!m) return LCX_ENOMEM;
+    atomic_init(&m->refs, 1);
     if (o) m->opts = *o;
     else lcx_nn_opts_init(&m->opts);
     if (m->opts.n_threads < 1) m->opts.n_threads = 1;

@@ -3,6 +3,7 @@
 #ifndef LCX_NN_INTERNAL_H
 #define LCX_NN_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,9 +71,13 @@ struct lcx_nn_model {
     /* time spent per part of the forward pass, ns, accumulated (benchmarks read and reset) */
     uint64_t prof_mm_ns, prof_att_ns, prof_total_ns;
 
+    /* per handle: lcx_nn_share gives a second handle its own pool, scratch and timers and
+     * copies the rest, which stays read-only and belongs to the loaded (base) handle */
     eng_pool *pool;
     void *ws;                               /* forward scratch */
     size_t ws_bytes;
+    lcx_nn_model *base;                     /* the loaded handle (NULL: this is it) */
+    atomic_int refs;                        /* base only: live handles on these weights */
 };
 
 /* err helper: formats into err when given */

@@ -13,7 +13,7 @@
 
 struct lcx_svc_nn {
     lcx_embedder *emb;         /* the embed model as an embedder (owns the model): the worker's */
-    lcx_embedder *qemb;        /* a second instance for queries (NULL: emb; see lcx_nnq_opts) */
+    lcx_embedder *qemb;        /* a second handle on the same weights, for queries (lcx_nn_share) */
     lcx_nnq *q;
     lcx_nn_model *rr;          /* the reranker */
     pthread_mutex_t rmu;       /* one reranker call at a time (the model owns one pool) */
@@ -73,14 +73,12 @@ int lcx_svc_nn_open(const lcx_svc_config *c, lcx_svc_nn **out, char *msg, size_t
     }
     if (!rc && c->embed_model[0]) {
         rc = load(c->embed_model, c->nn_threads, false, &em, msg, ml);
+        lcx_nn_model *qm = NULL;
         if (!rc) {
             snprintf(x->emb_name, sizeof x->emb_name, "%s", lcx_nn_info_of(em)->name);
-            rc = lcx_nn_embedder_new(em, &x->emb);   /* owns em, also on failure */
-            if (rc < 0) snprintf(msg, ml, "--embed-model %s: %s", c->embed_model, lcx_strerror(rc));
-        }
-        lcx_nn_model *qm = NULL;
-        if (!rc && !(rc = load(c->embed_model, c->nn_threads, false, &qm, msg, ml))) {
-            rc = lcx_nn_embedder_new(qm, &x->qemb);
+            if ((rc = lcx_nn_share(em, &qm)) < 0) lcx_nn_free(em);
+            else if ((rc = lcx_nn_embedder_new(em, &x->emb)) < 0) lcx_nn_free(qm);   /* owns em, also on failure */
+            else rc = lcx_nn_embedder_new(qm, &x->qemb);
             if (rc < 0) snprintf(msg, ml, "--embed-model %s: %s", c->embed_model, lcx_strerror(rc));
         }
     }

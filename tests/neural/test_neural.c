@@ -3,6 +3,7 @@
  * the tokenizer's Hugging Face semantics, and the GELU / exp kernels vs libm. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +220,57 @@ static void test_gguf_equals_hf(void **st)
     cJSON_Delete(g);
     lcx_nn_free(a);
     lcx_nn_free(b);
+}
+
+typedef struct {
+    lcx_nn_model *m;
+    const char *const *texts;
+    int n, rc;
+    float *v;
+} share_job;
+
+static void *share_run(void *p)
+{
+    share_job *j = p;
+    for (int r = 0; r < 8 && !j->rc; r++) j->rc = lcx_nn_embed(j->m, j->texts, NULL, j->n, j->v);
+    return NULL;
+}
+
+/* lcx_nn_share: a second handle on the same weights runs forwards at the same time as the
+ * first with the same bits, and outlives the handle it came from. */
+static void test_share(void **st)
+{
+    (void)st;
+    lcx_nn_model *a = load(tu_fixture("bert/tiny-bert-f32.gguf"), -1, false), *s = NULL;
+    assert_int_equal(lcx_nn_share(a, &s), 0);
+    static const char *const texts[] = {"the quick brown fox", "jumps over the lazy dog", "x",
+                                        "a longer sentence about river banks and savings banks"};
+    const int n = 4, D = lcx_nn_info_of(a)->dim;
+    size_t bytes = sizeof(float) * (size_t)(n * D);
+    float *ref = malloc(bytes), *va = malloc(bytes), *vs = malloc(bytes);
+    assert_int_equal(lcx_nn_embed(a, texts, NULL, n, ref), 0);
+    share_job ja = {a, texts, n, 0, va}, js = {s, texts, n, 0, vs};
+    pthread_t ta, ts;
+    assert_int_equal(pthread_create(&ta, NULL, share_run, &ja), 0);
+    assert_int_equal(pthread_create(&ts, NULL, share_run, &js), 0);
+    pthread_join(ta, NULL);
+    pthread_join(ts, NULL);
+    assert_int_equal(ja.rc, 0);
+    assert_int_equal(js.rc, 0);
+    assert_memory_equal(va, ref, bytes);
+    assert_memory_equal(vs, ref, bytes);
+    char ha[65], hs[65];
+    assert_int_equal(lcx_nn_model_hash(a, ha), 0);
+    assert_int_equal(lcx_nn_model_hash(s, hs), 0);
+    assert_string_equal(ha, hs);
+    lcx_nn_free(a);   /* the weights stay while s lives (ASan: no use after free) */
+    memset(vs, 0, bytes);
+    assert_int_equal(lcx_nn_embed(s, texts, NULL, n, vs), 0);
+    assert_memory_equal(vs, ref, bytes);
+    lcx_nn_free(s);
+    free(ref);
+    free(va);
+    free(vs);
 }
 
 /* numpy's float64 model with HF token types and erf GELU (fixture README, rerank table,
@@ -669,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_golden_f32),
         cmocka_unit_test(test_golden_f16),
         cmocka_unit_test(test_gguf_equals_hf),
+        cmocka_unit_test(test_share),
         cmocka_unit_test(test_rerank),
         cmocka_unit_test(test_tokenizer),
         cmocka_unit_test(test_tokenizer_cased),
