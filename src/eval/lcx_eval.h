@@ -157,6 +157,8 @@ typedef struct {
     const char *model;                /* "model" field sent upstream (default "default") */
     size_t budget_tokens;             /* compaction budget for the upstream (default 8192) */
     long timeout_ms;                  /* per upstream request (default 600000) */
+    struct lcx_nnq *nn;               /* borrowed neural channel: MultiQ's cross-encoder rerank
+                                       * (lcx_recipe_multiq_nn); NULL: none */
 } lcx_mrcr_eval_opts;
 
 typedef struct {
@@ -166,6 +168,7 @@ typedef struct {
     int n_retrieved;
     int target_hit;                   /* the target reply (desired_msg_index + 1) among retrieved (recall@K) */
     int fail_closed;                  /* selector could not parse/match (fallback used) */
+    int used_rerank;                  /* MultiQ's top turns were reordered by the cross-encoder */
     double ms;                        /* recipe + grading wall time */
 } lcx_mrcr_outcome;
 

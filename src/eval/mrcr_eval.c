@@ -80,9 +80,11 @@ static int run(const lcx_mrcr_rec *rec, const lcx_mrcr_eval_opts *o, const char 
     }
     if (need_retrieval && o->emb) {
         long idx[LCX_TOP_K_MAX];
+        lcx_search_info info = {0};
         int k = o->recipe == LCX_MRCR_RECIPE_PLAIN
                     ? lcx_recipe_plain(o->emb, v, qi, q, ql, top_k, idx, NULL)
-                    : lcx_recipe_multiq(o->emb, v, qi, q, ql, top_k, idx, NULL);
+                    : lcx_recipe_multiq_nn(o->emb, o->nn, v, qi, q, ql, top_k, idx, NULL, &info);
+        out->used_rerank = info.used_rerank;
         if (k < 0) { rc = k; goto done; }
         for (int i = 0; i < k && out->n_retrieved < (int)LCX_ARRAY_LEN(out->retrieved); i++) out->retrieved[out->n_retrieved++] = idx[i];
         if (!resp && k > 0 && idx[0] >= 0 && (size_t)idx[0] < rec->n_msgs) {

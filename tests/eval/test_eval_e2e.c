@@ -320,6 +320,45 @@ static void test_cli(void **st)
     free(dir);
 }
 
+/* --rerank-model: MultiQ's top turns go through the cross-encoder (reported per record);
+ * a model that does not load stops the command with the loader's sentence */
+static void test_cli_rerank(void **st)
+{
+    (void)st;
+    const char *rr = tu_fixture("bert/tiny-bert-rerank-f32.gguf");
+    const char *exe = tu_bin("longctx");
+    char *dir = tu_tmpdir(), p[4200], cmd[16384], *out = NULL;
+    const char *rec =
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"write a poem about owls\"}, "
+        "{\"role\": \"assistant\", \"content\": \"Owls at night\"}, "
+        "{\"role\": \"user\", \"content\": \"write a poem about rivers\"}, "
+        "{\"role\": \"assistant\", \"content\": \"Rivers run far\"}, "
+        "{\"role\": \"user\", \"content\": \"Prepend ab to the 1st (1 indexed) poem about owls.\"}], "
+        "\"answer\": \"abOwls at night\", \"random_string_to_prepend\": \"ab\", \"n_needles\": 2, "
+        "\"desired_msg_index\": 0, \"total_messages\": 5, \"n_chars\": 150}\n";
+    char two[4096];
+    snprintf(two, sizeof two, "%s%s", rec, rec);
+    snprintf(p, sizeof p, "%s/rr.jsonl", dir);
+    assert_int_equal(tu_write(p, two, strlen(two)), 0);
+    snprintf(cmd, sizeof cmd, "'%s' eval mrcr '%s' --recipe multiq --rerank-model '%s' --rerank-deadline-ms 60000 2>&1",
+             exe, p, rr);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_non_null(strstr(out, "the cross-encoder reordered MultiQ's top turns in 2 of 2 records"));
+    free(out);
+    out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' eval mrcr '%s' --recipe multiq 2>&1", exe, p);
+    assert_int_equal(tu_run(cmd, &out), 0);
+    assert_null(strstr(out, "cross-encoder"));
+    free(out);
+    out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' eval mrcr '%s' --recipe multiq --rerank-model '%s/none.gguf' 2>&1", exe, p, dir);
+    assert_int_equal(tu_run(cmd, &out), 1);
+    assert_non_null(strstr(out, "--rerank-model"));
+    free(out);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_compaction),
         cmocka_unit_test(test_compaction_shapes),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_cli_rerank),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,11 +2,13 @@
  *   longctx eval mrcr-gen --needles 2|4|8 --bins 8k,...,1m --n N --seed S --out FILE.jsonl [--haystack DIR]
  *   longctx eval mrcr FILE.jsonl [--recipe plain|multiq|selector] [--top-k K] [--upstream URL]
  *                    [--model M] [--budget TOKENS] [--json] [--responses OUT.jsonl]
+ *                    [--rerank-model PATH …: MultiQ's cross-encoder, the service's nn flags]
  *   longctx eval ramp | ramp-model: see cmd_eval_ramp.c */
 #include "cmds.h"
 #include "eval/lcx_eval.h"
 #include "longctx/lcx.h"
 #include "longctx/lcx_recipes.h"
+#include "longctx/lcx_svc.h"
 #include "util/util.h"
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -26,6 +28,8 @@ static void usage(FILE *f)
             "       longctx eval mrcr FILE.jsonl [--recipe selector|plain|multiq] [--top-k 8] [--json]\n"
             "                            [--responses OUT.jsonl] [--upstream URL [--model M] [--budget TOKENS]]\n"
             "                            [--ordinal-offset N]   (test hook: deliberately wrong selector)\n"
+            "                            [--rerank-model PATH [--rerank-top N] [--rerank-deadline-ms MS]]\n"
+            "                            (multiq: the cross-encoder reorders the top turns; also LONGCTX_*)\n"
             "       longctx eval ramp -m MODEL.gguf --sizes 8k,16k,... (longctx eval ramp --help)\n");
 }
 
@@ -197,13 +201,19 @@ typedef struct {
     const char *file, *responses, *upstream, *model;
     int recipe, json, top_k, offset;
     long budget;
+    lcx_svc_config nn;   /* only the neural-model fields are used */
 } mrcr_args;
 
 /* Returns -1 to go on, else the exit status. */
 static int parse_mrcr_args(int argc, char **argv, mrcr_args *o)
 {
     *o = (mrcr_args){.model = "default", .recipe = LCX_MRCR_RECIPE_SELECTOR, .top_k = 8, .budget = 8192};
+    lcx_svc_config_defaults(&o->nn);
+    if (lcx_svc_config_nn_env(&o->nn, stderr)) return 2;
     for (int i = 1; i < argc; i++) {
+        int nr = lcx_svc_config_nn_flag(&o->nn, argc, argv, &i, stderr);
+        if (nr < 0) return 2;
+        if (nr) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--json")) { o->json = 1; continue; }
@@ -224,6 +234,10 @@ static int parse_mrcr_args(int argc, char **argv, mrcr_args *o)
         i++;
     }
     if (!o->file || o->top_k < 1 || o->top_k > LCX_TOP_K_MAX || o->budget < 256) { usage(stderr); return 2; }
+    if (o->nn.embed_model[0]) {   /* the turns are embedded per record, in memory: no store to feed */
+        fprintf(stderr, "longctx eval mrcr: note: the embed model is not used here (only --rerank-model)\n");
+        o->nn.embed_model[0] = 0;
+    }
     return -1;
 }
 
@@ -317,10 +331,15 @@ static int cmd_mrcr(int argc, char **argv)
         return 1;
     }
     lcx_embedder *emb = NULL;
+    lcx_svc_nn *nn = NULL;
     rc = lcx_embedder_hash_new(0, &emb);
-    if (rc) { fprintf(stderr, "longctx eval mrcr: embedder: %s\n", lcx_strerror(rc)); fclose(in); if (ro) fclose(ro); return 1; }
+    if (rc) fprintf(stderr, "longctx eval mrcr: embedder: %s\n", lcx_strerror(rc));
+    else if (cmd_nn_open("eval mrcr", &o.nn, &nn) < 0) rc = 1;
+    if (rc) { lcx_embedder_free(emb); fclose(in); if (ro) fclose(ro); return 1; }
     if (o.upstream) curl_global_init(CURL_GLOBAL_DEFAULT);
-    lcx_mrcr_eval_opts eo = {.recipe = o.recipe, .top_k = o.top_k, .emb = emb, .ordinal_offset = o.offset};
+    lcx_mrcr_eval_opts eo = {.recipe = o.recipe, .top_k = o.top_k, .emb = emb, .ordinal_offset = o.offset,
+                             .nn = lcx_svc_nn_queue(nn)};
+    long reranked = 0;
     binacc_t acc[LCX_MRCR_BIN_OTHER + 1] = {0};
     lcx_buf lb = {0};
     long lineno = 0, index = 0;
@@ -347,6 +366,7 @@ static int cmd_mrcr(int argc, char **argv)
         int bin = lcx__mrcr_bin_of(rec.n_chars);
         acc_push(&acc[bin], oc.score, oc.ms, oc.target_hit);
         acc[bin].fail_closed += oc.fail_closed;
+        reranked += oc.used_rerank;
         if (ro && write_response_line(ro, index, &oc)) status = 1;
         lcx__mrcr_outcome_free(&oc);
         lcx__mrcr_rec_free(&rec);
@@ -361,6 +381,9 @@ static int cmd_mrcr(int argc, char **argv)
     fclose(in);
     if (ro && fclose(ro)) status = 1;
     print_report(acc, o.json);
+    if (nn) fprintf(stderr, "longctx eval mrcr: the cross-encoder reordered MultiQ's top turns in %ld of %ld records\n",
+                    reranked, index);
+    lcx_svc_nn_close(nn);
     lcx_embedder_free(emb);
     if (o.upstream) curl_global_cleanup();
     return status;
