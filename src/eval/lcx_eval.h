@@ -245,7 +245,8 @@ typedef struct {
     bool arms[LCX_RAMP_NARMS];
     double depths[LCX_RAMP_MAX_DEPTHS];
     int n_depths;
-    int n_seeds;                  /* seeds 1..n_seeds per (size, arm, depth) */
+    int n_seeds;                  /* seeds first_seed.. first_seed+n_seeds-1 per (size, arm, depth) */
+    int first_seed;               /* 1 (a later run can extend an earlier one's seeds) */
     int rescue;                   /* LCX_RAMP_SINGLE_TURN / _TWO_TURN */
     int direction;                /* triatt_direction of the V3 arms (TRIATT_KEEP_HIGH) */
     int mode;                     /* triatt_mode of the V3 arms (TRIATT_MODE_TRIG) */

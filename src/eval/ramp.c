@@ -30,6 +30,7 @@ void lcx__ramp_defaults(lcx_ramp_opts *o)
     o->depths[0] = 0.1; o->depths[1] = 0.5; o->depths[2] = 0.9;
     o->n_depths = 3;
     o->n_seeds = 1;
+    o->first_seed = 1;
     o->rescue = LCX_RAMP_SINGLE_TURN;
     o->budget_frac = 0.9;
     o->n_threads = 1;
@@ -232,7 +233,7 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
 {
     if (err && err_len) *err = 0;
     if (!o || !o->model_path || !cells || !n_cells || o->n_sizes < 1 || o->n_sizes > LCX_RAMP_MAX_SIZES ||
-        o->n_depths < 1 || o->n_depths > LCX_RAMP_MAX_DEPTHS || o->n_seeds < 1 || o->budget_frac <= 0 ||
+        o->n_depths < 1 || o->n_depths > LCX_RAMP_MAX_DEPTHS || o->n_seeds < 1 || o->first_seed < 0 || o->budget_frac <= 0 ||
         o->budget_frac > 1 || o->max_gen < 1) {
         if (err && err_len) snprintf(err, err_len, "ramp: bad options (sizes, depths, seeds, budget fraction, max_gen)");
         return LCX_EINVAL;
@@ -292,7 +293,7 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
             if (!o->arms[a]) continue;
             for (int ci = 0; ci < (a == LCX_RAMP_BASELINE ? 1 : n_cfg); ci++)
                 for (int di = 0; di < o->n_depths; di++)
-                    for (int seed = 1; seed <= o->n_seeds; seed++) {
+                    for (int seed = o->first_seed; seed < o->first_seed + o->n_seeds; seed++) {
                         const cell_cfg *cf = a == LCX_RAMP_BASELINE ? &base_cfg : &cfgs[ci];
                         rc = run_cell(&R, size, n_fill, a, cf, o->depths[di], seed, &cs[k], err, err_len);
                         if (rc < 0) goto out;

@@ -2,6 +2,7 @@
  *   longctx eval ramp -m MODEL.gguf --sizes 8k,16k,32k,64k [--arms baseline,v3,v3+longctx]
  *        [--depths 0.1,0.5,0.9] [--seeds N] [--rescue single-turn|two-turn[,...]] [--budget-frac 0.9]
  *        [--direction keep_high|evict_high[,...]] [--mode trig|random|recency[,...]]
+ *        [--first-seed S] [--cells-out FILE (each cell appended as a one-line JSON on the way)]
  *        [--longctx-endpoint URL] [--json] [--svg FILE] [-t THREADS] [--ubatch N] [--max-gen N]
  *        [--window N --prefix N --warmup N --hybrid 0|1|2] [--svc-bin PATH] [--prepopulate 0|1]
  *   longctx eval ramp --replay FILE.json[,FILE.json...] [--json] [--svg FILE]
@@ -29,6 +30,7 @@ static void usage(FILE *f)
             "         [--arms baseline,v3,v3+longctx] [--depths 0.1,0.5,0.9] [--seeds N]\n"
             "         [--rescue single-turn|two-turn[,...]] [--direction keep_high|evict_high[,...]]\n"
             "         [--mode trig|random|recency[,...]] [--budget-frac F (0.9)] [--longctx-endpoint URL]\n"
+            "         [--first-seed S (1)] [--cells-out FILE (append each cell as it ends, one JSON line)]\n"
             "         [--json] [--svg FILE] [-t THREADS] [--ubatch N (512)] [--max-gen N (16)]\n"
             "         [--window 128] [--prefix 32] [--warmup 256] [--hybrid 2] [--svc-bin PATH]\n"
             "         [--prepopulate 0|1 (1: the first over-budget prompt is also posted to longctx)]\n"
@@ -58,9 +60,16 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
     return remove(p);
 }
 
+typedef struct { FILE *cells_out; const char *model; } progress;
+
 static void on_cell(void *ud, const lcx_ramp_cell *c, int i, int n)
 {
-    (void)ud;
+    const progress *pg = ud;
+    if (pg && pg->cells_out) {
+        /* the --json shape with one cell, so --replay reads these lines like a whole run */
+        char *j = lcx__ramp_json(pg->model, c, 1);
+        if (j) { fprintf(pg->cells_out, "%s\n", j); fflush(pg->cells_out); free(j); }
+    }
     char cfg[64] = "";
     if (c->arm != LCX_RAMP_BASELINE)
         snprintf(cfg, sizeof cfg, " %s %s %s", lcx__ramp_rescue_name(c->rescue), lcx__ramp_direction_name(c->direction),
@@ -101,7 +110,11 @@ static int cmd_replay(const char *files, bool json, const char *svg)
         char *txt = NULL;
         size_t len = 0;
         int rc = lcx__read_file(f, 1u << 30, &txt, &len);
-        if (rc >= 0) rc = lcx__ramp_json_read(txt, &cells, &n, &model);
+        /* one JSON document per line: a --json output is one line, --cells-out one per cell */
+        for (char *ln = rc >= 0 ? txt : NULL, *nl; ln && *ln; ln = nl ? nl + 1 : NULL) {
+            if ((nl = strchr(ln, '\n'))) *nl = 0;
+            if (*ln && (rc = lcx__ramp_json_read(ln, &cells, &n, &model)) < 0) break;
+        }
         free(txt);
         if (rc < 0) { fprintf(stderr, "longctx eval ramp --replay: %s: %s\n", f, lcx_strerror(rc)); status = 1; break; }
     }
@@ -168,7 +181,7 @@ int cmd_eval_ramp(int argc, char **argv)
     if (argc >= 1 && !strcmp(argv[0], "ramp-model")) return cmd_ramp_model(argc, argv);
     lcx_ramp_opts o;
     lcx__ramp_defaults(&o);
-    const char *svg = NULL, *svc_bin = NULL, *endpoint = NULL, *replay = NULL;
+    const char *svg = NULL, *svc_bin = NULL, *endpoint = NULL, *replay = NULL, *cells_out = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -221,7 +234,9 @@ int cmd_eval_ramp(int argc, char **argv)
             if ((o.n_directions = parse_names(v, lcx__ramp_direction_name, 2, o.directions, 2, a)) < 0) return 2;
         } else if (!strcmp(a, "--mode")) {
             if ((o.n_modes = parse_names(v, lcx__ramp_mode_name, 3, o.modes, 3, a)) < 0) return 2;
-        } else if (!strcmp(a, "--replay")) replay = v; else if (!strcmp(a, "--budget-frac")) { o.budget_frac = strtod(v, &e); if (*e || o.budget_frac <= 0 || o.budget_frac > 1) { fprintf(stderr, "longctx eval ramp: --budget-frac in (0, 1]\n"); return 2; } }
+        } else if (!strcmp(a, "--replay")) replay = v;
+        else if (!strcmp(a, "--cells-out")) cells_out = v;
+        else if (!strcmp(a, "--first-seed")) { o.first_seed = (int)strtol(v, &e, 10); if (*e || o.first_seed < 0 || o.first_seed > 1000000) { fprintf(stderr, "longctx eval ramp: --first-seed 0..1000000\n"); return 2; } } else if (!strcmp(a, "--budget-frac")) { o.budget_frac = strtod(v, &e); if (*e || o.budget_frac <= 0 || o.budget_frac > 1) { fprintf(stderr, "longctx eval ramp: --budget-frac in (0, 1]\n"); return 2; } }
         else if (!strcmp(a, "--longctx-endpoint")) endpoint = v;
         else if (!strcmp(a, "--svg")) svg = v;
         else if (!strcmp(a, "--svc-bin")) svc_bin = v;
@@ -273,6 +288,15 @@ int cmd_eval_ramp(int argc, char **argv)
     }
     o.endpoint = endpoint;
     o.on_cell = on_cell;
+    const char *mbase = strrchr(o.model_path, '/');
+    progress pg = {NULL, mbase ? mbase + 1 : o.model_path};
+    if (cells_out && !(pg.cells_out = fopen(cells_out, "a"))) {
+        fprintf(stderr, "longctx eval ramp: cannot open %s: %s\n", cells_out, strerror(errno));
+        if (sc) lcx_sidecar_stop(sc, 5000);
+        if (made_tmp) nftw(tmpd, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+        return 1;
+    }
+    o.ud = &pg;
     lcx_ramp_cell *cells = NULL;
     int n = 0;
     char err[512] = "";
@@ -301,6 +325,7 @@ int cmd_eval_ramp(int argc, char **argv)
         }
     }
     free(cells);
+    if (pg.cells_out) fclose(pg.cells_out);
     if (sc) lcx_sidecar_stop(sc, 5000);
     if (made_tmp) nftw(tmpd, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     return status;
