@@ -237,6 +237,8 @@ typedef struct {
     double extra_prefill_ms;      /* prefill of the rescue message's tokens: their share of the
                                    * answering turn's prefill time (an estimate) */
     uint64_t spans_sent, spans_dropped;
+    uint64_t kept_sig;            /* FNV-1a of the surviving cells' positions in cell order (which
+                                   * cells a policy kept: tests compare configurations) */
 } lcx_ramp_cell;
 
 typedef struct {

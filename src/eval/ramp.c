@@ -211,6 +211,16 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, const cell_c
     out->fact_in_rescue = rh == 1;
     out->cache_recall = eng_session_fact_recall(s, LCX_RAMP_FACT) == 1;
     eng_session_tokens(s, &out->n_tokens);
+    {
+        eng_ctx *cx = eng_session_ctx(s);
+        uint64_t h = 1469598103934665603ull;
+        for (int i = 0; i < eng_kv_size(cx); i++) {
+            const int32_t p = eng_kv_cell_pos(cx, i);
+            if (p < 0) continue;
+            for (int b = 0; b < 4; b++) h = (h ^ (uint8_t)(p >> (8 * b))) * 1099511628211ull;
+        }
+        out->kept_sig = h;
+    }
     eng_triatt_stats st;
     if (eng_triatt_get_stats(eng_session_ctx(s), &st) == 0) {
         out->rounds = (int)st.rounds;
