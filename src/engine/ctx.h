@@ -28,8 +28,10 @@ struct eng_ctx {
     const float *act_src[2];  /* what act[i] currently holds (pointer + rows) */
     int act_rows[2];
     size_t act_cap;           /* bytes per buffer */
-    float *scores;            /* (nth, gqa, n_ctx) */
-    int32_t *vis;             /* (nth, n_ctx) visible cells of one token */
+    int att_qt;               /* attention query tile: ubatch tokens per task (forward.c) */
+    float *scores;            /* (nth, att_qt * gqa, n_ctx) */
+    int32_t *vis;             /* (nth, 2 * n_ctx) visible cells of one tile, then its masked ones */
+    float *att_tmp;           /* (nth, att_qt * gqa, head_dim) one tile's attention output */
     float *rope_cs;           /* (n_ub, n_rot) cos,sin pairs */
     int32_t *ub_pos, *ub_cell;
     float *logits;            /* (n_logits_cap, n_vocab) */

@@ -49,7 +49,7 @@ void eng_ctx_free(eng_ctx *c)
     free(c->kc); free(c->vc); free(c->cell_pos); free(c->cell_tok);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att);
     free(c->gate); free(c->up); free(c->act[0]); free(c->act[1]); free(c->mm_ws);
-    free(c->scores); free(c->vis); free(c->rope_cs); free(c->ub_pos); free(c->ub_cell);
+    free(c->scores); free(c->vis); free(c->att_tmp); free(c->rope_cs); free(c->ub_pos); free(c->ub_cell);
     free(c->logits);
     free(c);
 }
@@ -103,15 +103,20 @@ int eng_ctx_init(const eng_model *m, const eng_ctx_params *p, eng_ctx **out)
     c->act[1] = malloc(c->act_cap);
     /* only batches (n_ubatch > 1) use it: the weight-unpack buffer of the prompt kernels */
     if (c->n_ub > 1) c->mm_ws = malloc((size_t)c->nth * ENG_MATMUL_WS_BYTES);
-    c->scores = malloc((size_t)c->nth * (I->n_head / I->n_head_kv) * c->n_ctx * sizeof(float));
-    c->vis = malloc((size_t)c->nth * c->n_ctx * sizeof(int32_t));
+    /* query tile: enough tokens that ~16 query heads share each K/V row load (a GQA group
+     * alone is 2 for small models: attention streamed K and V from memory per token) */
+    const int gqa = I->n_head / I->n_head_kv;
+    c->att_qt = LCX_MAX(1, LCX_MIN(8, 16 / gqa));
+    c->scores = malloc((size_t)c->nth * c->att_qt * gqa * c->n_ctx * sizeof(float));
+    c->vis = malloc((size_t)c->nth * 2 * c->n_ctx * sizeof(int32_t));
+    c->att_tmp = malloc((size_t)c->nth * c->att_qt * gqa * I->head_dim * sizeof(float));
     c->rope_cs = malloc(ub * I->n_rot * sizeof(float));
     c->ub_pos = malloc(ub * sizeof(int32_t));
     c->ub_cell = malloc(ub * sizeof(int32_t));
     c->logits_cap = 1;
     c->logits = malloc((size_t)I->n_vocab * sizeof(float));
     if (!c->kc || !c->vc || !c->cell_pos || !c->cell_tok || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att ||
-        !c->gate || !c->up || !c->act[0] || !c->act[1] || (c->n_ub > 1 && !c->mm_ws) || !c->scores || !c->vis || !c->rope_cs || !c->ub_pos ||
+        !c->gate || !c->up || !c->act[0] || !c->act[1] || (c->n_ub > 1 && !c->mm_ws) || !c->scores || !c->vis || !c->att_tmp || !c->rope_cs || !c->ub_pos ||
         !c->ub_cell || !c->logits) {
         eng_ctx_free(c);
         return LCX_ENOMEM;
@@ -191,14 +196,15 @@ static inline __m256 dot8_rows(const float *q, const float *const k[8], int hd)
  * every (G, S), so the result never depends on the grouping. */
 #define DEF_WSUMG(G, S)                                                                         \
     static void wsumg_##G##_##S(float *o, const float *w, size_t ldw, const int32_t *vis, int nvis, \
-                                const float *V, size_t kvd, int hd)                             \
+                                const float *V, size_t kvd, int hd, bool acc_in)                \
     {                                                                                           \
         for (int sl = 0; sl < hd; sl += 8 * S) {                                                \
             __m256 acc[G][S];                                                                   \
             _Pragma("GCC unroll 8")                                                             \
             for (int g = 0; g < G; g++)                                                         \
                 _Pragma("GCC unroll 8")                                                         \
-                for (int u = 0; u < S; u++) acc[g][u] = _mm256_setzero_ps();                    \
+                for (int u = 0; u < S; u++)                                                     \
+                    acc[g][u] = acc_in ? _mm256_loadu_ps(o + (size_t)g * hd + sl + 8 * u) : _mm256_setzero_ps(); \
             for (int j = 0; j < nvis; j++) {                                                    \
                 const float *vr = V + (size_t)vis[j] * kvd + sl;                                \
                 __m256 v[S];                                                                    \
@@ -222,7 +228,7 @@ DEF_WSUMG(2, 4) DEF_WSUMG(2, 2) DEF_WSUMG(2, 1)
 DEF_WSUMG(3, 2) DEF_WSUMG(3, 1)
 DEF_WSUMG(4, 2) DEF_WSUMG(4, 1)
 DEF_WSUMG(5, 1) DEF_WSUMG(6, 1) DEF_WSUMG(7, 1) DEF_WSUMG(8, 1)
-typedef void (*wsumg_fn)(float *, const float *, size_t, const int32_t *, int, const float *, size_t, int);
+typedef void (*wsumg_fn)(float *, const float *, size_t, const int32_t *, int, const float *, size_t, int, bool);
 /* [G][log2 S] */
 static const wsumg_fn wsumg_tab[9][4] = {
     {NULL, NULL, NULL, NULL},
@@ -237,17 +243,18 @@ static const wsumg_fn wsumg_tab[9][4] = {
 };
 
 /* o (gqa heads of hd) = w (gqa rows, stride ldw) . V rows vis[0..nvis) (at column offset
- * already applied to V). Heads go in groups of at most 8 of near-equal size (7 -> 7,
- * 12 -> 6+6); hd must be a multiple of 8. */
+ * already applied to V); acc_in: add to what o holds (a later block of the same rows).
+ * Heads go in groups of at most 8 of near-equal size (7 -> 7, 12 -> 6+6); hd must be a
+ * multiple of 8. */
 static void wsum_group(float *o, const float *w, size_t ldw, int gqa, const int32_t *vis, int nvis, const float *V,
-                       size_t kvd, int hd)
+                       size_t kvd, int hd, bool acc_in)
 {
     const int ng = (gqa + 7) / 8;
     for (int gi = 0, g0 = 0; gi < ng; gi++) {
         const int gn = (gqa - g0) / (ng - gi);
         int ls = gn == 1 ? 3 : gn == 2 ? 2 : gn <= 4 ? 1 : 0;      /* S = 8/G, a power of two */
         while ((hd / 8) % (1 << ls)) ls--;                          /* S must divide hd/8 */
-        wsumg_tab[gn][ls](o + (size_t)g0 * hd, w + (size_t)g0 * ldw, ldw, vis, nvis, V, kvd, hd);
+        wsumg_tab[gn][ls](o + (size_t)g0 * hd, w + (size_t)g0 * ldw, ldw, vis, nvis, V, kvd, hd, acc_in);
         g0 += gn;
     }
 }
@@ -411,67 +418,97 @@ typedef struct {
     int il, n_tok;
 } att_sec;
 
-/* hot: for each (token, KV head): the GQA group of query heads together, so each K and V
- * row is loaded once for all of them. softmax(q.K^T * scale) over the visible cells (position
- * <= the token's), then . V. Per-thread scratch: visible-cell list (n_ctx ints) and scores
- * (gqa, n_ctx). */
+/* hot: for each (tile of att_qt ubatch tokens, KV head): the tile's query heads of that GQA
+ * group together (nq = tokens × gqa rows), so each K and V row is loaded once for all of
+ * them. The tile's cells are those at positions <= its highest; row r uses the first len[r]
+ * of them (up to its last visible one) and masks any in there above its own position
+ * (weight exactly 0; none when the cells are in position order, as in a plain prefill).
+ * Per row the arithmetic is the untiled kernel's over its own visible cells: scores by
+ * dot8_rows in blocks of 8 and dot_f32 for the tail, softmax over len[r], then . V in
+ * blocks of keys (zero weights past len[r] add exact zeros; the block's V rows stay in
+ * cache across the row groups). Per-thread scratch: visible + masked lists (2 n_ctx ints),
+ * scores (nq, n_ctx), the tile's output (nq, hd). */
 static void att_task(void *arg, long chunk, int ith)
 {
     att_sec *s = arg;
     eng_ctx *c = s->c;
     const eng_model_info *I = &c->m->info;
-    const int hd = I->head_dim, nh = I->n_head, nkv = I->n_head_kv, gqa = nh / nkv;
-    const size_t kvd = (size_t)nkv * hd;
+    const int hd = I->head_dim, nh = I->n_head, nkv = I->n_head_kv, gqa = nh / nkv, QT = c->att_qt;
+    const size_t kvd = (size_t)nkv * hd, ldw = (size_t)c->n_ctx;
     const float *K = c->kc + (size_t)s->il * c->n_ctx * kvd;
     const float *V = c->vc + (size_t)s->il * c->n_ctx * kvd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = c->scores + (size_t)ith * c->n_ctx * gqa;     /* (gqa, n_ctx) */
-    int32_t *vis = c->vis + (size_t)ith * c->n_ctx;
-    const int t = (int)(chunk / nkv), kh = (int)(chunk % nkv);
-    const int32_t pos = c->ub_pos[t];
-    int nvis = 0;
+    float *sc = c->scores + (size_t)ith * QT * gqa * ldw;     /* (nq, n_ctx) */
+    int32_t *vis = c->vis + (size_t)ith * 2 * c->n_ctx, *late = vis + c->n_ctx;
+    float *ot = c->att_tmp + (size_t)ith * QT * gqa * hd;
+    const int tile = (int)(chunk / nkv), kh = (int)(chunk % nkv);
+    const int t0 = tile * QT, nt = LCX_MIN(QT, s->n_tok - t0), nq = nt * gqa;
+    int32_t pmin = c->ub_pos[t0], pmax = pmin;
+    for (int u = 1; u < nt; u++) {
+        pmin = LCX_MIN(pmin, c->ub_pos[t0 + u]);
+        pmax = LCX_MAX(pmax, c->ub_pos[t0 + u]);
+    }
+    int nvis = 0, nlate = 0, len_all = 0;     /* len_all: 1 + last cell every row sees */
     for (int i = 0; i < c->hi; i++) {
         const int32_t cp = c->cell_pos[i];
-        if (cp >= 0 && cp <= pos) vis[nvis++] = i;
+        if (cp < 0 || cp > pmax) continue;
+        if (cp > pmin) late[nlate++] = nvis;  /* hidden from some row of the tile */
+        else len_all = nvis + 1;
+        vis[nvis++] = i;
     }
-    const float *q0 = c->q + ((size_t)t * nh + (size_t)kh * gqa) * hd;
-    float *o0 = c->att + ((size_t)t * nh + (size_t)kh * gqa) * hd;
-    float mx[64];
-    for (int g = 0; g < gqa; g++) mx[g] = -INFINITY;
-    int j = 0;
-    if (hd % 8 == 0)
-        for (; j + 8 <= nvis; j += 8) {
-            const float *kr[8];
-            for (int r = 0; r < 8; r++) kr[r] = K + (size_t)vis[j + r] * kvd + (size_t)kh * hd;
-            for (int g = 0; g < gqa; g++) {
-                const __m256 v = _mm256_mul_ps(dot8_rows(q0 + (size_t)g * hd, kr, hd), _mm256_set1_ps(scale));
-                _mm256_storeu_ps(sc + (size_t)g * c->n_ctx + j, v);
-            }
+    const float *qr[64];                      /* row r = token t0 + r / gqa, head kh*gqa + r % gqa */
+    int len[64];
+    bool masked[64];
+    for (int r = 0; r < nq; r++) {
+        qr[r] = c->q + ((size_t)(t0 + r / gqa) * nh + (size_t)kh * gqa + r % gqa) * hd;
+        const int32_t p = c->ub_pos[t0 + r / gqa];
+        int l = len_all;
+        for (int k = 0; k < nlate; k++)
+            if (c->cell_pos[vis[late[k]]] <= p) l = LCX_MAX(l, late[k] + 1);
+        len[r] = l;
+        masked[r] = false;
+        for (int k = 0; k < nlate && late[k] < l; k++) masked[r] |= c->cell_pos[vis[late[k]]] > p;
+    }
+    for (int j = 0; j < nvis; j += 8) {
+        const int nb = LCX_MIN(8, nvis - j);
+        const float *kr[8];
+        for (int r = 0; r < nb; r++) kr[r] = K + (size_t)vis[j + r] * kvd + (size_t)kh * hd;
+        for (int r = 0; r < nq; r++) {
+            float *sr = sc + (size_t)r * ldw;
+            if (hd % 8 == 0 && len[r] >= j + 8)
+                _mm256_storeu_ps(sr + j, _mm256_mul_ps(dot8_rows(qr[r], kr, hd), _mm256_set1_ps(scale)));
+            else
+                for (int jj = j; jj < LCX_MIN(len[r], j + nb); jj++) sr[jj] = dot_f32(qr[r], kr[jj - j], hd) * scale;
         }
-    for (; j < nvis; j++) {
-        const float *k = K + (size_t)vis[j] * kvd + (size_t)kh * hd;
-        for (int g = 0; g < gqa; g++) sc[(size_t)g * c->n_ctx + j] = dot_f32(q0 + (size_t)g * hd, k, hd) * scale;
     }
-    for (int g = 0; g < gqa; g++) {
-        const float *sg = sc + (size_t)g * c->n_ctx;
+    /* interleaved cells above a row's position: -inf here, exactly 0 after the softmax */
+    for (int r = 0; r < nq; r++)
+        if (masked[r]) {
+            const int32_t p = c->ub_pos[t0 + r / gqa];
+            for (int k = 0; k < nlate && late[k] < len[r]; k++)
+                if (c->cell_pos[vis[late[k]]] > p) sc[(size_t)r * ldw + late[k]] = -INFINITY;
+        }
+    for (int r = 0; r < nq; r++) {
+        float *sg = sc + (size_t)r * ldw;
+        const int nv = len[r];
+        float mx = -INFINITY;
         int jj = 0;
-        if (nvis >= 8) {
+        if (nv >= 8) {
             __m256 vm = _mm256_loadu_ps(sg);
-            for (jj = 8; jj + 8 <= nvis; jj += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(sg + jj));
+            for (jj = 8; jj + 8 <= nv; jj += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(sg + jj));
             __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
             m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
             m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-            mx[g] = _mm_cvtss_f32(m4);
+            mx = _mm_cvtss_f32(m4);
         }
-        for (; jj < nvis; jj++)
-            if (sg[jj] > mx[g]) mx[g] = sg[jj];
-    }
-    for (int g = 0; g < gqa; g++) {
-        float *sg = sc + (size_t)g * c->n_ctx;
+        for (; jj < nv; jj++)
+            if (sg[jj] > mx) mx = sg[jj];
         double sum = 0;
-        int jj = 0;
-        const __m256 vm = _mm256_set1_ps(mx[g]);
-        for (; jj + 8 <= nvis; jj += 8) {
+        jj = 0;
+        const __m256 vm = _mm256_set1_ps(mx);
+        for (; jj + 8 <= nv; jj += 8) {
+            /* a masked -inf comes out as e^-87 (the clamp): below any sum's rounding, and
+             * zeroed after the normalisation */
             const __m256 e = lcx__exp8_ps(_mm256_sub_ps(_mm256_loadu_ps(sg + jj), vm));
             _mm256_storeu_ps(sg + jj, e);
             /* sum in double like ggml's softmax */
@@ -480,8 +517,8 @@ static void att_task(void *arg, long chunk, int ith)
             const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
             sum += _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
         }
-        for (; jj < nvis; jj++) {
-            const float e = expf(sg[jj] - mx[g]);
+        for (; jj < nv; jj++) {
+            const float e = expf(sg[jj] - mx);
             sg[jj] = e;
             sum += (double)e;
         }
@@ -489,19 +526,30 @@ static void att_task(void *arg, long chunk, int ith)
         /* vectorised by hand: GCC -O2 left this a scalar loop (~20% of att_task in perf) */
         const __m256 vinv = _mm256_set1_ps(inv);
         jj = 0;
-        for (; jj + 8 <= nvis; jj += 8) _mm256_storeu_ps(sg + jj, _mm256_mul_ps(_mm256_loadu_ps(sg + jj), vinv));
-        for (; jj < nvis; jj++) sg[jj] *= inv;
+        for (; jj + 8 <= nv; jj += 8) _mm256_storeu_ps(sg + jj, _mm256_mul_ps(_mm256_loadu_ps(sg + jj), vinv));
+        for (; jj < nv; jj++) sg[jj] *= inv;
+        if (masked[r]) {
+            const int32_t p = c->ub_pos[t0 + r / gqa];
+            for (int k = 0; k < nlate && late[k] < nv; k++)
+                if (c->cell_pos[vis[late[k]]] > p) sg[late[k]] = 0.0f;
+        }
+        for (jj = nv; jj < nvis; jj++) sg[jj] = 0.0f;    /* past the row's last visible cell */
     }
     if (hd % 8 == 0) {
-        wsum_group(o0, sc, (size_t)c->n_ctx, gqa, vis, nvis, V + (size_t)kh * hd, kvd, hd);
-        return;
-    }
-    for (int g = 0; g < gqa; g++) {
-        float *o = o0 + (size_t)g * hd;
-        const float *w = sc + (size_t)g * c->n_ctx;
-        memset(o, 0, hd * sizeof(float));
-        for (int jj = 0; jj < nvis; jj++) axpy_f32(o, w[jj], V + (size_t)vis[jj] * kvd + (size_t)kh * hd, hd);
-    }
+        /* keys in blocks of ~32 KB of V rows */
+        const int JB = LCX_MAX(64, 8192 / hd);
+        for (int j0 = 0; j0 < nvis || j0 == 0; j0 += JB)
+            wsum_group(ot, sc + j0, ldw, nq, vis + j0, LCX_MIN(JB, nvis - j0), V + (size_t)kh * hd, kvd, hd, j0 > 0);
+    } else
+        for (int r = 0; r < nq; r++) {
+            float *o = ot + (size_t)r * hd;
+            const float *w = sc + (size_t)r * ldw;
+            memset(o, 0, hd * sizeof(float));
+            for (int jj = 0; jj < nvis; jj++) axpy_f32(o, w[jj], V + (size_t)vis[jj] * kvd + (size_t)kh * hd, hd);
+        }
+    for (int u = 0; u < nt; u++)
+        memcpy(c->att + ((size_t)(t0 + u) * nh + (size_t)kh * gqa) * hd, ot + (size_t)u * gqa * hd,
+               (size_t)gqa * hd * sizeof(float));
 }
 
 /* ---------------------------------------------------------------- ffn activation */
@@ -645,7 +693,7 @@ static void forward_ubatch(eng_ctx *c, const int32_t *tok, int n, int out_first,
         tok_run(c, L, il, n, TOK_QKV_POST, false);
         if (c->qpre) eng__v3_observe(c, il, n);
         att_sec as = {c, il, n};
-        eng__pool_run(c->pool, att_task, &as, (long)n * nkv);
+        eng__pool_run(c->pool, att_task, &as, (long)((n + c->att_qt - 1) / c->att_qt) * nkv);
         act_invalidate(c);
         {
             const eng_wmat *w[1] = {&L->wo};

@@ -226,6 +226,7 @@ enum { LCX_RAMP_SINGLE_TURN = 0, LCX_RAMP_TWO_TURN = 1 };
 
 typedef struct {
     int size, arm, rescue, seed;
+    int direction, mode;          /* V3 arms: triatt_direction / triatt_mode (baseline: unused) */
     double depth;
     double t1_s, t2_s, total_s;   /* turn times (t2 = 0 for one turn); total incl. setup */
     double evicted_pct;           /* cells evicted / tokens of the conversation, % */
@@ -239,6 +240,8 @@ typedef struct {
     double extra_prefill_ms;      /* prefill of the rescue message's tokens: their share of the
                                    * answering turn's prefill time (an estimate) */
     uint64_t spans_sent, spans_dropped;
+    uint64_t kept_sig;            /* FNV-1a of the surviving cells' positions in cell order (which
+                                   * cells a policy kept: tests compare configurations) */
 } lcx_ramp_cell;
 
 typedef struct {
@@ -247,8 +250,17 @@ typedef struct {
     bool arms[LCX_RAMP_NARMS];
     double depths[LCX_RAMP_MAX_DEPTHS];
     int n_depths;
-    int n_seeds;                  /* seeds 1..n_seeds per (size, arm, depth) */
+    int n_seeds;                  /* seeds first_seed.. first_seed+n_seeds-1 per (size, arm, depth) */
+    int first_seed;               /* 1 (a later run can extend an earlier one's seeds) */
     int rescue;                   /* LCX_RAMP_SINGLE_TURN / _TWO_TURN */
+    int direction;                /* triatt_direction of the V3 arms (TRIATT_KEEP_HIGH) */
+    int mode;                     /* triatt_mode of the V3 arms (TRIATT_MODE_TRIG) */
+    /* Optional lists: when n_X > 0 every V3 cell runs once per listed value (rescue ×
+     * direction × mode), and rescue/direction/mode above are ignored; the baseline arm runs
+     * once per (size, depth, seed) whatever the lists say (no eviction, no rescue). */
+    int rescues[2], n_rescues;
+    int directions[2], n_directions;
+    int modes[3], n_modes;
     double budget_frac;           /* budget = size · frac (0.9) */
     const char *endpoint;         /* required for v3+longctx */
     int n_threads, n_ubatch;      /* 1, 512 */
@@ -267,7 +279,12 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
 char *lcx__ramp_blob(int n_fill, double depth, int seed);
 const char *lcx__ramp_arm_name(int arm);
 const char *lcx__ramp_rescue_name(int rescue);
-/* Output: the per-cell table + per-(size, arm) summary; the issue's JSON; an SVG chart. */
+const char *lcx__ramp_direction_name(int direction);   /* "keep_high" / "evict_high" */
+const char *lcx__ramp_mode_name(int mode);             /* "trig" / "random" / "recency" */
+/* Cells back from lcx__ramp_json output (the fields it writes; the rest zero). Appends to
+ * *cells (realloc'd), *n updated; *model set to the file's model name when NULL. */
+int lcx__ramp_json_read(const char *json, lcx_ramp_cell **cells, int *n, char **model);
+/* Output: the per-cell table + per-(size, arm, rescue, direction, mode) summary; the issue's JSON; an SVG chart. */
 void  lcx__ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n);
 char *lcx__ramp_json(const char *model, const lcx_ramp_cell *c, int n);
 char *lcx__ramp_svg(const char *model, const lcx_ramp_cell *c, int n);

@@ -30,6 +30,7 @@ void lcx__ramp_defaults(lcx_ramp_opts *o)
     o->depths[0] = 0.1; o->depths[1] = 0.5; o->depths[2] = 0.9;
     o->n_depths = 3;
     o->n_seeds = 1;
+    o->first_seed = 1;
     o->rescue = LCX_RAMP_SINGLE_TURN;
     o->budget_frac = 0.9;
     o->n_threads = 1;
@@ -40,6 +41,8 @@ void lcx__ramp_defaults(lcx_ramp_opts *o)
     o->warmup = 256;
     o->hybrid = 2;
     o->prepopulate = true;
+    o->direction = TRIATT_KEEP_HIGH;
+    o->mode = TRIATT_MODE_TRIG;
 }
 
 const char *lcx__ramp_arm_name(int arm)
@@ -48,6 +51,11 @@ const char *lcx__ramp_arm_name(int arm)
     return arm >= 0 && arm < LCX_RAMP_NARMS ? n[arm] : "?";
 }
 const char *lcx__ramp_rescue_name(int r) { return r == LCX_RAMP_TWO_TURN ? "two-turn" : "single-turn"; }
+const char *lcx__ramp_direction_name(int d) { return d == TRIATT_EVICT_HIGH ? "evict_high" : "keep_high"; }
+const char *lcx__ramp_mode_name(int m)
+{
+    return m == TRIATT_MODE_RANDOM ? "random" : m == TRIATT_MODE_RECENCY ? "recency" : "trig";
+}
 
 static uint64_t mix(uint64_t x)
 {
@@ -120,24 +128,30 @@ typedef struct {
     const eng_model *m;
 } runner;
 
-static int run_cell(const runner *R, int size, int n_fill, int arm, double depth, int seed, lcx_ramp_cell *out,
-                    char *err, size_t err_len)
+/* what varies between the V3 configurations of one (size, arm, depth, seed) */
+typedef struct { int rescue, direction, mode; } cell_cfg;
+
+static int run_cell(const runner *R, int size, int n_fill, int arm, const cell_cfg *cf, double depth, int seed,
+                    lcx_ramp_cell *out, char *err, size_t err_len)
 {
     const lcx_ramp_opts *o = R->o;
     const double t_start = lcx__now_ms();
     memset(out, 0, sizeof *out);
     out->size = size;
     out->arm = arm;
-    out->rescue = o->rescue;
+    out->rescue = cf->rescue;
+    out->direction = cf->direction;
+    out->mode = cf->mode;
     out->depth = depth;
     out->seed = seed;
     eng_session_params sp = eng_session_default_params();
     sp.ctx.n_threads = o->n_threads;
     sp.ctx.n_ubatch = o->n_ubatch;
     sp.max_tokens = o->max_gen;
-    sp.rescue = o->rescue == LCX_RAMP_TWO_TURN ? ENG_RESCUE_TWO_TURN : ENG_RESCUE_SINGLE_TURN;
+    sp.rescue = cf->rescue == LCX_RAMP_TWO_TURN ? ENG_RESCUE_TWO_TURN : ENG_RESCUE_SINGLE_TURN;
     char sid[160];
-    snprintf(sid, sizeof sid, "ramp-%ld-%d-%d-%.3f-%d-%llx", (long)getpid(), size, arm, depth, seed,
+    snprintf(sid, sizeof sid, "ramp-%ld-%d-%d%d%d%d-%.3f-%d-%llx", (long)getpid(), size, arm, cf->rescue,
+             cf->direction, cf->mode, depth, seed,
              (unsigned long long)(mix((uint64_t)lcx__now_ms()) & 0xffffff));
     sp.session_id = sid;
     sp.prepopulate = o->prepopulate;
@@ -153,6 +167,8 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
         tc.warmup = o->warmup;
         tc.version = (triatt_version)o->hybrid;
         tc.seed = (uint64_t)seed;
+        tc.direction = (triatt_direction)cf->direction;
+        tc.mode = (triatt_mode)cf->mode;
         if (arm == LCX_RAMP_V3_LONGCTX) snprintf(tc.endpoint, sizeof tc.endpoint, "%s", o->endpoint);
         else tc.endpoint[0] = 0;
         /* a round keeps budget cells; a ubatch and the trigger slack must fit on top */
@@ -165,7 +181,7 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
     char *blob = lcx__ramp_blob(n_fill, depth, seed), *msg = NULL, *reply = NULL;
     if (!blob) { rc = LCX_ENOMEM; goto out; }
     eng_session_turn tn;
-    const bool two = arm != LCX_RAMP_BASELINE && o->rescue == LCX_RAMP_TWO_TURN;
+    const bool two = arm != LCX_RAMP_BASELINE && cf->rescue == LCX_RAMP_TWO_TURN;
     if (two) {
         if (!(msg = concat3(blob, "\n\n", LCX_RAMP_TURN1_ASK))) { rc = LCX_ENOMEM; goto out; }
         double t0 = lcx__now_ms();
@@ -195,6 +211,16 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, double depth
     out->fact_in_rescue = rh == 1;
     out->cache_recall = eng_session_fact_recall(s, LCX_RAMP_FACT) == 1;
     eng_session_tokens(s, &out->n_tokens);
+    {
+        eng_ctx *cx = eng_session_ctx(s);
+        uint64_t h = 1469598103934665603ull;
+        for (int i = 0; i < eng_kv_size(cx); i++) {
+            const int32_t p = eng_kv_cell_pos(cx, i);
+            if (p < 0) continue;
+            for (int b = 0; b < 4; b++) h = (h ^ (uint8_t)(p >> (8 * b))) * 1099511628211ull;
+        }
+        out->kept_sig = h;
+    }
     eng_triatt_stats st;
     if (eng_triatt_get_stats(eng_session_ctx(s), &st) == 0) {
         out->rounds = (int)st.rounds;
@@ -217,13 +243,23 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
 {
     if (err && err_len) *err = 0;
     if (!o || !o->model_path || !cells || !n_cells || o->n_sizes < 1 || o->n_sizes > LCX_RAMP_MAX_SIZES ||
-        o->n_depths < 1 || o->n_depths > LCX_RAMP_MAX_DEPTHS || o->n_seeds < 1 || o->budget_frac <= 0 ||
+        o->n_depths < 1 || o->n_depths > LCX_RAMP_MAX_DEPTHS || o->n_seeds < 1 || o->first_seed < 0 || o->budget_frac <= 0 ||
         o->budget_frac > 1 || o->max_gen < 1) {
         if (err && err_len) snprintf(err, err_len, "ramp: bad options (sizes, depths, seeds, budget fraction, max_gen)");
         return LCX_EINVAL;
     }
     *cells = NULL;
     *n_cells = 0;
+    bool bad = o->rescue < 0 || o->rescue > 1 || o->direction < 0 || o->direction > 1 || o->mode < 0 || o->mode > 2 ||
+               o->n_rescues < 0 || o->n_rescues > 2 || o->n_directions < 0 || o->n_directions > 2 || o->n_modes < 0 ||
+               o->n_modes > 3;
+    for (int i = 0; !bad && i < o->n_rescues; i++) bad = o->rescues[i] < 0 || o->rescues[i] > 1;
+    for (int i = 0; !bad && i < o->n_directions; i++) bad = o->directions[i] < 0 || o->directions[i] > 1;
+    for (int i = 0; !bad && i < o->n_modes; i++) bad = o->modes[i] < 0 || o->modes[i] > 2;
+    if (bad) {
+        if (err && err_len) snprintf(err, err_len, "ramp: bad rescue, direction or mode");
+        return LCX_EINVAL;
+    }
     if (o->arms[LCX_RAMP_V3_LONGCTX] && (!o->endpoint || !*o->endpoint)) {
         if (err && err_len) snprintf(err, err_len, "ramp: the v3+longctx arm needs an endpoint");
         return LCX_EINVAL;
@@ -240,9 +276,21 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
     if (rc < 0) return rc;
     eng_tokenizer *tk = NULL;
     if ((rc = eng__tokenizer_from_gguf(eng_model_gguf(m), &tk, err, err_len)) < 0) { eng_model_free(m); return rc; }
-    int n_arms = 0;
-    for (int a = 0; a < LCX_RAMP_NARMS; a++) n_arms += o->arms[a];
-    const int total = o->n_sizes * n_arms * o->n_depths * o->n_seeds;
+    /* the V3 configurations: rescue × direction × mode (each list or its single value) */
+    const int nr = o->n_rescues > 0 ? LCX_MIN(o->n_rescues, 2) : 1, nd = o->n_directions > 0 ? LCX_MIN(o->n_directions, 2) : 1,
+              nm = o->n_modes > 0 ? LCX_MIN(o->n_modes, 3) : 1;
+    cell_cfg cfgs[12];
+    int n_cfg = 0;
+    for (int r = 0; r < nr; r++)
+        for (int d = 0; d < nd; d++)
+            for (int mi = 0; mi < nm; mi++)
+                cfgs[n_cfg++] = (cell_cfg){o->n_rescues > 0 ? o->rescues[r] : o->rescue,
+                                           o->n_directions > 0 ? o->directions[d] : o->direction,
+                                           o->n_modes > 0 ? o->modes[mi] : o->mode};
+    const cell_cfg base_cfg = {cfgs[0].rescue, cfgs[0].direction, cfgs[0].mode};
+    int n_runs = 0;
+    for (int a = 0; a < LCX_RAMP_NARMS; a++) n_runs += o->arms[a] ? (a == LCX_RAMP_BASELINE ? 1 : n_cfg) : 0;
+    const int total = o->n_sizes * n_runs * o->n_depths * o->n_seeds;
     lcx_ramp_cell *cs = calloc((size_t)(total ? total : 1), sizeof *cs);
     if (!cs) { rc = LCX_ENOMEM; goto out; }
     runner R = {o, m};
@@ -253,13 +301,15 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
         if (n_fill < 0) { rc = n_fill; goto out; }
         for (int a = 0; a < LCX_RAMP_NARMS; a++) {
             if (!o->arms[a]) continue;
-            for (int di = 0; di < o->n_depths; di++)
-                for (int seed = 1; seed <= o->n_seeds; seed++) {
-                    rc = run_cell(&R, size, n_fill, a, o->depths[di], seed, &cs[k], err, err_len);
-                    if (rc < 0) goto out;
-                    k++;
-                    if (o->on_cell) o->on_cell(o->ud, &cs[k - 1], k, total);
-                }
+            for (int ci = 0; ci < (a == LCX_RAMP_BASELINE ? 1 : n_cfg); ci++)
+                for (int di = 0; di < o->n_depths; di++)
+                    for (int seed = o->first_seed; seed < o->first_seed + o->n_seeds; seed++) {
+                        const cell_cfg *cf = a == LCX_RAMP_BASELINE ? &base_cfg : &cfgs[ci];
+                        rc = run_cell(&R, size, n_fill, a, cf, o->depths[di], seed, &cs[k], err, err_len);
+                        if (rc < 0) goto out;
+                        k++;
+                        if (o->on_cell) o->on_cell(o->ud, &cs[k - 1], k, total);
+                    }
         }
     }
     rc = 0;
@@ -287,12 +337,22 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* A series = one line of the chart / one summary row per size: the arm, and for the V3
+ * arms the configuration (rescue, direction, mode). The baseline is one series. */
+static bool same_series(const lcx_ramp_cell *a, const lcx_ramp_cell *b)
+{
+    if (a->arm != b->arm) return false;
+    return a->arm == LCX_RAMP_BASELINE ||
+           (a->rescue == b->rescue && a->direction == b->direction && a->mode == b->mode);
+}
+
 typedef struct {
-    int size, arm, n, recall, pass;
+    lcx_ramp_cell key;            /* size + series fields */
+    int n, recall, pass;
     double total_med, t1_med, t2_med, evicted_med, rounds_med;
 } summary;
 
-/* One row per (size, arm) in first-seen order. Returns the count; *out malloc'd. */
+/* One row per (size, series) in first-seen order. Returns the count; *out malloc'd. */
 static int summarize(const lcx_ramp_cell *c, int n, summary **out)
 {
     summary *S = calloc((size_t)(n ? n : 1), sizeof *S);
@@ -301,16 +361,16 @@ static int summarize(const lcx_ramp_cell *c, int n, summary **out)
     int ns = 0;
     for (int i = 0; i < n; i++) {
         int j = 0;
-        while (j < ns && !(S[j].size == c[i].size && S[j].arm == c[i].arm)) j++;
+        while (j < ns && !(S[j].key.size == c[i].size && same_series(&S[j].key, &c[i]))) j++;
         if (j < ns) continue;
         summary *s = &S[ns++];
-        s->size = c[i].size;
-        s->arm = c[i].arm;
+        s->key = c[i];
         int m;
+#define IN(k) (c[k].size == s->key.size && same_series(&c[k], &s->key))
 #define MED(field, dst)                                                              \
         m = 0;                                                                       \
         for (int k = 0; k < n; k++)                                                  \
-            if (c[k].size == s->size && c[k].arm == s->arm) tmp[m++] = (double)c[k].field; \
+            if (IN(k)) tmp[m++] = (double)c[k].field;                                \
         s->dst = median(tmp, m);
         MED(total_s, total_med)
         MED(t1_s, t1_med)
@@ -319,11 +379,12 @@ static int summarize(const lcx_ramp_cell *c, int n, summary **out)
         MED(rounds, rounds_med)
 #undef MED
         for (int k = 0; k < n; k++)
-            if (c[k].size == s->size && c[k].arm == s->arm) {
+            if (IN(k)) {
                 s->n++;
                 s->recall += c[k].cache_recall;
                 s->pass += c[k].answer == LCX_NIAH_PASS;
             }
+#undef IN
     }
     free(tmp);
     *out = S;
@@ -336,35 +397,46 @@ static void size_name(int size, char *b, size_t n)
     else snprintf(b, n, "%d", size);
 }
 
+/* "-" for the baseline's configuration columns */
+static const char *cfg_rescue(const lcx_ramp_cell *c) { return c->arm == LCX_RAMP_BASELINE ? "-" : lcx__ramp_rescue_name(c->rescue); }
+static const char *cfg_dir(const lcx_ramp_cell *c) { return c->arm == LCX_RAMP_BASELINE ? "-" : lcx__ramp_direction_name(c->direction); }
+static const char *cfg_mode(const lcx_ramp_cell *c) { return c->arm == LCX_RAMP_BASELINE ? "-" : lcx__ramp_mode_name(c->mode); }
+
 void lcx__ramp_print_table(FILE *f, const lcx_ramp_cell *c, int n)
 {
-    fprintf(f, "%-6s %-11s %-11s %5s %4s %7s %7s %8s %6s %-14s %-6s %7s\n", "size", "arm", "rescue", "depth", "seed",
-            "t1_s", "t2_s", "evicted", "rounds", "answer", "cache", "total_s");
+    fprintf(f, "%-6s %-11s %-11s %-10s %-7s %5s %4s %7s %7s %8s %6s %-14s %-6s %7s\n", "size", "arm", "rescue",
+            "direction", "mode", "depth", "seed", "t1_s", "t2_s", "evicted", "rounds", "answer", "cache", "total_s");
     for (int i = 0; i < n; i++) {
         char sz[16];
         size_name(c[i].size, sz, sizeof sz);
-        fprintf(f, "%-6s %-11s %-11s %5.2f %4d %7.2f %7.2f %7.1f%% %6d %-14s %-6s %7.2f\n", sz, lcx__ramp_arm_name(c[i].arm),
-                c[i].arm == LCX_RAMP_BASELINE ? "-" : lcx__ramp_rescue_name(c[i].rescue), c[i].depth, c[i].seed, c[i].t1_s,
-                c[i].t2_s, c[i].evicted_pct, c[i].rounds, lcx__niah_grade_name(c[i].answer),
+        fprintf(f, "%-6s %-11s %-11s %-10s %-7s %5.2f %4d %7.2f %7.2f %7.1f%% %6d %-14s %-6s %7.2f\n", sz,
+                lcx__ramp_arm_name(c[i].arm), cfg_rescue(&c[i]), cfg_dir(&c[i]), cfg_mode(&c[i]), c[i].depth, c[i].seed,
+                c[i].t1_s, c[i].t2_s, c[i].evicted_pct, c[i].rounds, lcx__niah_grade_name(c[i].answer),
                 c[i].cache_recall ? "HIT" : "miss", c[i].total_s);
     }
     summary *S = NULL;
     int ns = summarize(c, n, &S);
     if (ns < 0) return;
-    fprintf(f, "\n%-6s %-11s %9s %11s %8s %9s %9s %10s\n", "size", "arm", "cache", "answer", "evicted", "t_med_s",
-            "vs_v3", "vs_base");
+    fprintf(f, "\n%-6s %-11s %-11s %-10s %-7s %9s %11s %8s %6s %9s %9s %10s\n", "size", "arm", "rescue", "direction",
+            "mode", "cache", "answer", "evicted", "rounds", "t_med_s", "vs_v3", "vs_base");
     for (int i = 0; i < ns; i++) {
         char sz[16], rec[32], ans[32], vv3[16] = "-", vb[16] = "-";
-        size_name(S[i].size, sz, sizeof sz);
+        const lcx_ramp_cell *k = &S[i].key;
+        size_name(k->size, sz, sizeof sz);
         snprintf(rec, sizeof rec, "%d/%d", S[i].recall, S[i].n);
         snprintf(ans, sizeof ans, "%d/%d PASS", S[i].pass, S[i].n);
         for (int j = 0; j < ns; j++) {
-            if (S[j].size != S[i].size || S[j].total_med <= 0 || i == j) continue;
-            if (S[j].arm == LCX_RAMP_V3) snprintf(vv3, sizeof vv3, "%+.1f%%", 100 * (S[i].total_med / S[j].total_med - 1));
-            if (S[j].arm == LCX_RAMP_BASELINE) snprintf(vb, sizeof vb, "%+.1f%%", 100 * (S[i].total_med / S[j].total_med - 1));
+            const lcx_ramp_cell *o = &S[j].key;
+            if (o->size != k->size || S[j].total_med <= 0 || i == j) continue;
+            /* vs_v3: the v3 row of the same configuration */
+            if (o->arm == LCX_RAMP_V3 && k->arm != LCX_RAMP_BASELINE && o->rescue == k->rescue &&
+                o->direction == k->direction && o->mode == k->mode)
+                snprintf(vv3, sizeof vv3, "%+.1f%%", 100 * (S[i].total_med / S[j].total_med - 1));
+            if (o->arm == LCX_RAMP_BASELINE) snprintf(vb, sizeof vb, "%+.1f%%", 100 * (S[i].total_med / S[j].total_med - 1));
         }
-        fprintf(f, "%-6s %-11s %9s %11s %7.1f%% %9.2f %9s %10s\n", sz, lcx__ramp_arm_name(S[i].arm), rec, ans,
-                S[i].evicted_med, S[i].total_med, vv3, vb);
+        fprintf(f, "%-6s %-11s %-11s %-10s %-7s %9s %11s %7.1f%% %6.1f %9.2f %9s %10s\n", sz, lcx__ramp_arm_name(k->arm),
+                cfg_rescue(k), cfg_dir(k), cfg_mode(k), rec, ans, S[i].evicted_med, S[i].rounds_med, S[i].total_med, vv3,
+                vb);
     }
     free(S);
 }
@@ -380,9 +452,15 @@ char *lcx__ramp_json(const char *model, const lcx_ramp_cell *c, int n)
         cJSON *o = cJSON_CreateObject();
         if (!o) { cJSON_Delete(root); return NULL; }
         cJSON_AddItemToArray(arr, o);
+        const bool v3 = c[i].arm != LCX_RAMP_BASELINE;
         cJSON_AddNumberToObject(o, "size", c[i].size);
         cJSON_AddStringToObject(o, "arm", lcx__ramp_arm_name(c[i].arm));
         cJSON_AddStringToObject(o, "rescue", lcx__ramp_rescue_name(c[i].rescue));
+        /* the eviction policy's knobs: null for the baseline, which evicts nothing */
+        if (v3) cJSON_AddStringToObject(o, "direction", lcx__ramp_direction_name(c[i].direction));
+        else cJSON_AddNullToObject(o, "direction");
+        if (v3) cJSON_AddStringToObject(o, "mode", lcx__ramp_mode_name(c[i].mode));
+        else cJSON_AddNullToObject(o, "mode");
         cJSON_AddNumberToObject(o, "depth", c[i].depth);
         cJSON_AddNumberToObject(o, "seed", c[i].seed);
         cJSON_AddNumberToObject(o, "t1_s", round(c[i].t1_s * 1e4) / 1e4);
@@ -398,12 +476,91 @@ char *lcx__ramp_json(const char *model, const lcx_ramp_cell *c, int n)
     return s;
 }
 
+static int name_index(const char *s, const char *(*name)(int), int n)
+{
+    for (int i = 0; i < n && s; i++)
+        if (!strcmp(s, name(i))) return i;
+    return -1;
+}
+
+static const char *grade_name(int g) { return lcx__niah_grade_name(g); }
+
+int lcx__ramp_json_read(const char *json, lcx_ramp_cell **cells, int *n, char **model)
+{
+    if (!json || !cells || !n) return LCX_EINVAL;
+    cJSON *root = cJSON_Parse(json);
+    const cJSON *arr = root ? cJSON_GetObjectItem(root, "cells") : NULL;
+    if (!cJSON_IsArray(arr)) { cJSON_Delete(root); return LCX_ECORRUPT; }
+    const int add = cJSON_GetArraySize(arr);
+    lcx_ramp_cell *nc = realloc(*cells, (size_t)(*n + add + 1) * sizeof *nc);
+    if (!nc) { cJSON_Delete(root); return LCX_ENOMEM; }
+    *cells = nc;
+    int rc = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr) {
+        lcx_ramp_cell *c = &nc[*n];
+        memset(c, 0, sizeof *c);
+        const cJSON *v;
+#define NUM(k) ((v = cJSON_GetObjectItem(e, k)) && cJSON_IsNumber(v) ? v->valuedouble : 0)
+#define STR(k) ((v = cJSON_GetObjectItem(e, k)) && cJSON_IsString(v) ? v->valuestring : NULL)
+        c->size = (int)NUM("size");
+        c->arm = name_index(STR("arm"), lcx__ramp_arm_name, LCX_RAMP_NARMS);
+        c->rescue = name_index(STR("rescue"), lcx__ramp_rescue_name, 2);
+        c->direction = STR("direction") ? name_index(STR("direction"), lcx__ramp_direction_name, 2) : TRIATT_KEEP_HIGH;
+        c->mode = STR("mode") ? name_index(STR("mode"), lcx__ramp_mode_name, 3) : TRIATT_MODE_TRIG;
+        c->depth = NUM("depth");
+        c->seed = (int)NUM("seed");
+        c->t1_s = NUM("t1_s");
+        c->t2_s = NUM("t2_s");
+        c->evicted_pct = NUM("evicted_pct");
+        c->rounds = (int)NUM("rounds");
+        c->answer = name_index(STR("answer"), grade_name, 8);
+        c->cache_recall = cJSON_IsTrue(cJSON_GetObjectItem(e, "cache_recall"));
+        c->total_s = NUM("total_s");
+#undef NUM
+#undef STR
+        if (c->size < 1 || c->arm < 0 || c->rescue < 0 || c->direction < 0 || c->mode < 0 || c->answer < 1) {
+            rc = LCX_ECORRUPT;
+            break;
+        }
+        (*n)++;
+    }
+    if (rc == 0 && model && !*model) {
+        const cJSON *m = cJSON_GetObjectItem(root, "model");
+        if (cJSON_IsString(m) && !(*model = strdup(m->valuestring))) rc = LCX_ENOMEM;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
 /* ---- SVG ---------------------------------------------------------------------------
  * Two panels sharing the x axis (context size, log2 spaced): top = cache-level recall per
- * arm (share of cells, 0–100 %), bottom = median total time per arm (seconds, log scale
- * when the range spans > 20×). One colour per arm, a legend, and the answer PASS rate as a
- * small label. Self-contained (no fonts or scripts beyond generic sans-serif). */
+ * series (share of cells, 0–100 %), bottom = median total time per series (seconds, log
+ * scale when the range spans > 20×). Colour = arm, dash = direction (keep_high solid,
+ * evict_high dashed), marker = rescue (circle single-turn, square two-turn); the legend
+ * gives each series' cells kept and answers passed. Self-contained (generic sans-serif). */
 static const char *const ARM_COLOR[LCX_RAMP_NARMS] = {"#6b7280", "#dc2626", "#2563eb"};
+#define SVG_MAX_SERIES 32
+
+static void series_name(const lcx_ramp_cell *k, bool show_rescue, bool show_dir, bool show_mode, char *b, size_t n)
+{
+    int o = snprintf(b, n, "%s", lcx__ramp_arm_name(k->arm));
+    if (k->arm == LCX_RAMP_BASELINE) return;
+    if (show_mode && o > 0 && (size_t)o < n) o += snprintf(b + o, n - (size_t)o, " %s", lcx__ramp_mode_name(k->mode));
+    if (show_dir && o > 0 && (size_t)o < n) o += snprintf(b + o, n - (size_t)o, " %s", lcx__ramp_direction_name(k->direction));
+    if (show_rescue && o > 0 && (size_t)o < n) snprintf(b + o, n - (size_t)o, ", %s", lcx__ramp_rescue_name(k->rescue));
+}
+
+static void svg_marker(lcx_buf *b, const lcx_ramp_cell *k, double x, double y, const char *title)
+{
+    const char *col = ARM_COLOR[k->arm];
+    if (k->arm != LCX_RAMP_BASELINE && k->rescue == LCX_RAMP_TWO_TURN)
+        lcx__buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\" stroke=\"white\">", x - 4, y - 4, col);
+    else
+        lcx__buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"white\">", x, y, col);
+    if (title) lcx__buf_printf(b, "<title>%s</title>", title);
+    lcx__buf_puts(b, k->arm != LCX_RAMP_BASELINE && k->rescue == LCX_RAMP_TWO_TURN ? "</rect>\n" : "</circle>\n");
+}
 
 char *lcx__ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
 {
@@ -411,13 +568,29 @@ char *lcx__ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
     int ns = summarize(c, n, &S);
     if (ns < 0) return NULL;
     int sizes[LCX_RAMP_MAX_SIZES * 4], nz = 0;
+    lcx_ramp_cell ser[SVG_MAX_SERIES];
+    int nser = 0;
     double tmin = INFINITY, tmax = 0;
     for (int i = 0; i < ns; i++) {
         int j = 0;
-        while (j < nz && sizes[j] != S[i].size) j++;
-        if (j == nz && nz < (int)(sizeof sizes / sizeof *sizes)) sizes[nz++] = S[i].size;
+        while (j < nz && sizes[j] != S[i].key.size) j++;
+        if (j == nz && nz < (int)(sizeof sizes / sizeof *sizes)) sizes[nz++] = S[i].key.size;
+        j = 0;
+        while (j < nser && !same_series(&ser[j], &S[i].key)) j++;
+        if (j == nser && nser < SVG_MAX_SERIES) ser[nser++] = S[i].key;
         if (S[i].total_med > 0) { tmin = fmin(tmin, S[i].total_med); tmax = fmax(tmax, S[i].total_med); }
     }
+    /* series in arm order (baseline, v3, v3+longctx), then first-seen */
+    for (int i = 1; i < nser; i++)
+        for (int j = i; j > 0 && ser[j - 1].arm > ser[j].arm; j--) { lcx_ramp_cell t = ser[j]; ser[j] = ser[j - 1]; ser[j - 1] = t; }
+    bool show_rescue = false, show_dir = false, show_mode = false;
+    for (int i = 0; i < nser; i++)
+        for (int j = 0; j < nser; j++) {
+            if (ser[i].arm == LCX_RAMP_BASELINE || ser[j].arm == LCX_RAMP_BASELINE) continue;
+            show_rescue |= ser[i].rescue != ser[j].rescue;
+            show_dir |= ser[i].direction != ser[j].direction;
+            show_mode |= ser[i].mode != ser[j].mode;
+        }
     for (int i = 1; i < nz; i++)
         for (int j = i; j > 0 && sizes[j - 1] > sizes[j]; j--) { int t = sizes[j]; sizes[j] = sizes[j - 1]; sizes[j - 1] = t; }
     if (!isfinite(tmin)) { tmin = 0.1; tmax = 1; }
@@ -430,7 +603,8 @@ char *lcx__ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
     }
     const int nt = logt ? 4 : (int)ceil(tmax * 1.05 / step);
     const double tspan = logt ? 1 : nt * step;
-    const double W = 800, H = 570, L = 84, R = 200, T = 76, PH = 190, GAP = 64, PAD = 12;
+    const double LEG_H = 50, W = 860, T = 76, PH = 190, GAP = 64, PAD = 12, L = 84, R = 260;
+    const double H = fmax(570, T + 16 + nser * LEG_H + 20);
     const double pw = W - L - R;
     lcx_buf b = {0};
 #define X(i) (nz > 1 ? L + 20 + (pw - 40) * (double)(i) / (nz - 1) : L + pw / 2)
@@ -470,31 +644,36 @@ char *lcx__ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
         lcx__buf_printf(&b, "<text x=\"22\" y=\"%.0f\" font-size=\"13\" fill=\"#333\" transform=\"rotate(-90 22 %.0f)\" "
                            "text-anchor=\"middle\">%s</text>\n", (y0 + y1) / 2, (y0 + y1) / 2,
                        panel == 0 ? "fact kept (cache-level recall)" : "median time per cell");
-        for (int a = 0; a < LCX_RAMP_NARMS; a++) {
-            lcx_buf pts = {0};
+        for (int si = 0; si < nser; si++) {
+            const lcx_ramp_cell *k = &ser[si];
+            lcx_buf pts = {0}, marks = {0};
             for (int zi = 0; zi < nz; zi++)
                 for (int i = 0; i < ns; i++) {
-                    if (S[i].arm != a || S[i].size != sizes[zi]) continue;
+                    if (S[i].key.size != sizes[zi] || !same_series(&S[i].key, k)) continue;
                     double yy;
                     if (panel == 0) {
                         const double v = S[i].n ? (double)S[i].recall / S[i].n : 0;
-                        /* arms on the same value are drawn 3 px apart so every line shows */
-                        yy = iy1 - ih * v + (a - 1) * 3.0;
+                        /* series on the same value are drawn 2.5 px apart so every line shows */
+                        yy = iy1 - ih * v + (si - (nser - 1) / 2.0) * 2.5;
                     } else {
                         const double v = S[i].total_med;
                         const double fr = logt ? log(v / tmin) / log(tmax / tmin) : v / tspan;
                         yy = iy1 - ih * fmax(0, fmin(1, fr));
                     }
+                    char nm[96], title[256];
+                    series_name(k, true, true, true, nm, sizeof nm);
+                    snprintf(title, sizeof title, "%s, %d tokens: %d/%d kept, %d/%d PASS, median %.2f s", nm, sizes[zi],
+                             S[i].recall, S[i].n, S[i].pass, S[i].n, S[i].total_med);
                     lcx__buf_printf(&pts, "%s%.1f,%.1f", pts.len ? " " : "", X(zi), yy);
-                    lcx__buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\" stroke=\"white\" "
-                                       "stroke-width=\"1\"><title>%s %d tokens: %d/%d kept, median %.2f s</title></circle>\n",
-                                   X(zi), yy, ARM_COLOR[a], lcx__ramp_arm_name(a), sizes[zi], S[i].recall, S[i].n,
-                                   S[i].total_med);
+                    svg_marker(&marks, k, X(zi), yy, title);
                 }
             if (pts.len)
                 lcx__buf_printf(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
-                                   "stroke-linejoin=\"round\"/>\n", pts.data, ARM_COLOR[a]);
+                                   "stroke-linejoin=\"round\"%s/>\n", pts.data, ARM_COLOR[k->arm],
+                               k->arm != LCX_RAMP_BASELINE && k->direction == TRIATT_EVICT_HIGH ? " stroke-dasharray=\"7 4\"" : "");
+            if (marks.len) lcx__buf_append(&b, marks.data, marks.len);
             lcx__buf_free(&pts);
+            lcx__buf_free(&marks);
         }
         for (int zi = 0; zi < nz; zi++) {
             char sz[16];
@@ -505,20 +684,23 @@ char *lcx__ramp_svg(const char *model, const lcx_ramp_cell *c, int n)
     }
     lcx__buf_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" fill=\"#333\" text-anchor=\"middle\">context size "
                        "(tokens)</text>\n", L + pw / 2, T + 2 * PH + GAP + 38);
-    /* legend: per arm, cells kept and answers passed over the whole run */
-    for (int a = 0; a < LCX_RAMP_NARMS; a++) {
+    /* legend: per series, cells kept and answers passed over the whole run */
+    for (int si = 0; si < nser; si++) {
+        const lcx_ramp_cell *k = &ser[si];
         int cells = 0, pass = 0, kept = 0;
         for (int i = 0; i < ns; i++)
-            if (S[i].arm == a) { cells += S[i].n; pass += S[i].pass; kept += S[i].recall; }
-        if (!cells) continue;
-        double ly = T + 16 + a * 52;
-        lcx__buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"/>"
-                           "<circle cx=\"%.0f\" cy=\"%.0f\" r=\"4.5\" fill=\"%s\"/>"
-                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" font-weight=\"bold\" fill=\"#111\">%s</text>"
+            if (same_series(&S[i].key, k)) { cells += S[i].n; pass += S[i].pass; kept += S[i].recall; }
+        char nm[96];
+        series_name(k, show_rescue, show_dir, show_mode, nm, sizeof nm);
+        const double ly = T + 16 + si * LEG_H;
+        lcx__buf_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"%s/>",
+                       L + pw + 16, ly, L + pw + 42, ly, ARM_COLOR[k->arm],
+                       k->arm != LCX_RAMP_BASELINE && k->direction == TRIATT_EVICT_HIGH ? " stroke-dasharray=\"7 4\"" : "");
+        svg_marker(&b, k, L + pw + 29, ly, NULL);
+        lcx__buf_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"13\" font-weight=\"bold\" fill=\"#111\">%s</text>"
                            "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#444\">fact kept %d/%d</text>"
                            "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#777\">answer PASS %d/%d</text>\n",
-                       L + pw + 16, ly, L + pw + 42, ly, ARM_COLOR[a], L + pw + 29, ly, ARM_COLOR[a], L + pw + 50, ly + 5,
-                       lcx__ramp_arm_name(a), L + pw + 50, ly + 21, kept, cells, L + pw + 50, ly + 35, pass, cells);
+                       L + pw + 50, ly + 5, nm, L + pw + 50, ly + 21, kept, cells, L + pw + 50, ly + 35, pass, cells);
     }
 #undef X
     lcx__buf_puts(&b, "</svg>\n");

@@ -2,10 +2,11 @@
  * reference (qwen3 q/k norms + explicit head size, llama with linear rope scaling), model
  * refusal (unknown architecture, missing tensor, bad shape), KV cache cell removal without
  * RoPE shift, ubatch splitting, batch vs token-by-token, thread-count invariance, context
- * full, and the sampler. */
+ * full, the sampler, and query-tiled attention against the untiled kernel. */
 #include "testutil.h"
 #include "rand_model.h"
 #include "longctx/engine.h"
+#include "engine/ctx.h"   /* att_qt: the attention query tile */
 #include "engine/gguf.h"
 #include "engine/quant.h"
 #include "util/util.h"
@@ -241,6 +242,55 @@ static void test_kv_remove_paths_agree(void **st)
     assert_int_equal(eng_kv_max_pos(a), 32);
     eng_ctx_free(a);
     eng_ctx_free(b);
+    eng_model_free(m);
+}
+
+/* Query-tiled attention (att_qt tokens per task) against one token per task: bit-identical
+ * for a prefill (cells in position order); after removing cells from the middle, a batch
+ * whose new tokens land in the freed cells (a tile's rows then mask cells that sit between
+ * the ones they see, so the 8-wide blocks of a row's scores and softmax sum fall
+ * differently) agrees to float rounding (~1e-6; a wrong mask moves logits by > 1e-2). Both the rand model (4/2 heads: 8 tokens per tile) and a
+ * fixture with ragged tile ends (43 tokens). */
+static void att_tiles_case(eng_model *m, int n0)
+{
+    const int nv = eng_model_get_info(m)->n_vocab;
+    eng_ctx_params p = eng_ctx_default_params();
+    p.n_ctx = 256;
+    eng_ctx *a, *b;
+    assert_int_equal(eng_ctx_init(m, &p, &a), 0);
+    assert_int_equal(eng_ctx_init(m, &p, &b), 0);
+    assert_true(a->att_qt > 1);
+    b->att_qt = 1;                                   /* scratch is sized for the larger tile */
+    int32_t toks[160];
+    for (int i = 0; i < 160; i++) toks[i] = (i * 53 + 7) % nv;
+    assert_int_equal(eng_decode(a, toks, NULL, n0, true), 0);
+    assert_int_equal(eng_decode(b, toks, NULL, n0, true), 0);
+    for (int t = 0; t < n0; t++)
+        if (memcmp(eng_logits(a, t), eng_logits(b, t), nv * sizeof(float))) fail_msg("prefill: token %d differs", t);
+    assert_int_equal(eng_kv_remove_pos(a, 5, 26), 21);
+    assert_int_equal(eng_kv_remove_pos(b, 5, 26), 21);
+    assert_int_equal(eng_decode(a, toks + n0, NULL, 37, true), 0);
+    assert_int_equal(eng_decode(b, toks + n0, NULL, 37, true), 0);
+    assert_int_equal(eng_kv_cell_pos(a, 5), n0);     /* interleaved: new positions in old cells */
+    double worst = 0;
+    for (int t = 0; t < 37; t++)
+        for (int i = 0; i < nv; i++) worst = fmax(worst, fabs(eng_logits(a, t)[i] - eng_logits(b, t)[i]));
+    if (worst > 1e-5) fail_msg("interleaved cells: max |diff| %.3g", worst);
+    eng_ctx_free(a);
+    eng_ctx_free(b);
+}
+
+static void test_att_tiles(void **st)
+{
+    (void)st;
+    char path[512];
+    snprintf(path, sizeof path, "%s/tiles.gguf", g_dir);
+    write_model(path, &(mspec){"qwen2", NULL, 0, 0, false, 0, false});
+    eng_model *m = load_ok(path);
+    att_tiles_case(m, 100);
+    eng_model_free(m);
+    m = load_ok(tu_fixture("gguf/tiny-llama256-q4_k_m.gguf"));
+    att_tiles_case(m, 43);
     eng_model_free(m);
 }
 
@@ -510,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kv_remove_no_shift),
         cmocka_unit_test(test_kv_remove_paths_agree),
+        cmocka_unit_test(test_att_tiles),
         cmocka_unit_test(test_ubatch_threads_sequential),
         cmocka_unit_test(test_weights_copy_matches_mapping),
         cmocka_unit_test(test_q_hook),

@@ -1,12 +1,14 @@
 /* The rescue ramp against a REAL longctx-svc (started here through lcx_sidecar) with a tiny
  * random-weight model: V3 alone loses the planted fact from the cache, V3 + longctx keeps
  * it — cache-level recall 100 % over 10 seeds × 3 depths, for two-turn and single-turn
- * rescue. Plus the blob's shape (SPEC §6 texts, fact at its depth) and the JSON/SVG
- * outputs. */
+ * rescue. Plus the blob's shape (SPEC §6 texts, fact at its depth), the JSON/SVG
+ * outputs, and the policy lists (--direction, --mode): every V3 cell once per
+ * configuration, the baseline once, and each configuration reaching the eviction. */
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "eval/lcx_eval.h"
 #include "longctx/lcx_sidecar.h"
+#include "longctx/triatt.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -106,13 +108,33 @@ static void run_ramp(int rescue)
     assert_string_equal(cJSON_GetObjectItem(d, "model")->valuestring, "tiny.gguf");
     const cJSON *arr = cJSON_GetObjectItem(d, "cells");
     assert_int_equal(cJSON_GetArraySize(arr), n);
-    static const char *const keys[] = {"size", "arm", "rescue", "depth", "seed", "t1_s", "t2_s", "evicted_pct",
-                                       "rounds", "answer", "cache_recall", "total_s"};
+    static const char *const keys[] = {"size", "arm", "rescue", "direction", "mode", "depth", "seed", "t1_s", "t2_s",
+                                       "evicted_pct", "rounds", "answer", "cache_recall", "total_s"};
     const cJSON *e0 = cJSON_GetArrayItem(arr, 0);
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) assert_non_null(cJSON_GetObjectItem(e0, keys[k]));
     assert_int_equal(cJSON_GetArraySize(e0), (int)(sizeof keys / sizeof *keys));
     assert_string_equal(cJSON_GetObjectItem(e0, "rescue")->valuestring, lcx__ramp_rescue_name(rescue));
+    assert_string_equal(cJSON_GetObjectItem(e0, "direction")->valuestring, "keep_high");
+    assert_string_equal(cJSON_GetObjectItem(e0, "mode")->valuestring, "trig");
     cJSON_Delete(d);
+    /* and back: --replay reads what --json wrote */
+    lcx_ramp_cell *back = NULL;
+    int nb = 0;
+    char *mname = NULL;
+    assert_int_equal(lcx__ramp_json_read(j, &back, &nb, &mname), 0);
+    assert_int_equal(nb, n);
+    assert_string_equal(mname, "tiny.gguf");
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(back[i].arm, c[i].arm);
+        assert_int_equal(back[i].rescue, c[i].rescue);
+        assert_int_equal(back[i].direction, c[i].direction);
+        assert_int_equal(back[i].seed, c[i].seed);
+        assert_int_equal(back[i].cache_recall, c[i].cache_recall);
+        assert_int_equal(back[i].answer, c[i].answer);
+        assert_int_equal(back[i].rounds, c[i].rounds);
+    }
+    free(back);
+    free(mname);
     free(j);
     char *svg = lcx__ramp_svg("tiny.gguf", c, n);
     assert_non_null(svg);
@@ -125,6 +147,81 @@ static void run_ramp(int rescue)
 
 static void test_ramp_two_turn(void **st) { (void)st; run_ramp(LCX_RAMP_TWO_TURN); }
 static void test_ramp_single_turn(void **st) { (void)st; run_ramp(LCX_RAMP_SINGLE_TURN); }
+
+/* --direction keep_high,evict_high --mode trig,recency: 4 V3 configurations per (depth,
+ * seed), the baseline once. Trig keeps different cells for the two directions; the recency
+ * control ignores the direction (libtriatt) but keeps other cells than trig. */
+static void test_policy_lists(void **st)
+{
+    (void)st;
+    lcx_ramp_opts o;
+    lcx__ramp_defaults(&o);
+    o.model_path = g_model;
+    o.sizes[0] = 2048;
+    o.n_sizes = 1;
+    o.arms[LCX_RAMP_V3_LONGCTX] = false;
+    o.depths[0] = 0.3;
+    o.depths[1] = 0.7;
+    o.n_depths = 2;
+    o.n_seeds = 2;
+    o.first_seed = 5;
+    o.budget_frac = 0.8;
+    o.n_ubatch = 128;
+    o.max_gen = 4;
+    o.directions[0] = TRIATT_KEEP_HIGH;
+    o.directions[1] = TRIATT_EVICT_HIGH;
+    o.n_directions = 2;
+    o.modes[0] = TRIATT_MODE_TRIG;
+    o.modes[1] = TRIATT_MODE_RECENCY;
+    o.n_modes = 2;
+    lcx_ramp_cell *c = NULL;
+    int n = 0;
+    char err[512] = "";
+    if (lcx__ramp_run(&o, &c, &n, err, sizeof err) < 0) fail_msg("ramp: %s", err);
+    assert_int_equal(n, 4 + 4 * 4);
+    int nbase = 0, per[2][3] = {{0}};
+    for (int i = 0; i < n; i++) {
+        assert_in_range(c[i].seed, 5, 6);
+        if (c[i].arm == LCX_RAMP_BASELINE) { nbase++; assert_int_equal(c[i].rounds, 0); continue; }
+        assert_true(c[i].rounds > 0);
+        per[c[i].direction][c[i].mode]++;
+    }
+    assert_int_equal(nbase, 4);
+    assert_int_equal(per[TRIATT_KEEP_HIGH][TRIATT_MODE_TRIG], 4);
+    assert_int_equal(per[TRIATT_EVICT_HIGH][TRIATT_MODE_TRIG], 4);
+    assert_int_equal(per[TRIATT_KEEP_HIGH][TRIATT_MODE_RECENCY], 4);
+    assert_int_equal(per[TRIATT_EVICT_HIGH][TRIATT_MODE_RECENCY], 4);
+    /* the same (depth, seed) under each configuration */
+    for (int i = 0; i < n; i++) {
+        if (c[i].arm != LCX_RAMP_V3 || c[i].direction != TRIATT_KEEP_HIGH || c[i].mode != TRIATT_MODE_TRIG) continue;
+        const lcx_ramp_cell *eh = NULL, *rk = NULL, *re = NULL;
+        for (int k = 0; k < n; k++) {
+            if (c[k].arm != LCX_RAMP_V3 || c[k].seed != c[i].seed || c[k].depth != c[i].depth) continue;
+            if (c[k].mode == TRIATT_MODE_TRIG && c[k].direction == TRIATT_EVICT_HIGH) eh = &c[k];
+            if (c[k].mode == TRIATT_MODE_RECENCY && c[k].direction == TRIATT_KEEP_HIGH) rk = &c[k];
+            if (c[k].mode == TRIATT_MODE_RECENCY && c[k].direction == TRIATT_EVICT_HIGH) re = &c[k];
+        }
+        assert_non_null(eh); assert_non_null(rk); assert_non_null(re);
+        assert_true(c[i].kept_sig != eh->kept_sig);     /* the direction reached the eviction */
+        assert_true(c[i].kept_sig != rk->kept_sig);     /* so did the mode */
+        assert_true(rk->kept_sig == re->kept_sig);      /* recency: direction-free */
+    }
+    /* table and chart: one row / series per configuration */
+    char *svg = lcx__ramp_svg("tiny.gguf", c, n);
+    assert_non_null(svg);
+    assert_non_null(strstr(svg, "evict_high"));
+    assert_non_null(strstr(svg, "recency"));
+    assert_non_null(strstr(svg, "stroke-dasharray"));  /* evict_high lines are dashed */
+    free(svg);
+    char *j = lcx__ramp_json("tiny.gguf", c, n);
+    cJSON *d = cJSON_Parse(j);
+    const cJSON *e0 = cJSON_GetArrayItem(cJSON_GetObjectItem(d, "cells"), 0);
+    assert_string_equal(cJSON_GetObjectItem(e0, "arm")->valuestring, "baseline");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(e0, "direction")));   /* the baseline evicts nothing */
+    cJSON_Delete(d);
+    free(j);
+    free(c);
+}
 
 static void test_refusals(void **st)
 {
@@ -143,6 +240,10 @@ static void test_refusals(void **st)
     o.sizes[0] = 300;
     assert_int_equal(lcx__ramp_run(&o, &c, &n, err, sizeof err), LCX_EINVAL);   /* too small for V3 */
     assert_non_null(strstr(err, "too small"));
+    o.sizes[0] = 4096;
+    o.n_directions = 1;
+    o.directions[0] = 7;
+    assert_int_equal(lcx__ramp_run(&o, &c, &n, err, sizeof err), LCX_EINVAL);   /* no such direction */
 }
 
 int main(void)
@@ -150,6 +251,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blob),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_policy_lists),
         cmocka_unit_test(test_ramp_two_turn),
         cmocka_unit_test(test_ramp_single_turn),
     };

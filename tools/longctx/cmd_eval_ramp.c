@@ -1,9 +1,12 @@
 /* longctx eval ramp — the planted-fact rescue ramp (SPEC §6; src/eval/ramp.c).
  *   longctx eval ramp -m MODEL.gguf --sizes 8k,16k,32k,64k [--arms baseline,v3,v3+longctx]
- *        [--depths 0.1,0.5,0.9] [--seeds N] [--rescue single-turn|two-turn] [--budget-frac 0.9]
+ *        [--depths 0.1,0.5,0.9] [--seeds N] [--rescue single-turn|two-turn[,...]] [--budget-frac 0.9]
+ *        [--direction keep_high|evict_high[,...]] [--mode trig|random|recency[,...]]
+ *        [--first-seed S] [--cells-out FILE (each cell appended as a one-line JSON on the way)]
  *        [--longctx-endpoint URL] [--json] [--svg FILE] [-t THREADS] [--ubatch N] [--max-gen N]
  *        [--window N --prefix N --warmup N --hybrid 0|1|2] [--svc-bin PATH] [--prepopulate 0|1]
- *   longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--seed S]
+ *   longctx eval ramp --replay FILE.json[,FILE.json...] [--json] [--svg FILE]
+ *   longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--blocks N] [--seed S]
  * Without --longctx-endpoint (and with the v3+longctx arm) a private longctx-svc is started
  * as a sidecar on a free port with a temporary data directory, and stopped at the end. */
 #define _GNU_SOURCE
@@ -25,12 +28,17 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: longctx eval ramp -m MODEL.gguf --sizes 8k,16k,32k,64k[,128k,256k]\n"
             "         [--arms baseline,v3,v3+longctx] [--depths 0.1,0.5,0.9] [--seeds N]\n"
-            "         [--rescue single-turn|two-turn] [--budget-frac F (0.9)] [--longctx-endpoint URL]\n"
+            "         [--rescue single-turn|two-turn[,...]] [--direction keep_high|evict_high[,...]]\n"
+            "         [--mode trig|random|recency[,...]] [--budget-frac F (0.9)] [--longctx-endpoint URL]\n"
+            "         [--first-seed S (1)] [--cells-out FILE (append each cell as it ends, one JSON line)]\n"
             "         [--json] [--svg FILE] [-t THREADS] [--ubatch N (512)] [--max-gen N (16)]\n"
             "         [--window 128] [--prefix 32] [--warmup 256] [--hybrid 2] [--svc-bin PATH]\n"
             "         [--prepopulate 0|1 (1: the first over-budget prompt is also posted to longctx)]\n"
-            "       longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--seed S]\n"
-            "  Without --longctx-endpoint a private longctx-svc sidecar serves the v3+longctx arm.\n");
+            "       longctx eval ramp --replay FILE.json[,FILE.json...] [--json] [--svg FILE]\n"
+            "       longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--blocks N] [--seed S]\n"
+            "  Without --longctx-endpoint a private longctx-svc sidecar serves the v3+longctx arm.\n"
+            "  A list in --rescue/--direction/--mode runs every V3 cell once per value (the baseline once);\n"
+            "  --replay prints the table (or JSON, SVG) of earlier --json outputs, merged.\n");
 }
 
 static int parse_size(const char *s, int *out)
@@ -52,23 +60,101 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
     return remove(p);
 }
 
+typedef struct { FILE *cells_out; const char *model; } progress;
+
 static void on_cell(void *ud, const lcx_ramp_cell *c, int i, int n)
 {
-    (void)ud;
-    fprintf(stderr, "[ramp %d/%d] %d tokens %-10s depth %.2f seed %d: %s, answer %s, %.2f s\n", i, n, c->size,
-            lcx__ramp_arm_name(c->arm), c->depth, c->seed, c->cache_recall ? "fact kept" : "fact LOST",
-            lcx__niah_grade_name(c->answer), c->total_s);
+    const progress *pg = ud;
+    if (pg && pg->cells_out) {
+        /* the --json shape with one cell, so --replay reads these lines like a whole run */
+        char *j = lcx__ramp_json(pg->model, c, 1);
+        if (j) { fprintf(pg->cells_out, "%s\n", j); fflush(pg->cells_out); free(j); }
+    }
+    char cfg[64] = "";
+    if (c->arm != LCX_RAMP_BASELINE)
+        snprintf(cfg, sizeof cfg, " %s %s %s", lcx__ramp_rescue_name(c->rescue), lcx__ramp_direction_name(c->direction),
+                 lcx__ramp_mode_name(c->mode));
+    fprintf(stderr, "[ramp %d/%d] %d tokens %s%s depth %.2f seed %d: %s, answer %s, evicted %.1f%%, %d rounds, %.2f s\n", i,
+            n, c->size, lcx__ramp_arm_name(c->arm), cfg, c->depth, c->seed, c->cache_recall ? "fact kept" : "fact LOST",
+            lcx__niah_grade_name(c->answer), c->evicted_pct, c->rounds, c->total_s);
+}
+
+/* a comma list of names -> indexes via name(i), i < n; at most cap; -1 on an unknown one */
+static int parse_names(const char *v, const char *(*name)(int), int n, int *out, int cap, const char *flag)
+{
+    int k = 0;
+    char *d = strdup(v), *sp = NULL;
+    if (!d) return -1;
+    for (char *t = strtok_r(d, ",", &sp); t; t = strtok_r(NULL, ",", &sp)) {
+        int j = 0;
+        while (j < n && strcmp(t, name(j))) j++;
+        if (j == n || k == cap) {
+            fprintf(stderr, "longctx eval ramp: bad %s value '%s' (", flag, t);
+            for (int i = 0; i < n; i++) fprintf(stderr, "%s%s", i ? ", " : "", name(i));
+            fprintf(stderr, "; at most %d)\n", cap);
+            free(d);
+            return -1;
+        }
+        out[k++] = j;
+    }
+    free(d);
+    return k ? k : -1;
+}
+
+static int cmd_replay(const char *files, bool json, const char *svg)
+{
+    lcx_ramp_cell *cells = NULL;
+    int n = 0, status = 0;
+    char *model = NULL, *d = strdup(files), *sp = NULL;
+    for (char *f = d ? strtok_r(d, ",", &sp) : NULL; f; f = strtok_r(NULL, ",", &sp)) {
+        char *txt = NULL;
+        size_t len = 0;
+        int rc = lcx__read_file(f, 1u << 30, &txt, &len);
+        /* one JSON document per line: a --json output is one line, --cells-out one per cell */
+        for (char *ln = rc >= 0 ? txt : NULL, *nl; ln && *ln; ln = nl ? nl + 1 : NULL) {
+            if ((nl = strchr(ln, '\n'))) *nl = 0;
+            if (*ln && (rc = lcx__ramp_json_read(ln, &cells, &n, &model)) < 0) break;
+        }
+        free(txt);
+        if (rc < 0) { fprintf(stderr, "longctx eval ramp --replay: %s: %s\n", f, lcx_strerror(rc)); status = 1; break; }
+    }
+    free(d);
+    if (!status) {
+        if (json) {
+            char *j = lcx__ramp_json(model, cells, n);
+            if (!j) status = 1;
+            else { puts(j); free(j); }
+        } else lcx__ramp_print_table(stdout, cells, n);
+        if (svg) {
+            char *s = lcx__ramp_svg(model, cells, n);
+            if (!s || lcx__write_file_atomic(svg, s, strlen(s)) < 0) {
+                fprintf(stderr, "longctx eval ramp: cannot write %s\n", svg);
+                status = 1;
+            }
+            free(s);
+        }
+    }
+    free(cells);
+    free(model);
+    return status;
 }
 
 static int cmd_ramp_model(int argc, char **argv)
 {
     const char *out = NULL, *shape = "tiny";
     unsigned long long seed = 1;
+    long blocks = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--shape") && v) { shape = v; i++; }
         else if (!strcmp(a, "--seed") && v) { seed = strtoull(v, NULL, 10); i++; }
+        else if (!strcmp(a, "--blocks") && v) {
+            char *e = NULL;
+            blocks = strtol(v, &e, 10);
+            if (*e || blocks < 1 || blocks > 256) { fprintf(stderr, "longctx eval ramp-model: --blocks 1..256\n"); return 2; }
+            i++;
+        }
         else if (a[0] != '-' && !out) out = a;
         else { fprintf(stderr, "longctx eval ramp-model: bad argument %s\n", a); usage(stderr); return 2; }
     }
@@ -76,6 +162,14 @@ static int cmd_ramp_model(int argc, char **argv)
     if (!out || lcx__ramp_model_shape(shape, &sh) < 0) {
         fprintf(stderr, "longctx eval ramp-model: need OUT.gguf and --shape tiny|qwen2.5-0.5b\n");
         return 2;
+    }
+    /* fewer blocks, same width / heads / GQA / vocabulary: what a long ramp can afford on a
+     * small CPU (prefill time is per block; the eviction and rescue path is the same) */
+    char nm[64];
+    if (blocks > 0 && blocks != sh.n_layer) {
+        snprintf(nm, sizeof nm, "%s-%ldblk", sh.name, blocks);
+        sh.name = nm;
+        sh.n_layer = (int)blocks;
     }
     int rc = lcx__ramp_write_model(out, &sh, seed);
     if (rc < 0) { fprintf(stderr, "longctx eval ramp-model: %s: %s\n", out, lcx_strerror(rc)); return 1; }
@@ -87,7 +181,7 @@ int cmd_eval_ramp(int argc, char **argv)
     if (argc >= 1 && !strcmp(argv[0], "ramp-model")) return cmd_ramp_model(argc, argv);
     lcx_ramp_opts o;
     lcx__ramp_defaults(&o);
-    const char *svg = NULL, *svc_bin = NULL, *endpoint = NULL;
+    const char *svg = NULL, *svc_bin = NULL, *endpoint = NULL, *replay = NULL, *cells_out = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -135,10 +229,14 @@ int cmd_eval_ramp(int argc, char **argv)
             free(d);
         } else if (!strcmp(a, "--seeds")) { o.n_seeds = (int)strtol(v, &e, 10); if (*e || o.n_seeds < 1 || o.n_seeds > 1000) { fprintf(stderr, "longctx eval ramp: --seeds 1..1000\n"); return 2; } }
         else if (!strcmp(a, "--rescue")) {
-            if (!strcmp(v, "single-turn")) o.rescue = LCX_RAMP_SINGLE_TURN;
-            else if (!strcmp(v, "two-turn")) o.rescue = LCX_RAMP_TWO_TURN;
-            else { fprintf(stderr, "longctx eval ramp: --rescue single-turn|two-turn\n"); return 2; }
-        } else if (!strcmp(a, "--budget-frac")) { o.budget_frac = strtod(v, &e); if (*e || o.budget_frac <= 0 || o.budget_frac > 1) { fprintf(stderr, "longctx eval ramp: --budget-frac in (0, 1]\n"); return 2; } }
+            if ((o.n_rescues = parse_names(v, lcx__ramp_rescue_name, 2, o.rescues, 2, a)) < 0) return 2;
+        } else if (!strcmp(a, "--direction")) {
+            if ((o.n_directions = parse_names(v, lcx__ramp_direction_name, 2, o.directions, 2, a)) < 0) return 2;
+        } else if (!strcmp(a, "--mode")) {
+            if ((o.n_modes = parse_names(v, lcx__ramp_mode_name, 3, o.modes, 3, a)) < 0) return 2;
+        } else if (!strcmp(a, "--replay")) replay = v;
+        else if (!strcmp(a, "--cells-out")) cells_out = v;
+        else if (!strcmp(a, "--first-seed")) { o.first_seed = (int)strtol(v, &e, 10); if (*e || o.first_seed < 0 || o.first_seed > 1000000) { fprintf(stderr, "longctx eval ramp: --first-seed 0..1000000\n"); return 2; } } else if (!strcmp(a, "--budget-frac")) { o.budget_frac = strtod(v, &e); if (*e || o.budget_frac <= 0 || o.budget_frac > 1) { fprintf(stderr, "longctx eval ramp: --budget-frac in (0, 1]\n"); return 2; } }
         else if (!strcmp(a, "--longctx-endpoint")) endpoint = v;
         else if (!strcmp(a, "--svg")) svg = v;
         else if (!strcmp(a, "--svc-bin")) svc_bin = v;
@@ -155,6 +253,7 @@ int cmd_eval_ramp(int argc, char **argv)
         else if (!strcmp(a, "--hybrid")) { o.hybrid = (int)strtol(v, &e, 10); if (*e || o.hybrid < 0 || o.hybrid > 2) { fprintf(stderr, "longctx eval ramp: --hybrid 0|1|2\n"); return 2; } }
         else { fprintf(stderr, "longctx eval ramp: unknown flag %s\n", a); usage(stderr); return 2; }
     }
+    if (replay) return cmd_replay(replay, json, svg);
     if (!o.model_path || o.n_sizes == 0) { usage(stderr); return 2; }
     lcx_sidecar *sc = NULL;
     char tmpd[] = "/tmp/longctx-ramp-XXXXXX";
@@ -189,6 +288,15 @@ int cmd_eval_ramp(int argc, char **argv)
     }
     o.endpoint = endpoint;
     o.on_cell = on_cell;
+    const char *mbase = strrchr(o.model_path, '/');
+    progress pg = {NULL, mbase ? mbase + 1 : o.model_path};
+    if (cells_out && !(pg.cells_out = fopen(cells_out, "a"))) {
+        fprintf(stderr, "longctx eval ramp: cannot open %s: %s\n", cells_out, strerror(errno));
+        if (sc) lcx_sidecar_stop(sc, 5000);
+        if (made_tmp) nftw(tmpd, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+        return 1;
+    }
+    o.ud = &pg;
     lcx_ramp_cell *cells = NULL;
     int n = 0;
     char err[512] = "";
@@ -217,6 +325,7 @@ int cmd_eval_ramp(int argc, char **argv)
         }
     }
     free(cells);
+    if (pg.cells_out) fclose(pg.cells_out);
     if (sc) lcx_sidecar_stop(sc, 5000);
     if (made_tmp) nftw(tmpd, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     return status;
