@@ -69,6 +69,12 @@ CC=$cc cmake -S . -B $bd -DCMAKE_BUILD_TYPE=Release -DLCX_FUZZ=ON "${opt[@]}" >/
 
 fx=${LCX_FIXTURES:-$root/../shared/fixtures}
 export LCX_FIXTURES=$fx
+# The targets' temp folders (the gguf and safetensors targets write their input to a file
+# each run; the service targets keep their store there) on tmpfs when there is one: on the
+# VM's disk the safetensors target ran 248-1,600 inputs/s, on /dev/shm about 6,000.
+# LCX_FUZZ_TMPDIR overrides.
+if [ -n "${LCX_FUZZ_TMPDIR:-}" ]; then export TMPDIR=$LCX_FUZZ_TMPDIR
+elif [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
 dict_of() {
   case "$1" in
     http) echo tests/fuzz/dict/http.dict ;;
