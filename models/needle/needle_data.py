@@ -253,9 +253,10 @@ class Sample:
 
     def __init__(self, offset=0):
         self.ids, self.pos, self.tgt, self.text = [BOS], [offset], [-1], []
+        self.fill = [0]    # 1 = a filler token of the blob (train.py's long-context stage)
         self.next = offset + 1
 
-    def add(self, tok, text, first=False, keep=None, reply=False):
+    def add(self, tok, text, first=False, keep=None, reply=False, fill=False):
         t = tok.encode(text, first)
         self.text.append(text)
         n0 = len(self.ids)
@@ -264,6 +265,7 @@ class Sample:
                 self.ids.append(x)
                 self.pos.append(self.next + i)
                 self.tgt.append(-1)
+                self.fill.append(1 if fill else 0)
         self.next += len(t)
         if reply:
             # each reply token is predicted at the position before it; EOS after the last
@@ -332,7 +334,7 @@ def build(tok, r, n_blob_tokens=None, facts=None, ask=None, fmt=None, evict=None
     for n, (text, fi) in enumerate(pieces):
         t = text if n == 0 else " " + text
         if fi is None:
-            S.add(tok, t, keep=filler_keep if evict > 0 else None)
+            S.add(tok, t, keep=filler_keep if evict > 0 else None, fill=True)
         else:
             gone = fi in rescued and r.below(4) > 0      # evicted, comes back in the rescue
             S.add(tok, t, keep=(lambda i: False) if gone else None)

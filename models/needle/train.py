@@ -76,13 +76,18 @@ class Model(torch.nn.Module):
         rot = torch.stack((ra, rb), dim=-1).flatten(-2)
         return torch.cat((rot, x[..., nr:]), dim=-1)
 
-    def forward(self, ids, pos, q_chunk=0):
+    def forward(self, ids, pos, q_chunk=0, kbias=None):
+        """kbias (B, T): added to every head's score on that key (training only: ln K on a
+        filler token stands for K copies of it, a K-times longer context; the engine has no
+        such input and runs with 0)."""
         B, T = ids.shape
         H, KV, hd = self.c["n_heads"], self.c["n_kv_heads"], self.hd
         x = self.emb(ids)
         # (B, 1, Tq, Tk) additive: causal by position, so padding placed after is never seen
         mask = torch.zeros(B, 1, T, T, dtype=x.dtype).masked_fill(
             (pos[:, None, :] > pos[:, :, None])[:, None], float("-inf"))
+        if kbias is not None:
+            mask = mask + kbias.to(x.dtype)[:, None, None, :]
         tab = self.rope_tables(pos, x.dtype)
         for m in self.layers:
             h = self.rms(x, m.an)
@@ -215,16 +220,37 @@ def make_sample1(tok, r, blob_lo, blob_hi, easy_frac):
     return nd.build(tok, r, n_blob_tokens=n_blob, facts=facts, ask=ask)[0]
 
 
-def batches(seed, bsz, blob_lo=16, blob_hi=256, easy_frac=0.3, max_len=0):
+def long_view(s, r, mult_max, hole_frac, hole_max):
+    """The long-context stage's view of a sample (needle_data.build stays as it is): with
+    probability hole_frac one position hole of log-uniform 1K..hole_max positions at a random
+    filler token of the blob (facts end up up to hole_max positions before the question, as
+    after a long context or V3's evictions); and a multiplicity K, log-uniform in
+    [1, mult_max], for every filler token (kbias ln K: the softmax sees each filler key K
+    times, the dilution of a K-times longer filler). Returns the kbias list."""
+    fill = [i for i, f in enumerate(s.fill) if f]
+    if fill and hole_frac > 0 and r.uniform() < hole_frac:
+        at = fill[r.below(len(fill))]
+        g = int(1024 * (hole_max / 1024) ** r.uniform())
+        s.pos = s.pos[:at] + [p + g for p in s.pos[at:]]
+    lk = math.log(mult_max) * r.uniform() if mult_max > 1 else 0.0
+    return [lk * f for f in s.fill]
+
+
+def batches(seed, bsz, blob_lo=16, blob_hi=256, easy_frac=0.3, max_len=0, mult_max=0,
+            hole_frac=0.0, hole_max=65536):
     tok = nd.Tok()
     r = nd.Rng(seed)
+    r2 = nd.Rng(seed ^ 0x10C6)     # the long stage's own stream: the samples stay the same
     while True:
         ss = [make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len) for _ in range(bsz)]
+        kb = [long_view(s, r2, mult_max, hole_frac, hole_max) if (mult_max or hole_frac) else None
+              for s in ss]
         T = max(len(s.ids) for s in ss)
         ids = torch.zeros(bsz, T, dtype=torch.long)
         pos = torch.zeros(bsz, T, dtype=torch.long)
         tgt = torch.full((bsz, T), -1, dtype=torch.long)
         lm = torch.full((bsz, T), -1, dtype=torch.long)
+        kbias = torch.zeros(bsz, T) if kb[0] is not None else None
         for b, s in enumerate(ss):
             n = len(s.ids)
             ids[b, :n] = torch.tensor(s.ids)
@@ -232,8 +258,10 @@ def batches(seed, bsz, blob_lo=16, blob_hi=256, easy_frac=0.3, max_len=0):
             pos[b, n:] = s.pos[-1] + 1 + torch.arange(T - n)   # padding after: never seen
             tgt[b, :n] = torch.tensor(s.tgt)
             lm[b, :n - 1] = ids[b, 1:n]     # next token everywhere (repeated filler: induction)
+            if kbias is not None:
+                kbias[b, :n] = torch.tensor(kb[b])
         lm[tgt >= 0] = -1
-        yield ids, pos, tgt, lm
+        yield ids, pos, tgt, lm, kbias
 
 
 DIGITS = list(range(48 + 3, 58 + 3))      # tok512 ids of '0'..'9' (byte tokens)
@@ -302,6 +330,26 @@ def greedy_eval(model, cases, max_gen=10):
     return ok / B, replies
 
 
+@torch.no_grad()
+def tf_eval(model, seed, blob, n, mult):
+    """Teacher-forced held-out accuracy (every digit and the EOS right) on single-fact SPEC
+    conversations of `blob` tokens, depths 5..95 %, with every filler key counted `mult`
+    times (kbias ln mult): a cheap stand-in for a mult-times longer context."""
+    tok = nd.Tok()
+    r = nd.Rng(seed * 7919 + 29)
+    ok = 0
+    for i in range(n):
+        f = (nd.heldout_name(r), nd.heldout_code(r))
+        s = nd.build(tok, r, n_blob_tokens=blob, facts=[f], ask=[0], fmt="single", evict=0.0,
+                     offset=0, kinds=("spec",), depths=[0.05 + 0.9 * i / max(1, n - 1)])[0]
+        ids, pos, tgt = torch.tensor([s.ids]), torch.tensor([s.pos]), torch.tensor([s.tgt])
+        kb = torch.tensor([s.fill], dtype=torch.float32) * math.log(mult)
+        lg = model(ids, pos, kbias=kb)
+        m = tgt >= 0
+        ok += bool((lg.argmax(-1)[m] == tgt[m]).all())
+    return ok / n
+
+
 def eval_cases(seed, size, n):
     """n held-out prompts of about size tokens, depths spread over 0.05..0.95."""
     tok = nd.Tok()
@@ -364,6 +412,13 @@ def main():
     ap.add_argument("--induction-init", action="store_true", help="start from a copy circuit (induction_init)")
     ap.add_argument("--finalize", action="store_true", help="only apply finalize() to --init and write the model")
     ap.add_argument("--init", help="start from this needle.pt (a later, longer stage)")
+    ap.add_argument("--mult", type=float, default=0, help="long stage: filler multiplicity up to this (long_view)")
+    ap.add_argument("--hole-frac", type=float, default=0, help="long stage: fraction of samples with a long position hole")
+    ap.add_argument("--hole-max", type=int, default=65536)
+    ap.add_argument("--tf-eval", type=float, nargs="*", default=[], metavar="MULT",
+                    help="also teacher-forced held-out accuracy at these multiplicities (tf_eval)")
+    ap.add_argument("--keep", action="store_true", help="keep every evaluated checkpoint (needle_sSTEP.pt)")
+    ap.add_argument("--tf-blob", type=int, default=1000)
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--eval-size", type=int, default=400)
     ap.add_argument("--eval-n", type=int, default=24)
@@ -394,7 +449,8 @@ def main():
         log.write(line + "\n")
         log.flush()
     say("args " + json.dumps(vars(a)))
-    it = batches(a.seed, a.bsz, a.blob[0], a.blob[1], a.easy, a.max_len)
+    it = batches(a.seed, a.bsz, a.blob[0], a.blob[1], a.easy, a.max_len, a.mult, a.hole_frac,
+                 a.hole_max)
     drill = drill_batches(a.seed, a.drill_bsz, a.drill_len)
     cases = eval_cases(1, a.eval_size, a.eval_n)
     ema = None
@@ -409,8 +465,8 @@ def main():
             ids, pos, tgt = next(drill)
             lm = torch.full_like(tgt, -1)
         else:
-            ids, pos, tgt, lm = next(it)
-        logits = model(ids, pos)
+            ids, pos, tgt, lm, kbias = next(it)
+        logits = model(ids, pos, kbias=None if is_drill else kbias)
         lf = logits.view(-1, logits.shape[-1])
         loss = F.cross_entropy(lf, tgt.view(-1), ignore_index=-1)
         lml = F.cross_entropy(lf, lm.view(-1), ignore_index=-1) if a.lm > 0 and not is_drill else torch.zeros(())
@@ -433,17 +489,23 @@ def main():
         if (step + 1) % a.eval_every == 0 or step == a.steps - 1:
             model.eval()
             ea, rep = greedy_eval(model, cases)
+            tfs = " ".join("tf@%dx%g %.3f" % (a.tf_blob, mu, tf_eval(model, 3, a.tf_blob, a.eval_n, mu))
+                           for mu in a.tf_eval)
+            if tfs:
+                say("eval step %d %s  %.0fs" % (step + 1, tfs, time.time() - t0))
             model.train()
             say("eval step %d heldout@%d acc %.3f  e.g. %s / %s  %.0fs" % (
                 step + 1, a.eval_size, ea, rep[:3], [c["answer"] for c in cases[:3]], time.time() - t0))
             checkpoint("")
+            if a.keep:
+                torch.save(model.state_dict(), os.path.join(a.out, "needle_s%d.pt" % (step + 1)))
         if a.minutes and time.time() - t0 > a.minutes * 60:
             break
         if a.stop and step + 1 >= a.stop:
             break
     checkpoint("")
     json.dump(dict(CFG, steps=step + 1, seed=a.seed, bsz=a.bsz, lr=a.lr, blob=a.blob, easy=a.easy,
-                   lm=a.lm, init=a.init, max_len=a.max_len, induction_init=a.induction_init, drill=a.drill, drill_bsz=a.drill_bsz, drill_len=a.drill_len, seconds=round(time.time() - t0)),
+                   lm=a.lm, init=a.init, mult=a.mult, hole_frac=a.hole_frac, hole_max=a.hole_max, max_len=a.max_len, induction_init=a.induction_init, drill=a.drill, drill_bsz=a.drill_bsz, drill_len=a.drill_len, seconds=round(time.time() - t0)),
               open(os.path.join(a.out, "train.json"), "w"))
     print("wrote", a.out, "in %.0fs" % (time.time() - t0))
 
