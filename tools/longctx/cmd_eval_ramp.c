@@ -101,6 +101,28 @@ static int parse_names(const char *v, const char *(*name)(int), int n, int *out,
     return k ? k : -1;
 }
 
+/* The cells as JSON (--json) or the table, and the chart with --svg; the exit status. */
+static int report(const char *model, const lcx_ramp_cell *cells, int n, bool json, const char *svg)
+{
+    int status = 0;
+    if (json) {
+        char *j = lcx__ramp_json(model, cells, n);
+        if (!j) status = 1;
+        else { puts(j); free(j); }
+    } else {
+        lcx__ramp_print_table(stdout, cells, n);
+    }
+    if (svg) {
+        char *s = lcx__ramp_svg(model, cells, n);
+        if (!s || lcx__write_file_atomic(svg, s, strlen(s)) < 0) {
+            fprintf(stderr, "longctx eval ramp: cannot write %s\n", svg);
+            status = 1;
+        }
+        free(s);
+    }
+    return status;
+}
+
 static int cmd_replay(const char *files, bool json, const char *svg)
 {
     lcx_ramp_cell *cells = NULL;
@@ -119,21 +141,7 @@ static int cmd_replay(const char *files, bool json, const char *svg)
         if (rc < 0) { fprintf(stderr, "longctx eval ramp --replay: %s: %s\n", f, lcx_strerror(rc)); status = 1; break; }
     }
     free(d);
-    if (!status) {
-        if (json) {
-            char *j = lcx__ramp_json(model, cells, n);
-            if (!j) status = 1;
-            else { puts(j); free(j); }
-        } else lcx__ramp_print_table(stdout, cells, n);
-        if (svg) {
-            char *s = lcx__ramp_svg(model, cells, n);
-            if (!s || lcx__write_file_atomic(svg, s, strlen(s)) < 0) {
-                fprintf(stderr, "longctx eval ramp: cannot write %s\n", svg);
-                status = 1;
-            }
-            free(s);
-        }
-    }
+    if (!status) status = report(model, cells, n, json, svg);
     free(cells);
     free(model);
     return status;
@@ -308,21 +316,7 @@ int cmd_eval_ramp(int argc, char **argv)
     } else {
         const char *base = strrchr(o.model_path, '/');
         base = base ? base + 1 : o.model_path;
-        if (json) {
-            char *j = lcx__ramp_json(base, cells, n);
-            if (!j) status = 1;
-            else { puts(j); free(j); }
-        } else {
-            lcx__ramp_print_table(stdout, cells, n);
-        }
-        if (svg) {
-            char *s = lcx__ramp_svg(base, cells, n);
-            if (!s || lcx__write_file_atomic(svg, s, strlen(s)) < 0) {
-                fprintf(stderr, "longctx eval ramp: cannot write %s\n", svg);
-                status = 1;
-            }
-            free(s);
-        }
+        status = report(base, cells, n, json, svg);
     }
     free(cells);
     if (pg.cells_out) fclose(pg.cells_out);
