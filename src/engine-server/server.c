@@ -7,12 +7,17 @@
  * the turn).
  * Streaming: a worker thread runs the turn and appends SSE events to a buffer the MHD
  * content reader drains; when the client goes away MHD frees the reader, which sets the
- * cancel flag the per-token hook checks, so generation stops at the next token. */
+ * cancel flag the per-token hook checks, so generation stops at the next token. MHD only
+ * notices when a write fails, which can be hundreds of tokens late on a busy host (the
+ * worker outruns the connection thread), so the hook also polls the client's socket for
+ * its FIN. The same check stops a non-streamed request whose client has left. A client that
+ * half-closes after sending its request counts as gone (so does llama.cpp's server). */
 #define _GNU_SOURCE
 #include "longctx/engine_server.h"
 
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -295,6 +300,7 @@ struct gen_req {
     size_t out_len, out_cap, out_off;
     bool done;
     atomic_bool cancelled;
+    int fd;                        /* the client's socket (-1: unknown), polled per token */
     int refs;
 };
 
@@ -386,11 +392,21 @@ static void emit(gen_req *g, bool final)
     }
 }
 
+/* The client closed its side (or the socket is gone). A stale fd can only be one MHD has
+ * closed, i.e. our client left already, so a wrong answer there cancels nothing new. */
+static bool client_left(int fd)
+{
+    if (fd < 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
 static int on_token(void *ud, const char *piece, int32_t tok)
 {
     (void)tok;
     gen_req *g = ud;
     if (g->srv->o.on_token) g->srv->o.on_token(g->srv->o.on_token_ud);
+    if (!atomic_load(&g->cancelled) && client_left(g->fd)) atomic_store(&g->cancelled, true);
     if (atomic_load(&g->cancelled)) return 1;
     size_t pl = strlen(piece);
     if (g->acc_len + pl + 1 > g->acc_cap) {
@@ -862,6 +878,12 @@ static enum MHD_Result reply_plain(eng_server *s, struct MHD_Connection *c, gen_
     turn_result tr;
     run_turn(g, &tr);
     turn_leave(s);
+    if (atomic_load(&g->cancelled)) {     /* the client left: nobody to answer */
+        pthread_mutex_lock(&s->mu);
+        s->cancelled++;
+        pthread_mutex_unlock(&s->mu);
+        return MHD_NO;
+    }
     if (tr.rc < 0) {
         unsigned st;
         const char *code;
@@ -905,6 +927,8 @@ static enum MHD_Result chat(eng_server *s, struct MHD_Connection *c, conn_state 
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     g->refs = 1;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    g->fd = ci ? ci->connect_fd : -1;
     g->body = body;
     g->srv = s;
     g->legacy = legacy;

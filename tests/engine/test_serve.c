@@ -679,8 +679,8 @@ static size_t abort_after_first(char *d, size_t sz, size_t nm, void *ud)
     return 0;    /* curl aborts the transfer and closes */
 }
 
-/* A streaming client that goes away: generation stops (cancelled, far short of max_tokens),
- * and the server goes on serving. */
+/* A client that goes away, streamed or not: generation stops (cancelled, far short of
+ * max_tokens), and the server goes on serving. */
 static void test_disconnect(void **st)
 {
     (void)st;
@@ -719,6 +719,25 @@ static void test_disconnect(void **st)
     const double cut = health("generated_tokens") - gen0;
     fprintf(stderr, "disconnect: %d tokens uncut, %.0f after the client left\n", n_full, cut);
     assert_true(cut >= 1 && cut < n_full / 2);
+    /* a non-streamed client that gives up (timeout) stops its generation as well */
+    const double gen1 = health("generated_tokens");
+    atomic_store(&g_gone, false);
+    atomic_store(&g_tokens, 0);
+    atomic_store(&g_armed, true);
+    c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"max_tokens\":400,\"temperature\":0,"
+                                            "\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}");
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 300L);
+    assert_int_equal(curl_easy_perform(c), CURLE_OPERATION_TIMEDOUT);
+    curl_easy_cleanup(c);
+    atomic_store(&g_gone, true);
+    wait_health("cancelled", 2);
+    wait_health("queue", 0);
+    atomic_store(&g_armed, false);
+    const double cut2 = health("generated_tokens") - gen1;
+    fprintf(stderr, "disconnect (not streamed): %.0f tokens after the client left\n", cut2);
+    assert_true(cut2 >= 1 && cut2 < n_full / 2);
     cJSON *j = post_chat(HELLO, NULL, 200);
     cJSON_Delete(j);
     eng_server_stop(g_srv);
