@@ -581,7 +581,10 @@ static void tier2_unreachable(bool hang)
         assert_int_equal(s.spans_sent, 0);
         assert_true(s.spans_dropped > 0);
         assert_true(s.rounds_failed > 0);
-        assert_int_equal(s.spans_dropped, s.spans_queued);
+        /* every queued span failed; on a busy host the sender also falls behind and the
+         * full queue refuses whole rounds (dropped without being queued) */
+        if (s.rounds_dropped == 0) assert_int_equal(s.spans_dropped, s.spans_queued);
+        else assert_true(s.spans_dropped > s.spans_queued);
     } else {
         /* the one in-flight request hangs; the queue (16 rounds) fills and later rounds drop */
         assert_true(s.rounds_dropped > 0);
