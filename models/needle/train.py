@@ -60,11 +60,18 @@ class Model(torch.nn.Module):
     def rms(self, x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.c["eps"]) * w
 
+    # "exact": float64 angles (training). "engine": the angles the engine computes (ggml /
+    # llama.cpp contract, src/engine/forward.c rope_cache), for the engine-vs-reference test.
+    rope_angles = "exact"
+
     def rope_tables(self, pos, dtype):
-        # angles in float64 (positions up to 256K), one table per forward for every layer
+        # one table per forward for every layer
         nr = self.c["n_rot"]
-        i = torch.arange(nr // 2, dtype=torch.float64)
-        ang = pos.to(torch.float64)[..., None] * self.c["theta"] ** (-2.0 * i / nr)
+        if self.rope_angles == "engine":
+            ang = torch.from_numpy(engine_rope_angles(pos.numpy(), nr, self.c["theta"]))
+        else:   # float64 (positions up to 256K)
+            i = torch.arange(nr // 2, dtype=torch.float64)
+            ang = pos.to(torch.float64)[..., None] * self.c["theta"] ** (-2.0 * i / nr)
         return ang.cos().to(dtype)[:, :, None, :], ang.sin().to(dtype)[:, :, None, :]
 
     def rope(self, x, tab):
@@ -104,6 +111,25 @@ class Model(torch.nn.Module):
             h = self.rms(x, m.fn)
             x = x + m.w2(F.silu(m.w1(h)) * m.w3(h))
         return self.rms(x, self.norm) @ self.emb.weight.T
+
+
+def engine_rope_angles(pos, n_rot, base):
+    """RoPE angles as the engine computes them (ggml_rope_cache_init, forward.c rope_cache):
+    float32 throughout, theta = (float)pos, then theta *= powf(base, -2.0f / n_rot) once per
+    pair. At position 200000 the float32 angles are off the exact pos·base^(-2i/n) by up to
+    1.5e-3 rad (pair 1; float32 spacing there is 3.9e-3), which with trained query/key norms
+    moved logits by 2.3e-3; the engine keeps it (llama.cpp-exact), so the reference does too. powf is glibc's
+    (computed in double, rounded once): numpy's own float32 power differs from it in the last
+    bit for some bases, the float64 power rounded to float32 does not. Returns float64
+    (the cos/sin after it are taken in float64 of these float32 angles)."""
+    import numpy as np
+    scale = np.float32(float(base) ** float(np.float32(-2.0) / np.float32(n_rot)))
+    theta = np.asarray(pos).astype(np.float32)
+    out = np.empty(theta.shape + (n_rot // 2,), dtype=np.float32)
+    for i in range(n_rot // 2):
+        out[..., i] = theta
+        theta = (theta * scale).astype(np.float32)
+    return out.astype(np.float64)
 
 
 @torch.no_grad()
