@@ -279,8 +279,11 @@ class Sample:
 
 
 def build(tok, r, n_blob_tokens=None, facts=None, ask=None, fmt=None, evict=None, offset=None,
-          kinds=("spec", "spec", "essay", "words", "mix"), depths=None, n_facts=None):
-    """One sample. Everything random comes from r; the arguments pin what eval needs."""
+          kinds=("spec", "spec", "essay", "words", "mix"), depths=None, n_facts=None, partial=0.0):
+    """One sample. Everything random comes from r; the arguments pin what eval needs.
+    partial: probability that a fact which comes back in the rescue message loses only some
+    of its tokens in the blob (runs dropped, as V3 leaves it when it evicts by score) instead
+    of all or none; 0 draws nothing (the streams of earlier stages stay byte-identical)."""
     if n_blob_tokens is None:
         n_blob_tokens = int(16 * (2 ** (r.uniform() * 4.0)))   # 16 .. 256 tokens, log-uniform
     if facts is None:
@@ -336,8 +339,18 @@ def build(tok, r, n_blob_tokens=None, facts=None, ask=None, fmt=None, evict=None
         if fi is None:
             S.add(tok, t, keep=filler_keep if evict > 0 else None, fill=True)
         else:
-            gone = fi in rescued and r.below(4) > 0      # evicted, comes back in the rescue
-            S.add(tok, t, keep=(lambda i: False) if gone else None)
+            if fi in rescued and partial > 0 and r.uniform() < partial:
+                # partly evicted: runs of the fact's tokens dropped, the rest kept in place
+                st = {"drop": r.below(2) == 0}
+
+                def fact_keep(_i):
+                    if r.below(4) == 0:
+                        st["drop"] = not st["drop"]
+                    return not st["drop"]
+                S.add(tok, t, keep=fact_keep)
+            else:
+                gone = fi in rescued and r.below(4) > 0      # evicted, comes back in the rescue
+                S.add(tok, t, keep=(lambda i: False) if gone else None)
         if r.below(64) == 0:     # a larger hole, as when a whole span was evicted
             S.hole(r.below(1 << 14))
     if fmt == "single":
