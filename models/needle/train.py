@@ -214,14 +214,14 @@ def finalize(model):
     w[nr:hd].mul_(RETRIEVAL_SHARPEN)
 
 
-def make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len=0, rescue=0.0, partial=0.0):
+def make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len=0, rescue=0.0, partial=0.0, spans=0.0):
     while True:
-        s = make_sample1(tok, r, blob_lo, blob_hi, easy_frac, rescue, partial)
+        s = make_sample1(tok, r, blob_lo, blob_hi, easy_frac, rescue, partial, spans)
         if not max_len or len(s.ids) <= max_len:
             return s
 
 
-def make_sample1(tok, r, blob_lo, blob_hi, easy_frac, rescue=0.0, partial=0.0):
+def make_sample1(tok, r, blob_lo, blob_hi, easy_frac, rescue=0.0, partial=0.0, spans=0.0):
     """One training conversation. Blob length log-uniform in [blob_lo, blob_hi] tokens; with
     probability easy_frac the ramp's own shape (one fact, SPEC filler, single turn, no holes),
     else needle_data.build's full mix; with 2-3 facts every fact is asked once (more answer
@@ -234,7 +234,7 @@ def make_sample1(tok, r, blob_lo, blob_hi, easy_frac, rescue=0.0, partial=0.0):
         return nd.build(tok, r, n_blob_tokens=n_blob, fmt=r.choice(["rescue", "rescue2"]),
                         n_facts=1 if ramp else None,
                         kinds=("spec",) if ramp else ("spec", "spec", "essay", "words", "mix"),
-                        partial=partial)[0]
+                        partial=partial, spans=spans)[0]
     if r.uniform() < easy_frac:
         return nd.build(tok, r, n_blob_tokens=n_blob, fmt=r.choice(["single", "two"]), evict=0.0,
                         offset=0 if r.below(2) else r.below(1 << 18), n_facts=1,
@@ -271,12 +271,12 @@ def long_view(s, r, mult_max, hole_frac, hole_max):
 
 
 def batches(seed, bsz, blob_lo=16, blob_hi=256, easy_frac=0.3, max_len=0, mult_max=0,
-            hole_frac=0.0, hole_max=65536, rescue=0.0, partial=0.0):
+            hole_frac=0.0, hole_max=65536, rescue=0.0, partial=0.0, spans=0.0):
     tok = nd.Tok()
     r = nd.Rng(seed)
     r2 = nd.Rng(seed ^ 0x10C6)     # the long stage's own stream: the samples stay the same
     while True:
-        ss = [make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len, rescue, partial)
+        ss = [make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len, rescue, partial, spans)
               for _ in range(bsz)]
         kb = [long_view(s, r2, mult_max, hole_frac, hole_max) if (mult_max or hole_frac) else None
               for s in ss]
@@ -451,6 +451,7 @@ def main():
     ap.add_argument("--hole-frac", type=float, default=0, help="long stage: fraction of samples with a long position hole")
     ap.add_argument("--hole-max", type=int, default=65536)
     ap.add_argument("--rescue", type=float, default=0, help="rescue stage: fraction of samples in a rescue format (make_sample1)")
+    ap.add_argument("--spans", type=float, default=0, help="rescue stage: P(rescue message in the engine's span shape) (needle_data.span_blocks)")
     ap.add_argument("--partial", type=float, default=0, help="rescue stage: P(a rescued fact is partly evicted from the blob) (needle_data.build)")
     ap.add_argument("--tf-eval", type=float, nargs="*", default=[], metavar="MULT",
                     help="also teacher-forced held-out accuracy at these multiplicities (tf_eval)")
@@ -487,7 +488,7 @@ def main():
         log.flush()
     say("args " + json.dumps(vars(a)))
     it = batches(a.seed, a.bsz, a.blob[0], a.blob[1], a.easy, a.max_len, a.mult, a.hole_frac,
-                 a.hole_max, a.rescue, a.partial)
+                 a.hole_max, a.rescue, a.partial, a.spans)
     drill = drill_batches(a.seed, a.drill_bsz, a.drill_len)
     cases = eval_cases(1, a.eval_size, a.eval_n)
     ema = None
@@ -542,7 +543,7 @@ def main():
             break
     checkpoint("")
     json.dump(dict(CFG, steps=step + 1, seed=a.seed, bsz=a.bsz, lr=a.lr, blob=a.blob, easy=a.easy,
-                   lm=a.lm, init=a.init, mult=a.mult, hole_frac=a.hole_frac, hole_max=a.hole_max, rescue=a.rescue, partial=a.partial, max_len=a.max_len, induction_init=a.induction_init, drill=a.drill, drill_bsz=a.drill_bsz, drill_len=a.drill_len, seconds=round(time.time() - t0)),
+                   lm=a.lm, init=a.init, mult=a.mult, hole_frac=a.hole_frac, hole_max=a.hole_max, rescue=a.rescue, partial=a.partial, spans=a.spans, max_len=a.max_len, induction_init=a.induction_init, drill=a.drill, drill_bsz=a.drill_bsz, drill_len=a.drill_len, seconds=round(time.time() - t0)),
               open(os.path.join(a.out, "train.json"), "w"))
     print("wrote", a.out, "in %.0fs" % (time.time() - t0))
 
