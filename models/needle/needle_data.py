@@ -279,8 +279,14 @@ class Sample:
 
 
 def build(tok, r, n_blob_tokens=None, facts=None, ask=None, fmt=None, evict=None, offset=None,
-          kinds=("spec", "spec", "essay", "words", "mix"), depths=None, n_facts=None):
-    """One sample. Everything random comes from r; the arguments pin what eval needs."""
+          kinds=("spec", "spec", "essay", "words", "mix"), depths=None, n_facts=None, partial=0.0,
+          spans=0.0):
+    """One sample. Everything random comes from r; the arguments pin what eval needs.
+    partial: probability that a fact which comes back in the rescue message loses only some
+    of its tokens in the blob (runs dropped, as V3 leaves it when it evicts by score) instead
+    of all or none; 0 draws nothing (the streams of earlier stages stay byte-identical).
+    spans: probability that the rescue message has the engine's shape (span_blocks) instead of
+    whole sentences; 0 draws nothing."""
     if n_blob_tokens is None:
         n_blob_tokens = int(16 * (2 ** (r.uniform() * 4.0)))   # 16 .. 256 tokens, log-uniform
     if facts is None:
@@ -336,8 +342,18 @@ def build(tok, r, n_blob_tokens=None, facts=None, ask=None, fmt=None, evict=None
         if fi is None:
             S.add(tok, t, keep=filler_keep if evict > 0 else None, fill=True)
         else:
-            gone = fi in rescued and r.below(4) > 0      # evicted, comes back in the rescue
-            S.add(tok, t, keep=(lambda i: False) if gone else None)
+            if fi in rescued and partial > 0 and r.uniform() < partial:
+                # partly evicted: runs of the fact's tokens dropped, the rest kept in place
+                st = {"drop": r.below(2) == 0}
+
+                def fact_keep(_i):
+                    if r.below(4) == 0:
+                        st["drop"] = not st["drop"]
+                    return not st["drop"]
+                S.add(tok, t, keep=fact_keep)
+            else:
+                gone = fi in rescued and r.below(4) > 0      # evicted, comes back in the rescue
+                S.add(tok, t, keep=(lambda i: False) if gone else None)
         if r.below(64) == 0:     # a larger hole, as when a whole span was evicted
             S.hole(r.below(1 << 14))
     if fmt == "single":
@@ -348,7 +364,12 @@ def build(tok, r, n_blob_tokens=None, facts=None, ask=None, fmt=None, evict=None
         S.add(tok, "<|im_end|>\n")
     else:
         S.add(tok, "<|im_end|>\n")
-    if fmt in ("rescue", "rescue2"):
+    if fmt in ("rescue", "rescue2") and spans > 0 and r.uniform() < spans:
+        body = RESCUE_HEAD
+        for a, l, text in span_blocks(r, kind, [facts[fi] for fi in sorted(rescued)]):
+            body += RESCUE_BLOCK.format(a=a, b=a + 128, l=l, text=text)
+        S.add(tok, chatml("system", body))
+    elif fmt in ("rescue", "rescue2"):
         blocks = []
         for fi in sorted(rescued):
             nm, cd = facts[fi]
@@ -368,6 +389,41 @@ def build(tok, r, n_blob_tokens=None, facts=None, ask=None, fmt=None, evict=None
         S.add(tok, facts[f][1], reply=True)
         S.add(tok, "<|im_end|>\n")
     return S, facts, ask
+
+
+def span_blocks(r, kind, facts):
+    """Rescue blocks as longctx returns them (seen in the ramp at 2K): several overlapping
+    windows of one fixed length cut out of the evicted text at arbitrary characters, one or
+    more around each fact, some holding only part of it (cut before or inside the code), in
+    no particular order. One window per fact holds it whole. Cuts never fall inside a name
+    (a piece of a name could be a held-out name). Returns [(token start, layer, text)]."""
+    W = r.range(150, 230)                  # ~128 tokens of this text
+    out = []
+    for nm, cd in facts:
+        pre = " ".join(filler_sentences(r, kind, r.range(60, 400)))
+        post = " ".join(filler_sentences(r, kind, r.range(60, 400)))
+        fact = FACT.format(name=nm, code=cd)
+        ctx = pre + " " + fact + " " + post
+        fs, fe = len(pre) + 1, len(pre) + 1 + len(fact)
+        ns = fs + fact.index(nm)
+        ne = ns + len(nm)
+        base = r.below(1 << 16)
+
+        def window(a):
+            a = max(0, min(a, len(ctx) - 1))
+            b = min(len(ctx), a + W)
+            if ns < a < ne:
+                a = ns
+            if ns < b < ne:
+                b = ne
+            return (base + int(a * 0.7), 0 if r.below(4) else r.below(4), ctx[a:b])
+        out.append(window(r.range(max(0, fe - W), max(max(0, fe - W), fs))))
+        for _ in range(r.range(0, 5)):
+            out.append(window(r.range(max(0, fs - W + 8), fe - 4)))
+    for i in range(len(out) - 1, 0, -1):     # Fisher-Yates with the deterministic stream
+        j = r.below(i + 1)
+        out[i], out[j] = out[j], out[i]
+    return out
 
 
 def sample_stream(seed, tok=None):

@@ -60,11 +60,18 @@ class Model(torch.nn.Module):
     def rms(self, x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.c["eps"]) * w
 
+    # "exact": float64 angles (training). "engine": the angles the engine computes (ggml /
+    # llama.cpp contract, src/engine/forward.c rope_cache), for the engine-vs-reference test.
+    rope_angles = "exact"
+
     def rope_tables(self, pos, dtype):
-        # angles in float64 (positions up to 256K), one table per forward for every layer
+        # one table per forward for every layer
         nr = self.c["n_rot"]
-        i = torch.arange(nr // 2, dtype=torch.float64)
-        ang = pos.to(torch.float64)[..., None] * self.c["theta"] ** (-2.0 * i / nr)
+        if self.rope_angles == "engine":
+            ang = torch.from_numpy(engine_rope_angles(pos.numpy(), nr, self.c["theta"]))
+        else:   # float64 (positions up to 256K)
+            i = torch.arange(nr // 2, dtype=torch.float64)
+            ang = pos.to(torch.float64)[..., None] * self.c["theta"] ** (-2.0 * i / nr)
         return ang.cos().to(dtype)[:, :, None, :], ang.sin().to(dtype)[:, :, None, :]
 
     def rope(self, x, tab):
@@ -104,6 +111,25 @@ class Model(torch.nn.Module):
             h = self.rms(x, m.fn)
             x = x + m.w2(F.silu(m.w1(h)) * m.w3(h))
         return self.rms(x, self.norm) @ self.emb.weight.T
+
+
+def engine_rope_angles(pos, n_rot, base):
+    """RoPE angles as the engine computes them (ggml_rope_cache_init, forward.c rope_cache):
+    float32 throughout, theta = (float)pos, then theta *= powf(base, -2.0f / n_rot) once per
+    pair. At position 200000 the float32 angles are off the exact pos·base^(-2i/n) by up to
+    1.5e-3 rad (pair 1; float32 spacing there is 3.9e-3), which with trained query/key norms
+    moved logits by 2.3e-3; the engine keeps it (llama.cpp-exact), so the reference does too. powf is glibc's
+    (computed in double, rounded once): numpy's own float32 power differs from it in the last
+    bit for some bases, the float64 power rounded to float32 does not. Returns float64
+    (the cos/sin after it are taken in float64 of these float32 angles)."""
+    import numpy as np
+    scale = np.float32(float(base) ** float(np.float32(-2.0) / np.float32(n_rot)))
+    theta = np.asarray(pos).astype(np.float32)
+    out = np.empty(theta.shape + (n_rot // 2,), dtype=np.float32)
+    for i in range(n_rot // 2):
+        out[..., i] = theta
+        theta = (theta * scale).astype(np.float32)
+    return out.astype(np.float64)
 
 
 @torch.no_grad()
@@ -188,19 +214,27 @@ def finalize(model):
     w[nr:hd].mul_(RETRIEVAL_SHARPEN)
 
 
-def make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len=0):
+def make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len=0, rescue=0.0, partial=0.0, spans=0.0):
     while True:
-        s = make_sample1(tok, r, blob_lo, blob_hi, easy_frac)
+        s = make_sample1(tok, r, blob_lo, blob_hi, easy_frac, rescue, partial, spans)
         if not max_len or len(s.ids) <= max_len:
             return s
 
 
-def make_sample1(tok, r, blob_lo, blob_hi, easy_frac):
+def make_sample1(tok, r, blob_lo, blob_hi, easy_frac, rescue=0.0, partial=0.0, spans=0.0):
     """One training conversation. Blob length log-uniform in [blob_lo, blob_hi] tokens; with
     probability easy_frac the ramp's own shape (one fact, SPEC filler, single turn, no holes),
     else needle_data.build's full mix; with 2-3 facts every fact is asked once (more answer
     tokens per conversation: the answer loss is the signal that matters)."""
     n_blob = int(blob_lo * (blob_hi / blob_lo) ** r.uniform())
+    if rescue > 0 and r.uniform() < rescue:
+        # the rescue stage: the engine's single-turn (blob, rescue system message, question)
+        # or two-turn rescue shape; half of them the ramp's blob (one fact, SPEC filler)
+        ramp = r.below(2) == 0
+        return nd.build(tok, r, n_blob_tokens=n_blob, fmt=r.choice(["rescue", "rescue2"]),
+                        n_facts=1 if ramp else None,
+                        kinds=("spec",) if ramp else ("spec", "spec", "essay", "words", "mix"),
+                        partial=partial, spans=spans)[0]
     if r.uniform() < easy_frac:
         return nd.build(tok, r, n_blob_tokens=n_blob, fmt=r.choice(["single", "two"]), evict=0.0,
                         offset=0 if r.below(2) else r.below(1 << 18), n_facts=1,
@@ -237,12 +271,13 @@ def long_view(s, r, mult_max, hole_frac, hole_max):
 
 
 def batches(seed, bsz, blob_lo=16, blob_hi=256, easy_frac=0.3, max_len=0, mult_max=0,
-            hole_frac=0.0, hole_max=65536):
+            hole_frac=0.0, hole_max=65536, rescue=0.0, partial=0.0, spans=0.0):
     tok = nd.Tok()
     r = nd.Rng(seed)
     r2 = nd.Rng(seed ^ 0x10C6)     # the long stage's own stream: the samples stay the same
     while True:
-        ss = [make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len) for _ in range(bsz)]
+        ss = [make_sample(tok, r, blob_lo, blob_hi, easy_frac, max_len, rescue, partial, spans)
+              for _ in range(bsz)]
         kb = [long_view(s, r2, mult_max, hole_frac, hole_max) if (mult_max or hole_frac) else None
               for s in ss]
         T = max(len(s.ids) for s in ss)
@@ -415,6 +450,9 @@ def main():
     ap.add_argument("--mult", type=float, default=0, help="long stage: filler multiplicity up to this (long_view)")
     ap.add_argument("--hole-frac", type=float, default=0, help="long stage: fraction of samples with a long position hole")
     ap.add_argument("--hole-max", type=int, default=65536)
+    ap.add_argument("--rescue", type=float, default=0, help="rescue stage: fraction of samples in a rescue format (make_sample1)")
+    ap.add_argument("--spans", type=float, default=0, help="rescue stage: P(rescue message in the engine's span shape) (needle_data.span_blocks)")
+    ap.add_argument("--partial", type=float, default=0, help="rescue stage: P(a rescued fact is partly evicted from the blob) (needle_data.build)")
     ap.add_argument("--tf-eval", type=float, nargs="*", default=[], metavar="MULT",
                     help="also teacher-forced held-out accuracy at these multiplicities (tf_eval)")
     ap.add_argument("--keep", action="store_true", help="keep every evaluated checkpoint (needle_sSTEP.pt)")
@@ -450,7 +488,7 @@ def main():
         log.flush()
     say("args " + json.dumps(vars(a)))
     it = batches(a.seed, a.bsz, a.blob[0], a.blob[1], a.easy, a.max_len, a.mult, a.hole_frac,
-                 a.hole_max)
+                 a.hole_max, a.rescue, a.partial, a.spans)
     drill = drill_batches(a.seed, a.drill_bsz, a.drill_len)
     cases = eval_cases(1, a.eval_size, a.eval_n)
     ema = None
@@ -505,7 +543,7 @@ def main():
             break
     checkpoint("")
     json.dump(dict(CFG, steps=step + 1, seed=a.seed, bsz=a.bsz, lr=a.lr, blob=a.blob, easy=a.easy,
-                   lm=a.lm, init=a.init, mult=a.mult, hole_frac=a.hole_frac, hole_max=a.hole_max, max_len=a.max_len, induction_init=a.induction_init, drill=a.drill, drill_bsz=a.drill_bsz, drill_len=a.drill_len, seconds=round(time.time() - t0)),
+                   lm=a.lm, init=a.init, mult=a.mult, hole_frac=a.hole_frac, hole_max=a.hole_max, rescue=a.rescue, partial=a.partial, spans=a.spans, max_len=a.max_len, induction_init=a.induction_init, drill=a.drill, drill_bsz=a.drill_bsz, drill_len=a.drill_len, seconds=round(time.time() - t0)),
               open(os.path.join(a.out, "train.json"), "w"))
     print("wrote", a.out, "in %.0fs" % (time.time() - t0))
 
