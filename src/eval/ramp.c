@@ -470,6 +470,14 @@ char *lcx__ramp_json(const char *model, const lcx_ramp_cell *c, int n)
         cJSON_AddStringToObject(o, "answer", lcx__niah_grade_name(c[i].answer));
         cJSON_AddBoolToObject(o, "cache_recall", c[i].cache_recall);
         cJSON_AddNumberToObject(o, "total_s", round(c[i].total_s * 1e4) / 1e4);
+        /* beyond the issue's shape: why a cell kept or lost the fact (kept in the KV cache vs
+         * brought back by a rescue message), so a miss can be told apart from --replay output */
+        cJSON_AddBoolToObject(o, "in_cache", c[i].fact_in_cache);
+        cJSON_AddBoolToObject(o, "in_rescue", c[i].fact_in_rescue);
+        cJSON_AddNumberToObject(o, "rescue_chunks", c[i].rescue_chunks);
+        cJSON_AddNumberToObject(o, "spans_sent", (double)c[i].spans_sent);
+        cJSON_AddNumberToObject(o, "spans_dropped", (double)c[i].spans_dropped);
+        cJSON_AddNumberToObject(o, "n_tokens", c[i].n_tokens);
     }
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -517,6 +525,13 @@ int lcx__ramp_json_read(const char *json, lcx_ramp_cell **cells, int *n, char **
         c->answer = name_index(STR("answer"), grade_name, 8);
         c->cache_recall = cJSON_IsTrue(cJSON_GetObjectItem(e, "cache_recall"));
         c->total_s = NUM("total_s");
+        /* optional (older outputs lack them: false / 0) */
+        c->fact_in_cache = cJSON_IsTrue(cJSON_GetObjectItem(e, "in_cache"));
+        c->fact_in_rescue = cJSON_IsTrue(cJSON_GetObjectItem(e, "in_rescue"));
+        c->rescue_chunks = (int)NUM("rescue_chunks");
+        c->spans_sent = (uint64_t)NUM("spans_sent");
+        c->spans_dropped = (uint64_t)NUM("spans_dropped");
+        c->n_tokens = (int)NUM("n_tokens");
 #undef NUM
 #undef STR
         if (c->size < 1 || c->arm < 0 || c->rescue < 0 || c->direction < 0 || c->mode < 0 || c->answer < 1) {

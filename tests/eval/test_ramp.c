@@ -109,7 +109,10 @@ static void run_ramp(int rescue)
     const cJSON *arr = cJSON_GetObjectItem(d, "cells");
     assert_int_equal(cJSON_GetArraySize(arr), n);
     static const char *const keys[] = {"size", "arm", "rescue", "direction", "mode", "depth", "seed", "t1_s", "t2_s",
-                                       "evicted_pct", "rounds", "answer", "cache_recall", "total_s"};
+                                       "evicted_pct", "rounds", "answer", "cache_recall", "total_s",
+                                       /* beyond the shape: where the fact was found */
+                                       "in_cache", "in_rescue", "rescue_chunks", "spans_sent", "spans_dropped",
+                                       "n_tokens"};
     const cJSON *e0 = cJSON_GetArrayItem(arr, 0);
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) assert_non_null(cJSON_GetObjectItem(e0, keys[k]));
     assert_int_equal(cJSON_GetArraySize(e0), (int)(sizeof keys / sizeof *keys));
@@ -132,6 +135,11 @@ static void run_ramp(int rescue)
         assert_int_equal(back[i].cache_recall, c[i].cache_recall);
         assert_int_equal(back[i].answer, c[i].answer);
         assert_int_equal(back[i].rounds, c[i].rounds);
+        assert_int_equal(back[i].fact_in_cache, c[i].fact_in_cache);
+        assert_int_equal(back[i].fact_in_rescue, c[i].fact_in_rescue);
+        assert_int_equal(back[i].rescue_chunks, c[i].rescue_chunks);
+        assert_true(back[i].spans_sent == c[i].spans_sent);
+        assert_int_equal(back[i].n_tokens, c[i].n_tokens);
     }
     free(back);
     free(mname);

@@ -74,8 +74,11 @@ static void on_cell(void *ud, const lcx_ramp_cell *c, int i, int n)
     if (c->arm != LCX_RAMP_BASELINE)
         snprintf(cfg, sizeof cfg, " %s %s %s", lcx__ramp_rescue_name(c->rescue), lcx__ramp_direction_name(c->direction),
                  lcx__ramp_mode_name(c->mode));
-    fprintf(stderr, "[ramp %d/%d] %d tokens %s%s depth %.2f seed %d: %s, answer %s, evicted %.1f%%, %d rounds, %.2f s\n", i,
-            n, c->size, lcx__ramp_arm_name(c->arm), cfg, c->depth, c->seed, c->cache_recall ? "fact kept" : "fact LOST",
+    fprintf(stderr,
+            "[ramp %d/%d] %d tokens %s%s depth %.2f seed %d: %s (cache %s, rescue %s, %d chunks), answer %s, evicted %.1f%%, "
+            "%d rounds, %.2f s\n",
+            i, n, c->size, lcx__ramp_arm_name(c->arm), cfg, c->depth, c->seed, c->cache_recall ? "fact kept" : "fact LOST",
+            c->fact_in_cache ? "yes" : "no", c->fact_in_rescue ? "yes" : "no", c->rescue_chunks,
             lcx__niah_grade_name(c->answer), c->evicted_pct, c->rounds, c->total_s);
 }
 
