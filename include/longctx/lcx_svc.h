@@ -37,7 +37,7 @@ typedef struct {
     double client_rate;             /* --client-rate / LONGCTX_CLIENT_RATE (10000 requests/s per client address, 0 = off) → 429 */
     double client_burst;            /* --client-burst / LONGCTX_CLIENT_BURST (20000): requests one client may send at once */
     double idle_hibernate_s;        /* --idle-hibernate-s / LONGCTX_IDLE_HIBERNATE_S (1800) */
-    double janitor_interval_s;      /* --janitor-interval-s / LONGCTX_JANITOR_INTERVAL_S (min(60, idle/4), ≥ 0.05) */
+    double janitor_interval_s;      /* --janitor-interval-s / LONGCTX_JANITOR_INTERVAL_S (0 = derived: min(60, idle/4), ≥ 0.05) */
     int embed_dim;                  /* --embed-dim / LONGCTX_EMBED_DIM (0 = embedder default) */
     char upstream[2048];            /* --upstream / LONGCTX_UPSTREAM ("" = proxy disabled) */
     double upstream_timeout_s;      /* --upstream-timeout-s / LONGCTX_UPSTREAM_TIMEOUT_S (600): silent upstream → 504 */

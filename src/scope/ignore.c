@@ -38,11 +38,12 @@ static bool cc_match(const unsigned char *s, int n, unsigned char c, int *ok)
 /* git's dowild() with WM_PATHNAME always on. Recursion depth is bounded by the number of
  * '*' in the pattern (patterns come from .gitignore lines, capped at 4 KiB); the number of
  * calls is not (many "**" components backtrack exponentially: 276 bytes of "**" /"*" ran for
- * minutes), so one match gets WILD_STEPS calls and then counts as no match. */
+ * minutes), so one match gets WILD_STEPS calls (lcx__wild_steps) and then counts as no match. */
 #define WILD_STEPS (1L << 20)
+long lcx__wild_steps = WILD_STEPS;
 static int dowild(const unsigned char *p, const unsigned char *text, const unsigned char *pat0, long *steps)
 {
-    if (++*steps > WILD_STEPS) return WM_ABORT_ALL;
+    if (++*steps > lcx__wild_steps) return WM_ABORT_ALL;
     unsigned char p_ch;
     for (; (p_ch = *p) != '\0'; text++, p++) {
         int matched, match_slash, negated;

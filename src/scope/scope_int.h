@@ -13,6 +13,10 @@
  * '/', "**" between slashes (or at either end) matches any number of directories,
  * [...] classes with ! or ^ negation, ranges and [:alpha:]-style names, '\' escapes. */
 bool lcx__wildmatch(const char *pat, const char *text);
+/* dowild calls one match may make before it counts as no match (default 2^20, ignore.c).
+ * Only the paths fuzz target lowers it: its corpus is full of patterns that run to the
+ * budget, and a smaller one reaches the same code at a fraction of the cost per input. */
+extern long lcx__wild_steps;
 
 /* ---- .gitignore rules of one directory (ignore.c) */
 typedef struct lcx_ignore lcx_ignore;

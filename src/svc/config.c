@@ -25,6 +25,11 @@ typedef struct {
 
 #define F(field) offsetof(lcx_svc_config, field), sizeof(((lcx_svc_config *)0)->field)
 
+/* The janitor's interval when none is set: a quarter of the idle-hibernation time (a
+ * session idles at most 25 % past its limit), within these bounds (the flag's range too). */
+#define JANITOR_MIN_S 0.05
+#define JANITOR_MAX_S 60.0
+
 static const opt opts[] = {
     {"--host", "LONGCTX_HOST", K_STR, F(host), 0, 0, "address to listen on (default 127.0.0.1)"},
     {"--port", "LONGCTX_PORT", K_INT, F(port), 0, 65535, "TCP port (default 5054; 0 = any free port)"},
@@ -57,7 +62,7 @@ static const opt opts[] = {
      "bucket size: requests one client address may send in one burst (default 20000)"},
     {"--idle-hibernate-s", "LONGCTX_IDLE_HIBERNATE_S", K_DBL, F(idle_hibernate_s), 0.01, 1e9,
      "the janitor hibernates sessions idle this long (default 1800)"},
-    {"--janitor-interval-s", "LONGCTX_JANITOR_INTERVAL_S", K_DBL, F(janitor_interval_s), 0.05, 86400,
+    {"--janitor-interval-s", "LONGCTX_JANITOR_INTERVAL_S", K_DBL, F(janitor_interval_s), JANITOR_MIN_S, 86400,
      "how often the janitor runs (default min(60, idle/4))"},
     {"--embed-dim", "LONGCTX_EMBED_DIM", K_INT, F(embed_dim), 0, 65536,
      "dimension of the weight-free embedder (default 0 = its default; changing it makes old sessions unresumable)"},
@@ -121,7 +126,7 @@ void lcx_svc_config_defaults(lcx_svc_config *c)
     c->max_mem_bytes = 4096ull << 20;
     c->max_inflight_body_bytes = 256ull << 20;
     c->idle_hibernate_s = 1800;
-    c->janitor_interval_s = 0;   /* derived below unless set */
+    c->janitor_interval_s = 0;   /* 0 = derived from idle_hibernate_s (lcx__svc_janitor_interval) */
     c->embed_dim = 0;
     c->upstream_timeout_s = 600;
     c->idle_timeout_s = 30;
@@ -278,11 +283,16 @@ int lcx__svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err)
         fprintf(err, "longctx-svc: --log-format: expected text or json, got '%s'\n", c->log_format);
         return LCX_EINVAL;
     }
-    if (c->janitor_interval_s <= 0) {
-        double iv = c->idle_hibernate_s / 4;
-        c->janitor_interval_s = iv > 60 ? 60 : iv < 0.05 ? 0.05 : iv;
-    }
+    c->janitor_interval_s = lcx__svc_janitor_interval(c);
     return 0;
+}
+
+double lcx__svc_janitor_interval(const lcx_svc_config *c)
+{
+    if (c->janitor_interval_s > 0) return c->janitor_interval_s;
+    double iv = c->idle_hibernate_s / 4;
+    if (!(iv >= JANITOR_MIN_S)) return JANITOR_MIN_S;   /* (also a NaN or negative idle time) */
+    return iv > JANITOR_MAX_S ? JANITOR_MAX_S : iv;
 }
 
 /* --parent-pid: polls the parent every 250 ms; when it is gone (or we were re-parented)

@@ -936,6 +936,7 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
     lcx_svc *svc = calloc(1, sizeof *svc);
     if (!svc) { snprintf(msg, ml, "out of memory"); return LCX_ENOMEM; }
     svc->cfg = *cfg;
+    svc->cfg.janitor_interval_s = lcx__svc_janitor_interval(cfg);   /* 0 = derived, as the CLI does */
     svc->listen_fd = -1;
     pthread_mutex_init(&svc->mu, NULL);
     pthread_mutex_init(&svc->jmu, NULL);

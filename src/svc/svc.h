@@ -74,6 +74,11 @@ struct MHD_Daemon;
  * Returns 0 ok, 1 when --help was printed (exit 0), LCX_EINVAL on a bad flag (message
  * printed to err). */
 int lcx__svc_config_parse(lcx_svc_config *c, int argc, char **argv, FILE *err);
+/* The janitor interval c asks for: janitor_interval_s when > 0, else min(60, idle/4) and at
+ * least 0.05 s. The parser stores it; lcx__svc_start resolves it too, so a program starting
+ * the service from lcx_svc_config_defaults gets the CLI's interval (0 would be a janitor
+ * that never waits). */
+double lcx__svc_janitor_interval(const lcx_svc_config *c);
 /* lcx_svc_usage and lcx_svc_serve_main: include/longctx/lcx_svc.h */
 
 /* ---- server state: one struct, passed to every handler. */

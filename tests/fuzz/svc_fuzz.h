@@ -1,8 +1,12 @@
 /* The real service in this process for the HTTP fuzz targets (fuzz_http.c, fuzz_routes.c):
  * lcx__svc_start on 127.0.0.1 with a free port and a private data folder, the proxy pointed
  * at a closed port (so proxy bodies are parsed and rewritten, then answered 502), and one
- * exchange = one fresh loopback connection: send every byte, half-close, read the reply
- * until the server closes. A server that keeps the connection open 10 s after the client's
+ * exchange = one fresh client connection: send every byte, half-close, read the reply
+ * until the server closes. The connection is one end of an AF_UNIX socketpair handed to
+ * the running daemon with MHD_add_connection (as if accepted from 127.0.0.1), so every byte
+ * still goes through libmicrohttpd and the service's handlers, without a TCP handshake,
+ * teardown and TIME_WAIT per input (most of the kernel time when it was a loopback TCP
+ * connection); LCX_FUZZ_TCP=1 connects to the listening port instead. A server that keeps the connection open 10 s after the client's
  * half-close counts as a hang (abort). Every 4096 exchanges the service restarts on an empty
  * folder, so long runs do not fill the disk. Header-only; each target includes it once. */
 #ifndef _GNU_SOURCE
@@ -18,6 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <microhttpd.h>
 #include "svc/svc.h"
 
 extern char fz_walk_root[4096];   /* walk_guard.c: walks only below the service's folder */
@@ -55,13 +61,16 @@ static void fsvc_start(void)
     c.upstream_timeout_s = 2;
     c.port = 0;
     c.quiet = true;
+    /* The warn lines (libmicrohttpd on each malformed request, and on TCP options an
+     * AF_UNIX connection has not) cost time for every input and say nothing a crash report
+     * would; LCX_FUZZ_DEBUG keeps them on stderr. */
+    if (!getenv("LCX_FUZZ_DEBUG")) snprintf(c.log_file, sizeof c.log_file, "/dev/null");
     c.threads = 2;
     c.idle_timeout_s = 5;
     c.body_timeout_s = 5;
-    /* lcx_svc_config_defaults leaves the janitor interval 0 ("derive it", which only
-     * lcx_svc_config_parse does): started directly, the janitor would wait 0 s and rescan the
-     * session table nonstop (about a quarter of this process's CPU). Keep it running, often. */
-    c.janitor_interval_s = 0.25;
+    /* Sessions idle 2 s hibernate (the janitor, derived: every 0.5 s), so requests also meet
+     * sessions being hibernated and resumed. */
+    c.idle_hibernate_s = 2;
     char msg[256];
     if (lcx__svc_start(&c, &fsvc, msg, sizeof msg) < 0) {
         fprintf(stderr, "fuzz: service start: %s\n", msg);
@@ -100,13 +109,28 @@ static int fsvc_exchange(const void *req, size_t n, char *out, size_t cap)
         fsvc_stop();
         fsvc_start();
     }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
+    static int tcp = -1;
+    if (tcp < 0) tcp = getenv("LCX_FUZZ_TCP") && *getenv("LCX_FUZZ_TCP") == '1';
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)fsvc->bound_port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return 0;
+    int fd;
+    if (tcp) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return 0;
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+            close(fd);
+            return 0;
+        }
+    } else {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return 0;
+        fd = sv[0];
+        /* (the daemon closes sv[1], also when it refuses the connection) */
+        a.sin_port = htons((uint16_t)(40000 + fsvc_runs % 20000));   /* a client port, for logs */
+        if (MHD_add_connection(fsvc->daemon, sv[1], (const struct sockaddr *)&a, sizeof a) != MHD_YES) {
+            close(fd);
+            return 0;
+        }
     }
     const char *p = req;
     for (size_t off = 0; off < n;) {
@@ -148,6 +172,17 @@ static int fsvc_exchange(const void *req, size_t n, char *out, size_t cap)
     }
     if (out) out[got] = 0;
     close(fd);
+    /* Until the server has let go of the connection too: each input then starts on an idle
+     * server, and libFuzzer's per-input malloc/free count (more mallocs: a leak check, the
+     * input run once more and the heap scanned) sees the connection's memory freed. */
+    for (int i = 0; __atomic_load_n(&fsvc->n_connections, __ATOMIC_RELAXED) > 0; i++) {
+        if (i == 200000) {
+            fprintf(stderr, "fuzz: the server held a closed connection for 10 s (hang)\n");
+            abort();
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
     int status = 0;
     if (hl >= 12 && !strncmp(head, "HTTP/1.", 7)) status = atoi(head + 9);
     FZ_LOG("fuzz: reply %d (%.60s)\n", status, out ? out : head);

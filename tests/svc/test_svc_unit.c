@@ -188,6 +188,35 @@ static void test_config(void **st)
     fclose(devnull);
 }
 
+/* The janitor interval: 0 means "derived" (min(60, idle/4), >= 0.05) for the parser and for
+ * a service started straight from lcx_svc_config_defaults (0 there made the janitor rescan
+ * the session table without waiting). */
+static void test_janitor_interval(void **st)
+{
+    (void)st;
+    lcx_svc_config c;
+    lcx_svc_config_defaults(&c);
+    assert_true(lcx__svc_janitor_interval(&c) == 60);
+    c.idle_hibernate_s = 2.5;
+    assert_true(lcx__svc_janitor_interval(&c) == 0.625);
+    c.idle_hibernate_s = 0.01;
+    assert_true(lcx__svc_janitor_interval(&c) == 0.05);
+    c.janitor_interval_s = 0.25;
+    assert_true(lcx__svc_janitor_interval(&c) == 0.25);
+    lcx_svc_config_defaults(&c);
+    char *dir = tu_tmpdir();
+    snprintf(c.data_dir, sizeof c.data_dir, "%s", dir);
+    c.port = 0;
+    c.quiet = true;
+    lcx_svc *svc = NULL;
+    char msg[256];
+    assert_int_equal(lcx__svc_start(&c, &svc, msg, sizeof msg), 0);
+    assert_true(svc->cfg.janitor_interval_s == 60);
+    lcx__svc_stop(svc);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 static void test_session_ids_and_errors(void **st)
 {
     assert_true(lcx__session_id_ok("abc", strlen("abc")));
@@ -456,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_rescue_format_same_as_triatt),
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_janitor_interval),
         cmocka_unit_test(test_session_ids_and_errors),
         cmocka_unit_test(test_write_fast_parser),
         cmocka_unit_test(test_write_fast_parser_fuzz),
