@@ -26,7 +26,8 @@ typedef struct {
 #define F(field) offsetof(lcx_svc_config, field), sizeof(((lcx_svc_config *)0)->field)
 
 /* The janitor's interval when none is set: a quarter of the idle-hibernation time (a
- * session idles at most 25 % past its limit), within these bounds (the flag's range too). */
+ * session idles at most 25 % past its limit), within these bounds; the lower one is also
+ * the flag's. */
 #define JANITOR_MIN_S 0.05
 #define JANITOR_MAX_S 60.0
 

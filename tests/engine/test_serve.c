@@ -679,6 +679,39 @@ static size_t abort_after_first(char *d, size_t sz, size_t nm, void *ud)
     return 0;    /* curl aborts the transfer and closes */
 }
 
+/* One request whose client leaves after the first token is generated: streamed, it aborts on
+ * the first bytes; not streamed, it times out. The token hook holds generation until the
+ * client is gone. Returns the tokens generated from then on, once the server counted the
+ * request as cancelled (the n_cancelled-th) and the queue is empty. */
+static double leave_early(const char *url, bool stream, double n_cancelled)
+{
+    const double gen0 = health("generated_tokens");
+    atomic_store(&g_gone, false);
+    atomic_store(&g_tokens, 0);
+    atomic_store(&g_armed, true);
+    CURL *c = curl_easy_init();
+    int n = 0;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    if (stream) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"stream\":true,\"session_id\":\"dc\",\"max_tokens\":400,\"temperature\":0,"
+                                                "\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}");
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, abort_after_first);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &n);
+        assert_int_equal(curl_easy_perform(c), CURLE_WRITE_ERROR);
+    } else {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"max_tokens\":400,\"temperature\":0,"
+                                                "\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}");
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 300L);
+        assert_int_equal(curl_easy_perform(c), CURLE_OPERATION_TIMEDOUT);
+    }
+    curl_easy_cleanup(c);
+    atomic_store(&g_gone, true);
+    wait_health("cancelled", n_cancelled);
+    wait_health("queue", 0);
+    atomic_store(&g_armed, false);
+    return health("generated_tokens") - gen0;
+}
+
 /* A client that goes away, streamed or not: generation stops (cancelled, far short of
  * max_tokens), and the server goes on serving. */
 static void test_disconnect(void **st)
@@ -697,45 +730,13 @@ static void test_disconnect(void **st)
     const int n_full = usage_of(full, "completion_tokens");
     cJSON_Delete(full);
     assert_true(n_full > 100);
-    const double gen0 = health("generated_tokens");
-    CURL *c = curl_easy_init();
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", eng_server_port(g_srv));
-    int n = 0;
-    atomic_store(&g_tokens, 0);
-    atomic_store(&g_armed, true);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"stream\":true,\"session_id\":\"dc\",\"max_tokens\":400,\"temperature\":0,"
-                                            "\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}");
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, abort_after_first);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &n);
-    assert_int_equal(curl_easy_perform(c), CURLE_WRITE_ERROR);
-    curl_easy_cleanup(c);
-    atomic_store(&g_gone, true);
-    wait_health("cancelled", 1);
-    wait_health("queue", 0);
-    atomic_store(&g_armed, false);
     /* generation stopped soon after the client left */
-    const double cut = health("generated_tokens") - gen0;
+    const double cut = leave_early(url, true, 1);
     fprintf(stderr, "disconnect: %d tokens uncut, %.0f after the client left\n", n_full, cut);
     assert_true(cut >= 1 && cut < n_full / 2);
-    /* a non-streamed client that gives up (timeout) stops its generation as well */
-    const double gen1 = health("generated_tokens");
-    atomic_store(&g_gone, false);
-    atomic_store(&g_tokens, 0);
-    atomic_store(&g_armed, true);
-    c = curl_easy_init();
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"max_tokens\":400,\"temperature\":0,"
-                                            "\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}");
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 300L);
-    assert_int_equal(curl_easy_perform(c), CURLE_OPERATION_TIMEDOUT);
-    curl_easy_cleanup(c);
-    atomic_store(&g_gone, true);
-    wait_health("cancelled", 2);
-    wait_health("queue", 0);
-    atomic_store(&g_armed, false);
-    const double cut2 = health("generated_tokens") - gen1;
+    const double cut2 = leave_early(url, false, 2);
     fprintf(stderr, "disconnect (not streamed): %.0f tokens after the client left\n", cut2);
     assert_true(cut2 >= 1 && cut2 < n_full / 2);
     cJSON *j = post_chat(HELLO, NULL, 200);
