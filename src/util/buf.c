@@ -156,12 +156,16 @@ int lcx__buf_json_str(lcx_buf *b, const char *s, size_t n)
     return rc;
 }
 
+/* v is an integer JSON writes as digits. The range test comes first: converting a double
+ * beyond long long's range is undefined (a score of -1.5e35 reached it, fuzz_routes). */
+static bool small_int(double v) { return fabs(v) < 1e15 && v == (double)(long long)v; }
+
 /* The shortest %.Ng (N in lo..hi) that parses back to exactly v: JSON readers get 0.4,
  * not 0.400000006, and never a lossy value. */
 static int json_shortest(lcx_buf *b, double v, int lo, int hi, bool single)
 {
     if (!isfinite(v)) return lcx__buf_puts(b, "null");
-    if (v == (double)(long long)v && fabs(v) < 1e15) return lcx__buf_printf(b, "%lld", (long long)v);
+    if (small_int(v)) return lcx__buf_printf(b, "%lld", (long long)v);
     char tmp[40];
     for (int n = lo; n < hi; n++) {
         if (snprintf(tmp, sizeof tmp, "%.*g", n, v) >= (int)sizeof tmp) continue; /* cannot happen for n <= 17 */
@@ -298,7 +302,7 @@ int lcx__buf_json_f32(lcx_buf *b, float v)
 {
     double dv = v;
     if (!isfinite(dv)) return lcx__buf_puts(b, "null");
-    if (dv == (double)(long long)dv && fabs(dv) < 1e15) return lcx__buf_int(b, (long long)dv);
+    if (small_int(dv)) return lcx__buf_int(b, (long long)dv);
     int rc;
     if (json_f32_fast(b, v, &rc)) return rc;
     return json_shortest(b, v, 6, 9, true);
