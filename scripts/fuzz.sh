@@ -34,7 +34,8 @@ while [ $# -gt 0 ]; do
     -j) jobs=$2; shift ;;
     --nice) if [[ "${2:-}" =~ ^[0-9]+$ ]]; then nice=(nice -n "$2"); shift; else nice=(nice -n 10); fi ;;
     --o0) o0=1 ;;
-    --until) until=$(date -u -d "$2" +%s); shift ;;
+    --until) until=$(date -u -d "$2" +%s) || exit 2   # HH:MM already past today: tomorrow's
+             if [ "$until" -le "$(date +%s)" ]; then until=$((until + 86400)); fi; shift ;;
     -h|--help) sed -n 2,23p "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1") ;;
