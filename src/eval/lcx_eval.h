@@ -275,7 +275,8 @@ void lcx__ramp_defaults(lcx_ramp_opts *o);
  * refusal (model, sizes too small for the budget, missing endpoint). */
 int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, char *err, size_t err_len);
 /* The blob + question of one cell (the user message of a single-turn run), malloc'd;
- * exposed for tests. n_fill: filler sentences, fact after round(depth·n_fill) ± seed jitter. */
+ * exposed for tests. n_fill: filler sentences, fact after round(depth·n_fill) ± a seed's
+ * jitter (±max(2, n_fill/40) sentences; 2s+1 consecutive seeds, distinct offsets). */
 char *lcx__ramp_blob(int n_fill, double depth, int seed);
 const char *lcx__ramp_arm_name(int arm);
 const char *lcx__ramp_rescue_name(int rescue);

@@ -65,10 +65,26 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* Where the fact goes: round(depth·n_fill) plus a seed's jitter of at most ±2.5 % of the
+ * blob (±2 sentences at least). Seeds step through the 2s+1 offsets with a stride near
+ * 0.618·(2s+1) coprime to it, so consecutive seeds spread over the window and any 2s+1
+ * consecutive seeds give distinct prompts (a hash would collide: ten seeds once gave four
+ * prompts per depth). */
+static long seed_jitter(int n_fill, int seed)
+{
+    long s = n_fill / 40 > 2 ? n_fill / 40 : 2, w = 2 * s + 1, g = (long)(0.618 * (double)w);
+    for (long a, b;; g++) {   /* the first stride from g up coprime to w (w + 1 is) */
+        for (a = w, b = g; b; ) { long t = a % b; a = b; b = t; }
+        if (a == 1) break;
+    }
+    long k = ((long)seed % w + w) % w;
+    return k * g % w - s;
+}
+
 char *lcx__ramp_blob(int n_fill, double depth, int seed)
 {
     if (n_fill < 0 || depth < 0 || depth > 1) return NULL;
-    long at = lround(depth * n_fill) + (long)(mix((uint64_t)seed) % 5) - 2;
+    long at = lround(depth * n_fill) + seed_jitter(n_fill, seed);
     if (at < 0) at = 0;
     if (at > n_fill) at = n_fill;
     lcx_buf b = {0};

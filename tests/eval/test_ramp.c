@@ -50,6 +50,18 @@ static void test_blob(void **st)
     for (const char *p = strstr(b, LCX_RAMP_FILLER); p; p = strstr(p + 1, LCX_RAMP_FILLER)) total++;
     assert_int_equal(total, 100);
     free(b);
+    /* 400 sentences: ±10, and 21 consecutive seeds give 21 distinct offsets */
+    bool seen[21] = {false};
+    for (int seed = 7; seed < 7 + 21; seed++) {
+        b = lcx__ramp_blob(400, 0.5, seed);
+        f = strstr(b, LCX_RAMP_FACT);
+        before = 0;
+        for (const char *p = strstr(b, LCX_RAMP_FILLER); p && p < f; p = strstr(p + 1, LCX_RAMP_FILLER)) before++;
+        assert_in_range(before, 190, 210);
+        assert_false(seen[before - 190]);
+        seen[before - 190] = true;
+        free(b);
+    }
     b = lcx__ramp_blob(100, 0.0, 1);
     assert_true(strncmp(b, LCX_RAMP_FACT, 10) == 0 || strstr(b, LCX_RAMP_FACT) - b < 3 * (long)strlen(LCX_RAMP_FILLER));
     free(b);
