@@ -446,7 +446,7 @@ def main():
     ap.add_argument("--drill-len", type=int, default=160)
     ap.add_argument("--induction-init", action="store_true", help="start from a copy circuit (induction_init)")
     ap.add_argument("--finalize", action="store_true", help="only apply finalize() to --init and write the model")
-    ap.add_argument("--init", help="start from this needle.pt (a later, longer stage)")
+    ap.add_argument("--init", help="start from this needle.pt or needle.gguf (a later stage)")
     ap.add_argument("--mult", type=float, default=0, help="long stage: filler multiplicity up to this (long_view)")
     ap.add_argument("--hole-frac", type=float, default=0, help="long stage: fraction of samples with a long position hole")
     ap.add_argument("--hole-max", type=int, default=65536)
@@ -467,7 +467,10 @@ def main():
     model = Model(CFG)
     if a.induction_init:
         induction_init(model, a.seed)
-    if a.init:
+    if a.init and a.init.endswith(".gguf"):   # a shipped model: its F32 weights, exactly
+        import ref_logits
+        model = ref_logits.load(a.init)
+    elif a.init:
         model.load_state_dict(torch.load(a.init))
     if a.finalize:
         finalize(model)
