@@ -139,7 +139,8 @@ static int put_array(lcx_buf *b, const double *v, long n, int inner)
     for (long i = 0; i < n && rc >= 0; i++) {
         if (inner && i && i % inner == 0) rc = lcx__buf_puts(b, "],[");
         else if (i) rc = lcx__buf_puts(b, ",");
-        if (rc >= 0) rc = isnan(v[i]) ? lcx__buf_puts(b, "null") : lcx__buf_printf(b, "%.17g", v[i]);
+        /* JSON has no NaN or infinity: both are null (an input of 1e309 parses as inf) */
+        if (rc >= 0) rc = !isfinite(v[i]) ? lcx__buf_puts(b, "null") : lcx__buf_printf(b, "%.17g", v[i]);
     }
     return rc < 0 ? rc : lcx__buf_puts(b, "]");
 }
