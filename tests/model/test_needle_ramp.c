@@ -1,9 +1,9 @@
 /* A short rescue ramp with the trained needle model (models/needle/needle.gguf) and a REAL
  * longctx-svc started here through lcx_sidecar: 2K tokens, 5 seeds x 3 depths, budget half
  * the prompt so V3 runs several eviction rounds and the fact leaves the KV cache. The baseline
- * (no eviction) must answer every cell; v3+longctx must answer most cells whose fact came back
- * only in the rescue message, and clearly more cells than V3 alone (greedy, strict NIAH
- * grade). Rates, not every cell: the model reads the rescue message in about 3 of 4 such
+ * (no eviction) must answer every cell; v3+longctx must answer at least half the cells whose
+ * fact came back only in the rescue message, and clearly more cells than V3 alone (greedy,
+ * strict NIAH grade). Rates, not every cell: the model reads the rescue message in about 3 of 4 such
  * cells at this harsh budget (10 seeds: 18/24; models/needle/README.md), so a per-cell
  * assertion would test which seeds were picked. Skips while the weights are not in the tree. */
 #define _GNU_SOURCE
@@ -72,7 +72,7 @@ static void run_cell(int rescue)
                   rescued, rescued_pass);
     /* measured with the committed model: v3 2/15, v3+longctx 11/15, rescued 12, answered 9 */
     assert_true(rescued >= 3);                       /* the case under test happened */
-    assert_true(2 * rescued_pass >= rescued);        /* most rescued facts are answered */
+    assert_true(2 * rescued_pass >= rescued);        /* at least half the rescued facts answered */
     assert_true(pass[LCX_RAMP_V3_LONGCTX] >= pass[LCX_RAMP_V3] + 5);   /* rescue is what answers */
     free(c);
     lcx_sidecar_stop(sc, 5000);
