@@ -223,6 +223,7 @@ enum { LCX_RAMP_BASELINE = 0, LCX_RAMP_V3 = 1, LCX_RAMP_V3_LONGCTX = 2, LCX_RAMP
 enum { LCX_RAMP_SINGLE_TURN = 0, LCX_RAMP_TWO_TURN = 1 };
 #define LCX_RAMP_MAX_SIZES 16
 #define LCX_RAMP_MAX_DEPTHS 16
+#define LCX_RAMP_REPLY_MAX 128    /* bytes of a cell's reply kept (a reply is max_gen tokens) */
 
 typedef struct {
     int size, arm, rescue, seed;
@@ -232,6 +233,7 @@ typedef struct {
     double evicted_pct;           /* cells evicted / tokens of the conversation, % */
     int rounds;
     int answer;                   /* lcx__niah_grade of the answering turn's reply */
+    char reply[LCX_RAMP_REPLY_MAX];   /* that reply (truncated): why a cell missed */
     bool cache_recall;            /* the fact's tokens all survive, or it was rescued */
     bool fact_in_cache, fact_in_rescue;
     int n_tokens;                 /* logical tokens at the end */

@@ -221,6 +221,13 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, const cell_c
     if (tn.n_prefilled > 0) out->extra_prefill_ms = tn.prefill_ms * tn.rescue_tokens / tn.n_prefilled;
     int g = lcx__niah_grade(reply ? reply : "", LCX_RAMP_QUESTION, LCX_RAMP_ANSWER);
     out->answer = g > 0 ? g : LCX_NIAH_FAIL;
+    if (reply) {   /* cut at a character boundary: the JSON output stays UTF-8 */
+        size_t k = strlen(reply);
+        if (k >= sizeof out->reply)
+            for (k = sizeof out->reply - 1; k > 0 && ((uint8_t)reply[k] & 0xC0) == 0x80; k--) {}
+        memcpy(out->reply, reply, k);
+        out->reply[k] = 0;
+    }
     int ch = eng_session_cache_holds(s, LCX_RAMP_FACT);
     int rh = eng_session_rescue_holds(s, LCX_RAMP_FACT);
     out->fact_in_cache = ch == 1;
@@ -494,6 +501,7 @@ char *lcx__ramp_json(const char *model, const lcx_ramp_cell *c, int n)
         cJSON_AddNumberToObject(o, "spans_sent", (double)c[i].spans_sent);
         cJSON_AddNumberToObject(o, "spans_dropped", (double)c[i].spans_dropped);
         cJSON_AddNumberToObject(o, "n_tokens", c[i].n_tokens);
+        cJSON_AddStringToObject(o, "reply", c[i].reply);
     }
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -548,6 +556,7 @@ int lcx__ramp_json_read(const char *json, lcx_ramp_cell **cells, int *n, char **
         c->spans_sent = (uint64_t)NUM("spans_sent");
         c->spans_dropped = (uint64_t)NUM("spans_dropped");
         c->n_tokens = (int)NUM("n_tokens");
+        if (STR("reply")) snprintf(c->reply, sizeof c->reply, "%s", STR("reply"));
 #undef NUM
 #undef STR
         if (c->size < 1 || c->arm < 0 || c->rescue < 0 || c->direction < 0 || c->mode < 0 || c->answer < 1) {

@@ -124,7 +124,7 @@ static void run_ramp(int rescue)
                                        "evicted_pct", "rounds", "answer", "cache_recall", "total_s",
                                        /* beyond the shape: where the fact was found */
                                        "in_cache", "in_rescue", "rescue_chunks", "spans_sent", "spans_dropped",
-                                       "n_tokens"};
+                                       "n_tokens", "reply"};
     const cJSON *e0 = cJSON_GetArrayItem(arr, 0);
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) assert_non_null(cJSON_GetObjectItem(e0, keys[k]));
     assert_int_equal(cJSON_GetArraySize(e0), (int)(sizeof keys / sizeof *keys));
@@ -146,6 +146,7 @@ static void run_ramp(int rescue)
         assert_int_equal(back[i].seed, c[i].seed);
         assert_int_equal(back[i].cache_recall, c[i].cache_recall);
         assert_int_equal(back[i].answer, c[i].answer);
+        assert_string_equal(back[i].reply, c[i].reply);
         assert_int_equal(back[i].rounds, c[i].rounds);
         assert_int_equal(back[i].fact_in_cache, c[i].fact_in_cache);
         assert_int_equal(back[i].fact_in_rescue, c[i].fact_in_rescue);
