@@ -115,6 +115,14 @@ run_one() {
   [ "${LCX_FUZZ_SEED:-1}" != 0 ] && args+=(-seed="${LCX_FUZZ_SEED:-1}")
   local dict; dict=$(dict_of "$t")
   [ -n "$dict" ] && args+=(-dict="$dict")
+  # The service targets run libmicrohttpd's worker threads beside each input, and LSan's
+  # check during the run is not safe against threads that allocate while it scans
+  # (google/sanitizers#757): twice in session 16 (routes after 1.59M, http after 1.08M) it
+  # reported the two workers' live poll() arrays (2 x 16 bytes, MHD's per-iteration
+  # calloc) as leaked, not reproducible on replay. Their leaks are checked at exit instead,
+  # once fz_cleanup has stopped the service: any leak of the run still fails it (status 1),
+  # without naming its input.
+  case $t in http|routes) args+=(-detect_leaks=0) ;; esac
   case $mode in
     smoke|time) args+=(-max_total_time="$secs") ;;
     runs) args+=(-runs="$runs") ;;
