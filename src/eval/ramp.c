@@ -147,6 +147,17 @@ typedef struct {
 /* what varies between the V3 configurations of one (size, arm, depth, seed) */
 typedef struct { int rescue, direction, mode; } cell_cfg;
 
+/* The cell keeps the first LCX_RAMP_REPLY_MAX - 1 bytes of a reply, cut at a character
+ * boundary so the JSON output stays UTF-8. */
+static void set_reply(lcx_ramp_cell *c, const char *reply)
+{
+    size_t k = strlen(reply);
+    if (k >= sizeof c->reply)
+        for (k = sizeof c->reply - 1; k > 0 && ((uint8_t)reply[k] & 0xC0) == 0x80; k--) {}
+    memcpy(c->reply, reply, k);
+    c->reply[k] = 0;
+}
+
 static int run_cell(const runner *R, int size, int n_fill, int arm, const cell_cfg *cf, double depth, int seed,
                     lcx_ramp_cell *out, char *err, size_t err_len)
 {
@@ -221,13 +232,7 @@ static int run_cell(const runner *R, int size, int n_fill, int arm, const cell_c
     if (tn.n_prefilled > 0) out->extra_prefill_ms = tn.prefill_ms * tn.rescue_tokens / tn.n_prefilled;
     int g = lcx__niah_grade(reply ? reply : "", LCX_RAMP_QUESTION, LCX_RAMP_ANSWER);
     out->answer = g > 0 ? g : LCX_NIAH_FAIL;
-    if (reply) {   /* cut at a character boundary: the JSON output stays UTF-8 */
-        size_t k = strlen(reply);
-        if (k >= sizeof out->reply)
-            for (k = sizeof out->reply - 1; k > 0 && ((uint8_t)reply[k] & 0xC0) == 0x80; k--) {}
-        memcpy(out->reply, reply, k);
-        out->reply[k] = 0;
-    }
+    if (reply) set_reply(out, reply);
     int ch = eng_session_cache_holds(s, LCX_RAMP_FACT);
     int rh = eng_session_rescue_holds(s, LCX_RAMP_FACT);
     out->fact_in_cache = ch == 1;
@@ -556,7 +561,7 @@ int lcx__ramp_json_read(const char *json, lcx_ramp_cell **cells, int *n, char **
         c->spans_sent = (uint64_t)NUM("spans_sent");
         c->spans_dropped = (uint64_t)NUM("spans_dropped");
         c->n_tokens = (int)NUM("n_tokens");
-        if (STR("reply")) snprintf(c->reply, sizeof c->reply, "%s", STR("reply"));
+        if (STR("reply")) set_reply(c, STR("reply"));
 #undef NUM
 #undef STR
         if (c->size < 1 || c->arm < 0 || c->rescue < 0 || c->direction < 0 || c->mode < 0 || c->answer < 1) {

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "eval/lcx_eval.h"
+#include "util/util.h"
 #include "longctx/lcx_sidecar.h"
 #include "longctx/triatt.h"
 
@@ -244,6 +245,26 @@ static void test_policy_lists(void **st)
     free(c);
 }
 
+/* A reply longer than the cell keeps is cut before a character, never inside one. */
+static void test_reply_cut(void **st)
+{
+    (void)st;
+    char json[1024] = "{\"model\":\"m\",\"cells\":[{\"size\":2048,\"arm\":\"v3\",\"rescue\":\"single-turn\","
+                      "\"answer\":\"FAIL\",\"reply\":\"";
+    for (int i = 0; i < 100; i++) strcat(json, "\xc3\xa9");   /* 100 x U+00E9: 200 bytes */
+    strcat(json, "\"}]}");
+    lcx_ramp_cell *c = NULL;
+    int n = 0;
+    assert_int_equal(lcx__ramp_json_read(json, &c, &n, NULL), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(strlen(c[0].reply), 126);   /* 63 whole characters of 127 bytes */
+    assert_true(lcx__utf8_valid(c[0].reply, strlen(c[0].reply)));
+    char *j = lcx__ramp_json("m", c, n);
+    assert_non_null(strstr(j, "\"reply\":\"\xc3\xa9"));
+    free(j);
+    free(c);
+}
+
 static void test_refusals(void **st)
 {
     (void)st;
@@ -272,6 +293,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blob),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_reply_cut),
         cmocka_unit_test(test_policy_lists),
         cmocka_unit_test(test_ramp_two_turn),
         cmocka_unit_test(test_ramp_single_turn),
