@@ -210,13 +210,6 @@ int lcx__mrcr_gen_open(const char *dir, lcx_mrcr_gen **out)
 
 /* ------------------------------------------------------------------ reply building */
 
-static size_t cp_len(const char *s, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xc0) != 0x80;
-    return k;
-}
-
 static int put_topic_line(lcx_buf *b, rng_t *r, const char *topic)
 {
     char tmp[256];
@@ -247,7 +240,7 @@ static int build_verse(lcx_mrcr_gen *g, rng_t *r, lcx_buf *b, const char *fmt, c
     int stanza = 0;
     int song = !strcmp(fmt, "song");
     size_t per_stanza = !strcmp(fmt, "haiku") ? 3 : !strcmp(fmt, "limerick") ? 5 : 4;
-    while (!rc && cp_len(b->data, b->len) < budget) {
+    while (!rc && lcx__utf8_chars(b->data, b->len) < budget) {
         if (line % per_stanza == 0 && song) {
             rc = lcx__buf_printf(b, stanza % 2 ? "Chorus:\n" : "Verse %d:\n", stanza / 2 + 1);
             if (rc) break;
@@ -322,7 +315,7 @@ static int build_prose(lcx_mrcr_gen *g, rng_t *r, lcx_buf *b, const char *fmt, c
     size_t si = rng_n(r, g->n_sent);
     int dialogue = !strcmp(fmt, "dialogue") || !strcmp(fmt, "podcast script");
     int turn = 0;
-    while (!rc && cp_len(b->data, b->len) < budget) {
+    while (!rc && lcx__utf8_chars(b->data, b->len) < budget) {
         size_t ns = 2 + rng_n(r, 4);
         if (dialogue) rc = lcx__buf_puts(b, turn++ % 2 ? "B: " : "A: ");
         for (size_t s = 0; !rc && s < ns; s++) {
@@ -566,7 +559,7 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
     draw_hash(r, hash);
     lcx_buf pre = {0};
     if ((rc = build_preamble(g, r, needle, &pre))) goto out;
-    double overhead = (double)cp_len(pre.data, pre.len) + 200;
+    double overhead = (double)lcx__utf8_chars(pre.data, pre.len) + 200;
     double per = (target - overhead) / (double)n_turns;
     if (per < 120) per = 120;
     size_t alloc = 0;
@@ -581,7 +574,7 @@ static int gen_once(lcx_mrcr_gen *g, rng_t *r, int n_needles, int bin, lcx_mrcr_
     rec->n_needles = n_needles;
     rec->total_messages = (long)rec->n_msgs;
     long nc = 0;
-    for (size_t i = 0; i < rec->n_msgs; i++) nc += (long)cp_len(rec->msgs[i].content, rec->msgs[i].len);
+    for (size_t i = 0; i < rec->n_msgs; i++) nc += (long)lcx__utf8_chars(rec->msgs[i].content, rec->msgs[i].len);
     rec->n_chars = nc;
 out:
     free(plan); free(is_needle);

@@ -15,6 +15,7 @@
 #include "eval/lcx_eval.h"
 #include "engine/tokenizer.h"
 #include "longctx/engine.h"
+#include "util/util.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -151,9 +152,7 @@ typedef struct { int rescue, direction, mode; } cell_cfg;
  * boundary so the JSON output stays UTF-8. */
 static void set_reply(lcx_ramp_cell *c, const char *reply)
 {
-    size_t k = strlen(reply);
-    if (k >= sizeof c->reply)
-        for (k = sizeof c->reply - 1; k > 0 && ((uint8_t)reply[k] & 0xC0) == 0x80; k--) {}
+    size_t k = lcx__utf8_cut(reply, strlen(reply), sizeof c->reply - 1);
     memcpy(c->reply, reply, k);
     c->reply[k] = 0;
 }

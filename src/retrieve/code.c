@@ -65,14 +65,6 @@
 
 /* ---------------------------------------------------------------- splice */
 
-/* Code points in s[0..n) (the budget counts characters, as the reference's Python). */
-static size_t cp_count(const char *s, size_t n)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xc0) != 0x80;
-    return c;
-}
-
 /* Bytes of the first k code points of s[0..n). */
 static size_t cp_prefix(const char *s, size_t n, size_t k)
 {
@@ -100,26 +92,26 @@ int lcx_code_splice(const lcx_code_hit *hits, int n, size_t budget, char **out, 
     lcx_buf b = {0};
     int rc = 0;
     if (n > 0) {
-        size_t used = cp_count(SPLICE_HEADER, strlen(SPLICE_HEADER));
+        size_t used = lcx__utf8_chars(SPLICE_HEADER, strlen(SPLICE_HEADER));
         lcx_buf hdr = {0};
         for (int i = 0; i < n && !rc; i++) {
             hdr.len = 0;
             if ((rc = lcx__buf_printf(&hdr, "// %s:%u-%u", hits[i].file_path, hits[i].start_line, hits[i].end_line))) break;
-            size_t overhead = cp_count(hdr.data, hdr.len) + SPLICE_FENCE_CHARS;
+            size_t overhead = lcx__utf8_chars(hdr.data, hdr.len) + SPLICE_FENCE_CHARS;
             if (used + overhead >= budget || budget - used - overhead <= SPLICE_MIN_REMAINING) break;
             size_t remaining = budget - used - overhead;
             if (!b.len && (rc = lcx__buf_puts(&b, SPLICE_HEADER))) break;
             size_t start = b.len;
             const char *t = hits[i].text ? hits[i].text : "";
             size_t tl = strlen(t);
-            bool cut = cp_count(t, tl) > remaining;
+            bool cut = lcx__utf8_chars(t, tl) > remaining;
             if (cut) tl = cp_prefix(t, tl, remaining);
             rc = lcx__buf_append(&b, hdr.data, hdr.len);
             if (!rc) rc = lcx__buf_puts(&b, "\n```\n");
             if (!rc) rc = lcx__buf_append(&b, t, tl);
             if (!rc && cut) rc = lcx__buf_puts(&b, TRUNC_MARK);
             if (!rc) rc = lcx__buf_puts(&b, "\n```\n\n");
-            used += cp_count(b.data + start, b.len - start);
+            used += lcx__utf8_chars(b.data + start, b.len - start);
         }
         lcx__buf_free(&hdr);
     }

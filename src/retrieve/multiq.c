@@ -19,6 +19,7 @@
  * in order, so scores stay monotone. */
 #define _GNU_SOURCE
 #include "longctx/lcx_recipes.h"
+#include "util/util.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,12 +167,7 @@ static int build_turns(const lcx_embedder *emb, const lcx_msg *msgs, size_t n, t
         const char *rp = "";
         size_t rn = 0;
         if (last_user >= 0) req_line(&msgs[last_user], &rp, &rn);
-        size_t ml = m->len;
-        size_t head = rn ? REPLY_HEAD : REPLY_HEAD_ALONE;
-        if (ml > head) {                       /* cut on a UTF-8 boundary */
-            ml = head;
-            while (ml > 0 && ((unsigned char)m->content[ml] & 0xc0) == 0x80) ml--;
-        }
+        size_t ml = lcx__utf8_cut(m->content, m->len, rn ? REPLY_HEAD : REPLY_HEAD_ALONE);
         size_t need = rn + 1 + ml + 1;
         if (need > cap) {
             char *nd = realloc(doc, need);
@@ -247,11 +243,7 @@ static char *turn_text(const turns_t *t, const lcx_msg *msgs, uint32_t id, size_
     size_t rn = 0;
     if (t->req_of[id] >= 0) req_line(&msgs[t->req_of[id]], &rp, &rn);
     const lcx_msg *m = &msgs[t->msg_of[id]];
-    size_t ml = m->len;
-    if (rn + 1 + ml > RR_DOC_CAP) {            /* cut on a UTF-8 boundary */
-        ml = RR_DOC_CAP > rn + 1 ? RR_DOC_CAP - rn - 1 : 0;
-        while (ml > 0 && ((unsigned char)m->content[ml] & 0xc0) == 0x80) ml--;
-    }
+    size_t ml = lcx__utf8_cut(m->content, m->len, RR_DOC_CAP > rn + 1 ? RR_DOC_CAP - rn - 1 : 0);
     char *d = malloc(rn + 1 + ml + 1);
     if (!d) return NULL;
     memcpy(d, rp, rn);

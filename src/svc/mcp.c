@@ -78,8 +78,7 @@ static void apply_budget(lcx_buf *b, int max_tokens)
     size_t cap = (size_t)max_tokens * MCP_BYTES_PER_TOKEN;
     static const char mark[] = "\n... [truncated to the token budget]";
     if (b->len <= cap) return;
-    size_t keep = cap > sizeof mark ? cap - (sizeof mark - 1) : 0;
-    while (keep && ((unsigned char)b->data[keep] & 0xc0) == 0x80) keep--;
+    size_t keep = lcx__utf8_cut(b->data, b->len, cap > sizeof mark ? cap - (sizeof mark - 1) : 0);
     b->len = keep;
     b->data[keep] = 0;
     lcx__buf_puts(b, mark);

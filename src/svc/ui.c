@@ -15,6 +15,7 @@
  * scores) in RAM only; it is what an operator sees, and it is behind the token like the
  * stores it summarises. */
 #include "svc/svc.h"
+#include "util/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,20 +58,11 @@ void lcx__svc_recent_free(struct lcx_svc_recent *r)
     free(r);
 }
 
-/* Longest prefix of s[0..n) of at most cap bytes that ends on a UTF-8 boundary. */
-static size_t utf8_cut(const char *s, size_t n, size_t cap)
-{
-    if (n <= cap) return n;
-    size_t k = cap;
-    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
-    return k;
-}
-
 /* Copies the cut prefix; text that is not valid UTF-8 (a file name, a query no route
  * checked) is replaced, so /longctx/recent stays valid JSON. */
 static void copy_cut(char *dst, size_t cap, const char *src, size_t n)
 {
-    size_t k = src ? utf8_cut(src, n, cap) : 0;
+    size_t k = src ? lcx__utf8_cut(src, n, cap) : 0;
     if (k && !lcx__utf8_valid(src, k)) src = "(not UTF-8)", k = strlen(src);
     if (k) memcpy(dst, src, k);
     dst[k] = 0;

@@ -37,3 +37,12 @@ size_t lcx__utf8_chars(const char *s, size_t n)
     for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
     return c;
 }
+
+/* Backs off over continuation bytes: s[k] starting a character means s[0..k) ends on one. */
+size_t lcx__utf8_cut(const char *s, size_t n, size_t cap)
+{
+    if (n <= cap) return n;
+    size_t k = cap;
+    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+    return k;
+}

@@ -143,6 +143,9 @@ void     lcx__sha256_hex(const void *p, size_t n, char *out, size_t nbytes);
 bool lcx__utf8_valid(const char *p, size_t n);
 /* Number of Unicode characters (code points) in valid UTF-8. */
 size_t lcx__utf8_chars(const char *s, size_t n);
+/* Longest prefix of s[0..n) of at most cap bytes that does not split a character: the one
+ * home of "cut text to a byte budget" (n itself when n <= cap). */
+size_t lcx__utf8_cut(const char *s, size_t n, size_t cap);
 
 /* ---- Tier-3 rescue rules (rescue_rules.c; SPEC §2), shared by liblongctx and libtriatt.
  * The rescue system message: LCX_RESCUE_HEADER, then one
