@@ -119,6 +119,17 @@ static void test_utf8(void **st)
     assert_false(lcx__utf8_valid("\xff", 1));
     assert_int_equal(lcx__utf8_chars("h\xc3\xa9llo \xf0\x9f\x9a\x80", 11), 7);
     assert_int_equal(lcx__utf8_chars("", 0), 0);
+    /* a cut never splits a character: "h" + é (2) + € (3) + 😀 (4) = 10 bytes; every cap
+     * lands on the start of the character it would split */
+    static const char mix[] = "h\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    static const size_t want[] = {0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10, 10};
+    for (size_t cap = 0; cap < sizeof want / sizeof *want; cap++) {
+        size_t k = lcx__utf8_cut(mix, 10, cap);
+        assert_int_equal(k, want[cap]);
+        assert_true(lcx__utf8_valid(mix, k));
+    }
+    assert_int_equal(lcx__utf8_cut("abc", 3, 1), 1);
+    assert_int_equal(lcx__utf8_cut(NULL, 0, 0), 0);
     /* long ASCII runs (the 32-byte fast path) with a bad or good sequence at every offset */
     char buf[200];
     for (int at = 0; at < 190; at++) {
