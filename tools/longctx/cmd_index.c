@@ -99,33 +99,19 @@ int cmd_index(int argc, char **argv)
         fprintf(stderr, "longctx index: %s: %s (%s)\n", path, why ? why : "error", lcx_strerror(rc));
         return 1;
     }
-    lcx_scopes_opts so = lcx_scopes_defaults();
-    so.data_dir = cfg.data_dir;
-    so.watch = false;
+    const lcx_scopes_opts so = lcx_scopes_defaults();   /* cmd_scopes_open's limits, for the count */
     progress pr = {.tty = want_progress && isatty(2), .t0 = lcx__now_ms(), .root = canon,
                    .max_file_bytes = so.max_file_bytes, .max_files = so.package_cap};
     pthread_t cth;
     bool counting = pr.tty && pthread_create(&cth, NULL, count_run, &pr) == 0;
-    lcx_embedder *emb = NULL;
-    lcx_scopes *m = NULL;
-    lcx_svc_nn *nn = NULL;
-    if (cmd_nn_open("index", &cfg, &nn) < 0) {
-        if (counting) pthread_join(cth, NULL);
-        return 1;
-    }
-    so.store.nn = lcx_svc_nn_queue(nn);
-    rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
-    if (!rc) rc = lcx_scopes_open(&so, emb, &m);
-    if (rc) {
-        fprintf(stderr, "longctx index: cannot open %s: %s\n", cfg.data_dir, lcx_strerror(rc));
-        lcx_embedder_free(emb);
-        lcx_svc_nn_close(nn);
+    cmd_scopes sc;
+    if (cmd_scopes_open("index", &cfg, false, &sc) < 0) {
         if (counting) pthread_join(cth, NULL);
         return 1;
     }
     lcx_scope_info inf;
     double t0 = lcx__now_ms();
-    rc = lcx_scopes_index(m, canon, on_progress, &pr, &inf, &why);
+    rc = lcx_scopes_index(sc.scopes, canon, on_progress, &pr, &inf, &why);
     double ms = lcx__now_ms() - t0;
     if (counting) pthread_join(cth, NULL);
     if (pr.tty) fprintf(stderr, "\n");
@@ -141,12 +127,12 @@ int cmd_index(int argc, char **argv)
     }
     /* close saves the store's index snapshot (what makes the next open fast): part of the
      * command's time, so it is reported too */
-    if (!rc && nn && lcx_svc_nn_queue(nn)) {
+    if (!rc && lcx_svc_nn_queue(sc.nn)) {
         /* the neural vectors come from the background worker: wait for it to catch up */
         double tn = lcx__now_ms();
         lcx_nnq_stats st;
         for (;;) {
-            lcx_nnq_get_stats(lcx_svc_nn_queue(nn), &st);
+            lcx_nnq_get_stats(lcx_svc_nn_queue(sc.nn), &st);
             if (!st.backlog || (st.errors && st.rate_per_s <= 0)) break;
             if (pr.tty) fprintf(stderr, "\rneural vectors: %llu to go ", (unsigned long long)st.backlog);
             struct timespec ts = {0, 100 * 1000000L};
@@ -158,7 +144,7 @@ int cmd_index(int argc, char **argv)
     }
     if (!rc && pr.tty) fprintf(stderr, "saving the index...");
     double t_close = lcx__now_ms();
-    lcx_scopes_close(m);
+    cmd_scopes_close(&sc);
     double now = lcx__now_ms();
     if (!rc && pr.tty) fprintf(stderr, "\r\033[K");
     if (!rc) {
@@ -166,7 +152,5 @@ int cmd_index(int argc, char **argv)
         printf("saved in %.2f s; whole command %.2f s (%.1f MB/s)\n", (now - t_close) / 1000.0, all,
                all > 0 ? (double)inf.bytes / 1e6 / all : 0.0);
     }
-    lcx_embedder_free(emb);
-    lcx_svc_nn_close(nn);
     return rc ? 1 : 0;
 }

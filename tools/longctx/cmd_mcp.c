@@ -32,26 +32,10 @@ int cmd_mcp(int argc, char **argv)
             return 2;
         }
     }
-    lcx_embedder *emb = NULL;
-    lcx_scopes *scopes = NULL;
-    lcx_svc_nn *nn = NULL;
-    if (cmd_nn_open("mcp", &cfg, &nn) < 0) return 1;
-    int rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
-    lcx_scopes_opts so = lcx_scopes_defaults();
-    so.data_dir = cfg.data_dir;
-    so.watch = watch;
-    so.store.nn = lcx_svc_nn_queue(nn);
-    if (!rc) rc = lcx_scopes_open(&so, emb, &scopes);
-    if (rc) {
-        fprintf(stderr, "longctx mcp: cannot open the index under %s: %s\n", cfg.data_dir, lcx_strerror(rc));
-        lcx_embedder_free(emb);
-        lcx_svc_nn_close(nn);
-        return 1;
-    }
-    lcx_mcp m = {.scopes = scopes};
+    cmd_scopes sc;
+    if (cmd_scopes_open("mcp", &cfg, watch, &sc) < 0) return 1;
+    lcx_mcp m = {.scopes = sc.scopes};
     lcx_mcp_serve(&m, stdin, stdout);
-    lcx_scopes_close(scopes);
-    lcx_embedder_free(emb);
-    lcx_svc_nn_close(nn);
+    cmd_scopes_close(&sc);
     return 0;
 }

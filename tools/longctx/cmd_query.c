@@ -65,29 +65,15 @@ int cmd_query(int argc, char **argv)
     } else {
         snprintf(abs, sizeof abs, "%s", path);
     }
-    lcx_embedder *emb = NULL;
-    lcx_scopes *m = NULL;
-    lcx_svc_nn *nn = NULL;
-    if (cmd_nn_open("query", &cfg, &nn) < 0) return 1;
-    int rc = lcx_embedder_hash_new(cfg.embed_dim, &emb);
-    lcx_scopes_opts so = lcx_scopes_defaults();
-    so.data_dir = cfg.data_dir;
-    so.watch = false;
-    so.store.nn = lcx_svc_nn_queue(nn);
-    if (!rc) rc = lcx_scopes_open(&so, emb, &m);
-    if (rc) {
-        fprintf(stderr, "longctx query: cannot open %s: %s\n", cfg.data_dir, lcx_strerror(rc));
-        lcx_embedder_free(emb);
-        lcx_svc_nn_close(nn);
-        return 1;
-    }
+    cmd_scopes sc;
+    if (cmd_scopes_open("query", &cfg, false, &sc) < 0) return 1;
     lcx_code_request rq = lcx_code_request_init();
     rq.explicit_scope = abs;
     rq.query = text;
     rq.query_len = strlen(text);
     rq.top_k = k;
     lcx_code_result res;
-    rc = lcx_code_retrieve(m, &rq, &res);
+    int rc = lcx_code_retrieve(sc.scopes, &rq, &res);
     if (rc) {
         fprintf(stderr, "longctx query: %s: %s\n", res.err_code ? res.err_code : "error", res.err_msg);
     } else if (json) {
@@ -119,8 +105,6 @@ int cmd_query(int argc, char **argv)
         if (!res.n_hits) fprintf(stderr, "longctx query: no matching chunks in %s\n", res.scope.scope_path);
     }
     lcx_code_result_free(&res);
-    lcx_scopes_close(m);
-    lcx_embedder_free(emb);
-    lcx_svc_nn_close(nn);
+    cmd_scopes_close(&sc);
     return rc ? 1 : 0;
 }

@@ -2,7 +2,8 @@
  * given model (docs/neural.md "Fingerprint"). The store is opened exclusively (a running
  * service holding it makes this fail with "in use"), its neural.vec from another model is
  * dropped (lcx_store_opts.nn_reset) and every chunk is embedded on this thread before the
- * command returns. Also: the neural-flag helper of `index`, `query` and `mcp`. */
+ * command returns. Also: the neural-model and scope-manager openers of `index`, `query` and
+ * `mcp`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,32 @@ int cmd_nn_open(const char *cmd, const lcx_svc_config *cfg, lcx_svc_nn **out)
     int rc = lcx_svc_nn_open(cfg, out, msg, sizeof msg);
     if (rc < 0) fprintf(stderr, "longctx %s: %s\n", cmd, msg[0] ? msg : lcx_strerror(rc));
     return rc;
+}
+
+int cmd_scopes_open(const char *cmd, const lcx_svc_config *cfg, bool watch, cmd_scopes *out)
+{
+    *out = (cmd_scopes){0};
+    if (cmd_nn_open(cmd, cfg, &out->nn) < 0) return -1;
+    lcx_scopes_opts so = lcx_scopes_defaults();
+    so.data_dir = cfg->data_dir;
+    so.watch = watch;
+    so.store.nn = lcx_svc_nn_queue(out->nn);
+    int rc = lcx_embedder_hash_new(cfg->embed_dim, &out->emb);
+    if (!rc) rc = lcx_scopes_open(&so, out->emb, &out->scopes);
+    if (rc) {
+        fprintf(stderr, "longctx %s: cannot open the index under %s: %s\n", cmd, cfg->data_dir, lcx_strerror(rc));
+        cmd_scopes_close(out);
+        return rc < 0 ? rc : -1;
+    }
+    return 0;
+}
+
+void cmd_scopes_close(cmd_scopes *s)
+{
+    lcx_scopes_close(s->scopes);
+    lcx_embedder_free(s->emb);
+    lcx_svc_nn_close(s->nn);
+    *s = (cmd_scopes){0};
 }
 
 static void usage(FILE *f)

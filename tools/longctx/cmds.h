@@ -4,6 +4,11 @@
 #ifndef LCX_CLI_CMDS_H
 #define LCX_CLI_CMDS_H
 
+#include <stdbool.h>
+#include "longctx/lcx_neural.h"
+#include "longctx/lcx_scope.h"
+#include "longctx/lcx_svc.h"
+
 int cmd_serve(int argc, char **argv);   /* = longctx-svc serve (cmd_serve.c) */
 int cmd_index(int argc, char **argv);   /* index a scope with a progress bar (cmd_index.c) */
 int cmd_query(int argc, char **argv);   /* retrieve from a scope (cmd_query.c) */
@@ -15,15 +20,24 @@ int cmd_triatt(int argc, char **argv);  /* triatt replay | simulate (cmd_triatt.
 int cmd_embed(int argc, char **argv);   /* neural embedder vectors (cmd_embed.c) */
 int cmd_rerank(int argc, char **argv);  /* cross-encoder scores (cmd_rerank.c) */
 int cmd_reembed(int argc, char **argv); /* rebuild a store's neural vectors (cmd_reembed.c) */
+
 /* loads --embed-model / --rerank-model of cfg (cmd_reembed.c); *out NULL when neither;
  * < 0 after printing "longctx CMD: <the loader's sentence>" */
-struct lcx_svc_nn;
-#include "longctx/lcx_svc.h"
-int cmd_nn_open(const char *cmd, const lcx_svc_config *cfg, struct lcx_svc_nn **out);
+int cmd_nn_open(const char *cmd, const lcx_svc_config *cfg, lcx_svc_nn **out);
+
+/* The scope manager of index, query and mcp over cfg's data dir (cmd_reembed.c): cfg's
+ * neural models, the hash embedder, lcx_scopes_open (watch: the inotify watcher). < 0
+ * after printing "longctx CMD: …", with nothing left open; cmd_scopes_close frees all. */
+typedef struct {
+    lcx_embedder *emb;
+    lcx_svc_nn *nn;
+    lcx_scopes *scopes;
+} cmd_scopes;
+int cmd_scopes_open(const char *cmd, const lcx_svc_config *cfg, bool watch, cmd_scopes *out);
+void cmd_scopes_close(cmd_scopes *s);
+
 /* model flags shared by embed and rerank (cmd_embed.c): 1 consumed, 0 not a model flag,
  * -1 bad value (message printed) */
-#include <stdbool.h>
-#include "longctx/lcx_neural.h"
 extern const char lcx__cli_nn_flags[];
 int lcx__cli_nn_parse(int argc, char **argv, int *i, const char *cmd, lcx_nn_opts *o, const char **model, bool *json);
 
