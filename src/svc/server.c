@@ -925,7 +925,27 @@ static uint32_t count_session_dirs(const char *data_dir)
     return n;
 }
 
-static void free_cursors(lcx_svc *svc);
+/* What start built, after the daemon, the janitor and the modules are gone: the sessions
+ * (closing snapshots and releases every store), then the rest; the log last. */
+static void svc_free(lcx_svc *svc, bool stop_line)
+{
+    lcx_sessions_close(svc->sessions);
+    lcx__svc_nn_stop(svc);
+    lcx_embedder_free(svc->emb);
+    if (svc->cursors)
+        for (uint32_t i = 0; i < svc->n_cursor_buckets; i++)
+            for (struct svc_cursor *c = svc->cursors[i], *n; c; c = n) { n = c->next; free(c); }
+    free(svc->cursors);
+    lcx__svc_metrics_free(svc->metrics);
+    lcx__svc_limits_free(svc->limits);
+    lcx__svc_recent_free(svc->recent);
+    if (stop_line) lcx__svc_logf(svc->log, "info", "stopped cleanly");
+    lcx__svc_log_free(svc->log);
+    pthread_mutex_destroy(&svc->mu);
+    pthread_mutex_destroy(&svc->jmu);
+    pthread_cond_destroy(&svc->jcv);
+    free(svc);
+}
 
 int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t ml)
 {
@@ -1016,31 +1036,11 @@ int lcx__svc_start(const lcx_svc_config *cfg, lcx_svc **out, char *msg, size_t m
         while (modules_inited-- > 0)
             if (lcx__svc_modules[modules_inited].fini) lcx__svc_modules[modules_inited].fini(svc);
         if (svc->listen_fd >= 0) close(svc->listen_fd);
-        lcx_sessions_close(svc->sessions);
-        lcx__svc_nn_stop(svc);
-        lcx_embedder_free(svc->emb);
-        free_cursors(svc);
-        lcx__svc_metrics_free(svc->metrics);
-        lcx__svc_limits_free(svc->limits);
-        lcx__svc_recent_free(svc->recent);
-        lcx__svc_log_free(svc->log);
-        pthread_mutex_destroy(&svc->mu);
-        pthread_mutex_destroy(&svc->jmu);
-        pthread_cond_destroy(&svc->jcv);
-        free(svc);
+        svc_free(svc, false);
         return rc;
     }
     *out = svc;
     return 0;
-}
-
-static void free_cursors(lcx_svc *svc)
-{
-    if (!svc->cursors) return;
-    for (uint32_t i = 0; i < svc->n_cursor_buckets; i++)
-        for (struct svc_cursor *c = svc->cursors[i], *n; c; c = n) { n = c->next; free(c); }
-    free(svc->cursors);
-    svc->cursors = NULL;
 }
 
 void lcx__svc_stop(lcx_svc *svc)
@@ -1056,24 +1056,12 @@ void lcx__svc_stop(lcx_svc *svc)
     pthread_cond_broadcast(&svc->jcv);
     pthread_mutex_unlock(&svc->jmu);
     if (svc->janitor_running) pthread_join(svc->janitor, NULL);
-    /* 3. modules, then the sessions (close snapshots and releases every store) */
+    /* 3. modules, then the sessions and the rest */
     int n = 0;
     while (lcx__svc_modules[n].name) n++;
     while (n-- > 0)
         if (lcx__svc_modules[n].fini) lcx__svc_modules[n].fini(svc);
-    lcx_sessions_close(svc->sessions);
-    lcx__svc_nn_stop(svc);
-    lcx_embedder_free(svc->emb);
-    free_cursors(svc);
-    lcx__svc_metrics_free(svc->metrics);
-    lcx__svc_limits_free(svc->limits);
-    lcx__svc_recent_free(svc->recent);
-    if (svc->stop_line) lcx__svc_logf(svc->log, "info", "stopped cleanly");
-    lcx__svc_log_free(svc->log);
-    pthread_mutex_destroy(&svc->mu);
-    pthread_mutex_destroy(&svc->jmu);
-    pthread_cond_destroy(&svc->jcv);
-    free(svc);
+    svc_free(svc, svc->stop_line);
 }
 
 void lcx__svc_on_sighup(lcx_svc *svc)
