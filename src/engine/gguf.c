@@ -53,7 +53,9 @@ static const struct { int16_t blk; int16_t bytes; } g_types[] = {
     [30] = {1, 2},     /* BF16 */
 };
 
-size_t eng__gguf_tensor_nbytes(int type, int n_dims, const int64_t *ne)
+/* Bytes of a tensor of this type and shape, 0 when the type is unknown or the row length is
+ * not a multiple of the block size (used by both reader and writer). */
+static size_t eng__gguf_tensor_nbytes(int type, int n_dims, const int64_t *ne)
 {
     if (type < 0 || type >= (int)LCX_ARRAY_LEN(g_types) || !g_types[type].blk) return 0;
     if (n_dims < 1 || n_dims > ENG_GGUF_MAX_DIMS) return 0;

@@ -134,8 +134,5 @@ int eng__gguf_w_tensor(eng_gguf_writer *w, const char *name, int type, int n_dim
                       const int64_t *ne, const void *data);
 int eng__gguf_writer_write(eng_gguf_writer *w, const char *path, eng_gguf_fill_fn fill, void *ctx);
 
-/* Bytes of a tensor of this type and shape, 0 when the type is unknown or the row length is
- * not a multiple of the block size (used by both reader and writer). */
-size_t eng__gguf_tensor_nbytes(int type, int n_dims, const int64_t *ne);
 
 #endif

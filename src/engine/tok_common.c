@@ -448,7 +448,6 @@ int32_t eng__token_bos(const eng_tokenizer *t) { return t->bos; }
 int32_t eng__token_eos(const eng_tokenizer *t) { return t->eos; }
 int32_t eng__token_unk(const eng_tokenizer *t) { return t->unk; }
 int32_t eng__token_sep(const eng_tokenizer *t) { return t->sep; }
-int32_t eng__token_pad(const eng_tokenizer *t) { return t->pad; }
 int32_t eng__token_eot(const eng_tokenizer *t) { return t->eot; }
 bool eng__tokenizer_add_bos(const eng_tokenizer *t) { return t->add_bos; }
 bool eng__tokenizer_add_eos(const eng_tokenizer *t) { return t->add_eos; }

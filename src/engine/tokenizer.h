@@ -127,7 +127,6 @@ int32_t eng__token_bos(const eng_tokenizer *t);      /* ENG_TOKEN_NONE when the 
 int32_t eng__token_eos(const eng_tokenizer *t);
 int32_t eng__token_unk(const eng_tokenizer *t);
 int32_t eng__token_sep(const eng_tokenizer *t);
-int32_t eng__token_pad(const eng_tokenizer *t);
 int32_t eng__token_eot(const eng_tokenizer *t);
 bool    eng__tokenizer_add_bos(const eng_tokenizer *t);
 bool    eng__tokenizer_add_eos(const eng_tokenizer *t);

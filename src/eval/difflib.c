@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int lcx__utf8_to_cp(const char *s, size_t n, uint32_t **out, size_t *ncp)
+/* Decodes UTF-8 into code points, an ill-formed byte b as U+DC80+b (lcx_eval.h). *out is
+ * malloc'd (free it); *ncp its length. */
+static int lcx__utf8_to_cp(const char *s, size_t n, uint32_t **out, size_t *ncp)
 {
     if (!out || !ncp || (!s && n)) return LCX_EINVAL;
     uint32_t *v = malloc((n ? n : 1) * sizeof *v);
@@ -123,7 +125,8 @@ static match_t find_longest_match(sm_t *m, size_t alo, size_t ahi, size_t blo, s
     return (match_t){besti, bestj, bestsize};
 }
 
-int lcx__seqmatch_ratio_cp(const uint32_t *a, size_t la, const uint32_t *b, size_t lb, double *out)
+/* Same over code-point arrays. */
+static int lcx__seqmatch_ratio_cp(const uint32_t *a, size_t la, const uint32_t *b, size_t lb, double *out)
 {
     if (!out || (!a && la) || (!b && lb)) return LCX_EINVAL;
     if (la + lb == 0) { *out = 1.0; return LCX_OK; }

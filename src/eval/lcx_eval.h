@@ -33,12 +33,6 @@
  * Returns 0 and *out in [0,1]; LCX_ENOMEM; LCX_EINVAL on NULL arguments. */
 int lcx__seqmatch_ratio(const char *a, size_t na, const char *b, size_t nb, double *out);
 
-/* Same over code-point arrays. */
-int lcx__seqmatch_ratio_cp(const uint32_t *a, size_t la, const uint32_t *b, size_t lb, double *out);
-
-/* Decodes UTF-8 into code points (rule above). *out is malloc'd (free it); *n its length. */
-int lcx__utf8_to_cp(const char *s, size_t n, uint32_t **out, size_t *ncp);
-
 /* The openai/mrcr grade: 0 unless `response` starts with `hash`; otherwise the hash is
  * removed from the front of both response and answer (answer only when it starts with it)
  * and the result is lcx__seqmatch_ratio(response', answer'). */
@@ -90,8 +84,6 @@ int lcx__mrcr_next_line(FILE *f, lcx_buf *line);
 int lcx__mrcr_write_line(FILE *f, const lcx_mrcr_rec *rec);
 void lcx__mrcr_rec_free(lcx_mrcr_rec *rec);
 void lcx__mrcr_set_free(lcx_mrcr_set *set);
-/* Takes ownership of *rec's contents (rec is zeroed). */
-int lcx__mrcr_set_push(lcx_mrcr_set *set, lcx_mrcr_rec *rec);
 
 /* Bins by n_chars (characters), the reference harness's rule:
  * 8K=[16K,32K) 16K=[32K,64K) 32K=[64K,128K) 64K=[128K,256K) 128K=[256K,512K)

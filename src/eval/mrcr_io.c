@@ -35,7 +35,8 @@ void lcx__mrcr_set_free(lcx_mrcr_set *s)
     memset(s, 0, sizeof *s);
 }
 
-int lcx__mrcr_set_push(lcx_mrcr_set *s, lcx_mrcr_rec *r)
+/* Takes ownership of *rec's contents (rec is zeroed). */
+static int lcx__mrcr_set_push(lcx_mrcr_set *s, lcx_mrcr_rec *r)
 {
     if (s->n >= LCX_MRCR_MAX_RECORDS) return LCX_ELIMIT;
     if (s->n == s->alloc) {

@@ -50,7 +50,8 @@ float *lcx__nn_vec_f32(lcx_nn_model *m, int type, const void *data, int64_t n)
     return v;
 }
 
-int lcx__nn_mat_convert(lcx_nn_model *m, lcx__nn_mat *w, int t, char *err, size_t errlen)
+/* Converts a matrix to type t (owned); LCX_ENOTSUP when n_in does not fit the block size. */
+static int lcx__nn_mat_convert(lcx_nn_model *m, lcx__nn_mat *w, int t, char *err, size_t errlen)
 {
     if (w->type == t || !w->data) return 0;
     int64_t blk = eng__type_block_elems((eng_type)t);
@@ -119,7 +120,8 @@ int lcx__nn_check_info(const lcx_nn_info *inf, const char *src, char *err, size_
 
 static const char *const special_names[LCX_NN_N_SPECIAL] = {"[CLS]", "[SEP]", "[UNK]", "[PAD]", "[MASK]"};
 
-int lcx__nn_finish(lcx_nn_model *m, char *err, size_t errlen)
+/* Final steps shared by both loaders: weight conversion, special ids, pool. */
+static int lcx__nn_finish(lcx_nn_model *m, char *err, size_t errlen)
 {
     lcx_nn_info *inf = &m->info;
     int rc;
@@ -267,7 +269,8 @@ static int32_t g_special(const eng_gguf *g, const char *k1, const char *k2, cons
     return lcx__nn_vocab_get(v, txt, strlen(txt));
 }
 
-int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errlen)
+/* The GGUF `bert` loader (the Hugging Face one is hf.c). */
+static int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errlen)
 {
     char gerr[256];
     int rc = eng__gguf_open(path, &m->gguf, gerr, sizeof gerr);

@@ -86,22 +86,17 @@ void lcx__nn_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((
 void *lcx__nn_own(lcx_nn_model *m, void *p);
 /* A 1-D tensor (any float type) as an owned F32 array of n elements. */
 float *lcx__nn_vec_f32(lcx_nn_model *m, int type, const void *data, int64_t n);
-/* Converts a matrix to type t (owned); LCX_ENOTSUP when n_in does not fit the block size. */
-int lcx__nn_mat_convert(lcx_nn_model *m, lcx__nn_mat *w, int t, char *err, size_t errlen);
 /* Checks hyper-parameters against caps and against each other. */
 int lcx__nn_check_info(const lcx_nn_info *inf, const char *src, char *err, size_t errlen);
 /* Re-lays a float matrix as GEMM panels (owned); F16 stays F16, F32 / BF16 become F32. */
 int lcx__nn_mat_pack(lcx_nn_model *m, lcx__nn_mat *w);
-/* Final steps shared by both loaders: weight conversion, special ids, pool. */
-int lcx__nn_finish(lcx_nn_model *m, char *err, size_t errlen);
 
 /* vocabulary (wordpiece.c) */
 int lcx__nn_vocab_build(lcx__nn_vocab *v, int32_t n, const char *const *tok, const size_t *len);
 void lcx__nn_vocab_free(lcx__nn_vocab *v);
 int32_t lcx__nn_vocab_get(const lcx__nn_vocab *v, const char *s, size_t n);
 
-/* loaders */
-int lcx__nn_load_gguf(lcx_nn_model *m, const char *path, char *err, size_t errlen);
+/* the Hugging Face safetensors loader (hf.c) */
 int lcx__nn_load_hf(lcx_nn_model *m, const char *dir, char *err, size_t errlen);
 void lcx__nn_unmap(void *p, size_t n);
 

@@ -189,11 +189,6 @@ static int on_dtok(const char *t, size_t n, int kind, void *ud)
     return 0;
 }
 
-float lcx__rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len)
-{
-    return lcx__rerank_score_prox(rq, doc, len, NULL);
-}
-
 float lcx__rerank_score_prox(const lcx_rerank_query *rq, const char *doc, size_t len, float *prox)
 {
     if (prox) *prox = 0;

@@ -16,11 +16,10 @@ int lcx__rerank_prepare(const char *q, size_t qlen, lcx_rerank_query **out);
 typedef float (*lcx_rerank_idf_fn)(const char *t, size_t n, int kind, void *ud);
 int lcx__rerank_prepare_idf(const char *q, size_t qlen, lcx_rerank_idf_fn idf, void *ud, lcx_rerank_query **out);
 void lcx__rerank_free(lcx_rerank_query *rq);
-/* Score in [0, 1]: how completely and how exactly the document covers the query. */
-float lcx__rerank_score(const lcx_rerank_query *rq, const char *doc, size_t len);
-/* The same, and *prox (may be NULL) = term proximity in BM25 units (BM25TP, Rasolofo &
- * Savoy 2003): Σ over pairs of query terms (the first 16) min(w_a, w_b)·(k1+1)·tp/(k1+tp),
- * tp = Σ 1/d² over their occurrences ≤ 5 tokens apart (w = the prepared term weights). */
+/* Score in [0, 1]: how completely and how exactly the document covers the query; *prox (may
+ * be NULL) = term proximity in BM25 units (BM25TP, Rasolofo & Savoy 2003): Σ over pairs of
+ * query terms (the first 16) min(w_a, w_b)·(k1+1)·tp/(k1+tp), tp = Σ 1/d² over their
+ * occurrences ≤ 5 tokens apart (w = the prepared term weights). */
 float lcx__rerank_score_prox(const lcx_rerank_query *rq, const char *doc, size_t len, float *prox);
 
 /* How much of the final score the reranker contributes:

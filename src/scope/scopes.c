@@ -301,7 +301,8 @@ const char *lcx_scope_err_code(int rc)
     return rc == LCX_EEXIST ? "scope_busy" : rc == LCX_ENOSPC ? "insufficient_storage" : "internal";
 }
 
-void lcx__scope_fill_info(lcx_scope *s, lcx_scope_info *info)
+/* s->mu held */
+static void lcx__scope_fill_info(lcx_scope *s, lcx_scope_info *info)
 {
     memset(info, 0, sizeof *info);
     snprintf(info->scope_path, sizeof info->scope_path, "%s", s->root);

@@ -154,7 +154,6 @@ void lcx__scopes_set_batch(lcx_scopes *m, uint32_t batch_chunks, double checkpoi
 void lcx__scopes_set_serial(lcx_scopes *m, bool serial);
 /* Benchmark hook: appends in flight at once (1..3; 0 = default 2). */
 void lcx__scopes_set_fly(lcx_scopes *m, int max_fly);
-void lcx__scope_fill_info(lcx_scope *s, lcx_scope_info *info);          /* s->mu held */
 int lcx__scope_find_file(const lcx_scope *s, const char *rel);
 bool lcx__scope_covers(const lcx_scope *s, const char *rel);
 /* The Hot → Package rebuild (s->mu held, s->promoting set by the caller, which the call

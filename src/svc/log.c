@@ -106,7 +106,7 @@ static void put_ts(lcx_buf *b)
                    tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L);
 }
 
-void lcx__svc_logv(struct lcx_svc_log *l, const char *level, const char *fmt, va_list ap)
+static void lcx__svc_logv(struct lcx_svc_log *l, const char *level, const char *fmt, va_list ap)
 {
     char msg[2048];
     int n = vsnprintf(msg, sizeof msg, fmt, ap);

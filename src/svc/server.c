@@ -324,8 +324,6 @@ void lcx__resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr)
     r->set = mr != NULL;
 }
 
-bool lcx__resp_is_set(const lcx_resp *r) { return r->set; }
-
 static void resp_free(lcx_resp *r)
 {
     lcx__buf_free(&r->buf);

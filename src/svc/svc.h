@@ -191,7 +191,6 @@ void lcx__resp_header(lcx_resp *r, const char *name, const char *value);
 /* Streaming escape hatch: the server queues mr with status (and the extra headers above)
  * and then destroys its reference. */
 void lcx__resp_mhd(lcx_resp *r, int status, struct MHD_Response *mr);
-bool lcx__resp_is_set(const lcx_resp *r);
 
 /* ---- routing (routes.c) */
 typedef struct {
@@ -358,7 +357,6 @@ bool lcx__svc_log_json(const struct lcx_svc_log *l);
 uint64_t lcx__svc_log_dropped(struct lcx_svc_log *l);
 /* An event line (level "info", "warn", "error"); l NULL → stderr. */
 void lcx__svc_logf(struct lcx_svc_log *l, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void lcx__svc_logv(struct lcx_svc_log *l, const char *level, const char *fmt, va_list ap);
 void lcx__svc_log_access(struct lcx_svc_log *l, const lcx_svc_access *a);   /* json only */
 /* SIGHUP from lcx_svc_serve_main: reopens the log and says so in it. */
 void lcx__svc_on_sighup(lcx_svc *svc);
@@ -368,10 +366,6 @@ void lcx__svc_on_sighup(lcx_svc *svc);
 struct lcx_svc_recent;
 int lcx__svc_recent_new(struct lcx_svc_recent **out);
 void lcx__svc_recent_free(struct lcx_svc_recent *r);
-/* One answered /evict/retrieve (kind "rescue") or /retrieve ("code"): session may be NULL,
- * scores[n] the hits' scores (best first), label[n] optional per-hit labels (file paths). */
-void lcx__svc_recent_note(lcx_svc *svc, const char *kind, const char *session, const char *query, size_t qlen,
-                          const float *scores, const char *const *labels, int n);
 /* The two retrievals' shorthands (routes_evict.c, routes_code.c). */
 void lcx__svc_recent_rescue(lcx_svc *svc, const char *session, const char *query, size_t qlen, const lcx_hit *hits,
                             int n);

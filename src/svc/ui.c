@@ -68,7 +68,9 @@ static void copy_cut(char *dst, size_t cap, const char *src, size_t n)
     dst[k] = 0;
 }
 
-void lcx__svc_recent_note(lcx_svc *svc, const char *kind, const char *session, const char *query, size_t qlen,
+/* One answered /evict/retrieve (kind "rescue") or /retrieve ("code"): session may be NULL,
+ * scores[n] the hits' scores (best first), label[n] optional per-hit labels (file paths). */
+static void lcx__svc_recent_note(lcx_svc *svc, const char *kind, const char *session, const char *query, size_t qlen,
                           const float *scores, const char *const *labels, int n)
 {
     struct lcx_svc_recent *r = svc->recent;

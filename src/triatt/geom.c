@@ -5,7 +5,7 @@
 #include "triatt/internal.h"
 #include <math.h>
 
-int triatt__n_attn_layers(const triatt_geometry *g, const unsigned char *mask)
+static int triatt__n_attn_layers(const triatt_geometry *g, const unsigned char *mask)
 {
     int n = 0;
     for (int l = 0; l < g->n_layers; l++) n += mask ? (mask[l] != 0) : 1;

@@ -102,6 +102,5 @@ static inline uint64_t triatt__rng_next(uint64_t *s)
 static inline double triatt__rng_unit(uint64_t *s) { return (triatt__rng_next(s) >> 11) * 0x1.0p-53; }
 
 int triatt__calib_last_ignored(const triatt_calib *c);
-int triatt__n_attn_layers(const triatt_geometry *g, const unsigned char *mask);
 
 #endif
