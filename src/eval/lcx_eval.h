@@ -261,6 +261,8 @@ typedef struct {
     int max_gen;                  /* tokens per reply (16) */
     int window, prefix, warmup, hybrid;   /* V3: 128, 32, 256, 2 */
     bool prepopulate;             /* v3+longctx: also post the prompt itself (true) */
+    int shard, n_shards;          /* run only the cells whose index in the plan is shard mod
+                                   * n_shards (0, 1: all); `longctx eval ramp --jobs` */
     void (*on_cell)(void *ud, const lcx_ramp_cell *c, int i, int n);   /* progress */
     void *ud;
 } lcx_ramp_opts;

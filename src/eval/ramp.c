@@ -42,6 +42,7 @@ void lcx__ramp_defaults(lcx_ramp_opts *o)
     o->warmup = 256;
     o->hybrid = 2;
     o->prepopulate = true;
+    o->n_shards = 1;
     o->direction = TRIATT_KEEP_HIGH;
     o->mode = TRIATT_MODE_TRIG;
 }
@@ -271,8 +272,8 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
     if (err && err_len) *err = 0;
     if (!o || !o->model_path || !cells || !n_cells || o->n_sizes < 1 || o->n_sizes > LCX_RAMP_MAX_SIZES ||
         o->n_depths < 1 || o->n_depths > LCX_RAMP_MAX_DEPTHS || o->n_seeds < 1 || o->first_seed < 0 || o->budget_frac <= 0 ||
-        o->budget_frac > 1 || o->max_gen < 1) {
-        if (err && err_len) snprintf(err, err_len, "ramp: bad options (sizes, depths, seeds, budget fraction, max_gen)");
+        o->budget_frac > 1 || o->max_gen < 1 || o->n_shards < 1 || o->shard < 0 || o->shard >= o->n_shards) {
+        if (err && err_len) snprintf(err, err_len, "ramp: bad options (sizes, depths, seeds, budget fraction, max_gen, shard)");
         return LCX_EINVAL;
     }
     *cells = NULL;
@@ -317,11 +318,12 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
     const cell_cfg base_cfg = {cfgs[0].rescue, cfgs[0].direction, cfgs[0].mode};
     int n_runs = 0;
     for (int a = 0; a < LCX_RAMP_NARMS; a++) n_runs += o->arms[a] ? (a == LCX_RAMP_BASELINE ? 1 : n_cfg) : 0;
-    const int total = o->n_sizes * n_runs * o->n_depths * o->n_seeds;
+    const int n_plan = o->n_sizes * n_runs * o->n_depths * o->n_seeds;
+    const int total = n_plan / o->n_shards + (o->shard < n_plan % o->n_shards);   /* this shard's */
     lcx_ramp_cell *cs = calloc((size_t)(total ? total : 1), sizeof *cs);
     if (!cs) { rc = LCX_ENOMEM; goto out; }
     runner R = {o, m};
-    int k = 0;
+    int k = 0, idx = 0;
     for (int si = 0; si < o->n_sizes; si++) {
         const int size = o->sizes[si];
         const int n_fill = plan_fill(tk, size - o->max_gen - 16);
@@ -331,6 +333,7 @@ int lcx__ramp_run(const lcx_ramp_opts *o, lcx_ramp_cell **cells, int *n_cells, c
             for (int ci = 0; ci < (a == LCX_RAMP_BASELINE ? 1 : n_cfg); ci++)
                 for (int di = 0; di < o->n_depths; di++)
                     for (int seed = o->first_seed; seed < o->first_seed + o->n_seeds; seed++) {
+                        if (idx++ % o->n_shards != o->shard) continue;
                         const cell_cfg *cf = a == LCX_RAMP_BASELINE ? &base_cfg : &cfgs[ci];
                         rc = run_cell(&R, size, n_fill, a, cf, o->depths[di], seed, &cs[k], err, err_len);
                         if (rc < 0) goto out;

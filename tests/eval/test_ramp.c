@@ -3,7 +3,9 @@
  * it — cache-level recall 100 % over 10 seeds × 3 depths, for two-turn and single-turn
  * rescue. Plus the blob's shape (SPEC §6 texts, fact at its depth), the JSON/SVG
  * outputs, and the policy lists (--direction, --mode): every V3 cell once per
- * configuration, the baseline once, and each configuration reaching the eviction. */
+ * configuration, the baseline once, and each configuration reaching the eviction. Shards
+ * (`longctx eval ramp --jobs`): they partition the plan, and the CLI's parallel run gives the
+ * serial run's cells. */
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "eval/lcx_eval.h"
@@ -12,6 +14,7 @@
 #include "longctx/triatt.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +291,107 @@ static void test_refusals(void **st)
     assert_int_equal(lcx__ramp_run(&o, &c, &n, err, sizeof err), LCX_EINVAL);   /* no such direction */
 }
 
+/* The fields a cell's outcome is made of (not its timings, nor spans_sent: the bridge's
+ * acknowledgements by the time the cell ends); evicted_pct as JSON carries it (2 decimals). */
+static void assert_same_cell(const lcx_ramp_cell *a, const lcx_ramp_cell *b)
+{
+    assert_int_equal(a->size, b->size);
+    assert_int_equal(a->arm, b->arm);
+    assert_int_equal(a->rescue, b->rescue);
+    assert_true(a->depth == b->depth);
+    assert_int_equal(a->seed, b->seed);
+    assert_int_equal(a->answer, b->answer);
+    assert_int_equal(a->cache_recall, b->cache_recall);
+    assert_int_equal(a->fact_in_cache, b->fact_in_cache);
+    assert_int_equal(a->fact_in_rescue, b->fact_in_rescue);
+    assert_int_equal(a->rounds, b->rounds);
+    assert_int_equal(a->n_tokens, b->n_tokens);
+    assert_true(fabs(a->evicted_pct - b->evicted_pct) < 0.006);
+    assert_string_equal(a->reply, b->reply);
+}
+
+static void small_plan(lcx_ramp_opts *o)
+{
+    lcx__ramp_defaults(o);
+    o->model_path = g_model;
+    o->sizes[0] = 2048;
+    o->n_sizes = 1;
+    o->n_seeds = 2;
+    o->rescues[0] = LCX_RAMP_SINGLE_TURN;
+    o->rescues[1] = LCX_RAMP_TWO_TURN;
+    o->n_rescues = 2;
+    o->n_ubatch = 128;
+    o->max_gen = 4;
+    o->prepopulate = false;
+}
+
+static void test_jobs(void **st)
+{
+    (void)st;
+    char data[4200], log[4300], cells_out[4200], cmd[16384], err[512] = "";
+    snprintf(data, sizeof data, "%s/svc-jobs", g_dir);
+    snprintf(log, sizeof log, "%s.log", data);
+    snprintf(cells_out, sizeof cells_out, "%s/jobs.jsonl", g_dir);
+    lcx_sidecar_opts so = lcx_sidecar_defaults();
+    so.binary = tu_bin("longctx-svc");
+    so.data_dir = data;
+    so.log_path = log;
+    lcx_sidecar *sc = NULL;
+    if (lcx_sidecar_spawn(&so, &sc, err, sizeof err) < 0) fail_msg("longctx-svc: %s", err);
+    lcx_ramp_opts o;
+    small_plan(&o);
+    o.endpoint = lcx_sidecar_url(sc);
+    lcx_ramp_cell *all = NULL, *part = NULL;
+    int n_all = 0, n_part = 0;
+    if (lcx__ramp_run(&o, &all, &n_all, err, sizeof err) < 0) fail_msg("ramp: %s", err);
+    assert_int_equal(n_all, 3 * 2 + 2 * 2 * 3 * 2);   /* baseline + two V3 arms × two rescues; 3 depths × 2 seeds */
+
+    /* three shards: every cell once, each the serial run's (in plan order within a shard) */
+    int seen = 0;
+    o.n_shards = 3;
+    for (o.shard = 0; o.shard < 3; o.shard++) {
+        if (lcx__ramp_run(&o, &part, &n_part, err, sizeof err) < 0) fail_msg("shard %d: %s", o.shard, err);
+        assert_int_equal(n_part, n_all / 3);
+        for (int i = 0; i < n_part; i++) assert_same_cell(&part[i], &all[o.shard + 3 * i]);
+        seen += n_part;
+        free(part);
+    }
+    assert_int_equal(seen, n_all);
+    o.shard = 3;
+    assert_int_equal(lcx__ramp_run(&o, &part, &n_part, err, sizeof err), LCX_EINVAL);
+
+    /* the CLI: --jobs 4 (its own sidecar), the cells in the serial order, each also on --cells-out */
+    snprintf(cmd, sizeof cmd,
+             "'%s' eval ramp -m '%s' --sizes 2k --seeds 2 --rescue single-turn,two-turn --ubatch 128 --max-gen 4 "
+             "--prepopulate 0 --jobs 4 --json --cells-out '%s' --svc-bin '%s' 2>/dev/null",
+             tu_bin("longctx"), g_model, cells_out, tu_bin("longctx-svc"));
+    char *out = NULL;
+    assert_int_equal(tu_run(cmd, &out), 0);
+    lcx_ramp_cell *cli = NULL;
+    int n_cli = 0;
+    assert_int_equal(lcx__ramp_json_read(out, &cli, &n_cli, NULL), 0);
+    assert_int_equal(n_cli, n_all);
+    for (int i = 0; i < n_all; i++) assert_same_cell(&cli[i], &all[i]);
+    free(cli);
+    cli = NULL;
+    n_cli = 0;
+    char *txt = NULL;
+    size_t len = 0;
+    assert_int_equal(lcx__read_file(cells_out, 1 << 20, &txt, &len), 0);
+    int lines = 0;
+    for (char *ln = txt, *nl; ln && *ln; ln = nl ? nl + 1 : NULL, lines++) {
+        if ((nl = strchr(ln, '\n'))) *nl = 0;
+        assert_int_equal(lcx__ramp_json_read(ln, &cli, &n_cli, NULL), 0);
+    }
+    assert_int_equal(lines, n_all);
+    assert_int_equal(n_cli, n_all);
+    free(txt);
+    free(cli);
+    free(out);
+    free(all);
+    lcx_sidecar_stop(sc, 5000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_reply_cut),
         cmocka_unit_test(test_policy_lists),
+        cmocka_unit_test(test_jobs),
         cmocka_unit_test(test_ramp_two_turn),
         cmocka_unit_test(test_ramp_single_turn),
     };

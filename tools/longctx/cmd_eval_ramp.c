@@ -5,10 +5,14 @@
  *        [--first-seed S] [--cells-out FILE (each cell appended as a one-line JSON on the way)]
  *        [--longctx-endpoint URL] [--json] [--svg FILE] [-t THREADS] [--ubatch N] [--max-gen N]
  *        [--window N --prefix N --warmup N --hybrid 0|1|2] [--svc-bin PATH] [--prepopulate 0|1]
+ *        [--jobs N]
  *   longctx eval ramp --replay FILE.json[,FILE.json...] [--json] [--svg FILE]
  *   longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--blocks N] [--seed S]
  * Without --longctx-endpoint (and with the v3+longctx arm) a private longctx-svc is started
- * as a sidecar on a free port with a temporary data directory, and stopped at the end. */
+ * as a sidecar on a free port with a temporary data directory, and stopped at the end.
+ * --jobs N runs N copies of this command (each with --shard i/N: every N-th cell of the plan,
+ * its cells as JSON lines on stdout) against one sidecar; the cells are the serial run's,
+ * since a cell depends only on its own (size, arm, configuration, depth, seed). */
 #define _GNU_SOURCE
 #include "cmds.h"
 #include "eval/lcx_eval.h"
@@ -18,10 +22,15 @@
 #include <errno.h>
 #include <ftw.h>
 #include <libgen.h>
+#include <poll.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static void usage(FILE *f)
 {
@@ -34,6 +43,7 @@ static void usage(FILE *f)
             "         [--json] [--svg FILE] [-t THREADS] [--ubatch N (512)] [--max-gen N (16)]\n"
             "         [--window 128] [--prefix 32] [--warmup 256] [--hybrid 2] [--svc-bin PATH]\n"
             "         [--prepopulate 0|1 (1: the first over-budget prompt is also posted to longctx)]\n"
+            "         [--jobs N (cells N at a time, each in its own process, one sidecar)]\n"
             "       longctx eval ramp --replay FILE.json[,FILE.json...] [--json] [--svg FILE]\n"
             "       longctx eval ramp-model OUT.gguf [--shape tiny|qwen2.5-0.5b] [--blocks N] [--seed S]\n"
             "  Without --longctx-endpoint a private longctx-svc sidecar serves the v3+longctx arm.\n"
@@ -187,13 +197,126 @@ static int cmd_ramp_model(int argc, char **argv)
     return 0;
 }
 
+/* Cells in the serial run's order (sizes, arms, configurations, depths, seeds ascending). */
+static int cell_cmp(const void *pa, const void *pb)
+{
+    const lcx_ramp_cell *a = pa, *b = pb;
+    const double ka[] = {a->size, a->arm, a->rescue, a->direction, a->mode, a->depth, a->seed},
+                 kb[] = {b->size, b->arm, b->rescue, b->direction, b->mode, b->depth, b->seed};
+    for (size_t i = 0; i < sizeof ka / sizeof *ka; i++)
+        if (ka[i] != kb[i]) return ka[i] < kb[i] ? -1 : 1;
+    return 0;
+}
+
+/* One JSON line from a shard: onto --cells-out (the one writer) and into the cells. */
+static int take_line(char *ln, const progress *pg, lcx_ramp_cell **cells, int *n)
+{
+    if (!*ln) return 0;
+    char *model = NULL;
+    int rc = lcx__ramp_json_read(ln, cells, n, &model);
+    free(model);
+    if (rc < 0) return rc;
+    if (pg->cells_out) { fprintf(pg->cells_out, "%s\n", ln); fflush(pg->cells_out); }
+    return 0;
+}
+
+/* --jobs: `exe eval ramp ARGS --shard i/N --cells-out /dev/stdout --longctx-endpoint URL` N
+ * times (without this run's --jobs, --cells-out, --json, --svg), their stdout read as it
+ * comes. 0, or 1 when a shard failed or sent a line that is not a cell (the cells that came
+ * are kept). */
+static int run_jobs(int argc, char **argv, int jobs, const char *endpoint, const progress *pg, lcx_ramp_cell **cells,
+                    int *n)
+{
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0) { fprintf(stderr, "longctx eval ramp --jobs: cannot find this program: %s\n", strerror(errno)); return 1; }
+    exe[el] = 0;
+    char **av = calloc((size_t)argc + 12, sizeof *av), shard[32];
+    pid_t *pid = calloc((size_t)jobs, sizeof *pid);
+    struct pollfd *pf = calloc((size_t)jobs, sizeof *pf);
+    lcx_buf *in = calloc((size_t)jobs, sizeof *in);
+    if (!av || !pid || !pf || !in) { free(av); free(pid); free(pf); free(in); return 1; }
+    int k = 0, status = 0, open_fds = 0;
+    av[k++] = exe;
+    av[k++] = "eval";
+    av[k++] = "ramp";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--json")) continue;
+        if (!strcmp(a, "--jobs") || !strcmp(a, "--cells-out") || !strcmp(a, "--svg")) { i++; continue; }
+        av[k++] = argv[i];
+    }
+    av[k++] = "--shard";
+    av[k++] = shard;
+    av[k++] = "--cells-out";
+    av[k++] = "/dev/stdout";
+    if (endpoint) { av[k++] = "--longctx-endpoint"; av[k++] = (char *)endpoint; }
+    for (int j = 0; j < jobs; j++) {
+        int fd[2];
+        pf[j].fd = -1;
+        if (pipe(fd) < 0) { status = 1; break; }
+        snprintf(shard, sizeof shard, "%d/%d", j, jobs);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+        posix_spawn_file_actions_addclose(&fa, fd[0]);
+        for (int i = 0; i < j; i++) if (pf[i].fd >= 0) posix_spawn_file_actions_addclose(&fa, pf[i].fd);
+        int e = posix_spawn(&pid[j], exe, &fa, NULL, av, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(fd[1]);
+        if (e) { close(fd[0]); pid[j] = 0; fprintf(stderr, "longctx eval ramp --jobs: %s\n", strerror(e)); status = 1; break; }
+        pf[j] = (struct pollfd){.fd = fd[0], .events = POLLIN};
+        open_fds++;
+    }
+    while (open_fds > 0 && poll(pf, (nfds_t)jobs, -1) >= 0) {
+        for (int j = 0; j < jobs; j++) {
+            if (pf[j].fd < 0 || !pf[j].revents) continue;
+            char b[65536];
+            ssize_t r = read(pf[j].fd, b, sizeof b);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) { close(pf[j].fd); pf[j].fd = -1; open_fds--; }
+            else lcx__buf_append(&in[j], b, (size_t)r);
+            /* whole lines; at the end, what is left (a last line without its newline: the
+             * buffer is NUL-terminated) */
+            char *ln = in[j].data;
+            for (char *nl; ln && (nl = memchr(ln, '\n', in[j].len - (size_t)(ln - in[j].data))); ln = nl + 1) {
+                *nl = 0;
+                if (take_line(ln, pg, cells, n) < 0) status = 1;
+            }
+            if (ln && pf[j].fd < 0) {
+                if (in[j].err || take_line(ln, pg, cells, n) < 0) status = 1;
+                ln = in[j].data + in[j].len;
+            }
+            if (ln) {
+                const size_t used = (size_t)(ln - in[j].data);
+                memmove(in[j].data, ln, in[j].len - used);
+                lcx__buf_truncate(&in[j], in[j].len - used);
+            }
+        }
+    }
+    for (int j = 0; j < jobs; j++) {
+        int ws = 0;
+        if (pid[j] > 0 && waitpid(pid[j], &ws, 0) == pid[j] && !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) {
+            fprintf(stderr, "longctx eval ramp --jobs: shard %d/%d failed (%s %d)\n", j, jobs,
+                    WIFEXITED(ws) ? "exit status" : "signal", WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+            status = 1;
+        }
+        if (pf[j].fd >= 0) close(pf[j].fd);
+        lcx__buf_free(&in[j]);
+    }
+    free(av); free(pid); free(pf); free(in);
+    if (*n > 1) qsort(*cells, (size_t)*n, sizeof **cells, cell_cmp);
+    return status;
+}
+
 int cmd_eval_ramp(int argc, char **argv)
 {
     if (argc >= 1 && !strcmp(argv[0], "ramp-model")) return cmd_ramp_model(argc, argv);
     lcx_ramp_opts o;
     lcx__ramp_defaults(&o);
     const char *svg = NULL, *svc_bin = NULL, *endpoint = NULL, *replay = NULL, *cells_out = NULL;
-    bool json = false;
+    bool json = false, sharded = false;
+    int jobs = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -262,9 +385,18 @@ int cmd_eval_ramp(int argc, char **argv)
         else if (!strcmp(a, "--prefix")) { o.prefix = (int)strtol(v, &e, 10); if (*e || o.prefix < 0) { fprintf(stderr, "longctx eval ramp: --prefix >= 0\n"); return 2; } }
         else if (!strcmp(a, "--warmup")) { o.warmup = (int)strtol(v, &e, 10); if (*e || o.warmup < 1) { fprintf(stderr, "longctx eval ramp: --warmup >= 1\n"); return 2; } }
         else if (!strcmp(a, "--hybrid")) { o.hybrid = (int)strtol(v, &e, 10); if (*e || o.hybrid < 0 || o.hybrid > 2) { fprintf(stderr, "longctx eval ramp: --hybrid 0|1|2\n"); return 2; } }
+        else if (!strcmp(a, "--jobs")) { jobs = (int)strtol(v, &e, 10); if (*e || jobs < 1 || jobs > 256) { fprintf(stderr, "longctx eval ramp: --jobs 1..256\n"); return 2; } }
+        else if (!strcmp(a, "--shard")) {
+            if (sscanf(v, "%d/%d", &o.shard, &o.n_shards) != 2 || o.n_shards < 1 || o.shard < 0 || o.shard >= o.n_shards) {
+                fprintf(stderr, "longctx eval ramp: --shard I/N with 0 <= I < N\n");
+                return 2;
+            }
+            sharded = true;
+        }
         else { fprintf(stderr, "longctx eval ramp: unknown flag %s\n", a); usage(stderr); return 2; }
     }
     if (replay) return cmd_replay(replay, json, svg);
+    if (sharded && jobs > 1) { fprintf(stderr, "longctx eval ramp: --jobs or --shard, not both\n"); return 2; }
     if (!o.model_path || o.n_sizes == 0) { usage(stderr); return 2; }
     lcx_sidecar *sc = NULL;
     char tmpd[] = "/tmp/longctx-ramp-XXXXXX";
@@ -311,16 +443,16 @@ int cmd_eval_ramp(int argc, char **argv)
     lcx_ramp_cell *cells = NULL;
     int n = 0;
     char err[512] = "";
-    int rc = lcx__ramp_run(&o, &cells, &n, err, sizeof err);
-    int status = 0;
-    if (rc < 0) {
+    int rc, status = 0;
+    if (jobs > 1) {
+        /* the shards get this run's sidecar; a --longctx-endpoint given is among the arguments */
+        status = run_jobs(argc, argv, jobs, sc ? endpoint : NULL, &pg, &cells, &n);
+    } else if ((rc = lcx__ramp_run(&o, &cells, &n, err, sizeof err)) < 0) {
         fprintf(stderr, "longctx eval ramp: %s\n", err[0] ? err : lcx_strerror(rc));
         status = 1;
-    } else {
-        const char *base = strrchr(o.model_path, '/');
-        base = base ? base + 1 : o.model_path;
-        status = report(base, cells, n, json, svg);
     }
+    /* a failed shard still leaves the others' cells to report */
+    if (!sharded && (!status || n > 0)) status |= report(pg.model, cells, n, json, svg);
     free(cells);
     if (pg.cells_out) fclose(pg.cells_out);
     if (sc) lcx_sidecar_stop(sc, 5000);
