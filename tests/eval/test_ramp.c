@@ -71,19 +71,26 @@ static void test_blob(void **st)
     free(b);
 }
 
-/* prepopulate off: only the Tier-2 spans of evicted cells can bring the fact back */
-static void run_ramp(int rescue)
+/* A real longctx-svc with its data under g_dir/NAME. */
+static lcx_sidecar *spawn_svc(const char *name)
 {
-    char data[4200], log[4300];
-    snprintf(data, sizeof data, "%s/svc-%d", g_dir, rescue);
+    char data[4200], log[4300], err[512] = "";
+    snprintf(data, sizeof data, "%s/%s", g_dir, name);
     snprintf(log, sizeof log, "%s.log", data);
     lcx_sidecar_opts so = lcx_sidecar_defaults();
     so.binary = tu_bin("longctx-svc");
     so.data_dir = data;
     so.log_path = log;
     lcx_sidecar *sc = NULL;
-    char err[512] = "";
     if (lcx_sidecar_spawn(&so, &sc, err, sizeof err) < 0) fail_msg("longctx-svc: %s", err);
+    return sc;
+}
+
+/* prepopulate off: only the Tier-2 spans of evicted cells can bring the fact back */
+static void run_ramp(int rescue)
+{
+    lcx_sidecar *sc = spawn_svc(rescue == LCX_RAMP_TWO_TURN ? "svc-two" : "svc-single");
+    char err[512] = "";
     lcx_ramp_opts o;
     lcx__ramp_defaults(&o);
     o.model_path = g_model;
@@ -328,16 +335,9 @@ static void small_plan(lcx_ramp_opts *o)
 static void test_jobs(void **st)
 {
     (void)st;
-    char data[4200], log[4300], cells_out[4200], cmd[16384], err[512] = "";
-    snprintf(data, sizeof data, "%s/svc-jobs", g_dir);
-    snprintf(log, sizeof log, "%s.log", data);
+    char cells_out[4200], cmd[16384], err[512] = "";
     snprintf(cells_out, sizeof cells_out, "%s/jobs.jsonl", g_dir);
-    lcx_sidecar_opts so = lcx_sidecar_defaults();
-    so.binary = tu_bin("longctx-svc");
-    so.data_dir = data;
-    so.log_path = log;
-    lcx_sidecar *sc = NULL;
-    if (lcx_sidecar_spawn(&so, &sc, err, sizeof err) < 0) fail_msg("longctx-svc: %s", err);
+    lcx_sidecar *sc = spawn_svc("svc-jobs");
     lcx_ramp_opts o;
     small_plan(&o);
     o.endpoint = lcx_sidecar_url(sc);
