@@ -237,6 +237,7 @@ static int run_jobs(int argc, char **argv, int jobs, const char *endpoint, const
     lcx_buf *in = calloc((size_t)jobs, sizeof *in);
     if (!av || !pid || !pf || !in) { free(av); free(pid); free(pf); free(in); return 1; }
     int k = 0, status = 0, open_fds = 0;
+    for (int j = 0; j < jobs; j++) pf[j].fd = -1;   /* poll skips them; nothing to close */
     av[k++] = exe;
     av[k++] = "eval";
     av[k++] = "ramp";
@@ -253,7 +254,6 @@ static int run_jobs(int argc, char **argv, int jobs, const char *endpoint, const
     if (endpoint) { av[k++] = "--longctx-endpoint"; av[k++] = (char *)endpoint; }
     for (int j = 0; j < jobs; j++) {
         int fd[2];
-        pf[j].fd = -1;
         if (pipe(fd) < 0) { status = 1; break; }
         snprintf(shard, sizeof shard, "%d/%d", j, jobs);
         posix_spawn_file_actions_t fa;
@@ -268,7 +268,12 @@ static int run_jobs(int argc, char **argv, int jobs, const char *endpoint, const
         pf[j] = (struct pollfd){.fd = fd[0], .events = POLLIN};
         open_fds++;
     }
-    while (open_fds > 0 && poll(pf, (nfds_t)jobs, -1) >= 0) {
+    while (open_fds > 0) {
+        if (poll(pf, (nfds_t)jobs, -1) < 0) {
+            if (errno == EINTR) continue;
+            status = 1;
+            break;
+        }
         for (int j = 0; j < jobs; j++) {
             if (pf[j].fd < 0 || !pf[j].revents) continue;
             char b[65536];
