@@ -197,6 +197,15 @@ static int cmd_ramp_model(int argc, char **argv)
     return 0;
 }
 
+/* This program's path (for the sidecar next to it and for --jobs' shards); 0 or -1. */
+static int self_exe(char *b, size_t n)
+{
+    ssize_t k = readlink("/proc/self/exe", b, n - 1);
+    if (k <= 0) return -1;
+    b[k] = 0;
+    return 0;
+}
+
 /* Cells in the serial run's order (sizes, arms, configurations, depths, seeds ascending). */
 static int cell_cmp(const void *pa, const void *pb)
 {
@@ -228,9 +237,7 @@ static int run_jobs(int argc, char **argv, int jobs, const char *endpoint, const
                     int *n)
 {
     char exe[4096];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (el <= 0) { fprintf(stderr, "longctx eval ramp --jobs: cannot find this program: %s\n", strerror(errno)); return 1; }
-    exe[el] = 0;
+    if (self_exe(exe, sizeof exe) < 0) { fprintf(stderr, "longctx eval ramp --jobs: cannot find this program: %s\n", strerror(errno)); return 1; }
     char **av = calloc((size_t)argc + 12, sizeof *av), shard[32];
     pid_t *pid = calloc((size_t)jobs, sizeof *pid);
     struct pollfd *pf = calloc((size_t)jobs, sizeof *pf);
@@ -410,9 +417,7 @@ int cmd_eval_ramp(int argc, char **argv)
         /* the longctx-svc next to this binary, else $LONGCTX_SVC / PATH */
         static char self_svc[4200];
         char exe[4096];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (!svc_bin && n > 0) {
-            exe[n] = 0;
+        if (!svc_bin && self_exe(exe, sizeof exe) == 0) {
             snprintf(self_svc, sizeof self_svc, "%s/longctx-svc", dirname(exe));
             if (access(self_svc, X_OK) == 0) svc_bin = self_svc;
         }
