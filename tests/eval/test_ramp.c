@@ -390,6 +390,21 @@ static void test_jobs(void **st)
     free(out);
     free(all);
     lcx_sidecar_stop(sc, 5000);
+
+    /* refusals: --jobs with --shard, a shard outside 0..N-1, --jobs 0 (usage, status 2); a
+     * model that does not open: every shard fails, status 1 and no table */
+    const char *bad[] = {"--jobs 2 --shard 0/2", "--shard 2/2", "--jobs 0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' eval ramp -m '%s' --sizes 2k --arms v3 %s 2>/dev/null", tu_bin("longctx"), g_model,
+                 bad[i]);
+        assert_int_equal(tu_run(cmd, &out), 2);
+        free(out);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' eval ramp -m '%s/none.gguf' --sizes 2k --arms v3 --jobs 2 2>/dev/null",
+             tu_bin("longctx"), g_dir);
+    assert_int_equal(tu_run(cmd, &out), 1);
+    assert_string_equal(out, "");
+    free(out);
 }
 
 int main(void)
